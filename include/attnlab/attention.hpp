@@ -1,0 +1,54 @@
+// The reference computation of scaled dot-product attention, step by step:
+//
+//   Attention(Q, K, V) = softmax(Q·Kᵀ / √d_k / T) · V
+//
+// This is the specification every fast kernel is tested against; it is never optimised.
+#pragma once
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attnlab/mask.hpp"
+#include "attnlab/matrix.hpp"
+#include "attnlab/trace.hpp"
+
+namespace attnlab {
+
+struct HeadWeights {
+  std::string name;
+  Matrix w_q;  // [d_in × d_k]
+  Matrix w_k;  // [d_in × d_k]
+  Matrix w_v;  // [d_in × d_v]
+};
+
+// One layer's attention problem, with positions already applied to the inputs.
+struct AttentionInput {
+  Matrix queries_from;  // [n × d_in] the query-side vectors X
+  Matrix keys_from;     // [m × d_in] the key/value-side vectors S (= X in self-attention)
+  bool rope = false;    // rotate queries and keys by position after projecting
+  std::vector<HeadWeights> heads;
+  std::optional<Matrix> w_o;  // [Σ d_v × d_out]
+  MaskSpec mask;
+  double temperature = 1.0;   // T > 0
+};
+
+// One softmax row: logits (-inf where masked) -> exponentials, their sum, the weights.
+struct SoftmaxRow {
+  double shift = 0.0;  // 0 when the largest logit is within [-60, 60], else that largest logit
+  std::vector<double> exponentials;
+  double sum = 0.0;
+  std::vector<double> weights;  // all 0 when every logit is -inf
+  bool fully_masked = false;
+};
+SoftmaxRow softmax(std::span<const double> logits);
+
+// Runs every head on the input and fills a Trace (token names are left for the caller).
+// The input must be valid (shapes chain, T > 0, mask indices in range): the scenario
+// loader checks all of that at the boundary.
+Trace attend(const AttentionInput& input);
+
+// One head: project, score, scale, mask and temperature, softmax, mix.
+HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head);
+
+}  // namespace attnlab

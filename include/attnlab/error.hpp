@@ -1,0 +1,17 @@
+// The one error type attnlab raises for bad input (files, flags, requests).
+//
+// Its message names the field, the bad value, the limit, and how to fix it; the CLI prints
+// it on stderr and exits with 2, the server answers 400 with {"error": message}.
+// Broken invariants inside the library are assertions, not InputErrors.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace attnlab {
+
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace attnlab

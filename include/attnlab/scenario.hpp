@@ -1,0 +1,109 @@
+// Scenarios: the JSON files that describe tokens, embeddings, positions and heads
+// (docs/scenario-format.md), validated once at the boundary with errors that name fields.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/mask.hpp"
+#include "attnlab/matrix.hpp"
+#include "attnlab/positions.hpp"
+#include "attnlab/trace.hpp"
+
+namespace attnlab {
+
+inline constexpr std::string_view kScenarioFormat = "attnlab-scenario/1";
+inline constexpr std::size_t kMaxTokens = 4096;        // per sequence
+inline constexpr std::size_t kMaxWidth = 4096;         // d_model, d_k, d_v, d_out
+inline constexpr std::size_t kMaxHeads = 64;
+inline constexpr std::size_t kMaxTraceCells = 1u << 25;  // Σ over heads of n·m
+
+struct HeadSpec {
+  std::string name;
+  std::optional<std::uint64_t> random_seed;  // set for a {"random": SEED} head
+  Matrix w_q, w_k, w_v;                      // drawn at load time for a random head
+};
+
+struct SourceSequence {  // the key/value side of cross-attention
+  std::vector<std::string> tokens;
+  Matrix embeddings;  // [m × d_model]
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string notes;
+  std::vector<std::string> tokens;
+  Matrix embeddings;  // [n × d_model]
+  Positions positions;
+  std::vector<HeadSpec> heads;
+  std::optional<Matrix> w_o;  // [Σ d_v × d_out]
+  std::optional<SourceSequence> source;
+  MaskSpec mask;  // causal, window, mask_tokens
+  double temperature = 1.0;
+  std::optional<std::size_t> query;  // the query explain works in full (default: the last)
+  int precision = 2;                 // decimals explain shows by default
+
+  std::size_t n() const { return tokens.size(); }
+  std::size_t m() const { return source ? source->tokens.size() : tokens.size(); }
+  std::size_t d_model() const { return embeddings.cols; }
+  std::size_t d_in() const { return input_width(d_model(), positions); }
+};
+
+// Parses and validates a scenario. `origin` names the text in messages (a file path,
+// "request body"); a malformed document reports line and column.
+Scenario parse_scenario(std::string_view text, std::string_view origin);
+// The same from an already parsed JSON value (the server's request bodies).
+Scenario scenario_from_json(const nlohmann::json& document);
+
+// Checks every rule of the format (shapes chain, indices in range, limits, T > 0) and
+// throws InputError naming the first field that breaks one. parse_scenario calls it;
+// call it again after changing a scenario by hand.
+void validate(const Scenario& scenario);
+
+struct BundledScenario {
+  std::string name;
+  std::string description;
+  std::string_view text;  // the file as bundled
+};
+// The scenarios compiled into attnlab, sorted by name, three-tokens first.
+std::vector<BundledScenario> bundled_scenarios();
+inline constexpr std::string_view kDefaultScenario = "three-tokens";
+
+// A bundled scenario by name, or a scenario file by path (anything ending in .json or
+// containing '/'). Unknown names get a message listing the bundled ones.
+Scenario load_scenario(std::string_view name_or_path);
+
+// Changes a user asks for on top of a scenario (CLI flags, API options).
+struct Overrides {
+  std::optional<bool> causal;
+  std::optional<double> temperature;
+  std::optional<std::size_t> window;  // 0 removes the window
+  std::vector<std::size_t> mask_tokens;  // added to the scenario's own
+  std::optional<std::size_t> query;
+};
+// Applies the overrides and validates the result.
+void apply_overrides(Scenario& scenario, const Overrides& overrides);
+
+// The scenario with its query tokens (and, in self-attention, keys) reordered:
+// new token k is old token order[k]. Masked token indices follow their tokens. `order`
+// must be a permutation of 0..n-1.
+Scenario permute_tokens(const Scenario& scenario, std::span<const std::size_t> order);
+
+// Reads "2,0,1" into {2, 0, 1}, checking it is a permutation of 0..n-1.
+std::vector<std::size_t> parse_permutation(std::string_view text, std::size_t n);
+
+// The layer's input for the reference kernel: positions applied, heads, mask, T.
+AttentionInput attention_input(const Scenario& scenario);
+
+// Runs the reference computation and names the tokens in the trace.
+Trace run_scenario(const Scenario& scenario);
+
+}  // namespace attnlab

@@ -1,0 +1,44 @@
+// Pieces every attnlab subcommand shares: the scenario flags and how a subcommand is
+// registered. Subcommands parse flags, call one library function, and print.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attnlab/scenario.hpp"
+
+namespace attnlab::cli {
+
+// A registered subcommand: its CLI11 app and what to run when it was chosen. run()
+// returns the exit code; it may throw InputError (exit 2).
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+// Flags that choose a scenario and override it (explain, run, and later probe, serve).
+struct ScenarioFlags {
+  std::string scenario{kDefaultScenario};
+  bool causal = false, no_causal = false;
+  double temperature = 1.0;
+  std::size_t window = 0;
+  std::vector<std::size_t> mask_tokens;
+  std::size_t query = 0;
+  std::string permute;
+  CLI::Option* temperature_flag = nullptr;
+  CLI::Option* window_flag = nullptr;
+  CLI::Option* query_flag = nullptr;
+};
+
+void add_scenario_flags(CLI::App& app, ScenarioFlags& flags);
+
+// Loads the chosen scenario and applies the flags (permutation excluded).
+Scenario load_with_flags(const ScenarioFlags& flags);
+
+Command explain_command(CLI::App& parent);
+Command run_command(CLI::App& parent);
+Command scenarios_command(CLI::App& parent);
+
+}  // namespace attnlab::cli

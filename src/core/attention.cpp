@@ -1,0 +1,98 @@
+// The reference attention kernel, written as the maths. Each block below is one step.
+#include "attnlab/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attnlab/positions.hpp"
+
+namespace attnlab {
+
+namespace {
+constexpr double kMinusInfinity = -std::numeric_limits<double>::infinity();
+constexpr double kExpSafeRange = 60.0;  // e^±60 is far from overflow and underflow
+}  // namespace
+
+SoftmaxRow softmax(std::span<const double> logits) {
+  SoftmaxRow row;
+  row.exponentials.assign(logits.size(), 0.0);
+  row.weights.assign(logits.size(), 0.0);
+
+  const double largest = logits.empty() ? kMinusInfinity : *std::max_element(logits.begin(), logits.end());
+  if (largest == kMinusInfinity) {  // every key hidden: zero weights, not 0/0
+    row.fully_masked = true;
+    return row;
+  }
+  // Softmax does not change when one constant is subtracted from every logit. Subtract
+  // nothing when e^x is safe, so the numbers are the ones a calculator gives (seed 000).
+  row.shift = std::abs(largest) <= kExpSafeRange ? 0.0 : largest;
+  for (std::size_t j = 0; j < logits.size(); ++j) {
+    row.exponentials[j] = std::exp(logits[j] - row.shift);  // exp(-inf) = 0 exactly
+    row.sum += row.exponentials[j];
+  }
+  for (std::size_t j = 0; j < logits.size(); ++j) row.weights[j] = row.exponentials[j] / row.sum;
+  return row;
+}
+
+HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
+  const std::size_t n = input.queries_from.rows, m = input.keys_from.rows;
+  HeadTrace t;
+  t.name = head.name;
+  t.d_k = head.w_q.cols;
+  t.d_v = head.w_v.cols;
+
+  // Step 1, project: q = x · W_Q, k = s · W_K, v = s · W_V (then rotate q, k with rope).
+  t.queries = matmul(input.queries_from, head.w_q);
+  t.keys = matmul(input.keys_from, head.w_k);
+  t.values = matmul(input.keys_from, head.w_v);
+  if (input.rope) {
+    rotate_rope(t.queries);
+    rotate_rope(t.keys);
+  }
+
+  // Step 2, score: every query against every key, scores[i][j] = q_i · k_j.
+  t.scores = matmul_transposed(t.queries, t.keys);
+
+  // Step 3, scale: divide by √d_k.
+  const double sqrt_d_k = std::sqrt(static_cast<double>(t.d_k));
+  t.scaled = t.scores;
+  for (double& s : t.scaled.data) s /= sqrt_d_k;
+
+  // Step 4, mask and temperature: logits = scaled / T where visible, -inf where not.
+  const Mask mask(input.mask, n, m);
+  t.logits = Matrix(n, m);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < m; ++j)
+      t.logits(i, j) = mask.visible(i, j) ? t.scaled(i, j) / input.temperature : kMinusInfinity;
+
+  // Step 5, softmax: each row of logits becomes weights that sum to 1.
+  t.exponentials = Matrix(n, m);
+  t.weights = Matrix(n, m);
+  for (std::size_t i = 0; i < n; ++i) {
+    const SoftmaxRow row = softmax(t.logits.row(i));
+    std::copy(row.exponentials.begin(), row.exponentials.end(), t.exponentials.row(i).begin());
+    std::copy(row.weights.begin(), row.weights.end(), t.weights.row(i).begin());
+    t.shifts.push_back(row.shift);
+    t.row_sums.push_back(row.sum);
+    t.fully_masked.push_back(row.fully_masked);
+  }
+
+  // Step 6, mix: output_i = Σ_j weights_ij · v_j.
+  t.output = matmul(t.weights, t.values);
+  return t;
+}
+
+Trace attend(const AttentionInput& input) {
+  Trace trace;
+  for (const HeadWeights& head : input.heads) trace.heads.push_back(attend_head(input, head));
+
+  // Concatenate the heads' outputs, then project with W_O when there is one.
+  trace.concatenated = Matrix(input.queries_from.rows, 0);
+  for (const HeadTrace& head : trace.heads)
+    trace.concatenated = concat_columns(trace.concatenated, head.output);
+  trace.output = input.w_o ? matmul(trace.concatenated, *input.w_o) : trace.concatenated;
+  return trace;
+}
+
+}  // namespace attnlab

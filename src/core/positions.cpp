@@ -1,0 +1,66 @@
+// Positional information: the one thing attention cannot see on its own (seed 000's last
+// section). Each kind is a few lines of the formula it implements.
+#include "attnlab/positions.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+namespace attnlab {
+
+std::string describe(const Positions& positions) {
+  switch (positions.kind) {
+    case PositionKind::none: return "none";
+    case PositionKind::sinusoidal: return "sinusoidal";
+    case PositionKind::sincos_pair: return fmt::format("sincos-pair (ω = {:g})", positions.omega);
+    case PositionKind::rope: return "rope";
+  }
+  return "?";
+}
+
+std::size_t input_width(std::size_t d_model, const Positions& positions) {
+  return positions.kind == PositionKind::sincos_pair ? d_model + 2 : d_model;
+}
+
+Matrix apply_positions(const Matrix& embeddings, const Positions& positions) {
+  const std::size_t n = embeddings.rows, d_model = embeddings.cols;
+  switch (positions.kind) {
+    case PositionKind::none:
+    case PositionKind::rope:
+      return embeddings;
+    case PositionKind::sinusoidal: {
+      Matrix out = embeddings;
+      for (std::size_t p = 0; p < n; ++p)
+        for (std::size_t dim = 0; dim < d_model; ++dim) {
+          const std::size_t two_i = dim - dim % 2;  // 2i for both dims of the pair
+          const double angle =
+              static_cast<double>(p) / std::pow(10000.0, static_cast<double>(two_i) / d_model);
+          out(p, dim) += dim % 2 == 0 ? std::sin(angle) : std::cos(angle);
+        }
+      return out;
+    }
+    case PositionKind::sincos_pair: {
+      Matrix pair(n, 2);
+      for (std::size_t p = 0; p < n; ++p) {
+        pair(p, 0) = std::sin(static_cast<double>(p) * positions.omega);
+        pair(p, 1) = std::cos(static_cast<double>(p) * positions.omega);
+      }
+      return concat_columns(embeddings, pair);
+    }
+  }
+  return embeddings;
+}
+
+void rotate_rope(Matrix& rows) {
+  const std::size_t d = rows.cols;
+  assert(d % 2 == 0);
+  for (std::size_t p = 0; p < rows.rows; ++p)
+    for (std::size_t two_i = 0; two_i < d; two_i += 2) {
+      const double theta =
+          static_cast<double>(p) * std::pow(10000.0, -static_cast<double>(two_i) / d);
+      const double a = rows(p, two_i), b = rows(p, two_i + 1);
+      rows(p, two_i) = a * std::cos(theta) - b * std::sin(theta);
+      rows(p, two_i + 1) = a * std::sin(theta) + b * std::cos(theta);
+    }
+}
+
+}  // namespace attnlab

@@ -1,0 +1,416 @@
+// Scenario loading and validation. Everything a user types is checked here, once; the
+// maths below this line may assume shapes chain and numbers are finite.
+#include "attnlab/scenario.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "attnlab/error.hpp"
+#include "attnlab/rng.hpp"
+
+namespace attnlab {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(std::string_view field, std::string_view message) {
+  throw InputError(fmt::format("{}: {}", field, message));
+}
+
+std::string kind_of(const json& j) {
+  if (j.is_null()) return "null";
+  if (j.is_boolean()) return "a boolean";
+  if (j.is_number()) return "a number";
+  if (j.is_string()) return "a string";
+  if (j.is_array()) return "a list";
+  return "an object";
+}
+
+std::string brief(const json& j) {
+  std::string s = j.dump();
+  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+}
+
+void check_known_fields(const json& object, std::string_view where,
+                        std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string list;
+      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      fail(where.empty() ? key : fmt::format("{}.{}", where, key),
+           fmt::format("unknown field (known fields: {})", list));
+    }
+  }
+}
+
+std::string as_string(const json& j, std::string_view field) {
+  if (!j.is_string()) fail(field, fmt::format("expected a string but got {}", kind_of(j)));
+  return j.get<std::string>();
+}
+
+double as_number(const json& j, std::string_view field) {
+  if (!j.is_number()) fail(field, fmt::format("expected a number but got {} ({})", kind_of(j), brief(j)));
+  const double value = j.get<double>();
+  if (!std::isfinite(value)) fail(field, fmt::format("{} is not a finite number", value));
+  return value;
+}
+
+bool as_bool(const json& j, std::string_view field) {
+  if (!j.is_boolean()) fail(field, fmt::format("expected true or false but got {} ({})", kind_of(j), brief(j)));
+  return j.get<bool>();
+}
+
+std::uint64_t as_count(const json& j, std::string_view field) {
+  if (!j.is_number_integer() || (j.is_number_integer() && !j.is_number_unsigned() && j.get<std::int64_t>() < 0))
+    fail(field, fmt::format("expected a whole number >= 0 but got {}", brief(j)));
+  return j.get<std::uint64_t>();
+}
+
+std::vector<std::string> as_tokens(const json& j, std::string_view field) {
+  if (!j.is_array()) fail(field, fmt::format("expected a list of token strings but got {}", kind_of(j)));
+  if (j.empty()) fail(field, "the token list is empty; give at least one token");
+  if (j.size() > kMaxTokens)
+    fail(field, fmt::format("{} tokens is more than the limit of {}; use a shorter sequence", j.size(), kMaxTokens));
+  std::vector<std::string> tokens;
+  for (std::size_t i = 0; i < j.size(); ++i) tokens.push_back(as_string(j[i], fmt::format("{}[{}]", field, i)));
+  return tokens;
+}
+
+// A non-empty list of equally long rows of finite numbers.
+Matrix as_matrix(const json& j, std::string_view field, std::size_t max_rows) {
+  if (!j.is_array()) fail(field, fmt::format("expected a matrix (a list of rows) but got {}", kind_of(j)));
+  if (j.empty()) fail(field, "the matrix has no rows");
+  if (j.size() > max_rows) fail(field, fmt::format("{} rows is more than the limit of {}", j.size(), max_rows));
+  const json& first = j[0];
+  if (!first.is_array()) fail(fmt::format("{}[0]", field), fmt::format("expected a row (a list of numbers) but got {}", kind_of(first)));
+  const std::size_t cols = first.size();
+  if (cols == 0) fail(fmt::format("{}[0]", field), "the row is empty");
+  if (cols > kMaxWidth)
+    fail(fmt::format("{}[0]", field), fmt::format("width {} is more than the limit of {}", cols, kMaxWidth));
+  Matrix m(j.size(), cols);
+  for (std::size_t r = 0; r < j.size(); ++r) {
+    const std::string row_field = fmt::format("{}[{}]", field, r);
+    const json& row = j[r];
+    if (!row.is_array()) fail(row_field, fmt::format("expected a row (a list of numbers) but got {}", kind_of(row)));
+    if (row.size() != cols)
+      fail(row_field, fmt::format("ragged matrix: this row has {} numbers but row 0 has {}; every row needs the same length",
+                                  row.size(), cols));
+    for (std::size_t c = 0; c < cols; ++c) m(r, c) = as_number(row[c], fmt::format("{}[{}]", row_field, c));
+  }
+  return m;
+}
+
+Positions as_positions(const json& j) {
+  const auto kind_named = [](const std::string& name, std::string_view field) {
+    if (name == "none") return PositionKind::none;
+    if (name == "sinusoidal") return PositionKind::sinusoidal;
+    if (name == "sincos-pair") return PositionKind::sincos_pair;
+    if (name == "rope") return PositionKind::rope;
+    fail(field, fmt::format("unknown kind \"{}\" (known: none, sinusoidal, sincos-pair, rope)", name));
+  };
+  Positions p;
+  if (j.is_null()) return p;
+  if (j.is_string()) {
+    p.kind = kind_named(j.get<std::string>(), "positions");
+    if (p.kind == PositionKind::sincos_pair)
+      fail("positions", "sincos-pair needs a frequency: write {\"kind\": \"sincos-pair\", \"omega\": 0.5}");
+    return p;
+  }
+  if (!j.is_object()) fail("positions", fmt::format("expected a string or an object but got {}", kind_of(j)));
+  check_known_fields(j, "positions", {"kind", "omega"});
+  if (!j.contains("kind")) fail("positions.kind", "missing; one of none, sinusoidal, sincos-pair, rope");
+  p.kind = kind_named(as_string(j["kind"], "positions.kind"), "positions.kind");
+  if (p.kind == PositionKind::sincos_pair) {
+    if (!j.contains("omega")) fail("positions.omega", "missing; sincos-pair needs a frequency ω, e.g. 0.5");
+    p.omega = as_number(j["omega"], "positions.omega");
+  } else if (j.contains("omega")) {
+    fail("positions.omega", "only sincos-pair takes a frequency");
+  }
+  return p;
+}
+
+// Draws W_Q, W_K, W_V (in that order, row by row) from N(0, 1/d_in).
+void draw_random_head(HeadSpec& head, std::size_t d_in, std::size_t d_k, std::size_t d_v) {
+  SplitMix64 rng(*head.random_seed);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d_in));
+  head.w_q = Matrix(d_in, d_k);
+  head.w_k = Matrix(d_in, d_k);
+  head.w_v = Matrix(d_in, d_v);
+  for (Matrix* w : {&head.w_q, &head.w_k, &head.w_v})
+    for (double& x : w->data) x = rng.normal() * scale;
+}
+
+HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
+  const std::string field = fmt::format("heads[{}]", index);
+  if (!j.is_object()) fail(field, fmt::format("expected an object with w_q, w_k, w_v (or {{\"random\": SEED}}) but got {}", kind_of(j)));
+  HeadSpec head;
+  head.name = j.contains("name") ? as_string(j["name"], field + ".name") : fmt::format("head {}", index);
+  if (j.contains("random")) {
+    check_known_fields(j, field, {"name", "random", "d_k", "d_v"});
+    head.random_seed = as_count(j["random"], field + ".random");
+    const auto width = [&](const char* key) -> std::size_t {
+      if (!j.contains(key)) return d_in;
+      const std::uint64_t w = as_count(j[key], fmt::format("{}.{}", field, key));
+      if (w < 1 || w > kMaxWidth) fail(fmt::format("{}.{}", field, key), fmt::format("{} is outside 1..{}", w, kMaxWidth));
+      return w;
+    };
+    const std::size_t d_k = width("d_k"), d_v = width("d_v");
+    if (!j.contains("name")) head.name = fmt::format("random (seed {})", *head.random_seed);
+    draw_random_head(head, d_in, d_k, d_v);
+    return head;
+  }
+  check_known_fields(j, field, {"name", "w_q", "w_k", "w_v"});
+  for (const char* key : {"w_q", "w_k", "w_v"})
+    if (!j.contains(key)) fail(fmt::format("{}.{}", field, key), "missing; a head needs w_q, w_k and w_v, or {\"random\": SEED}");
+  head.w_q = as_matrix(j["w_q"], field + ".w_q", kMaxWidth + 2);
+  head.w_k = as_matrix(j["w_k"], field + ".w_k", kMaxWidth + 2);
+  head.w_v = as_matrix(j["w_v"], field + ".w_v", kMaxWidth + 2);
+  return head;
+}
+
+std::vector<std::size_t> as_indices(const json& j, std::string_view field) {
+  if (!j.is_array()) fail(field, fmt::format("expected a list of token indices but got {}", kind_of(j)));
+  std::vector<std::size_t> out;
+  for (std::size_t k = 0; k < j.size(); ++k) out.push_back(as_count(j[k], fmt::format("{}[{}]", field, k)));
+  return out;
+}
+
+std::string input_rows_reason(const Scenario& s) {
+  if (s.positions.kind == PositionKind::sincos_pair)
+    return fmt::format("d_in = d_model {} + 2 for the sincos-pair positions", s.d_model());
+  return "d_in = d_model";
+}
+
+// Where a JSON parse error happened, as line and column of the text.
+std::string line_and_column(std::string_view text, std::size_t byte) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t k = 0; k < byte && k < text.size(); ++k) {
+    if (text[k] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return fmt::format("line {}, column {}", line, column);
+}
+
+}  // namespace
+
+void validate(const Scenario& s) {
+  const std::size_t n = s.n(), m = s.m(), d_in = s.d_in();
+  if (s.tokens.empty()) fail("tokens", "the token list is empty; give at least one token");
+  if (n > kMaxTokens) fail("tokens", fmt::format("{} tokens is more than the limit of {}", n, kMaxTokens));
+  if (s.embeddings.rows != n)
+    fail("embeddings", fmt::format("expected {} rows (one per token) but got {}", n, s.embeddings.rows));
+  if (s.source) {
+    if (m > kMaxTokens) fail("source.tokens", fmt::format("{} tokens is more than the limit of {}", m, kMaxTokens));
+    if (s.source->embeddings.rows != m)
+      fail("source.embeddings", fmt::format("expected {} rows (one per source token) but got {}", m, s.source->embeddings.rows));
+    if (s.source->embeddings.cols != s.d_model())
+      fail("source.embeddings", fmt::format("expected width {} (d_model, as in embeddings) but got {}", s.d_model(),
+                                            s.source->embeddings.cols));
+  }
+  if (s.heads.empty()) fail("heads", "no heads; give at least one head");
+  if (s.heads.size() > kMaxHeads) fail("heads", fmt::format("{} heads is more than the limit of {}", s.heads.size(), kMaxHeads));
+  if (s.heads.size() * n * m > kMaxTraceCells)
+    fail("heads", fmt::format("{} heads × {} × {} tokens is {} score cells, more than the limit of {}; use fewer heads or tokens",
+                              s.heads.size(), n, m, s.heads.size() * n * m, kMaxTraceCells));
+  std::size_t total_d_v = 0;
+  for (std::size_t h = 0; h < s.heads.size(); ++h) {
+    const HeadSpec& head = s.heads[h];
+    const auto field = [&](const char* w) { return fmt::format("heads[{}].{}", h, w); };
+    for (const auto& [w, matrix] : {std::pair{"w_q", &head.w_q}, {"w_k", &head.w_k}, {"w_v", &head.w_v}}) {
+      if (matrix->rows != d_in)
+        fail(field(w), fmt::format("expected {} rows ({}) but got {}", d_in, input_rows_reason(s), matrix->rows));
+      if (matrix->cols > kMaxWidth) fail(field(w), fmt::format("width {} is more than the limit of {}", matrix->cols, kMaxWidth));
+    }
+    if (head.w_k.cols != head.w_q.cols)
+      fail(field("w_k"), fmt::format("expected {} columns (d_k, as in w_q) but got {}", head.w_q.cols, head.w_k.cols));
+    if (s.positions.kind == PositionKind::rope && head.w_q.cols % 2 != 0)
+      fail(field("w_q"), fmt::format("rope rotates pairs of dimensions, so d_k must be even, but it is {}", head.w_q.cols));
+    total_d_v += head.w_v.cols;
+  }
+  if (s.w_o && s.w_o->rows != total_d_v)
+    fail("w_o", fmt::format("expected {} rows (Σ d_v over the heads) but got {}", total_d_v, s.w_o->rows));
+  if (s.mask.causal && n != m)
+    fail("causal", fmt::format("a causal mask needs as many queries as keys, but there are {} queries and {} source tokens; "
+                               "turn causal off for this cross-attention",
+                               n, m));
+  if (s.mask.window && *s.mask.window == 0) fail("window", "must be at least 1 (a window of w lets query i see |i - j| < w)");
+  for (std::size_t k = 0; k < s.mask.hidden_keys.size(); ++k)
+    if (s.mask.hidden_keys[k] >= m)
+      fail(fmt::format("mask_tokens[{}]", k),
+           fmt::format("token {} does not exist; key indices run from 0 to {}", s.mask.hidden_keys[k], m - 1));
+  if (!std::isfinite(s.temperature) || s.temperature <= 0)
+    fail("temperature", fmt::format("must be a finite number > 0 (e.g. 0.1 to 3) but is {}", s.temperature));
+  if (s.query && *s.query >= n)
+    fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", *s.query, n - 1));
+  if (s.precision < 0 || s.precision > 12) fail("precision", fmt::format("must be 0 to 12 but is {}", s.precision));
+}
+
+Scenario scenario_from_json(const json& doc) {
+  if (!doc.is_object()) fail("scenario", fmt::format("expected a JSON object but got {}", kind_of(doc)));
+  check_known_fields(doc, "", {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads",
+                               "w_o", "source", "causal", "window", "mask_tokens", "temperature", "query", "precision"});
+  if (!doc.contains("format")) fail("format", fmt::format("missing; add \"format\": \"{}\"", kScenarioFormat));
+  if (const std::string format = as_string(doc["format"], "format"); format != kScenarioFormat)
+    fail("format", fmt::format("\"{}\" is not a format this attnlab reads; expected \"{}\"", format, kScenarioFormat));
+  for (const char* key : {"tokens", "embeddings", "heads"})
+    if (!doc.contains(key)) fail(key, "missing; a scenario needs tokens, embeddings and heads");
+
+  Scenario s;
+  s.name = doc.contains("name") ? as_string(doc["name"], "name") : "scenario";
+  if (doc.contains("description")) s.description = as_string(doc["description"], "description");
+  if (doc.contains("notes")) s.notes = as_string(doc["notes"], "notes");
+  s.tokens = as_tokens(doc["tokens"], "tokens");
+  s.embeddings = as_matrix(doc["embeddings"], "embeddings", kMaxTokens);
+  if (doc.contains("positions")) s.positions = as_positions(doc["positions"]);
+
+  if (doc.contains("source") && !doc["source"].is_null()) {
+    const json& src = doc["source"];
+    if (!src.is_object()) fail("source", fmt::format("expected {{\"tokens\": [...], \"embeddings\": [[...]]}} or null but got {}", kind_of(src)));
+    check_known_fields(src, "source", {"tokens", "embeddings"});
+    for (const char* key : {"tokens", "embeddings"})
+      if (!src.contains(key)) fail(fmt::format("source.{}", key), "missing; a source needs tokens and embeddings");
+    s.source = SourceSequence{as_tokens(src["tokens"], "source.tokens"),
+                              as_matrix(src["embeddings"], "source.embeddings", kMaxTokens)};
+  }
+
+  const json& heads = doc["heads"];
+  if (!heads.is_array()) fail("heads", fmt::format("expected a list of heads but got {}", kind_of(heads)));
+  if (heads.empty()) fail("heads", "no heads; give at least one head");
+  if (heads.size() > kMaxHeads) fail("heads", fmt::format("{} heads is more than the limit of {}", heads.size(), kMaxHeads));
+  for (std::size_t h = 0; h < heads.size(); ++h) s.heads.push_back(as_head(heads[h], h, s.d_in()));
+
+  if (doc.contains("w_o") && !doc["w_o"].is_null()) s.w_o = as_matrix(doc["w_o"], "w_o", kMaxHeads * kMaxWidth);
+  if (doc.contains("causal")) s.mask.causal = as_bool(doc["causal"], "causal");
+  if (doc.contains("window") && !doc["window"].is_null()) s.mask.window = as_count(doc["window"], "window");
+  if (doc.contains("mask_tokens")) s.mask.hidden_keys = as_indices(doc["mask_tokens"], "mask_tokens");
+  if (doc.contains("temperature")) s.temperature = as_number(doc["temperature"], "temperature");
+  if (doc.contains("query") && !doc["query"].is_null()) s.query = as_count(doc["query"], "query");
+  if (doc.contains("precision")) s.precision = static_cast<int>(std::min<std::uint64_t>(as_count(doc["precision"], "precision"), 99));
+  validate(s);
+  return s;
+}
+
+Scenario parse_scenario(std::string_view text, std::string_view origin) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format(
+        "{}: malformed JSON at {}: the file must be one JSON object (check for a missing comma, quote or bracket; "
+        "NaN and Infinity are not JSON numbers)",
+        origin, line_and_column(text, e.byte == 0 ? 0 : e.byte - 1)));
+  }
+  try {
+    return scenario_from_json(doc);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", origin, e.what()));
+  }
+}
+
+Scenario load_scenario(std::string_view name_or_path) {
+  const std::vector<BundledScenario> bundled = bundled_scenarios();
+  for (const BundledScenario& b : bundled)
+    if (b.name == name_or_path) return parse_scenario(b.text, b.name + ".json");
+
+  const bool looks_like_path = name_or_path.ends_with(".json") || name_or_path.find('/') != std::string_view::npos;
+  if (!looks_like_path) {
+    std::string names;
+    for (const BundledScenario& b : bundled) names += (names.empty() ? "" : ", ") + b.name;
+    throw InputError(fmt::format("unknown scenario \"{}\"; the bundled ones are: {} (or give a path to a .json file)",
+                                 name_or_path, names));
+  }
+  const std::string path(name_or_path);
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw InputError(fmt::format("{}: cannot open the file: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (text.str().size() > 512u << 20) throw InputError(fmt::format("{}: the file is larger than 512 MiB", path));
+  return parse_scenario(text.str(), path);
+}
+
+void apply_overrides(Scenario& s, const Overrides& o) {
+  if (o.causal) s.mask.causal = *o.causal;
+  if (o.temperature) s.temperature = *o.temperature;
+  if (o.window) s.mask.window = *o.window == 0 ? std::nullopt : o.window;
+  for (std::size_t j : o.mask_tokens)
+    if (std::find(s.mask.hidden_keys.begin(), s.mask.hidden_keys.end(), j) == s.mask.hidden_keys.end())
+      s.mask.hidden_keys.push_back(j);
+  if (o.query) s.query = o.query;
+  validate(s);
+}
+
+std::vector<std::size_t> parse_permutation(std::string_view text, std::size_t n) {
+  std::vector<std::size_t> order;
+  std::string item;
+  std::istringstream in{std::string(text)};
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    unsigned long value = 0;
+    try {
+      value = std::stoul(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || item[0] == '-')
+      fail("permute", fmt::format("\"{}\" is not a token index; write the new order as old indices, e.g. 2,0,1", item));
+    order.push_back(value);
+  }
+  if (order.size() != n)
+    fail("permute", fmt::format("expected {} indices (one per token) but got {}; e.g. for 3 tokens: 2,0,1", n, order.size()));
+  std::vector<bool> seen(n, false);
+  for (std::size_t v : order) {
+    if (v >= n) fail("permute", fmt::format("index {} does not exist; token indices run from 0 to {}", v, n - 1));
+    if (seen[v]) fail("permute", fmt::format("index {} appears twice; each token must appear exactly once", v));
+    seen[v] = true;
+  }
+  return order;
+}
+
+Scenario permute_tokens(const Scenario& s, std::span<const std::size_t> order) {
+  assert(order.size() == s.n());
+  Scenario out = s;
+  out.tokens.clear();
+  for (std::size_t k : order) out.tokens.push_back(s.tokens[k]);
+  out.embeddings = take_rows(s.embeddings, order);
+  if (!s.source) {  // keys are the same tokens: masked key indices follow their tokens
+    std::vector<std::size_t> new_index(order.size());
+    for (std::size_t k = 0; k < order.size(); ++k) new_index[order[k]] = k;
+    for (std::size_t& j : out.mask.hidden_keys) j = new_index[j];
+  }
+  if (s.query) out.query = std::find(order.begin(), order.end(), *s.query) - order.begin();
+  return out;
+}
+
+AttentionInput attention_input(const Scenario& s) {
+  AttentionInput input;
+  input.queries_from = apply_positions(s.embeddings, s.positions);
+  input.keys_from = s.source ? apply_positions(s.source->embeddings, s.positions) : input.queries_from;
+  input.rope = s.positions.kind == PositionKind::rope;
+  for (const HeadSpec& h : s.heads) input.heads.push_back(HeadWeights{h.name, h.w_q, h.w_k, h.w_v});
+  input.w_o = s.w_o;
+  input.mask = s.mask;
+  input.temperature = s.temperature;
+  return input;
+}
+
+Trace run_scenario(const Scenario& s) {
+  Trace trace = attend(attention_input(s));
+  trace.tokens = s.tokens;
+  trace.source_tokens = s.source ? s.source->tokens : s.tokens;
+  return trace;
+}
+
+}  // namespace attnlab
