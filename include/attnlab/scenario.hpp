@@ -57,6 +57,10 @@ struct Scenario {
   std::size_t d_in() const { return input_width(d_model(), positions); }
 };
 
+// Parses any JSON document, turning syntax errors into an InputError that gives `origin`,
+// line and column, and numbers too large for a double into one that says so.
+nlohmann::json parse_json_document(std::string_view text, std::string_view origin);
+
 // Parses and validates a scenario. `origin` names the text in messages (a file path,
 // "request body"); a malformed document reports line and column.
 Scenario parse_scenario(std::string_view text, std::string_view origin);

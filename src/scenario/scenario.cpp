@@ -303,16 +303,23 @@ Scenario scenario_from_json(const json& doc) {
   return s;
 }
 
-Scenario parse_scenario(std::string_view text, std::string_view origin) {
-  json doc;
+json parse_json_document(std::string_view text, std::string_view origin) {
   try {
-    doc = json::parse(text);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(fmt::format(
-        "{}: malformed JSON at {}: the file must be one JSON object (check for a missing comma, quote or bracket; "
+        "{}: malformed JSON at {}: expected one JSON object (check for a missing comma, quote or bracket; "
         "NaN and Infinity are not JSON numbers)",
         origin, line_and_column(text, e.byte == 0 ? 0 : e.byte - 1)));
+  } catch (const json::exception& e) {  // e.g. 1e999: a number too large for a double
+    std::string what = e.what();
+    if (const auto end = what.find("] "); end != std::string::npos) what.erase(0, end + 2);
+    throw InputError(fmt::format("{}: {}; every number must be finite", origin, what));
   }
+}
+
+Scenario parse_scenario(std::string_view text, std::string_view origin) {
+  const json doc = parse_json_document(text, origin);
   try {
     return scenario_from_json(doc);
   } catch (const InputError& e) {

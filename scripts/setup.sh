@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what attnlab needs on Debian 12 (only what is missing) and builds it in build/.
+# Safe to run twice: installed packages are skipped and the build is incremental.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake g++ pkg-config git
+          libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libhwy-dev libcpp-httplib-dev)
+if [ "${ATTNLAB_WITH_BROWSER:-0}" = 1 ]; then
+  packages+=(chromium)
+  command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "attnlab setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,48 @@
+// Tolerance comparisons for tests: |a - b| <= atol + rtol·|ref|, reporting the first few
+// mismatching pairs and the largest difference when a comparison fails.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "attnlab/matrix.hpp"
+
+namespace attnlab::test {
+
+struct Tolerance {
+  double atol = 1e-9;
+  double rtol = 1e-9;
+};
+
+inline ::testing::AssertionResult all_close(const std::vector<double>& actual, const std::vector<double>& expected,
+                                            Tolerance tol = {}) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure() << "size " << actual.size() << " != expected " << expected.size();
+  std::string pairs;
+  int bad = 0;
+  double largest = 0.0;
+  for (std::size_t k = 0; k < actual.size(); ++k) {
+    const double a = actual[k], e = expected[k];
+    const bool same_inf = std::isinf(a) && std::isinf(e) && (a > 0) == (e > 0);
+    const double diff = same_inf ? 0.0 : std::abs(a - e);
+    if (!same_inf) largest = std::max(largest, std::isnan(diff) ? INFINITY : diff);
+    if (same_inf || diff <= tol.atol + tol.rtol * std::abs(e)) continue;
+    if (bad++ < 5) pairs += fmt::format("\n  [{}] got {:.17g}, expected {:.17g}", k, a, e);
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << actual.size() << " values differ (atol " << tol.atol
+                                       << ", rtol " << tol.rtol << "), largest |diff| " << largest << pairs;
+}
+
+inline ::testing::AssertionResult all_close(const Matrix& actual, const Matrix& expected, Tolerance tol = {}) {
+  if (actual.rows != expected.rows || actual.cols != expected.cols)
+    return ::testing::AssertionFailure() << "shape " << actual.rows << "×" << actual.cols << " != expected "
+                                         << expected.rows << "×" << expected.cols;
+  return all_close(actual.data, expected.data, tol);
+}
+
+}  // namespace attnlab::test

@@ -1,0 +1,26 @@
+// Random attention inputs for property tests, drawn with attnlab's seeded generator.
+#pragma once
+#include "attnlab/attention.hpp"
+#include "attnlab/rng.hpp"
+
+namespace attnlab::test {
+
+inline Matrix random_matrix(SplitMix64& rng, std::size_t rows, std::size_t cols, double scale = 1.0) {
+  Matrix m(rows, cols);
+  for (double& x : m.data) x = rng.normal() * scale;
+  return m;
+}
+
+// n tokens of width d_in, H heads with the given d_k and d_v, self-attention.
+inline AttentionInput random_input(std::uint64_t seed, std::size_t n, std::size_t d_in, std::size_t heads,
+                                   std::size_t d_k, std::size_t d_v) {
+  SplitMix64 rng(seed);
+  AttentionInput input;
+  input.queries_from = random_matrix(rng, n, d_in);
+  input.keys_from = input.queries_from;
+  for (std::size_t h = 0; h < heads; ++h)
+    input.heads.push_back({"h", random_matrix(rng, d_in, d_k), random_matrix(rng, d_in, d_k), random_matrix(rng, d_in, d_v)});
+  return input;
+}
+
+}  // namespace attnlab::test
