@@ -81,6 +81,25 @@ struct BundledScenario {
 std::vector<BundledScenario> bundled_scenarios();
 inline constexpr std::string_view kDefaultScenario = "three-tokens";
 
+// The scenario as a JSON document in the file format (random heads stay {"random": SEED,
+// "d_k", "d_v"}); parsing it gives the same scenario back.
+nlohmann::json scenario_to_json(const Scenario& scenario);
+
+// A head drawn at random: W_Q, W_K, W_V from N(0, 1/d_in), in that order, row by row,
+// by splitmix64 seeded with `seed` (docs/scenario-format.md gives the exact recipe).
+HeadSpec random_head(std::uint64_t seed, std::size_t d_in, std::size_t d_k, std::size_t d_v);
+
+// The embedding attnlab gives a word a scenario does not know: per coordinate, the value
+// every token of `scenario` shares there (a constant feature), else a number in [-1, 1]
+// (2 decimals) drawn by splitmix64 seeded with the FNV-1a hash of the word.
+std::vector<double> word_embedding(const Scenario& scenario, std::string_view word);
+
+// The scenario with its query tokens replaced by the words of `sentence` (split on
+// whitespace). Known words keep their embeddings; others get word_embedding(). In
+// self-attention the keys follow. The scenario's own mask_tokens and query, which name
+// the old tokens, are cleared.
+Scenario with_sentence(const Scenario& scenario, std::string_view sentence);
+
 // A bundled scenario by name, or a scenario file by path (anything ending in .json or
 // containing '/'). Unknown names get a message listing the bundled ones.
 Scenario load_scenario(std::string_view name_or_path);

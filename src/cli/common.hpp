@@ -40,5 +40,6 @@ Scenario load_with_flags(const ScenarioFlags& flags);
 Command explain_command(CLI::App& parent);
 Command run_command(CLI::App& parent);
 Command scenarios_command(CLI::App& parent);
+Command serve_command(CLI::App& parent);
 
 }  // namespace attnlab::cli

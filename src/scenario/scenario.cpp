@@ -138,17 +138,6 @@ Positions as_positions(const json& j) {
   return p;
 }
 
-// Draws W_Q, W_K, W_V (in that order, row by row) from N(0, 1/d_in).
-void draw_random_head(HeadSpec& head, std::size_t d_in, std::size_t d_k, std::size_t d_v) {
-  SplitMix64 rng(*head.random_seed);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d_in));
-  head.w_q = Matrix(d_in, d_k);
-  head.w_k = Matrix(d_in, d_k);
-  head.w_v = Matrix(d_in, d_v);
-  for (Matrix* w : {&head.w_q, &head.w_k, &head.w_v})
-    for (double& x : w->data) x = rng.normal() * scale;
-}
-
 HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   const std::string field = fmt::format("heads[{}]", index);
   if (!j.is_object()) fail(field, fmt::format("expected an object with w_q, w_k, w_v (or {{\"random\": SEED}}) but got {}", kind_of(j)));
@@ -164,9 +153,9 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
       return w;
     };
     const std::size_t d_k = width("d_k"), d_v = width("d_v");
-    if (!j.contains("name")) head.name = fmt::format("random (seed {})", *head.random_seed);
-    draw_random_head(head, d_in, d_k, d_v);
-    return head;
+    HeadSpec drawn = random_head(*head.random_seed, d_in, d_k, d_v);
+    if (j.contains("name")) drawn.name = head.name;
+    return drawn;
   }
   check_known_fields(j, field, {"name", "w_q", "w_k", "w_v"});
   for (const char* key : {"w_q", "w_k", "w_v"})
@@ -205,6 +194,15 @@ std::string line_and_column(std::string_view text, std::size_t byte) {
 }
 
 }  // namespace
+
+HeadSpec random_head(std::uint64_t seed, std::size_t d_in, std::size_t d_k, std::size_t d_v) {
+  HeadSpec head{fmt::format("random (seed {})", seed), seed, Matrix(d_in, d_k), Matrix(d_in, d_k), Matrix(d_in, d_v)};
+  SplitMix64 rng(seed);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d_in));
+  for (Matrix* w : {&head.w_q, &head.w_k, &head.w_v})
+    for (double& x : w->data) x = rng.normal() * scale;
+  return head;
+}
 
 void validate(const Scenario& s) {
   const std::size_t n = s.n(), m = s.m(), d_in = s.d_in();

@@ -2,6 +2,7 @@
 // of bad input one message on stderr, exit code 2, and nothing on stdout.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -28,7 +29,10 @@ std::string read_file(const std::filesystem::path& p) {
 Result attnlab(const std::string& args) {
   const std::filesystem::path dir = ATTNLAB_TEST_TMP;
   std::filesystem::create_directories(dir);
-  const auto out = dir / "stdout.txt", err = dir / "stderr.txt";
+  // CTest runs tests in parallel processes: each run gets files of its own.
+  static int runs = 0;
+  const std::string stem = std::to_string(getpid()) + "-" + std::to_string(++runs);
+  const auto out = dir / (stem + ".out"), err = dir / (stem + ".err");
   const std::string command = std::string("\"") + ATTNLAB_BIN + "\" " + args + " >\"" + out.string() + "\" 2>\"" +
                               err.string() + "\" </dev/null";
   const int status = std::system(command.c_str());
@@ -38,7 +42,7 @@ Result attnlab(const std::string& args) {
 std::filesystem::path write_temp(const std::string& name, const std::string& text) {
   const std::filesystem::path p = std::filesystem::path(ATTNLAB_TEST_TMP) / name;
   std::filesystem::create_directories(p.parent_path());
-  std::ofstream(p) << text;
+  std::ofstream(p) << text;  // file names are unique per test
   return p;
 }
 

@@ -1,0 +1,58 @@
+// attnlab serve [--host 127.0.0.1] [--port 8080] [--open]: the lab in a browser.
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "attnlab/server.hpp"
+#include "common.hpp"
+
+namespace attnlab::cli {
+
+Command serve_command(CLI::App& parent) {
+  struct State {
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    bool open = false;
+  };
+  auto state = std::make_shared<State>();
+  CLI::App* app = parent.add_subcommand("serve", "Serve the lab's page and JSON API (docs/api.md)");
+  app->add_option("--host", state->host, "Address to listen on (default: this machine only)")->capture_default_str();
+  app->add_option("--port", state->port, "Port to listen on; 0 picks a free one")->capture_default_str();
+  app->add_flag("--open", state->open, "Open the lab in the default browser");
+  return {app, [state]() {
+            // Ctrl-C and SIGTERM are taken by a watcher thread that stops the server cleanly.
+            sigset_t stop_signals;
+            sigemptyset(&stop_signals);
+            sigaddset(&stop_signals, SIGINT);
+            sigaddset(&stop_signals, SIGTERM);
+            pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+            LabServer server;
+            const int port = server.bind(state->host, state->port);
+            const std::string url = fmt::format("http://{}:{}/", state->host, port);
+            fmt::print("{}\n", url);
+            fmt::print("attnlab lab: open {} in a browser; Ctrl-C stops the server\n", url);
+            std::fflush(stdout);
+            if (state->open && std::system(fmt::format("xdg-open '{}' >/dev/null 2>&1 &", url).c_str()) != 0)
+              fmt::print("could not start a browser; open the URL above by hand\n");
+
+            std::atomic<bool> signalled{false};
+            std::thread watcher([&server, &signalled, stop_signals]() {
+              int signal = 0;
+              sigwait(&stop_signals, &signal);
+              signalled = true;
+              server.stop();
+            });
+            server.run();
+            // If run() returned for another reason, the watcher still waits: wake it.
+            if (!signalled) pthread_kill(watcher.native_handle(), SIGTERM);
+            watcher.join();
+            fmt::print("attnlab lab: stopped\n");
+            return 0;
+          }};
+}
+
+}  // namespace attnlab::cli

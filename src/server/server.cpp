@@ -1,0 +1,119 @@
+// The HTTP face: routes to the API functions and the embedded page. Every reply is JSON
+// or a page file; errors are {"error": ...} with 400/404/413/500, and nothing a client
+// sends takes the server down.
+#include "attnlab/server.hpp"
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+#include "attnlab/api.hpp"
+#include "attnlab/embedded.hpp"
+#include "attnlab/error.hpp"
+#include "attnlab/scenario.hpp"
+
+namespace attnlab {
+
+using nlohmann::json;
+
+namespace {
+
+void reply_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void reply_error(httplib::Response& res, int status, const std::string& message) {
+  reply_json(res, status, {{"error", message}});
+}
+
+std::string content_type(std::string_view name) {
+  if (name.ends_with(".html")) return "text/html; charset=utf-8";
+  if (name.ends_with(".js")) return "text/javascript; charset=utf-8";
+  if (name.ends_with(".css")) return "text/css; charset=utf-8";
+  if (name.ends_with(".svg")) return "image/svg+xml";
+  if (name.ends_with(".png")) return "image/png";
+  if (name.ends_with(".json")) return "application/json";
+  return "application/octet-stream";
+}
+
+}  // namespace
+
+struct LabServer::Impl {
+  httplib::Server http;
+};
+
+LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
+  httplib::Server& http = impl_->http;
+  http.set_payload_max_length(kMaxRequestBytes);
+
+  http.Get("/api/health", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_health()); });
+  http.Get("/api/scenarios", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_scenarios()); });
+  http.Get(R"(/api/scenarios/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    if (const auto text = api_scenario_file(name)) {
+      res.set_content(std::string(*text), "application/json");
+      return;
+    }
+    reply_error(res, 404, fmt::format("unknown scenario \"{}\"; GET /api/scenarios lists the bundled ones", name));
+  });
+  http.Post("/api/attention", [](const httplib::Request& req, httplib::Response& res) {
+    try {
+      reply_json(res, 200, api_attention(parse_json_document(req.body, "request body")));
+    } catch (const InputError& e) {
+      reply_error(res, 400, e.what());
+    }
+  });
+
+  // The page: every embedded web file at /NAME, index.html also at /.
+  http.Get(R"(/([^/]*))", [](const httplib::Request& req, httplib::Response& res) {
+    std::string name = req.matches[1];
+    if (name.empty()) name = "index.html";
+    for (const EmbeddedFile& f : web_files())
+      if (f.name == name) {
+        res.set_content(std::string(f.bytes), content_type(f.name));
+        return;
+      }
+    reply_error(res, 404, fmt::format("no such page: /{}", name));
+  });
+
+  // Anything no route produced: a JSON body for 404 (unknown path), 413 (body over the
+  // limit), 405 and the rest, unless a handler already wrote one.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413)
+      reply_error(res, 413, fmt::format("the request body is larger than {} bytes; send a smaller scenario", kMaxRequestBytes));
+    else if (res.status == 404)
+      reply_error(res, 404, fmt::format("no such path: {} {} (the API is under /api/, see docs/api.md)", req.method, req.path));
+    else
+      reply_error(res, res.status, fmt::format("the request could not be served (HTTP {})", res.status));
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    reply_error(res, 500, fmt::format("internal error: {}; please report it with the request that caused it", what));
+  });
+}
+
+LabServer::~LabServer() = default;
+
+int LabServer::bind(const std::string& host, int port) {
+  if (port < 0 || port > 65535) throw InputError(fmt::format("--port: {} is not a port; use 1 to 65535, or 0 for any free port", port));
+  const int bound = port == 0 ? impl_->http.bind_to_any_port(host) : (impl_->http.bind_to_port(host, port) ? port : -1);
+  if (bound < 0)
+    throw InputError(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine); try --port 0 "
+                                 "for any free port",
+                                 host, port));
+  return bound;
+}
+
+void LabServer::run() { impl_->http.listen_after_bind(); }
+
+void LabServer::stop() { impl_->http.stop(); }
+
+}  // namespace attnlab
