@@ -6,9 +6,12 @@
 
 namespace attnlab {
 
+// Query i stands at position p_i = i + (m - n) among the m keys: the last query is level
+// with the last key (as when new tokens are appended after a KV cache). In
+// self-attention m = n and p_i = i.
 struct MaskSpec {
-  bool causal = false;                  // query i sees keys j <= i
-  std::optional<std::size_t> window;    // w: |i - j| < w (with causal: i - w < j <= i)
+  bool causal = false;                  // query i sees keys j <= p_i
+  std::optional<std::size_t> window;    // w: |p_i - j| < w (with causal: p_i - w < j <= p_i)
   std::vector<std::size_t> hidden_keys; // keys no query may see ("knocked out")
 
   bool operator==(const MaskSpec&) const = default;
@@ -24,6 +27,7 @@ class Mask {
 
  private:
   MaskSpec spec_;
+  long offset_;               // m - n
   std::vector<bool> hidden_;  // m entries
 };
 

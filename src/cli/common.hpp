@@ -41,5 +41,6 @@ Command explain_command(CLI::App& parent);
 Command run_command(CLI::App& parent);
 Command scenarios_command(CLI::App& parent);
 Command serve_command(CLI::App& parent);
+Command bench_command(CLI::App& parent);
 
 }  // namespace attnlab::cli

@@ -2,13 +2,13 @@
 #include "attnlab/mask.hpp"
 
 #include <cassert>
+#include <cstdlib>
 
 namespace attnlab {
 
-Mask::Mask(const MaskSpec& spec, std::size_t n, std::size_t m) : spec_(spec), hidden_(m, false) {
-  assert(!spec.causal || n == m);
+Mask::Mask(const MaskSpec& spec, std::size_t n, std::size_t m)
+    : spec_(spec), offset_(static_cast<long>(m) - static_cast<long>(n)), hidden_(m, false) {
   assert(!spec.window || *spec.window > 0);
-  (void)n;
   for (std::size_t j : spec.hidden_keys) {
     assert(j < m);
     hidden_[j] = true;
@@ -17,11 +17,9 @@ Mask::Mask(const MaskSpec& spec, std::size_t n, std::size_t m) : spec_(spec), hi
 
 bool Mask::visible(std::size_t i, std::size_t j) const {
   if (hidden_[j]) return false;
-  if (spec_.causal && j > i) return false;
-  if (spec_.window) {
-    const std::size_t distance = i > j ? i - j : j - i;
-    if (distance >= *spec_.window) return false;
-  }
+  const long position = static_cast<long>(i) + offset_, key = static_cast<long>(j);
+  if (spec_.causal && key > position) return false;
+  if (spec_.window && std::abs(position - key) >= static_cast<long>(*spec_.window)) return false;
   return true;
 }
 

@@ -1,0 +1,113 @@
+// Benchmark cases and timing. Each case allocates its inputs, runs once to warm up, then
+// takes the median of several runs; peak extra memory comes from the counting allocator.
+#include "attnlab/bench.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+
+#include "../kernels/kernel_impl.hpp"
+#include "attnlab/memory.hpp"
+#include "attnlab/rng.hpp"
+
+namespace attnlab {
+
+namespace {
+
+double f32_peak_for(Isa isa, int threads, long iterations) {
+  switch (isa) {
+    case Isa::generic: return kernels::generic::fma_peak_gflops(threads, iterations);
+    case Isa::avx2: return kernels::avx2::fma_peak_gflops(threads, iterations);
+    default: return kernels::avx512::fma_peak_gflops(threads, iterations);
+  }
+}
+
+std::vector<float> random_floats(std::size_t count, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<float> x(count);
+  for (float& v : x) v = static_cast<float>(rng.uniform() * 2.0 - 1.0);
+  return x;
+}
+
+// Bytes the reference kernel's grids take for one head: scores, scaled, logits,
+// exponentials, weights (n × m doubles each) plus the projections.
+double reference_grid_bytes(const AttentionShape& s) { return 5.0 * s.n * s.m * sizeof(double); }
+
+}  // namespace
+
+MachinePeaks measure_peaks(int threads) {
+  MachinePeaks p;
+  p.threads = threads > 0 ? threads : omp_get_max_threads();
+  p.isa = best_isa();
+  // Best of three short runs, each long enough (~0.2 s) to reach a steady clock.
+  for (int trial = 0; trial < 3; ++trial) {
+    p.f32_gflops = std::max(p.f32_gflops, f32_peak_for(p.isa, p.threads, 50'000'000));
+    if (p.isa == Isa::avx512_bf16) p.bf16_gflops = std::max(p.bf16_gflops, kernels::avx512::bf16_peak_gflops(p.threads, 50'000'000));
+  }
+  const std::vector<float> big = random_floats((512u << 20) / sizeof(float), 1);  // 512 MiB, far beyond L3
+  const Isa isa = p.isa;
+  for (int trial = 0; trial < 3; ++trial) {
+    const double gbps = isa == Isa::generic ? kernels::generic::read_bandwidth_gbps(p.threads, big.data(), big.size(), 2)
+                        : isa == Isa::avx2  ? kernels::avx2::read_bandwidth_gbps(p.threads, big.data(), big.size(), 2)
+                                            : kernels::avx512::read_bandwidth_gbps(p.threads, big.data(), big.size(), 2);
+    p.read_gbps = std::max(p.read_gbps, gbps);
+  }
+  return p;
+}
+
+BenchResult run_bench_case(const BenchCase& c, const MachinePeaks& peaks, int repeats) {
+  BenchResult r{c};
+  const AttentionShape& s = c.shape;
+  if (c.kernel == KernelKind::reference && reference_grid_bytes(s) > 4.0 * (1u << 30)) {
+    r.skipped_because = fmt::format("the materialised grid would need {:.1f} GiB per head", reference_grid_bytes(s) / (1u << 30));
+    return r;
+  }
+  const auto q = random_floats(s.heads * s.n * s.d_k, 2), k = random_floats(s.kv_heads * s.m * s.d_k, 3),
+             v = random_floats(s.kv_heads * s.m * s.d_v, 4);
+  std::vector<float> out(s.heads * s.n * s.d_v);
+  AttentionOptions options = c.options;
+  options.threads = peaks.threads;
+
+  run_attention_kernel(c.kernel, q.data(), k.data(), v.data(), out.data(), s, options);  // warm-up
+  std::vector<double> times;
+  for (int rep = 0; rep < repeats; ++rep) {
+    memory::reset_peak();
+    const std::size_t before = memory::current_bytes();
+    const auto start = std::chrono::steady_clock::now();
+    run_attention_kernel(c.kernel, q.data(), k.data(), v.data(), out.data(), s, options);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    r.extra_bytes = std::max(r.extra_bytes, memory::peak_bytes() - before);
+  }
+  std::sort(times.begin(), times.end());
+  r.ran = true;
+  r.median_seconds = times[times.size() / 2];
+  r.gflops = attention_flops(s, options.causal) / r.median_seconds / 1e9;
+  const double peak = options.precision == Precision::bf16 ? peaks.bf16_gflops : peaks.f32_gflops;
+  r.percent_of_peak = peak > 0 ? 100.0 * r.gflops / peak : 0;
+  return r;
+}
+
+std::vector<BenchCase> standard_bench_cases(bool quick) {
+  std::vector<BenchCase> cases;
+  const auto prefill = [&](std::size_t n, std::size_t heads, std::size_t d, bool causal) {
+    BenchCase c{fmt::format("prefill n={} H={} d={}{}", n, heads, d, causal ? " causal" : ""), {heads, heads, n, n, d, d}};
+    c.options.causal = causal;
+    cases.push_back(c);
+  };
+  if (quick) {
+    for (bool causal : {false, true}) prefill(1024, 16, 128, causal);
+    prefill(1024, 32, 64, false);
+    prefill(1024, 28, 72, false);
+    return cases;
+  }
+  for (std::size_t d : {64, 128})
+    for (std::size_t n : {512, 2048, 8192, 16384})
+      for (bool causal : {false, true}) prefill(n, 2048 / d, d, causal);
+  for (std::size_t d : {72, 80, 96}) prefill(4096, 2048 / d, d, false);
+  for (std::size_t n : {65536, 131072}) prefill(n, 1, 128, true);
+  return cases;
+}
+
+}  // namespace attnlab

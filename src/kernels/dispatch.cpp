@@ -1,0 +1,95 @@
+// Chooses the kernel and the instruction set at run time, and wraps the reference kernel
+// (src/core/attention.cpp) for raw Q, K, V so the two can be compared and timed alike.
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "attnlab/attention.hpp"
+#include "attnlab/flash_attention.hpp"
+#include "kernel_impl.hpp"
+
+namespace attnlab {
+
+Isa best_isa() {
+  // ATTNLAB_ISA=generic|avx2|avx512 forces a narrower path (never a wider one).
+  __builtin_cpu_init();
+  Isa best = Isa::generic;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = Isa::avx2;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+    best = Isa::avx512;
+  if (best == Isa::avx512 && __builtin_cpu_supports("avx512bf16")) best = Isa::avx512_bf16;
+  if (const char* forced = std::getenv("ATTNLAB_ISA")) {
+    const std::string f = forced;
+    const Isa want = f == "generic" ? Isa::generic : f == "avx2" ? Isa::avx2 : f == "avx512" ? Isa::avx512 : best;
+    if (static_cast<int>(want) < static_cast<int>(best)) best = want;
+  }
+  return best;
+}
+
+std::string to_string(Isa isa) {
+  switch (isa) {
+    case Isa::generic: return "generic x86-64";
+    case Isa::avx2: return "AVX2+FMA";
+    case Isa::avx512: return "AVX-512";
+    case Isa::avx512_bf16: return "AVX-512 with BF16";
+  }
+  return "?";
+}
+
+void flash_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                     const AttentionOptions& options) {
+  assert(shape.kv_heads > 0 && shape.heads % shape.kv_heads == 0);
+  assert(options.temperature > 0);
+  switch (options.isa.value_or(best_isa())) {
+    case Isa::generic: return kernels::generic::flash_attention_f32(q, k, v, out, shape, options);
+    case Isa::avx2: return kernels::avx2::flash_attention_f32(q, k, v, out, shape, options);
+    case Isa::avx512:
+    case Isa::avx512_bf16: return kernels::avx512::flash_attention_f32(q, k, v, out, shape, options);
+  }
+}
+
+void reference_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                         const AttentionOptions& options) {
+  // Each head as the reference sees it: inputs X = [Q | 0] and S = [K | V], with W_Q, W_K
+  // and W_V picking the Q, K and V columns, so the projections are exact copies.
+  const std::size_t n = shape.n, m = shape.m, d_k = shape.d_k, d_v = shape.d_v, d_in = d_k + d_v;
+  const std::size_t group = shape.heads / shape.kv_heads;
+  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
+  for (std::size_t h = 0; h < shape.heads; ++h) {
+    const std::size_t g = h / group;
+    AttentionInput input;
+    input.queries_from = Matrix(n, d_in);
+    input.keys_from = Matrix(m, d_in);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t t = 0; t < d_k; ++t) input.queries_from(i, t) = q[(h * n + i) * d_k + t];
+    for (std::size_t j = 0; j < m; ++j) {
+      for (std::size_t t = 0; t < d_k; ++t) input.keys_from(j, t) = k[(g * m + j) * d_k + t];
+      for (std::size_t t = 0; t < d_v; ++t) input.keys_from(j, d_k + t) = v[(g * m + j) * d_v + t];
+    }
+    HeadWeights w{"h", Matrix(d_in, d_k), Matrix(d_in, d_k), Matrix(d_in, d_v)};
+    for (std::size_t t = 0; t < d_k; ++t) w.w_q(t, t) = w.w_k(t, t) = 1.0;
+    for (std::size_t t = 0; t < d_v; ++t) w.w_v(d_k + t, t) = 1.0;
+    input.mask.causal = options.causal;
+    input.mask.window = options.window;
+    // The reference divides by √d_k and by T; a custom scale is folded into T.
+    input.temperature = options.temperature / (scale * std::sqrt(static_cast<double>(d_k)));
+    const HeadTrace trace = attend_head(input, w);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t t = 0; t < d_v; ++t) out[(h * n + i) * d_v + t] = static_cast<float>(trace.output(i, t));
+  }
+}
+
+void run_attention_kernel(KernelKind kind, const float* q, const float* k, const float* v, float* out,
+                          const AttentionShape& shape, const AttentionOptions& options) {
+  if (kind == KernelKind::reference) reference_attention(q, k, v, out, shape, options);
+  else flash_attention(q, k, v, out, shape, options);
+}
+
+double attention_flops(const AttentionShape& shape, bool causal) {
+  const double per_head = 2.0 * shape.n * shape.m * (shape.d_k + shape.d_v);
+  return shape.heads * per_head * (causal && shape.n == shape.m ? 0.5 : 1.0);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,104 @@
+// The machine's own ceilings, measured with the same compiler and instruction set the
+// kernels use: fused multiply-add throughput (f32) and bf16 dot-product throughput.
+// Compiled once per instruction set next to flash_tiles.cpp.
+#include <omp.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "kernel_impl.hpp"
+
+#if defined(ATTNLAB_HAS_BF16)
+#include <immintrin.h>
+#endif
+
+namespace attnlab::kernels::ATTNLAB_ISA {
+
+namespace {
+constexpr int W = 16;
+typedef float VF __attribute__((vector_size(W * sizeof(float))));
+constexpr int kChains = 12;  // independent accumulators: enough to cover FMA latency
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+double fma_peak_gflops(int threads, long iterations) {
+  double total_flops = 0, elapsed = 0;
+  const auto start = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : total_flops)
+  {
+    VF acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = VF{} + (1.0f + c * 1e-3f);
+    const VF a = VF{} + 0.999999f, b = VF{} + 1e-7f;
+    for (long it = 0; it < iterations; ++it)
+#pragma GCC unroll 12
+      for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
+    float sink = 0;
+    for (int c = 0; c < kChains; ++c) sink += acc[c][0];
+    volatile float keep = sink;
+    (void)keep;
+    total_flops += 2.0 * W * kChains * iterations;
+  }
+  elapsed = seconds_since(start);
+  return total_flops / elapsed / 1e9;
+}
+
+double bf16_peak_gflops(int threads, long iterations) {
+#if defined(ATTNLAB_HAS_BF16)
+  double total_flops = 0;
+  const auto start = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : total_flops)
+  {
+    __m512 acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + c);
+    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);
+    for (long it = 0; it < iterations; ++it)
+#pragma GCC unroll 12
+      for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+    float sink = 0;
+    for (int c = 0; c < kChains; ++c) {
+      float lanes[W];
+      _mm512_storeu_ps(lanes, acc[c]);
+      sink += lanes[0];
+    }
+    volatile float keep = sink;
+    (void)keep;
+    total_flops += 4.0 * W * kChains * iterations;  // each lane: two multiplies and two adds
+  }
+  return total_flops / seconds_since(start) / 1e9;
+#else
+  (void)threads;
+  (void)iterations;
+  return 0.0;
+#endif
+}
+
+}  // namespace attnlab::kernels::ATTNLAB_ISA
+
+namespace attnlab::kernels::ATTNLAB_ISA {
+
+double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes) {
+  const auto start = std::chrono::steady_clock::now();
+  float total = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
+    for (std::size_t block = 0; block < count / (4 * W); ++block) {
+      const float* p = data + block * 4 * W;
+      VF a, b, c, d;
+      std::memcpy(&a, p, sizeof a);
+      std::memcpy(&b, p + W, sizeof b);
+      std::memcpy(&c, p + 2 * W, sizeof c);
+      std::memcpy(&d, p + 3 * W, sizeof d);
+      const VF s = (a + b) + (c + d);
+      total += s[0] + s[W - 1];
+    }
+  }
+  const double seconds = seconds_since(start);
+  volatile float keep = total;
+  (void)keep;
+  return static_cast<double>(count / (4 * W) * 4 * W) * sizeof(float) * passes / seconds / 1e9;
+}
+
+}  // namespace attnlab::kernels::ATTNLAB_ISA

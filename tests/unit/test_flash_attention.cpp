@@ -1,0 +1,131 @@
+// The tiled kernel against the reference kernel over a sweep of shapes that are and are
+// not tile multiples, grouped KV heads, causal and windowed masks (including rows that see
+// no key at all), temperatures, extreme scores, two tile sizes, 1 and 2 threads, and every
+// instruction set this CPU can run.
+//
+// Tolerance (f32): |tiled - reference| <= 3e-5 + 3e-4·|reference|, scaled by 1/T. The
+// tiled kernel rounds scores to f32 (relative error ~1e-7 · d_k summands) and uses a
+// polynomial 2^x (relative error 2e-7); the reference works in double. A logit error ε
+// becomes a relative weight error ε, and logits are scores / T, so the bound grows as 1/T.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <vector>
+
+#include "attnlab/flash_attention.hpp"
+#include "attnlab/rng.hpp"
+#include "compare.hpp"
+
+using namespace attnlab;
+
+namespace {
+
+std::vector<float> random_floats(SplitMix64& rng, std::size_t count, double scale = 1.0) {
+  std::vector<float> x(count);
+  for (float& v : x) v = static_cast<float>(rng.normal() * scale);
+  return x;
+}
+
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> isas{Isa::generic};
+  const Isa best = best_isa();
+  if (best >= Isa::avx2) isas.push_back(Isa::avx2);
+  if (best >= Isa::avx512) isas.push_back(Isa::avx512);
+  return isas;
+}
+
+struct Case {
+  AttentionShape shape;
+  AttentionOptions options;
+  double input_scale = 1.0;
+  std::string describe() const {
+    return fmt::format("H={} H_kv={} n={} m={} d_k={} d_v={} causal={} window={} T={} tiles={}x{} threads={} isa={} x{}",
+                       shape.heads, shape.kv_heads, shape.n, shape.m, shape.d_k, shape.d_v, options.causal,
+                       options.window.value_or(0), options.temperature, options.block_q, options.block_k, options.threads,
+                       to_string(*options.isa), input_scale);
+  }
+};
+
+void expect_tiled_matches_reference(const Case& c) {
+  SCOPED_TRACE(c.describe());
+  const AttentionShape& s = c.shape;
+  SplitMix64 rng(s.n * 1000003 + s.m * 1009 + s.d_k);
+  const auto q = random_floats(rng, s.heads * s.n * s.d_k, c.input_scale);
+  const auto k = random_floats(rng, s.kv_heads * s.m * s.d_k, c.input_scale);
+  const auto v = random_floats(rng, s.kv_heads * s.m * s.d_v);
+  std::vector<float> fast(s.heads * s.n * s.d_v, NAN), slow(s.heads * s.n * s.d_v, NAN);
+  flash_attention(q.data(), k.data(), v.data(), fast.data(), s, c.options);
+  reference_attention(q.data(), k.data(), v.data(), slow.data(), s, c.options);
+  const double loosen = 1.0 / std::min(1.0, c.options.temperature) * c.input_scale * c.input_scale;
+  EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()), std::vector<double>(slow.begin(), slow.end()),
+                              {3e-5 * loosen, 3e-4 * loosen}));
+}
+
+}  // namespace
+
+TEST(FlashAttention, SweepOfShapesMasksTilesThreadsAndInstructionSets) {
+  const std::size_t sizes[] = {1, 3, 64, 75, 113, 1000};
+  const std::size_t widths[] = {8, 64, 128};
+  const std::pair<std::size_t, std::size_t> head_groups[] = {{1, 1}, {4, 1}, {8, 2}};
+  const double temperatures[] = {1.0, 0.1, 3.0};
+  const auto isas = runnable_isas();
+  std::size_t counter = 0;
+  for (std::size_t n : sizes)
+    for (std::size_t m : sizes)
+      for (std::size_t d_k : widths) {
+        Case c;
+        const bool large = n * m >= 100000;
+        const auto [heads, kv_heads] = head_groups[large ? 0 : counter % 3];
+        c.shape = {heads, kv_heads, n, m, d_k, counter % 4 == 3 ? d_k / 2 + 4 : d_k};
+        c.options.causal = (counter / 3) % 2 == 1;
+        if ((counter / 2) % 3 == 2) c.options.window = 1 + counter % 40;
+        c.options.temperature = temperatures[(counter / 5) % 3];
+        c.options.block_q = counter % 2 ? 96 : 12;
+        c.options.block_k = counter % 2 ? 128 : 32;
+        c.options.threads = 1 + (counter / 7) % 2;
+        c.options.isa = isas[counter % isas.size()];
+        expect_tiled_matches_reference(c);
+        ++counter;
+      }
+}
+
+TEST(FlashAttention, RowsThatSeeNoKeyGiveZeroNotNaN) {
+  // n > m with a causal mask: query i stands at i + m - n, so the first n - m rows see nothing.
+  for (Isa isa : runnable_isas()) {
+    Case c{{2, 1, 113, 75, 64, 64}, {}};
+    c.options.causal = true;
+    c.options.isa = isa;
+    expect_tiled_matches_reference(c);
+    SplitMix64 rng(5);
+    const auto q = random_floats(rng, 2 * 113 * 64), k = random_floats(rng, 75 * 64), v = random_floats(rng, 75 * 64);
+    std::vector<float> out(2 * 113 * 64, NAN);
+    flash_attention(q.data(), k.data(), v.data(), out.data(), c.shape, c.options);
+    for (std::size_t i = 0; i < 113 - 75; ++i) EXPECT_EQ(out[i * 64], 0.0f) << "row " << i;
+  }
+}
+
+TEST(FlashAttention, ExtremeScoresStayFiniteAndCorrect) {
+  for (Isa isa : runnable_isas()) {
+    Case c{{1, 1, 75, 113, 64, 64}, {}, 6.0};  // scores ~ 36·√64: logits in the hundreds
+    c.options.isa = isa;
+    c.options.causal = true;
+    expect_tiled_matches_reference(c);
+  }
+}
+
+TEST(FlashAttention, HeadSizesModelsUseThatAreNotPowersOfTwo) {
+  for (std::size_t d : {72, 80, 96})
+    for (Isa isa : runnable_isas()) {
+      Case c{{4, 2, 200, 200, d, d}, {}};
+      c.options.isa = isa;
+      c.options.causal = d == 80;
+      expect_tiled_matches_reference(c);
+    }
+}
+
+TEST(FlashAttention, FlopCountFollowsTheFlashAttentionConvention) {
+  const AttentionShape s{2, 2, 8, 8, 4, 4};
+  EXPECT_EQ(attention_flops(s, false), 2 * 4.0 * 8 * 8 * 4);
+  EXPECT_EQ(attention_flops(s, true), 2 * 4.0 * 8 * 8 * 4 / 2);
+}
