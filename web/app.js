@@ -25,6 +25,7 @@
     query: 0,
     head: 0,
     view: 'heatmap',
+    scaleMode: 'absolute', // or 'head': colours run from 0 to the head's largest weight
     trace: null,
     lastRequest: null,
     layout: null,      // the heatmap's last layout, for hit tests
@@ -136,8 +137,12 @@
     return m ? Number(m[1]) : null;
   }
 
+  function stripKey(t) {
+    return t.tokens.join('\u0000') + '\u0001' + (t.mask_tokens || []).join(',');
+  }
+
   function applyTrace(trace) {
-    const tokensChanged = !S.trace || S.trace.tokens.join('\u0000') !== trace.tokens.join('\u0000');
+    const tokensChanged = !S.trace || stripKey(S.trace) !== stripKey(trace);
     S.trace = trace;
     S.query = Math.max(0, Math.min(trace.tokens.length - 1, S.query));
     S.head = Math.max(0, Math.min(trace.heads.length - 1, S.head));
@@ -192,11 +197,17 @@
     $('trace-summary').textContent = parts.join(' · ');
   }
 
+  // Thumbnails are about 100 px; whole pixels per cell when the grid is small.
+  function thumbSize(n, m) {
+    const k = Math.max(n, m);
+    return k > 50 ? 100 : Math.floor(100 / k) * k;
+  }
+
   function renderThumbs() {
     const t = S.trace;
     const box = $('head-thumbs');
     const n = t.tokens.length, m = t.source_tokens.length;
-    const size = Math.max(48, Math.min(112, Math.floor(112 / Math.max(n, m)) * Math.max(n, m)));
+    const size = thumbSize(n, m);
     const sources = headSources();
     if (box.children.length !== t.heads.length) {
       box.textContent = '';
@@ -222,18 +233,34 @@
       b.setAttribute('aria-pressed', String(sel));
       b.dataset.seed = seed === null ? '' : String(seed);
       b.setAttribute('aria-label', `Head ${h}: ${t.heads[h].name}${seed !== null ? `, random seed ${seed}` : ''}`);
-      b.lastChild.innerHTML = (h < 9 ? `<kbd>${h + 1}</kbd> ` : '') + `head ${h} · ${R.escapeHtml(t.heads[h].name)}` +
-        (seed !== null ? ` <span class="seed">seed ${seed}</span>` : '') +
-        (src && src.kind === 'added' ? ' <span class="added">added</span>' : '');
-      R.drawThumb(b.firstChild, t, h, size, S.query);
+      const name = R.escapeHtml(t.heads[h].name);
+      const named = seed !== null && name.includes(`seed ${seed}`);
+      b.lastChild.innerHTML = (h < 9 ? `<kbd>${h + 1}</kbd> ` : '') + `head ${h} · ` +
+        (named ? name.replace(`seed ${seed}`, `<span class="seed">seed ${seed}</span>`) : name) +
+        (seed !== null && !named ? ` <span class="seed">seed ${seed}</span>` : '') +
+        (src && src.kind === 'added' ? ' <span class="added">(added)</span>' : '');
+      R.drawThumb(b.firstChild, t, h, size, S.query, scaleMax(h));
     }
     $('remove-head').disabled = t.heads.length <= 1;
     $('restore-heads').disabled = !S.removeHeads.length && !S.addHeads.length;
   }
 
+  function scaleMax(h) {
+    return S.scaleMode === 'head' && S.trace ? R.headMax(S.trace.heads[h]) : 1;
+  }
+
+  function renderLegend() {
+    const max = scaleMax(S.head);
+    const ticks = $('legend-ticks').children;
+    for (let k = 0; k < ticks.length; k++) ticks[k].textContent = max === 1 ? String(k / 4) : formatNumber(max * k / 4, 2);
+  }
+
+  // The views' width, kept up to date by a ResizeObserver so that drawing never has to
+  // read the layout in the middle of a render.
+  let cachedWidth = 0;
   function viewWidth() {
-    const el = document.querySelector('.view-main');
-    return Math.max(200, el.clientWidth);
+    if (!cachedWidth) cachedWidth = document.querySelector('.view-main').clientWidth;
+    return Math.max(200, cachedWidth);
   }
 
   // Views that depend on the head (and the query).
@@ -242,6 +269,7 @@
     $('view-head-name').textContent = `${S.head} “${t.heads[S.head].name}”`;
     $('view-head-count').textContent = `(${S.head + 1} of ${t.heads.length})`;
     R.updateReadouts($('readouts'), t, S.head);
+    renderLegend();
     scheduleTable();
     renderQueryViews();
   }
@@ -272,7 +300,7 @@
     const t = S.trace;
     if (!t) return;
     const width = viewWidth();
-    S.layout = R.drawHeatmap($('heatmap'), t, S.head, { width, maxHeight: 640, query: S.query });
+    S.layout = R.drawHeatmap($('heatmap'), t, S.head, { width, maxHeight: 640, query: S.query, scaleMax: scaleMax(S.head) });
     $('heatmap').dataset.head = String(S.head);
     $('heatmap').dataset.query = String(S.query);
     if (S.view === 'arcs') R.drawArcs($('arcs'), t, S.head, S.query, width);
@@ -345,9 +373,8 @@
   function drawThumbMarkers() {
     const t = S.trace;
     const box = $('head-thumbs');
-    const n = t.tokens.length, m = t.source_tokens.length;
-    const size = Math.max(48, Math.min(112, Math.floor(112 / Math.max(n, m)) * Math.max(n, m)));
-    for (let h = 0; h < box.children.length; h++) R.drawThumb(box.children[h].firstChild, t, h, size, S.query);
+    const size = thumbSize(t.tokens.length, t.source_tokens.length);
+    for (let h = 0; h < box.children.length; h++) R.drawThumb(box.children[h].firstChild, t, h, size, S.query, scaleMax(h));
   }
 
   function setHead(h) {
@@ -433,12 +460,12 @@
     const t = S.trace;
     if (!t) return;
     const canvas = document.createElement('canvas');
-    R.drawHeatmap(canvas, t, S.head, { width: Math.max(viewWidth(), Math.min(1600, 160 + t.source_tokens.length * 48)), query: S.query });
+    R.drawHeatmap(canvas, t, S.head, { width: Math.max(viewWidth(), Math.min(1600, 160 + t.source_tokens.length * 48)), query: S.query, scaleMax: scaleMax(S.head) });
     canvas.toBlob((blob) => { if (blob) download(blob, exportBase() + '.png'); }, 'image/png');
   }
   function exportSvg() {
     if (!S.trace) return;
-    const svg = R.exportSvg(S.trace, S.head, S.query, exportTitle());
+    const svg = R.exportSvg(S.trace, S.head, S.query, exportTitle(), scaleMax(S.head));
     download(new Blob([svg], { type: 'image/svg+xml' }), exportBase() + '.svg');
   }
   function exportJson() {
@@ -514,6 +541,10 @@
     $('remove-head').addEventListener('click', () => removeSelectedHead());
     $('restore-heads').addEventListener('click', () => { S.removeHeads = []; S.addHeads = []; S.head = 0; compute(); });
     $('hide-token').addEventListener('click', () => toggleHideToken());
+    $('scale-mode').addEventListener('change', (e) => {
+      S.scaleMode = e.target.value;
+      if (S.trace) { renderThumbs(); renderLegend(); renderQueryViews(); }
+    });
     $('sentence-form').addEventListener('submit', (e) => { e.preventDefault(); applySentence($('sentence-input').value); });
     $('sentence-reset').addEventListener('click', () => {
       $('sentence-input').value = S.base.tokens.join(' ');
@@ -565,11 +596,12 @@
       await addRandomHead(Number.isInteger(v) && v >= 0 ? v : 1);
     });
 
-    let raf = 0;
-    window.addEventListener('resize', () => {
-      cancelAnimationFrame(raf);
-      raf = requestAnimationFrame(() => { if (S.trace) renderQueryViews(); });
-    });
+    new ResizeObserver((entries) => {
+      const w = Math.floor(entries[entries.length - 1].contentRect.width);
+      if (w === cachedWidth) return;
+      cachedWidth = w;
+      if (S.trace) renderQueryViews();
+    }).observe(document.querySelector('.view-main'));
   }
 
   function initLegend() {

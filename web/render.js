@@ -95,13 +95,24 @@
   }
 
   // Cell indices (i·m + j) per colour-table entry; the last list holds the masked cells.
-  function bucketCells(W, G, n, m) {
+  function bucketCells(W, G, n, m, scaleMax) {
     const buckets = Array.from({ length: C.size + 1 }, () => []);
+    const inv = 1 / scaleMax;
     for (let i = 0; i < n; i++) {
       const wRow = W[i], gRow = G[i];
-      for (let j = 0; j < m; j++) buckets[gRow[j] === null ? C.size : C.lutIndex(wRow[j])].push(i * m + j);
+      for (let j = 0; j < m; j++) buckets[gRow[j] === null ? C.size : C.lutIndex(wRow[j] * inv)].push(i * m + j);
     }
     return buckets;
+  }
+
+  // The largest visible weight of a head (for the "0 to the head's largest weight" scale).
+  function headMax(head) {
+    let max = 0;
+    for (let i = 0; i < head.weights.length; i++) {
+      const w = head.weights[i], g = head.logits[i];
+      for (let j = 0; j < w.length; j++) if (g[j] !== null && w[j] > max) max = w[j];
+    }
+    return max > 0 ? max : 1;
   }
 
   // Draws head `h` of the trace into the canvas, the query row outlined. Returns the layout
@@ -117,7 +128,8 @@
     const pattern = hatchPattern(ctx);
     const inner = cell - gap;
     // cells, grouped by colour so each fillStyle is set once
-    const buckets = bucketCells(W, G, n, m);
+    const scaleMax = opts.scaleMax || 1;
+    const buckets = bucketCells(W, G, n, m, scaleMax);
     for (let b = 0; b < buckets.length; b++) {
       const list = buckets[b];
       if (!list.length) continue;
@@ -142,7 +154,7 @@
             ctx.fillText('×', cx, cy);
           } else if (L.showText) {
             const w = W[i][j];
-            ctx.fillStyle = C.textOn(w);
+            ctx.fillStyle = C.textOn(w / scaleMax);
             ctx.fillText(formatNumber(w, 2), cx, cy);
           }
         }
@@ -202,11 +214,12 @@
   // ---- small multiples ----------------------------------------------------------------
   let scratch = null;
   // One pixel per cell into an n×m image, scaled up without smoothing.
-  function drawThumb(canvas, trace, h, size, query) {
+  function drawThumb(canvas, trace, h, size, query, scaleMax) {
     const head = trace.heads[h];
     const n = trace.tokens.length, m = trace.source_tokens.length;
-    const scale = Math.max(1, Math.floor(size / Math.max(n, m)));
-    const w = m * scale, hgt = n * scale;
+    const scale = size / Math.max(n, m);
+    const w = Math.round(m * scale), hgt = Math.round(n * scale);
+    const inv = 1 / (scaleMax || 1);
     const ctx = sizeCanvas(canvas, w + 6, hgt);
     if (!scratch) scratch = document.createElement('canvas');
     if (scratch.width < m || scratch.height < n) {
@@ -223,7 +236,7 @@
         if (gRow[j] === null) {
           data[k] = mr[0]; data[k + 1] = mr[1]; data[k + 2] = mr[2];
         } else {
-          const t = C.lutIndex(wRow[j]) * 3;
+          const t = C.lutIndex(wRow[j] * inv) * 3;
           data[k] = lut[t]; data[k + 1] = lut[t + 1]; data[k + 2] = lut[t + 2];
         }
         data[k + 3] = 255;
@@ -231,11 +244,11 @@
     }
     sctx.putImageData(img, 0, 0);
     ctx.clearRect(0, 0, w + 6, hgt);
-    ctx.imageSmoothingEnabled = false;
+    ctx.imageSmoothingEnabled = scale < 1; // average when shrinking, crisp cells when growing
     ctx.drawImage(scratch, 0, 0, m, n, 6, 0, w, hgt);
     if (query !== undefined && query < n) {
       ctx.fillStyle = C.highlight;
-      ctx.fillRect(0, query * scale, 4, Math.max(2, scale));
+      ctx.fillRect(0, Math.floor(query * scale), 4, Math.max(2, Math.round(scale)));
     }
   }
 
@@ -321,11 +334,6 @@
         ctx.fillText(formatNumber(row[j], 2), xk(j), yBot - 8);
       }
     }
-    ctx.font = FONT;
-    ctx.textAlign = 'left';
-    ctx.fillStyle = '#666666';
-    ctx.fillText('queries', 2, 8);
-    ctx.fillText('keys', 2, H - 8);
   }
 
   // ---- per-row readouts: entropy (bits) and the largest weight --------------------------
@@ -356,6 +364,7 @@
           `<span role="cell" class="num" data-testid="row-max-${i}"></span><span role="cell"></span></div>`;
       }
       container.innerHTML = s + '</div>';
+      container.firstChild.classList.toggle('virtual', n > 24);
       rows = container._rows = Array.from(container.querySelectorAll('.ro-row[data-row]'), (r) => r.children);
     }
     for (let i = 0; i < n; i++) {
@@ -402,31 +411,35 @@
   // ---- the maths panel: one head, one query, every number from the trace ---------------
   // Built once per key count; each ← / → only rewrites text (no re-parse, fixed table
   // layout with widths in ch of the monospace font), so a 64-key row stays cheap.
-  function termList(terms, sep) {
+  // "a + b + c", at most MAX_TERMS of `total` terms shown (terms may hold only those).
+  function termList(terms, sep, total) {
+    const count = total === undefined ? terms.length : total;
     const shown = terms.slice(0, MAX_TERMS).join(sep);
-    return terms.length > MAX_TERMS ? `${shown}${sep}… (${terms.length} terms in all)` : shown;
+    return count > MAX_TERMS ? `${shown}${sep}… (${count} terms in all)` : shown;
   }
 
-  const MATH_COLS = 9;
+  const MATH_COLS = 8; // j+key, k_j, v_j, score, ÷√d_k, ÷T, exp, weight
   // A grid of div rows (ARIA table roles) rather than a <table>: each row has
   // content-visibility: auto, so rows scrolled out of the panel's box cost no layout.
   function buildMaths(container, m) {
     let s = '<p class="math-title"></p><p class="math-vec"></p>' +
       '<div class="math-scroll"><div class="math-grid" role="table" aria-label="The query against each key">' +
-      '<div class="math-row math-headrow" role="row"><span role="columnheader">j</span><span role="columnheader">key</span>' +
-      '<span role="columnheader">k<sub>j</sub></span><span role="columnheader">score q·k<sub>j</sub></span>' +
+      '<div class="math-row math-headrow" role="row"><span role="columnheader" class="stick-l">j key</span>' +
+      '<span role="columnheader">k<sub>j</sub></span><span role="columnheader">v<sub>j</sub></span>' +
+      '<span role="columnheader">score q·k<sub>j</sub></span>' +
       '<span role="columnheader"></span><span role="columnheader"></span><span role="columnheader"></span>' +
-      '<span role="columnheader">weight a<sub>ij</sub> = exp ÷ sum</span><span role="columnheader">v<sub>j</sub></span></div>';
+      '<span role="columnheader"></span></div>';
     for (let j = 0; j < m; j++) {
-      s += `<div class="math-row" role="row" data-testid="math-row-${j}"><span role="cell">${j}</span><span role="cell"></span>` +
-        '<span role="cell" class="num"></span><span role="cell" class="num"><span></span><b></b></span>' +
+      s += `<div class="math-row" role="row" data-testid="math-row-${j}"><span role="rowheader" class="stick-l"></span>` +
+        '<span role="cell" class="num"></span><span role="cell" class="num"></span><span role="cell" class="num"><span></span><b></b></span>' +
         '<span role="cell" class="num"></span><span role="cell" class="num"></span><span role="cell" class="num"></span>' +
-        `<span role="cell" class="num weight" data-testid="math-weight-${j}"><span></span><b></b></span><span role="cell" class="num"></span></div>`;
+        `<span role="cell" class="num weight" data-testid="math-weight-${j}"><span></span><b></b></span></div>`;
     }
     s += '</div></div><p class="math-line math-shift note" hidden></p><p class="math-line math-sum"></p>' +
       '<p class="math-line math-out"></p><p class="math-line math-top"></p>';
     container.innerHTML = s;
     const q = (sel) => container.querySelector(sel);
+    q('.math-grid').classList.toggle('virtual', m > 24);
     container._maths = {
       m,
       title: q('.math-title'), vec: q('.math-vec'), grid: q('.math-grid'),
@@ -456,21 +469,23 @@
     M.heads[4].innerHTML = `÷ √d<sub>k</sub> (√${head.d_k} ≈ ${formatNumber(sqrtDk, p)})`;
     M.heads[5].textContent = `÷ T (${formatNumber(T, p)}) = logit`;
     M.heads[6].textContent = shift !== 0 ? `exp(logit − ${formatNumber(shift, p)})` : 'exp(logit)';
+    M.heads[7].innerHTML = 'weight a<sub>ij</sub> = exp ÷ row sum';
     const width = new Array(MATH_COLS).fill(0);
-    for (let c = 0; c < MATH_COLS; c++) width[c] = M.heads[c].textContent.length;
+    // headers wrap, so a column is as wide as its numbers (at least its header's longest word)
+    for (let c = 0; c < MATH_COLS; c++) width[c] = Math.max(7, ...M.heads[c].textContent.split(/\s+/).map((w) => w.length + 1));
     let top = -1, topW = -1;
     for (let j = 0; j < m; j++) {
       if (head.logits[i][j] !== null && head.weights[i][j] > topW) { topW = head.weights[i][j]; top = j; }
     }
     const expTerms = [], mixTerms = [];
-    let weightSum = 0;
+    let weightSum = 0, visible = 0;
     const row = [];
-    if (!sameHead) M.staticWidth = [0, 0, 0, 0, 0, 0, 0, 0, 0];
+    if (!sameHead) M.staticWidth = [0, 0, 0, 0, 0, 0, 0, 0];
     const staticWidth = M.staticWidth;
     for (let j = 0; j < m; j++) {
       const k = head.keys[j];
       const products = [];
-      for (let t = 0; t < q.length; t++) products.push(`${formatFactor(q[t], p)}×${formatFactor(k[t], p)}`);
+      for (let t = 0; t < q.length && t < MAX_TERMS; t++) products.push(`${formatFactor(q[t], p)}×${formatFactor(k[t], p)}`);
       const masked = head.logits[i][j] === null;
       const w = head.weights[i][j];
       weightSum += w;
@@ -478,7 +493,7 @@
       tr.className = masked ? 'math-row masked' : (j === top ? 'math-row top' : 'math-row');
       const c = tr.children;
 
-      row[3] = `${termList(products, ' + ')} = `;
+      row[3] = `${termList(products, ' + ', q.length)} = `;
       const score = formatNumber(head.scores[i][j], p);
       row[4] = formatNumber(head.scaled[i][j], p);
       let weightText, weightBold;
@@ -491,19 +506,22 @@
         const e = formatNumber(head.exponentials[i][j], p);
         row[5] = formatNumber(head.logits[i][j], p);
         row[6] = e;
-        weightText = `${e} ÷ ${formatNumber(head.row_sums[i], p)} = `;
+        weightText = '';
         weightBold = formatNumber(w, p);
-        expTerms.push(e);
-        mixTerms.push(`${weightBold}×(${formatVector(head.values[j], p)})`);
+        visible++;
+        if (expTerms.length < MAX_TERMS) {
+          expTerms.push(e);
+          mixTerms.push(`${weightBold}×(${formatVector(head.values[j], p)})`);
+        }
       }
       if (!sameHead) {
-        const key = truncate(trace.source_tokens[j], 16), kv = `(${formatVector(k, p)})`, vv = `(${formatVector(head.values[j], p)})`;
-        c[1].textContent = key;
-        c[2].textContent = kv;
-        c[8].textContent = vv;
-        staticWidth[1] = Math.max(staticWidth[1], key.length);
-        staticWidth[2] = Math.max(staticWidth[2], kv.length);
-        staticWidth[8] = Math.max(staticWidth[8], vv.length);
+        const key = `${j} ${truncate(trace.source_tokens[j], 14)}`, kv = `(${formatVector(k, p)})`, vv = `(${formatVector(head.values[j], p)})`;
+        c[0].textContent = key;
+        c[1].textContent = kv;
+        c[2].textContent = vv;
+        staticWidth[0] = Math.max(staticWidth[0], key.length);
+        staticWidth[1] = Math.max(staticWidth[1], kv.length);
+        staticWidth[2] = Math.max(staticWidth[2], vv.length);
       }
       c[3].firstChild.textContent = row[3];
       c[3].lastChild.textContent = score;
@@ -514,14 +532,13 @@
       c[7].lastChild.textContent = weightBold;
       c[7].dataset.value = String(w);
       c[7].dataset.masked = masked ? 'true' : 'false';
-      width[0] = Math.max(width[0], String(j).length);
       width[3] = Math.max(width[3], row[3].length + score.length);
       width[4] = Math.max(width[4], row[4].length);
       width[5] = Math.max(width[5], row[5].length);
       width[6] = Math.max(width[6], row[6].length);
       width[7] = Math.max(width[7], weightText.length + weightBold.length);
     }
-    for (const c of [1, 2, 8]) width[c] = Math.max(width[c], staticWidth[c]);
+    for (const c of [0, 1, 2]) width[c] = Math.max(width[c], staticWidth[c]);
     let cols = '';
     for (let c = 0; c < MATH_COLS; c++) cols += `${Math.min(c === 3 ? 400 : 120, width[c]) + 2}ch `;
     M.grid.style.setProperty('--math-cols', cols);
@@ -531,12 +548,12 @@
     } else {
       M.shift.hidden = shift === 0;
       if (shift !== 0) M.shift.textContent = `The row's largest logit, ${formatNumber(shift, p)}, is subtracted before e^x so it stays finite; the weights do not change.`;
-      M.sum.innerHTML = `<span class="step">row sum</span> Σ<sub>j</sub> exp = ${termList(expTerms, ' + ')} = ` +
+      M.sum.innerHTML = `<span class="step">row sum</span> Σ<sub>j</sub> exp = ${termList(expTerms, ' + ', visible)} = ` +
         `<b data-testid="math-row-sum" data-value="${head.row_sums[i]}">${formatNumber(head.row_sums[i], p)}</b>` +
         ` <span class="muted">(weights sum to ${weightSum.toFixed(p)})</span>`;
     }
     M.out.innerHTML = `<span class="step">output</span> o<sub>${i}</sub> = Σ<sub>j</sub> a<sub>${i}j</sub> v<sub>j</sub> = ` +
-      `${mixTerms.length ? termList(mixTerms, ' + ') : '0'} = ` +
+      `${mixTerms.length ? termList(mixTerms, ' + ', visible) : '0'} = ` +
       `<b data-testid="math-output" data-value="${escapeHtml(JSON.stringify(head.output[i]))}">(${formatVector(head.output[i], p)})</b>`;
     M.top.hidden = top < 0 || fully;
     if (top >= 0 && !fully) {
@@ -545,8 +562,9 @@
   }
 
   // ---- SVG export of the heatmap -------------------------------------------------------
-  function exportSvg(trace, h, query, title) {
+  function exportSvg(trace, h, query, title, scaleMax) {
     const head = trace.heads[h];
+    const sMax = scaleMax || 1;
     const L = heatmapLayout(trace, { width: 120 + Math.max(trace.source_tokens.length * 40, 240), maxCell: 48 });
     const legendH = 56;
     const W = Math.max(L.width, 540), H = L.height + legendH + 28;
@@ -569,9 +587,9 @@
         const x = x0 + left + j * cell, y = y0 + top + i * cell;
         const masked = head.logits[i][j] === null;
         const w = head.weights[i][j];
-        out.push(`<rect class="cell" data-row="${i}" data-col="${j}" data-weight="${w}" data-masked="${masked}" x="${x}" y="${y}" width="${inner}" height="${inner}" fill="${masked ? 'url(#masked)' : C.css(w)}"/>`);
+        out.push(`<rect class="cell" data-row="${i}" data-col="${j}" data-weight="${w}" data-masked="${masked}" x="${x}" y="${y}" width="${inner}" height="${inner}" fill="${masked ? 'url(#masked)' : C.css(w / sMax)}"/>`);
         if (masked && cell >= 14) out.push(`<text x="${x + inner / 2}" y="${y + inner / 2}" text-anchor="middle" dominant-baseline="central" fill="#f0f0f0" font-size="${fs}">×</text>`);
-        else if (!masked && L.showText) out.push(`<text x="${x + inner / 2}" y="${y + inner / 2}" text-anchor="middle" dominant-baseline="central" fill="${C.textOn(w)}" font-size="${fs}">${formatNumber(w, 2)}</text>`);
+        else if (!masked && L.showText) out.push(`<text x="${x + inner / 2}" y="${y + inner / 2}" text-anchor="middle" dominant-baseline="central" fill="${C.textOn(w / sMax)}" font-size="${fs}">${formatNumber(w, 2)}</text>`);
       }
     }
     for (let i = 0; i < n; i += L.labelEvery) {
@@ -589,7 +607,7 @@
     const ly = y0 + L.height + 10;
     out.push(`<text x="4" y="${ly + 10}">weight</text>`);
     out.push(`<rect x="56" y="${ly}" width="200" height="14" fill="url(#scale)" stroke="#999"/>`);
-    [0, 0.25, 0.5, 0.75, 1].forEach((t) => out.push(`<text x="${56 + 200 * t}" y="${ly + 28}" text-anchor="middle" font-size="11">${t}</text>`));
+    [0, 0.25, 0.5, 0.75, 1].forEach((t) => out.push(`<text x="${56 + 200 * t}" y="${ly + 28}" text-anchor="middle" font-size="11">${sMax === 1 ? t : formatNumber(t * sMax, 2)}</text>`));
     out.push(`<rect x="270" y="${ly}" width="14" height="14" fill="url(#masked)"/><text x="290" y="${ly + 11}" font-size="11">masked (logit −∞, weight exactly 0)</text>`);
     out.push(`<text x="4" y="${ly + 46}" font-size="11" fill="#555">A weight is a normalised similarity, not proof that the token caused the output.</text>`);
     out.push('</svg>');
@@ -597,7 +615,7 @@
   }
 
   A.render = {
-    escapeHtml, isMasked, heatmapLayout, drawHeatmap, hitHeatmap, drawThumb, drawArcs,
+    escapeHtml, isMasked, heatmapLayout, drawHeatmap, hitHeatmap, drawThumb, drawArcs, headMax,
     rowStats, updateReadouts, weightsTableHtml, updateMaths, exportSvg,
   };
 })(window.Attn = window.Attn || {});

@@ -36,8 +36,8 @@ struct AttentionOptions {
   double temperature = 1.0;            // logits = q·k · scale / T
   std::optional<double> scale;         // default 1/√d_k
   Precision precision = Precision::f32;
-  std::size_t block_q = 96;            // query rows per tile (rounded up to a multiple of 6)
-  std::size_t block_k = 128;           // keys per tile (rounded up to a multiple of 32)
+  std::size_t block_q = 96;            // queries per tile (rounded up to a multiple of 16)
+  std::size_t block_k = 128;           // keys per tile
   int threads = 0;                     // 0: all cores
   std::optional<Isa> isa;              // force an instruction set (tests); default best_isa()
 };

@@ -6,12 +6,14 @@
 // registers the target has.
 //
 // For each head h and block of queries Q_b (block_q rows), over the key tiles that block
-// can see (block_k keys each):
-//   S = Q_b · K_tileᵀ                         (GEMM 1, packed Kᵀ)
-//   m_new = max(m, rowmax(S·c))               c = scale / T · log2 e
-//   P = 2^(S·c - m_new), l = l·2^(m - m_new) + rowsum(P)
-//   O_b = O_b · 2^(m - m_new) + P · V_tile   (GEMM 2)
-// and at the end O_b / l. Tiles no query of the block can see are skipped.
+// can see (block_k keys each), with c = scale / T · log2 e folded into Q_b once:
+//   Sᵀ = K_tile · (c·Q_b)ᵀ                    (GEMM 1: keys down, queries across)
+//   m_new = max(m, colmax(Sᵀ))                per query, 16 queries per vector
+//   Pᵀ = 2^(Sᵀ - m_new), l = l·2^(m - m_new) + colsum(Pᵀ)
+//   O_b = O_b · 2^(m - m_new) + P · V_tile   (GEMM 2, P read from Pᵀ)
+// and at the end O_b / l. Working on Sᵀ keeps K and V in place (no transposed copies)
+// and makes the softmax's max and sum plain vector operations across queries. Tiles no
+// query of the block can see are skipped, and each query's visible keys are one range.
 #include <omp.h>
 
 #include <algorithm>
@@ -37,7 +39,6 @@ typedef int VI __attribute__((vector_size(W * sizeof(int))));
 
 constexpr std::size_t MR = 6;       // rows per micro-tile
 constexpr std::size_t NR = 2;       // vectors per micro-tile row (32 columns)
-constexpr std::size_t kColumnAlign = NR * W;
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 inline VF load(const float* p) {
@@ -73,22 +74,12 @@ inline VF exp2_vec(VF x) {
   return x < -126.0f ? splat(0.0f) : result;
 }
 
-inline float reduce_max(VF v) {
-  float r = v[0];
-  for (int l = 1; l < W; ++l) r = std::max(r, v[l]);
-  return r;
-}
-inline float reduce_add(VF v) {
-  float r = 0;
-  for (int l = 0; l < W; ++l) r += v[l];
-  return r;
-}
-
-// C[MR_][NR_·W] (+)= A[MR_][K] · B[K][NR_·W]; A is read by broadcasts (row stride lda),
-// B by vector loads (row stride ldb), C has row stride ldc.
+// C[MR_][NR_·W] (+)= A[MR_][K] · B[K][NR_·W]. A is read one element at a time and
+// broadcast (element (r, t) at A[r·a_row + t·a_col], so A may be stored either way round);
+// B by vector loads (row stride ldb); C has row stride ldc.
 template <std::size_t MR_, std::size_t NR_, bool Accumulate>
-inline void micro_gemm(const float* A, std::size_t lda, const float* B, std::size_t ldb, float* C, std::size_t ldc,
-                       std::size_t K) {
+inline void micro_gemm(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb, float* C,
+                       std::size_t ldc, std::size_t K) {
   VF acc[MR_][NR_];
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < MR_; ++r)
@@ -100,7 +91,7 @@ inline void micro_gemm(const float* A, std::size_t lda, const float* B, std::siz
     for (std::size_t c = 0; c < NR_; ++c) b[c] = load(B + t * ldb + c * W);
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < MR_; ++r) {
-      const VF a = splat(A[r * lda + t]);
+      const VF a = splat(A[r * a_row + t * a_col]);
 #pragma GCC unroll 8
       for (std::size_t c = 0; c < NR_; ++c) acc[r][c] += a * b[c];
     }
@@ -111,29 +102,45 @@ inline void micro_gemm(const float* A, std::size_t lda, const float* B, std::siz
     for (std::size_t c = 0; c < NR_; ++c) store(C + r * ldc + c * W, acc[r][c]);
 }
 
-// C[rows][cols] (+)= A[rows][K] · B[K][cols], rows a multiple of MR, cols of W. Column
-// panels outside, so a panel of B stays in L1 while every row block passes over it.
+// One row block of up to MR rows (a tail block has fewer) across NR_ vectors of columns.
+template <std::size_t NR_, bool Accumulate>
+inline void row_block(std::size_t rows, const float* A, std::size_t a_row, std::size_t a_col, const float* B,
+                      std::size_t ldb, float* C, std::size_t ldc, std::size_t K) {
+  switch (rows) {
+    case 6: return micro_gemm<6, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 5: return micro_gemm<5, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 4: return micro_gemm<4, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 3: return micro_gemm<3, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 2: return micro_gemm<2, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    default: return micro_gemm<1, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+  }
+}
+
+// C[rows][cols] (+)= A[rows][K] · B[K][cols], cols a multiple of W. Column panels on the
+// outside, so a panel of B (K × 32 floats) stays in L1 while every row block passes over it.
 template <bool Accumulate>
-void block_gemm(const float* A, std::size_t lda, const float* B, std::size_t ldb, float* C, std::size_t ldc,
-                std::size_t rows, std::size_t cols, std::size_t K) {
+void block_gemm(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb, float* C,
+                std::size_t ldc, std::size_t rows, std::size_t cols, std::size_t K) {
   std::size_t c0 = 0;
   for (; c0 + NR * W <= cols; c0 += NR * W)
     for (std::size_t r0 = 0; r0 < rows; r0 += MR)
-      micro_gemm<MR, NR, Accumulate>(A + r0 * lda, lda, B + c0, ldb, C + r0 * ldc + c0, ldc, K);
+      row_block<NR, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb, C + r0 * ldc + c0,
+                                ldc, K);
   for (; c0 < cols; c0 += W)
     for (std::size_t r0 = 0; r0 < rows; r0 += MR)
-      micro_gemm<MR, 1, Accumulate>(A + r0 * lda, lda, B + c0, ldb, C + r0 * ldc + c0, ldc, K);
+      row_block<1, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb, C + r0 * ldc + c0,
+                               ldc, K);
 }
 
 // Per-thread scratch: a few tiles, never O(n·m).
 struct Scratch {
-  std::vector<float> q;        // [rows_pad][d_k]
-  std::vector<float> kt;       // [d_k][cols_pad]   K tileᵀ
-  std::vector<float> v;        // [cols_pad][dv_pad]
-  std::vector<float> s;        // [rows_pad][cols_pad] scores, then probabilities
+  std::vector<float> qt;       // [d_k][rows_pad]   Q blockᵀ, pre-multiplied by c
+  std::vector<float> st;       // [cols][rows_pad]  S tileᵀ (keys × queries), then Pᵀ
+  std::vector<float> v;        // [cols][dv_pad]    V tile, when d_v is not a multiple of W
   std::vector<float> o;        // [rows_pad][dv_pad] running output
-  std::vector<float> row_max;  // [rows_pad] in log2 units
-  std::vector<float> row_sum;  // [rows_pad]
+  std::vector<float> row_max;  // [rows_pad] running max per query, in log2 units
+  std::vector<float> row_sum;  // [rows_pad] running sum per query
+  std::vector<int> first, last;  // [rows_pad] each query's visible keys
 };
 
 }  // namespace
@@ -142,123 +149,130 @@ void flash_attention_f32(const float* q, const float* k, const float* v, float* 
                          const AttentionOptions& options) {
   const std::size_t n = shape.n, m = shape.m, d_k = shape.d_k, d_v = shape.d_v;
   const std::size_t group = shape.heads / shape.kv_heads;
-  const std::size_t block_q = round_up(std::max<std::size_t>(options.block_q, 1), MR);
-  const std::size_t block_k = round_up(std::max<std::size_t>(options.block_k, 1), kColumnAlign);
+  const std::size_t block_q = round_up(std::max<std::size_t>(options.block_q, 1), W);
+  const std::size_t block_k = std::max<std::size_t>(options.block_k, 1);
   const std::size_t dv_pad = round_up(d_v, W);
+  const bool pack_v = dv_pad != d_v;  // V rows are used in place when they are whole vectors
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
   const float c = static_cast<float>(scale / options.temperature * M_LOG2E);
   const std::size_t q_blocks = (n + block_q - 1) / block_q;
   const long offset = static_cast<long>(m) - static_cast<long>(n);
   const long window = options.window ? static_cast<long>(*options.window) : 0;
 
-  // The keys query i sees: [first, last] (empty when first > last).
-  const auto visible = [&](long i, long& first, long& last) {
-    const long position = i + offset;
-    first = 0;
-    last = static_cast<long>(m) - 1;
-    if (options.causal) last = std::min(last, position);
-    if (window) {
-      first = std::max(first, position - window + 1);
-      last = std::min(last, position + window - 1);
-    }
-  };
-
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel num_threads(threads)
   {
     Scratch t;
-    t.q.resize(block_q * d_k);
-    t.kt.resize(d_k * block_k);
-    t.v.resize(block_k * dv_pad);
-    t.s.resize(block_q * block_k);
+    t.qt.resize(d_k * block_q);
+    t.st.resize(block_k * block_q);
+    if (pack_v) t.v.resize(block_k * dv_pad);
     t.o.resize(block_q * dv_pad);
     t.row_max.resize(block_q);
     t.row_sum.resize(block_q);
-    std::vector<long> first(block_q), last(block_q);
+    t.first.resize(block_q);
+    t.last.resize(block_q);
 
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t work = 0; work < shape.heads * q_blocks; ++work) {
       // Causal blocks late in the sequence cost the most: hand them out first.
       const std::size_t h = work / q_blocks, qb = q_blocks - 1 - work % q_blocks;
       const std::size_t g = h / group;
-      const std::size_t i0 = qb * block_q, rows = std::min(block_q, n - i0), rows_pad = round_up(rows, MR);
+      const std::size_t i0 = qb * block_q, rows = std::min(block_q, n - i0), rows_pad = round_up(rows, W);
       const float* q_h = q + (h * n + i0) * d_k;
       const float* k_g = k + g * m * d_k;
       const float* v_g = v + g * m * d_v;
 
-      std::memcpy(t.q.data(), q_h, rows * d_k * sizeof(float));
-      std::fill(t.q.begin() + rows * d_k, t.q.begin() + rows_pad * d_k, 0.0f);
+      // Q blockᵀ times c, so scores come out as logits in log2 units; padding columns 0.
+      for (std::size_t d = 0; d < d_k; ++d) {
+        float* row = t.qt.data() + d * rows_pad;
+        for (std::size_t r = 0; r < rows; ++r) row[r] = q_h[r * d_k + d] * c;
+        std::fill(row + rows, row + rows_pad, 0.0f);
+      }
       std::fill(t.o.begin(), t.o.begin() + rows_pad * dv_pad, 0.0f);
       std::fill(t.row_max.begin(), t.row_max.end(), kMinusInf);
       std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
+
+      // Each query's visible keys [first, last]; padding queries see none.
       long block_first = static_cast<long>(m), block_last = -1;
       for (std::size_t r = 0; r < rows_pad; ++r) {
-        if (r < rows) visible(static_cast<long>(i0 + r), first[r], last[r]);
-        else first[r] = 1, last[r] = 0;  // padding rows see nothing
-        if (first[r] <= last[r]) block_first = std::min(block_first, first[r]), block_last = std::max(block_last, last[r]);
+        long first = 1, last = 0;
+        if (r < rows) {
+          const long position = static_cast<long>(i0 + r) + offset;
+          first = 0;
+          last = static_cast<long>(m) - 1;
+          if (options.causal) last = std::min(last, position);
+          if (window) first = std::max(first, position - window + 1), last = std::min(last, position + window - 1);
+        }
+        t.first[r] = static_cast<int>(first);
+        t.last[r] = static_cast<int>(last);
+        if (first <= last) block_first = std::min(block_first, first), block_last = std::max(block_last, last);
       }
 
-      for (long j0 = block_first >= 0 ? block_first / static_cast<long>(block_k) * static_cast<long>(block_k) : 0;
-           j0 <= block_last; j0 += static_cast<long>(block_k)) {
-        const std::size_t cols = std::min<std::size_t>(block_k, m - j0), cols_pad = round_up(cols, kColumnAlign);
-        // Pack K tileᵀ [d_k][cols_pad] and the V tile [cols_pad][dv_pad], zero padded.
-        for (std::size_t t_ = 0; t_ < d_k; ++t_) {
-          float* row = t.kt.data() + t_ * cols_pad;
-          for (std::size_t j = 0; j < cols; ++j) row[j] = k_g[(j0 + j) * d_k + t_];
-          std::fill(row + cols, row + cols_pad, 0.0f);
-        }
-        for (std::size_t j = 0; j < cols_pad; ++j) {
-          float* row = t.v.data() + j * dv_pad;
-          if (j < cols) {
-            std::memcpy(row, v_g + (j0 + j) * d_v, d_v * sizeof(float));
-            std::fill(row + d_v, row + dv_pad, 0.0f);
-          } else {
-            std::fill(row, row + dv_pad, 0.0f);
-          }
-        }
+      for (long j0 = block_first; j0 <= block_last; j0 += static_cast<long>(block_k)) {
+        const std::size_t cols = std::min<std::size_t>(block_k, static_cast<std::size_t>(block_last - j0 + 1));
+        const float* k_tile = k_g + j0 * d_k;
+        const float* v_tile = v_g + j0 * d_v;
 
-        // GEMM 1: S = Q_b · K_tileᵀ.
-        block_gemm<false>(t.q.data(), d_k, t.kt.data(), cols_pad, t.s.data(), cols_pad, rows_pad, cols_pad, d_k);
+        // GEMM 1: Sᵀ = K_tile · (c·Q_b)ᵀ, keys down, queries across.
+        block_gemm<false>(k_tile, d_k, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols, rows_pad, d_k);
 
-        // Online softmax, row by row: mask, new max, rescale, exponentials.
-        for (std::size_t r = 0; r < rows_pad; ++r) {
-          float* s = t.s.data() + r * cols_pad;
-          float* o = t.o.data() + r * dv_pad;
-          const long lo = std::max(first[r] - j0, 0L), hi = std::min(last[r] - j0, static_cast<long>(cols) - 1);
-          if (lo > hi) {  // this row sees nothing in this tile
-            std::fill(s, s + cols_pad, 0.0f);
-            continue;
-          }
-          const bool partial = lo > 0 || hi < static_cast<long>(cols_pad) - 1;
+        // Online softmax, 16 queries at a time: mask, new max, rescale, exponentials.
+        for (std::size_t r0 = 0; r0 < rows_pad; r0 += W) {
+          VI first, last;
+          std::memcpy(&first, t.first.data() + r0, sizeof first);
+          std::memcpy(&last, t.last.data() + r0, sizeof last);
+          bool masked = false;
+          for (int l = 0; l < W; ++l)
+            masked |= first[l] > j0 || last[l] < j0 + static_cast<long>(cols) - 1;
           VF tile_max = splat(kMinusInf);
-          for (std::size_t j = 0; j < cols_pad; j += W) {
-            VF x = load(s + j) * c;
-            if (partial) {
-              VI index = VI{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + static_cast<int>(j);
-              x = (index < static_cast<int>(lo)) | (index > static_cast<int>(hi)) ? splat(kMinusInf) : x;
+          for (std::size_t j = 0; j < cols; ++j) {
+            float* s = t.st.data() + j * rows_pad + r0;
+            VF x = load(s);
+            if (masked) {
+              const int key = static_cast<int>(j0 + j);
+              x = (first > key) | (last < key) ? splat(kMinusInf) : x;
+              store(s, x);
             }
-            store(s + j, x);
             tile_max = x > tile_max ? x : tile_max;
           }
-          const float new_max = std::max(t.row_max[r], reduce_max(tile_max));
-          const float correction = t.row_max[r] == kMinusInf ? 0.0f : std::exp2(t.row_max[r] - new_max);
-          t.row_max[r] = new_max;
+          const VF old_max = load(t.row_max.data() + r0);
+          const VF new_max = tile_max > old_max ? tile_max : old_max;
+          // A query that has seen no key yet keeps max -inf: subtract 0 there, not -inf.
+          const VF safe_max = new_max == kMinusInf ? splat(0.0f) : new_max;
+          const VF correction = exp2_vec(old_max - safe_max);
+          store(t.row_max.data() + r0, new_max);
           VF sum = VF{};
-          for (std::size_t j = 0; j < cols_pad; j += W) {
-            const VF p = exp2_vec(load(s + j) - new_max);
-            store(s + j, p);
+          for (std::size_t j = 0; j < cols; ++j) {
+            float* s = t.st.data() + j * rows_pad + r0;
+            const VF p = exp2_vec(load(s) - safe_max);
+            store(s, p);
             sum += p;
           }
-          t.row_sum[r] = t.row_sum[r] * correction + reduce_add(sum);
-          if (correction != 1.0f)
-            for (std::size_t c0 = 0; c0 < dv_pad; c0 += W) store(o + c0, load(o + c0) * correction);
+          store(t.row_sum.data() + r0, load(t.row_sum.data() + r0) * correction + sum);
+          for (int l = 0; l < W; ++l) {
+            if (correction[l] == 1.0f) continue;
+            float* o = t.o.data() + (r0 + l) * dv_pad;
+            const VF factor = splat(correction[l]);
+            for (std::size_t c0 = 0; c0 < dv_pad; c0 += W) store(o + c0, load(o + c0) * factor);
+          }
         }
 
-        // GEMM 2: O_b += P · V_tile.
-        block_gemm<true>(t.s.data(), cols_pad, t.v.data(), dv_pad, t.o.data(), dv_pad, rows_pad, dv_pad, cols_pad);
+        // GEMM 2: O_b += P · V_tile, with P read from Pᵀ.
+        const float* v_rows = v_tile;
+        std::size_t ldv = d_v;
+        if (pack_v) {
+          for (std::size_t j = 0; j < cols; ++j) {
+            float* row = t.v.data() + j * dv_pad;
+            std::memcpy(row, v_tile + j * d_v, d_v * sizeof(float));
+            std::fill(row + d_v, row + dv_pad, 0.0f);
+          }
+          v_rows = t.v.data();
+          ldv = dv_pad;
+        }
+        block_gemm<true>(t.st.data(), 1, rows_pad, v_rows, ldv, t.o.data(), dv_pad, rows_pad, dv_pad, cols);
       }
 
-      // O_b / l, written out; a row that saw no key stays 0.
+      // O_b / l, written out; a query that saw no key stays 0.
       for (std::size_t r = 0; r < rows; ++r) {
         float* dst = out + (h * n + i0 + r) * d_v;
         const float inv = t.row_sum[r] > 0 ? 1.0f / t.row_sum[r] : 0.0f;

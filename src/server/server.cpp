@@ -18,9 +18,13 @@ using nlohmann::json;
 
 namespace {
 
+// With a charset parameter, cpp-httplib does not compress the reply: Debian's build
+// would otherwise brotli-compress every trace at its slowest setting (seconds for a few MB).
+constexpr const char* kJson = "application/json; charset=utf-8";
+
 void reply_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(), kJson);
 }
 
 void reply_error(httplib::Response& res, int status, const std::string& message) {
@@ -33,7 +37,7 @@ std::string content_type(std::string_view name) {
   if (name.ends_with(".css")) return "text/css; charset=utf-8";
   if (name.ends_with(".svg")) return "image/svg+xml";
   if (name.ends_with(".png")) return "image/png";
-  if (name.ends_with(".json")) return "application/json";
+  if (name.ends_with(".json")) return kJson;
   return "application/octet-stream";
 }
 
@@ -52,7 +56,7 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
   http.Get(R"(/api/scenarios/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.matches[1];
     if (const auto text = api_scenario_file(name)) {
-      res.set_content(std::string(*text), "application/json");
+      res.set_content(std::string(*text), kJson);
       return;
     }
     reply_error(res, 404, fmt::format("unknown scenario \"{}\"; GET /api/scenarios lists the bundled ones", name));

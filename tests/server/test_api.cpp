@@ -38,7 +38,7 @@ class Api : public ::testing::Test {
     EXPECT_TRUE(r) << "no response";
     if (!r) return {};
     EXPECT_EQ(r->status, expected_status) << r->body;
-    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/json; charset=utf-8");
     return json::parse(r->body);
   }
   // A bad request: 400 and an error naming what is wrong.
@@ -205,4 +205,15 @@ TEST_F(Api, ThePageIsServedFromTheBinary) {
   EXPECT_NE(r->body.find("<html"), std::string::npos);
   for (const char* remote : {"src=\"http", "href=\"http", "src=\"//", "href=\"//"})
     EXPECT_EQ(r->body.find(remote), std::string::npos) << "no CDN or remote URL: " << remote;
+}
+
+TEST_F(Api, TracesAreNotCompressedEvenWhenTheBrowserAcceptsBrotli) {
+  // Brotli at cpp-httplib's setting takes seconds for a trace of a few MB.
+  httplib::Client c = client();
+  const httplib::Headers headers{{"Accept-Encoding", "gzip, deflate, br"}};
+  auto r = c.Post("/api/attention", headers, R"({"scenario": "multi-head"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
+  EXPECT_NO_THROW((void)json::parse(r->body));
 }

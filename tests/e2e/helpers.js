@@ -1,0 +1,109 @@
+// Shared set-up for the browser tests: the server's URL, Debian's Chromium through
+// playwright-core with a fresh profile, console-error capture, screenshots.
+//
+// ATTNLAB_URL is the base URL of the server under test (CTest starts `attnlab serve` and
+// sets it). When it is unset, the tests start tests/e2e/mock-server.js on a free port
+// and say so: a development convenience only.
+'use strict';
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { chromium } = require('playwright-core');
+
+const ARTIFACTS = path.join(__dirname, 'artifacts');
+const CHROMIUM = process.env.ATTNLAB_CHROMIUM || '/usr/bin/chromium';
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+async function serverUrl() {
+  if (process.env.ATTNLAB_URL) return { url: process.env.ATTNLAB_URL.replace(/\/+$/, ''), stop: async () => {} };
+  const { start } = require('./mock-server.js');
+  const { server, url } = await start({ port: 0 });
+  console.log(`# ATTNLAB_URL is not set: testing against the MOCK server at ${url} (tests/e2e/mock-server.js)`);
+  return { url, stop: () => new Promise((r) => server.close(r)) };
+}
+
+// One browser for a test file: {context, url, newPage, close}.
+async function openBrowser() {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium) or set ATTNLAB_CHROMIUM`);
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  const server = await serverUrl();
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-e2e-profile-'));
+  const downloads = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-e2e-downloads-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport: { width: 1280, height: 800 },
+    acceptDownloads: true,
+    downloadsPath: downloads,
+  });
+  // Pages get a console-error log; tests assert it stays empty.
+  async function newPage({ width = 1280, height = 800 } = {}) {
+    const page = await context.newPage();
+    await page.setViewportSize({ width, height });
+    page.errors = [];
+    page.on('console', (msg) => { if (msg.type() === 'error') page.errors.push(`console: ${msg.text()}`); });
+    page.on('pageerror', (err) => page.errors.push(`pageerror: ${err.message}`));
+    page.on('requestfailed', (req) => page.errors.push(`requestfailed: ${req.url()} ${req.failure() && req.failure().errorText}`));
+    await page.goto(server.url + '/');
+    await settled(page);
+    return page;
+  }
+  async function close() {
+    await context.close();
+    await server.stop();
+    fs.rmSync(profile, { recursive: true, force: true });
+    fs.rmSync(downloads, { recursive: true, force: true });
+  }
+  return { context, url: server.url, newPage, close };
+}
+
+// Waits until the page has rendered a trace and no request is out.
+async function settled(page) {
+  await page.waitForFunction(() => document.documentElement.dataset.ready === 'true' &&
+    document.documentElement.dataset.pending === '0', null, { timeout: 15000 });
+}
+
+async function screenshot(page, name) {
+  const file = path.join(ARTIFACTS, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
+}
+
+async function postAttention(url, body) {
+  const res = await fetch(url + '/api/attention', {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const data = await res.json();
+  if (!res.ok) throw new Error(`POST /api/attention ${res.status}: ${data.error}`);
+  return data;
+}
+
+// The heatmap's cells as the page exposes them: [{row, col, weight, masked}].
+async function heatmapCells(page) {
+  await settled(page); // the table is built when the browser is idle
+  const head = await page.getAttribute('[data-testid="heatmap"]', 'data-head');
+  const tableHead = await page.getAttribute('[data-testid="weights-table"]', 'data-head');
+  if (head !== tableHead) throw new Error(`the weights table shows head ${tableHead} but the heatmap head ${head}`);
+  return page.$$eval('[data-testid="weights-table"] td[data-row]', (tds) => tds.map((td) => ({
+    row: Number(td.dataset.row), col: Number(td.dataset.col),
+    weight: Number(td.dataset.weight), masked: td.dataset.masked === 'true',
+  })));
+}
+
+// The maths panel's weights, by key index.
+async function mathsWeights(page) {
+  return page.$$eval('[data-testid^="math-weight-"]', (els) => els.map((el) => ({
+    j: Number(el.dataset.testid.slice('math-weight-'.length)), value: Number(el.dataset.value),
+  })));
+}
+
+async function selectScenario(page, name) {
+  await page.selectOption('[data-testid="scenario-select"]', name);
+  await page.waitForFunction((n) => window.Attn.app.state.trace && window.Attn.app.state.trace.scenario === n, name);
+  await settled(page);
+}
+
+module.exports = { openBrowser, settled, screenshot, postAttention, heatmapCells, mathsWeights, selectScenario, ARTIFACTS };
