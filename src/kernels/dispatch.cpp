@@ -1,5 +1,6 @@
 // Chooses the kernel and the instruction set at run time, and wraps the reference kernel
 // (src/core/attention.cpp) for raw Q, K, V so the two can be compared and timed alike.
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
@@ -42,11 +43,20 @@ void flash_attention(const float* q, const float* k, const float* v, float* out,
                      const AttentionOptions& options) {
   assert(shape.kv_heads > 0 && shape.heads % shape.kv_heads == 0);
   assert(options.temperature > 0);
-  switch (options.isa.value_or(best_isa())) {
-    case Isa::generic: return kernels::generic::flash_attention_f32(q, k, v, out, shape, options);
-    case Isa::avx2: return kernels::avx2::flash_attention_f32(q, k, v, out, shape, options);
+  AttentionOptions resolved = options;
+  resolved.isa = std::min(options.isa.value_or(Isa::avx512_bf16), best_isa());  // never beyond the CPU
+  const bool bf16 = options.precision == Precision::bf16;
+  switch (*resolved.isa) {
+    case Isa::generic:
+      return bf16 ? kernels::generic::flash_attention_bf16(q, k, v, out, shape, resolved)
+                  : kernels::generic::flash_attention_f32(q, k, v, out, shape, resolved);
+    case Isa::avx2:
+      return bf16 ? kernels::avx2::flash_attention_bf16(q, k, v, out, shape, resolved)
+                  : kernels::avx2::flash_attention_f32(q, k, v, out, shape, resolved);
     case Isa::avx512:
-    case Isa::avx512_bf16: return kernels::avx512::flash_attention_f32(q, k, v, out, shape, options);
+    case Isa::avx512_bf16:
+      return bf16 ? kernels::avx512::flash_attention_bf16(q, k, v, out, shape, resolved)
+                  : kernels::avx512::flash_attention_f32(q, k, v, out, shape, resolved);
   }
 }
 

@@ -16,6 +16,11 @@
 // query of the block can see are skipped, and each query's visible keys are one range.
 #include <omp.h>
 
+#include <cstdint>
+#if defined(ATTNLAB_HAS_BF16)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -74,10 +79,95 @@ inline VF exp2_vec(VF x) {
   return x < -126.0f ? splat(0.0f) : result;
 }
 
+// The multiply-accumulate step of the GEMMs, acc += a·b, in three flavours. Every operand
+// is 32 bits wide: one float, or (bf16) a pair of bf16 numbers along the summed dimension,
+// so the same packing and loops serve both and only this step differs.
+struct MaddF32 {
+  static void apply(VF& acc, float a, VF b) { acc += splat(a) * b; }
+};
+
+inline VF bf16_high(VF pairs) {  // the second (odd) bf16 of each pair, as floats
+  VI bits;
+  std::memcpy(&bits, &pairs, sizeof bits);
+  bits &= static_cast<int>(0xFFFF0000u);
+  VF out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+inline VF bf16_low(VF pairs) {  // the first (even) bf16 of each pair, as floats
+  VI bits;
+  std::memcpy(&bits, &pairs, sizeof bits);
+  bits <<= 16;
+  VF out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+// Portable bf16: what vdpbf16ps does, one exact product added at a time, odd then even.
+struct MaddBf16Portable {
+  static void apply(VF& acc, float a, VF b) {
+    const VF a_pair = splat(a);
+    acc += bf16_high(a_pair) * bf16_high(b);
+    acc += bf16_low(a_pair) * bf16_low(b);
+  }
+};
+
+#if defined(ATTNLAB_HAS_BF16)
+// The CPU's bf16 dot product: acc += a.odd·b.odd + a.even·b.even per lane.
+struct MaddBf16Native {
+  static void apply(VF& acc, float a, VF b) {
+    __m512 acc_ps;
+    std::memcpy(&acc_ps, &acc, sizeof acc_ps);
+    __m512bh b_bh;
+    std::memcpy(&b_bh, &b, sizeof b_bh);
+    acc_ps = _mm512_dpbf16_ps(acc_ps, (__m512bh)_mm512_set1_ps(a), b_bh);
+    std::memcpy(&acc, &acc_ps, sizeof acc);
+  }
+};
+#endif
+
+// f32 -> bf16 bits, rounding to nearest even (NaN stays NaN).
+inline std::uint32_t to_bf16_bits(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return (bits >> 16) | 0x40u;  // quiet NaN
+  return (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+}
+// Two floats as one 32-bit slot holding the pair (first in the low half), typed float.
+inline float bf16_pair(float first, float second) {
+  const std::uint32_t bits = to_bf16_bits(first) | (to_bf16_bits(second) << 16);
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+// The vector form of bf16_pair: lane l holds the pair (first[l], second[l]).
+inline VF bf16_pairs(VF first, VF second) {
+  const auto round_to_bf16 = [](VF x) {  // the rounded bf16 in the high half of each lane
+    VI bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    const VI rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & static_cast<int>(0xFFFF0000u);
+    const VI quiet_nan = (bits | 0x400000) & static_cast<int>(0xFFFF0000u);
+    return (bits & 0x7FFFFFFF) > 0x7F800000 ? quiet_nan : rounded;
+  };
+  typedef unsigned VU __attribute__((vector_size(W * sizeof(unsigned))));
+  const VI pairs = (VI)((VU)round_to_bf16(first) >> 16) | round_to_bf16(second);
+  VF out;
+  std::memcpy(&out, &pairs, sizeof out);
+  return out;
+}
+
+// 2W consecutive floats x[0..2W) as W pairs (x[2l], x[2l+1]).
+inline VF bf16_pairs_of(const float* x) {
+  const VF a = load(x), b = load(x + W);
+  const VI even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+  return bf16_pairs(__builtin_shuffle(a, b, even), __builtin_shuffle(a, b, even + 1));
+}
+
 // C[MR_][NR_·W] (+)= A[MR_][K] · B[K][NR_·W]. A is read one element at a time and
 // broadcast (element (r, t) at A[r·a_row + t·a_col], so A may be stored either way round);
 // B by vector loads (row stride ldb); C has row stride ldc.
-template <std::size_t MR_, std::size_t NR_, bool Accumulate>
+template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
 inline void micro_gemm(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb, float* C,
                        std::size_t ldc, std::size_t K) {
   VF acc[MR_][NR_];
@@ -91,9 +181,9 @@ inline void micro_gemm(const float* A, std::size_t a_row, std::size_t a_col, con
     for (std::size_t c = 0; c < NR_; ++c) b[c] = load(B + t * ldb + c * W);
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < MR_; ++r) {
-      const VF a = splat(A[r * a_row + t * a_col]);
+      const float a = A[r * a_row + t * a_col];
 #pragma GCC unroll 8
-      for (std::size_t c = 0; c < NR_; ++c) acc[r][c] += a * b[c];
+      for (std::size_t c = 0; c < NR_; ++c) Madd::apply(acc[r][c], a, b[c]);
     }
   }
 #pragma GCC unroll 8
@@ -103,56 +193,61 @@ inline void micro_gemm(const float* A, std::size_t a_row, std::size_t a_col, con
 }
 
 // One row block of up to MR rows (a tail block has fewer) across NR_ vectors of columns.
-template <std::size_t NR_, bool Accumulate>
+template <class Madd, std::size_t NR_, bool Accumulate>
 inline void row_block(std::size_t rows, const float* A, std::size_t a_row, std::size_t a_col, const float* B,
                       std::size_t ldb, float* C, std::size_t ldc, std::size_t K) {
   switch (rows) {
-    case 6: return micro_gemm<6, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    case 5: return micro_gemm<5, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    case 4: return micro_gemm<4, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    case 3: return micro_gemm<3, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    case 2: return micro_gemm<2, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    default: return micro_gemm<1, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 6: return micro_gemm<Madd, 6, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 5: return micro_gemm<Madd, 5, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 4: return micro_gemm<Madd, 4, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 3: return micro_gemm<Madd, 3, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    case 2: return micro_gemm<Madd, 2, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    default: return micro_gemm<Madd, 1, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
   }
 }
 
 // C[rows][cols] (+)= A[rows][K] · B[K][cols], cols a multiple of W. Column panels on the
 // outside, so a panel of B (K × 32 floats) stays in L1 while every row block passes over it.
-template <bool Accumulate>
+template <class Madd, bool Accumulate>
 void block_gemm(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb, float* C,
                 std::size_t ldc, std::size_t rows, std::size_t cols, std::size_t K) {
   std::size_t c0 = 0;
   for (; c0 + NR * W <= cols; c0 += NR * W)
     for (std::size_t r0 = 0; r0 < rows; r0 += MR)
-      row_block<NR, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb, C + r0 * ldc + c0,
+      row_block<Madd, NR, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb, C + r0 * ldc + c0,
                                 ldc, K);
   for (; c0 < cols; c0 += W)
     for (std::size_t r0 = 0; r0 < rows; r0 += MR)
-      row_block<1, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb, C + r0 * ldc + c0,
+      row_block<Madd, 1, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb, C + r0 * ldc + c0,
                                ldc, K);
 }
 
 // Per-thread scratch: a few tiles, never O(n·m).
+// With bf16, each 32-bit slot of qt, k, pt and v holds a pair along the summed dimension.
 struct Scratch {
   std::vector<float> qt;       // [d_k][rows_pad]   Q blockᵀ, pre-multiplied by c
+  std::vector<float> k;        // [cols][d_k / 2]   K tile as bf16 pairs (bf16 only)
   std::vector<float> st;       // [cols][rows_pad]  S tileᵀ (keys × queries), then Pᵀ
-  std::vector<float> v;        // [cols][dv_pad]    V tile, when d_v is not a multiple of W
+  std::vector<float> pt;       // [cols / 2][rows_pad] Pᵀ as bf16 pairs (bf16 only)
+  std::vector<float> v;        // [cols][dv_pad]    V tile, when not used in place
   std::vector<float> o;        // [rows_pad][dv_pad] running output
   std::vector<float> row_max;  // [rows_pad] running max per query, in log2 units
   std::vector<float> row_sum;  // [rows_pad] running sum per query
   std::vector<int> first, last;  // [rows_pad] each query's visible keys
 };
 
-}  // namespace
-
-void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
-                         const AttentionOptions& options) {
+// The kernel for one multiply-accumulate flavour; Bf16 says whether operands are packed
+// as bf16 pairs.
+template <class Madd, bool Bf16>
+void flash_kernel(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                  const AttentionOptions& options) {
   const std::size_t n = shape.n, m = shape.m, d_k = shape.d_k, d_v = shape.d_v;
+  const std::size_t dk_slots = Bf16 ? (d_k + 1) / 2 : d_k;  // 32-bit slots along d_k
   const std::size_t group = shape.heads / shape.kv_heads;
   const std::size_t block_q = round_up(std::max<std::size_t>(options.block_q, 1), W);
   const std::size_t block_k = std::max<std::size_t>(options.block_k, 1);
   const std::size_t dv_pad = round_up(d_v, W);
-  const bool pack_v = dv_pad != d_v;  // V rows are used in place when they are whole vectors
+  const bool pack_v = Bf16 || dv_pad != d_v;  // f32 V rows are used in place when they are whole vectors
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
   const float c = static_cast<float>(scale / options.temperature * M_LOG2E);
   const std::size_t q_blocks = (n + block_q - 1) / block_q;
@@ -163,8 +258,9 @@ void flash_attention_f32(const float* q, const float* k, const float* v, float* 
 #pragma omp parallel num_threads(threads)
   {
     Scratch t;
-    t.qt.resize(d_k * block_q);
+    t.qt.resize(dk_slots * block_q);
     t.st.resize(block_k * block_q);
+    if (Bf16) t.k.resize(block_k * dk_slots), t.pt.resize((block_k + 1) / 2 * block_q);
     if (pack_v) t.v.resize(block_k * dv_pad);
     t.o.resize(block_q * dv_pad);
     t.row_max.resize(block_q);
@@ -183,9 +279,11 @@ void flash_attention_f32(const float* q, const float* k, const float* v, float* 
       const float* v_g = v + g * m * d_v;
 
       // Q blockᵀ times c, so scores come out as logits in log2 units; padding columns 0.
-      for (std::size_t d = 0; d < d_k; ++d) {
+      const auto q_at = [&](std::size_t r, std::size_t d) { return d < d_k ? q_h[r * d_k + d] * c : 0.0f; };
+      for (std::size_t d = 0; d < dk_slots; ++d) {
         float* row = t.qt.data() + d * rows_pad;
-        for (std::size_t r = 0; r < rows; ++r) row[r] = q_h[r * d_k + d] * c;
+        for (std::size_t r = 0; r < rows; ++r)
+          row[r] = Bf16 ? bf16_pair(q_at(r, 2 * d), q_at(r, 2 * d + 1)) : q_at(r, d);
         std::fill(row + rows, row + rows_pad, 0.0f);
       }
       std::fill(t.o.begin(), t.o.begin() + rows_pad * dv_pad, 0.0f);
@@ -214,7 +312,18 @@ void flash_attention_f32(const float* q, const float* k, const float* v, float* 
         const float* v_tile = v_g + j0 * d_v;
 
         // GEMM 1: Sᵀ = K_tile · (c·Q_b)ᵀ, keys down, queries across.
-        block_gemm<false>(k_tile, d_k, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols, rows_pad, d_k);
+        const float* k_rows = k_tile;
+        if (Bf16) {
+          for (std::size_t j = 0; j < cols; ++j) {
+            const float* row = k_tile + j * d_k;
+            float* pairs = t.k.data() + j * dk_slots;
+            std::size_t d = 0;
+            for (; 2 * d + 2 * W <= d_k; d += W) store(pairs + d, bf16_pairs_of(row + 2 * d));
+            for (; d < dk_slots; ++d) pairs[d] = bf16_pair(row[2 * d], 2 * d + 1 < d_k ? row[2 * d + 1] : 0.0f);
+          }
+          k_rows = t.k.data();
+        }
+        block_gemm<Madd, false>(k_rows, dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols, rows_pad, dk_slots);
 
         // Online softmax, 16 queries at a time: mask, new max, rescale, exponentials.
         for (std::size_t r0 = 0; r0 < rows_pad; r0 += W) {
@@ -257,10 +366,30 @@ void flash_attention_f32(const float* q, const float* k, const float* v, float* 
           }
         }
 
-        // GEMM 2: O_b += P · V_tile, with P read from Pᵀ.
+        // GEMM 2: O_b += P · V_tile, with P read from Pᵀ (with bf16: pairs of keys).
+        const std::size_t key_slots = Bf16 ? (cols + 1) / 2 : cols;
+        const float* p_rows = t.st.data();
         const float* v_rows = v_tile;
         std::size_t ldv = d_v;
-        if (pack_v) {
+        if (Bf16) {
+          for (std::size_t j = 0; j < key_slots; ++j) {
+            const float* even = t.st.data() + 2 * j * rows_pad;
+            const bool has_odd = 2 * j + 1 < cols;
+            float* pairs = t.pt.data() + j * rows_pad;
+            for (std::size_t r = 0; r < rows_pad; r += W)
+              store(pairs + r, bf16_pairs(load(even + r), has_odd ? load(even + rows_pad + r) : VF{}));
+            const float* v_even = v_tile + 2 * j * d_v;
+            float* row = t.v.data() + j * dv_pad;
+            std::size_t col = 0;
+            for (; col + W <= d_v; col += W)
+              store(row + col, bf16_pairs(load(v_even + col), has_odd ? load(v_even + d_v + col) : VF{}));
+            for (; col < dv_pad; ++col)
+              row[col] = col < d_v ? bf16_pair(v_even[col], has_odd ? v_even[d_v + col] : 0.0f) : 0.0f;
+          }
+          p_rows = t.pt.data();
+          v_rows = t.v.data();
+          ldv = dv_pad;
+        } else if (pack_v) {
           for (std::size_t j = 0; j < cols; ++j) {
             float* row = t.v.data() + j * dv_pad;
             std::memcpy(row, v_tile + j * d_v, d_v * sizeof(float));
@@ -269,7 +398,7 @@ void flash_attention_f32(const float* q, const float* k, const float* v, float* 
           v_rows = t.v.data();
           ldv = dv_pad;
         }
-        block_gemm<true>(t.st.data(), 1, rows_pad, v_rows, ldv, t.o.data(), dv_pad, rows_pad, dv_pad, cols);
+        block_gemm<Madd, true>(p_rows, 1, rows_pad, v_rows, ldv, t.o.data(), dv_pad, rows_pad, dv_pad, key_slots);
       }
 
       // O_b / l, written out; a query that saw no key stays 0.
@@ -280,6 +409,24 @@ void flash_attention_f32(const float* q, const float* k, const float* v, float* 
       }
     }
   }
+}
+
+}  // namespace
+
+void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                         const AttentionOptions& options) {
+  flash_kernel<MaddF32, false>(q, k, v, out, shape, options);
+}
+
+void flash_attention_bf16(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                          const AttentionOptions& options) {
+#if defined(ATTNLAB_HAS_BF16)
+  if (options.isa == Isa::avx512_bf16) {
+    flash_kernel<MaddBf16Native, true>(q, k, v, out, shape, options);
+    return;
+  }
+#endif
+  flash_kernel<MaddBf16Portable, true>(q, k, v, out, shape, options);
 }
 
 }  // namespace attnlab::kernels::ATTNLAB_ISA

@@ -129,3 +129,48 @@ TEST(FlashAttention, FlopCountFollowsTheFlashAttentionConvention) {
   EXPECT_EQ(attention_flops(s, false), 2 * 4.0 * 8 * 8 * 4);
   EXPECT_EQ(attention_flops(s, true), 2 * 4.0 * 8 * 8 * 4 / 2);
 }
+
+// bf16: Q·c, K, P and V rounded to bf16 (8 significant bits, relative error <= 2^-9), with
+// f32 accumulation. Each rounding moves a weight or value by at most ~0.2%; a score over
+// d_k terms by ~0.2%·|score|. Tolerance: |bf16 - reference| <= 2e-2 + 2e-2·|reference|.
+TEST(FlashAttentionBf16, MatchesTheReferenceWithinBf16Precision) {
+  std::size_t counter = 0;
+  for (std::size_t n : {1, 75, 113, 300})
+    for (std::size_t d : {8, 64, 72, 128}) {
+      Case c{{4, 2, n, n + counter % 3, d, d}, {}};
+      c.options.precision = Precision::bf16;
+      c.options.causal = counter % 2 == 0;
+      c.options.block_k = counter % 3 ? 128 : 33;  // an odd tile: its last pair of keys is half padding
+      c.options.isa = best_isa();
+      ++counter;
+      SCOPED_TRACE(c.describe());
+      const AttentionShape& s = c.shape;
+      SplitMix64 rng(s.n + s.d_k);
+      const auto q = random_floats(rng, s.heads * s.n * s.d_k), k = random_floats(rng, s.kv_heads * s.m * s.d_k),
+                 v = random_floats(rng, s.kv_heads * s.m * s.d_v);
+      std::vector<float> fast(s.heads * s.n * s.d_v), slow(fast.size());
+      flash_attention(q.data(), k.data(), v.data(), fast.data(), s, c.options);
+      reference_attention(q.data(), k.data(), v.data(), slow.data(), s, c.options);
+      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()), std::vector<double>(slow.begin(), slow.end()),
+                                  {2e-2, 2e-2}));
+    }
+}
+
+// The portable bf16 step (any CPU) computes what the CPU's bf16 dot-product instruction
+// computes: the same roundings, the same order of additions.
+TEST(FlashAttentionBf16, PortableFallbackGivesTheSameResultsAsTheNativeInstruction) {
+  if (best_isa() != Isa::avx512_bf16) GTEST_SKIP() << "this CPU has no bf16 dot product; only the portable path runs";
+  const AttentionShape s{4, 1, 200, 200, 80, 80};
+  SplitMix64 rng(77);
+  const auto q = random_floats(rng, s.heads * s.n * s.d_k), k = random_floats(rng, s.m * s.d_k),
+             v = random_floats(rng, s.m * s.d_v);
+  AttentionOptions native;
+  native.precision = Precision::bf16;
+  native.causal = true;
+  AttentionOptions portable = native;
+  portable.isa = Isa::generic;
+  std::vector<float> a(s.heads * s.n * s.d_v), b(a.size());
+  flash_attention(q.data(), k.data(), v.data(), a.data(), s, native);
+  flash_attention(q.data(), k.data(), v.data(), b.data(), s, portable);
+  EXPECT_TRUE(test::all_close(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()), {1e-6, 1e-5}));
+}
