@@ -2,6 +2,7 @@
 // these, and tests can call them without a socket.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,5 +28,25 @@ std::optional<std::string_view> api_scenario_file(std::string_view name);
 // POST /api/attention: {"scenario": name or object, "options": {...}} -> the trace plus
 // "scenario_json". Throws InputError naming the field for a bad request.
 nlohmann::json api_attention(const nlohmann::json& request);
+
+// POST /api/probe: {"scenario", "options", "query", "readout", "head", "epsilon"} -> the
+// probe of one query (weights, value-weighted weights, erasure, gradient × input, Kendall τ,
+// Serrano & Smith's test, Jain & Wallace's counterfactual) plus "intervention".
+nlohmann::json api_probe(const nlohmann::json& request);
+
+// What long context costs (docs/api.md, docs/cost-and-kv.md): the numbers `attnlab cost`
+// and `attnlab kv` print, from the same library functions. "measure": true runs the
+// measure on the server, within these limits (the CLI has none beyond the machine's memory).
+inline constexpr std::uint64_t kMaxApiMeasureTokens = 4096;
+inline constexpr std::uint64_t kMaxApiMeasureCacheBytes = std::uint64_t{1} << 30;  // 1 GiB
+
+// POST /api/cost: {"tokens": [3, 6, 100000], "d_model", "heads", "layers", "dtype",
+// "window", "measure", "kernel", "causal"} -> {"shape": {...}, "rows": [...], "measured"}.
+nlohmann::json api_cost(const nlohmann::json& request);
+
+// POST /api/kv: {"model": "llama-3-8b", "context": [4096, 32768], "dtype", "budget",
+// "layers", "kv_heads", "head_dim", "heads", "d_model", "params", "measure",
+// "measure_layers"} -> {"model": {...}, "rows": [...], "budget", "measured"}.
+nlohmann::json api_kv(const nlohmann::json& request);
 
 }  // namespace attnlab

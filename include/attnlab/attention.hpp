@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnlab/mask.hpp"
@@ -20,6 +21,10 @@ struct HeadWeights {
   Matrix w_q;  // [d_in × d_k]
   Matrix w_k;  // [d_in × d_k]
   Matrix w_v;  // [d_in × d_v]
+  // Interventions on this head, applied at the mix step (trace.hpp says what each does):
+  // output = scale · ablate(weights · V).
+  HeadAblation ablation = HeadAblation::none;
+  double scale = 1.0;
 };
 
 // One layer's attention problem, with positions already applied to the inputs.
@@ -43,12 +48,17 @@ struct SoftmaxRow {
 };
 SoftmaxRow softmax(std::span<const double> logits);
 
+// "none", "zero", "mean", "uniform", and back (nullopt for any other name).
+std::string_view to_string(HeadAblation ablation);
+std::optional<HeadAblation> head_ablation_named(std::string_view name);
+
 // Runs every head on the input and fills a Trace (token names are left for the caller).
 // The input must be valid (shapes chain, T > 0, mask indices in range): the scenario
 // loader checks all of that at the boundary.
 Trace attend(const AttentionInput& input);
 
-// One head: project, score, scale, mask and temperature, softmax, mix.
+// One head: project, score, scale, mask and temperature, softmax, mix (then the head's
+// ablation and scale, when it has them).
 HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head);
 
 }  // namespace attnlab

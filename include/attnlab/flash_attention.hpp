@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "attnlab/attention.hpp"
+
 namespace attnlab {
 
 enum class KernelKind { reference, tiled };
@@ -57,6 +59,12 @@ void reference_attention(const float* q, const float* k, const float* v, float* 
 // Runs whichever kernel `kind` names.
 void run_attention_kernel(KernelKind kind, const float* q, const float* k, const float* v, float* out,
                           const AttentionShape& shape, const AttentionOptions& options = {});
+
+// A layer's attention (include/attnlab/attention.hpp) through the tiled kernel: projections
+// and outputs, but no score, logit or weight grids, which this kernel never builds. Key
+// masks (hidden tokens) are refused with an InputError; causal, window and T are taken
+// from the input, precision and tiles from `options`.
+Trace attend_tiled(const AttentionInput& input, AttentionOptions options = {});
 
 // FLOPs the FlashAttention papers count for a shape: 4·n·m·d per head (QKᵀ and P·V,
 // with d the mean of d_k and d_v), halved when causal with n = m.

@@ -29,6 +29,15 @@ struct HeadSpec {
   std::string name;
   std::optional<std::uint64_t> random_seed;  // set for a {"random": SEED} head
   Matrix w_q, w_k, w_v;                      // drawn at load time for a random head
+  HeadAblation ablation = HeadAblation::none;  // an intervention: "ablation" in the file
+  double scale = 1.0;                          // an intervention: "scale" in the file
+};
+
+// A linear read-out of the layer's output, so a query's output makes a "prediction" an
+// intervention can flip: class scores z = output_i · matrix, the class is argmax z.
+struct ReadoutSpec {
+  Matrix matrix;                    // [d_out × classes]
+  std::vector<std::string> labels;  // one per class, distinct
 };
 
 struct SourceSequence {  // the key/value side of cross-attention
@@ -50,11 +59,14 @@ struct Scenario {
   double temperature = 1.0;
   std::optional<std::size_t> query;  // the query explain works in full (default: the last)
   int precision = 2;                 // decimals explain shows by default
+  std::optional<ReadoutSpec> readout;  // what `attnlab probe` reads off an output by default
 
   std::size_t n() const { return tokens.size(); }
   std::size_t m() const { return source ? source->tokens.size() : tokens.size(); }
   std::size_t d_model() const { return embeddings.cols; }
   std::size_t d_in() const { return input_width(d_model(), positions); }
+  // The width of the layer output: W_O's columns, or Σ d_v without W_O.
+  std::size_t d_out() const;
 };
 
 // Parses any JSON document, turning syntax errors into an InputError that gives `origin`,

@@ -9,6 +9,14 @@
 
 namespace attnlab {
 
+// How a head is ablated, an intervention applied inside the engine (docs/interventions.md):
+//   none:    the head as computed;
+//   zero:    the head's output is 0 for every query;
+//   mean:    every query's output is the head's mean output over the n queries;
+//   uniform: each query's weights are replaced by a uniform row over the keys it may see
+//            (the scores and softmax are still computed and shown; the mix uses 1/k).
+enum class HeadAblation { none, zero, mean, uniform };
+
 // One head, n queries against m keys. Shapes in brackets.
 struct HeadTrace {
   std::string name;
@@ -22,9 +30,14 @@ struct HeadTrace {
   std::vector<double> shifts;    // [n] subtracted before exp: 0, or the row max if |max| > 60
   Matrix exponentials;  // [n × m]    exp(logit - shift), 0 where masked
   std::vector<double> row_sums;  // [n] Σ_j exponentials
-  Matrix weights;       // [n × m]    exponentials / row_sum; each row sums to 1 (or is all 0)
-  Matrix output;        // [n × d_v]  Σ_j weights_ij · v_j
+  Matrix weights;       // [n × m]    exponentials / row_sum; each row sums to 1 (or is all 0);
+                        //            with a uniform ablation, 1/k over the k visible keys
+  Matrix mixed;         // [n × d_v]  Σ_j weights_ij · v_j
+  Matrix output;        // [n × d_v]  mixed, then ablated (zero, mean) and scaled; = mixed when
+                        //            the head is not intervened on
   std::vector<bool> fully_masked;  // [n] rows where every key was hidden
+  HeadAblation ablation = HeadAblation::none;  // the interventions applied to this head
+  double scale = 1.0;
 };
 
 struct Trace {

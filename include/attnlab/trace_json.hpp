@@ -11,7 +11,8 @@ namespace attnlab {
 // {"scenario", "tokens", "source_tokens", "causal", "window", "mask_tokens",
 //  "temperature", "positions", "heads": [{"name", "d_k", "d_v", "queries", "keys",
 //  "values", "scores", "scaled", "logits", "shifts", "exponentials", "row_sums",
-//  "weights", "output", "fully_masked"}], "concatenated", "output"}
+//  "weights", "mixed", "output", "fully_masked", "ablation", "scale"}], "concatenated",
+//  "output"}; "ablation" is null or "zero", "mean", "uniform" (output = scale · ablate(mixed)).
 nlohmann::json trace_to_json(const Scenario& scenario, const Trace& trace);
 
 // A matrix as a list of rows; non-finite entries (masked logits) become null.

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "../kernels/kernel_impl.hpp"
+#include "attnlab/flash_decode.hpp"
+#include "attnlab/kv_cache.hpp"
 #include "attnlab/memory.hpp"
 #include "attnlab/rng.hpp"
 
@@ -57,7 +59,48 @@ MachinePeaks measure_peaks(int threads) {
   return p;
 }
 
+namespace {
+
+// Decoding n new tokens against a cache of m tokens, timed like prefill; the figure of merit
+// is the cache's bytes read per second.
+BenchResult run_decode_case(const BenchCase& c, const MachinePeaks& peaks, int repeats) {
+  BenchResult r{c};
+  const AttentionShape& s = c.shape;
+  KVCache cache(1, s.kv_heads, s.d_k, c.cache_dtype);
+  cache.reserve(s.m);
+  const std::vector<float> row = random_floats(s.kv_heads * s.d_k * 64, 5);
+  for (std::size_t t = 0; t < s.m; ++t) {
+    const std::span<const float> kv(row.data() + (t % 63) * s.kv_heads * s.d_k, s.kv_heads * s.d_k);
+    cache.append(0, kv, kv);
+  }
+  const auto q = random_floats(s.n * s.heads * s.d_k, 6);
+  std::vector<float> out(q.size());
+  DecodeOptions options;
+  options.threads = peaks.threads;
+  flash_decode(cache, 0, s.heads, q, s.n, out, options);  // warm-up
+  std::vector<double> times;
+  for (int rep = 0; rep < repeats; ++rep) {
+    memory::reset_peak();
+    const std::size_t before = memory::current_bytes();
+    const auto start = std::chrono::steady_clock::now();
+    flash_decode(cache, 0, s.heads, q, s.n, out, options);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    r.extra_bytes = std::max(r.extra_bytes, memory::peak_bytes() - before);
+  }
+  std::sort(times.begin(), times.end());
+  r.ran = true;
+  r.median_seconds = times[times.size() / 2];
+  r.gflops = 4.0 * s.n * s.heads * s.m * s.d_k / r.median_seconds / 1e9;
+  r.percent_of_peak = 100.0 * r.gflops / peaks.f32_gflops;
+  r.gbps = static_cast<double>(cache.used_bytes()) / r.median_seconds / 1e9;
+  r.percent_of_bandwidth = 100.0 * r.gbps / peaks.read_gbps;
+  return r;
+}
+
+}  // namespace
+
 BenchResult run_bench_case(const BenchCase& c, const MachinePeaks& peaks, int repeats) {
+  if (c.decode) return run_decode_case(c, peaks, repeats);
   BenchResult r{c};
   const AttentionShape& s = c.shape;
   if (c.kernel == KernelKind::reference && reference_grid_bytes(s) > 4.0 * (1u << 30)) {
@@ -96,10 +139,16 @@ std::vector<BenchCase> standard_bench_cases(bool quick) {
     c.options.causal = causal;
     cases.push_back(c);
   };
+  const auto decode = [&](std::size_t cached) {
+    BenchCase c{fmt::format("decode cache={} H=32 H_kv=8 d=128 f16", cached), {32, 8, 1, cached, 128, 128}};
+    c.decode = true;
+    cases.push_back(c);
+  };
   if (quick) {
     for (bool causal : {false, true}) prefill(1024, 16, 128, causal);
     prefill(1024, 32, 64, false);
     prefill(1024, 28, 72, false);
+    decode(8192);
     return cases;
   }
   for (std::size_t d : {64, 128})
@@ -107,6 +156,7 @@ std::vector<BenchCase> standard_bench_cases(bool quick) {
       for (bool causal : {false, true}) prefill(n, 2048 / d, d, causal);
   for (std::size_t d : {72, 80, 96}) prefill(4096, 2048 / d, d, false);
   for (std::size_t n : {65536, 131072}) prefill(n, 1, 128, true);
+  for (std::size_t cached : {4096, 32768, 131072}) decode(cached);
   return cases;
 }
 

@@ -22,6 +22,34 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& flags) {
   flags.query_flag = app.add_option("--query,-q", flags.query, "The query token (0-based) to work in full");
   app.add_option("--permute", flags.permute,
                  "Reorder the tokens: the new order as old 0-based indices, e.g. 2,0,1");
+  app.add_option("--ablate-head", flags.ablate_heads,
+                 "Ablate head H: zero its output (H or H:zero), replace it by its mean output over the tokens "
+                 "(H:mean), or give it uniform weights (H:uniform) (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--scale-head", flags.scale_heads, "Multiply head H's output by F, written H:F (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--replace-token", flags.replace_tokens,
+                 "Replace token J by WORD, written J:WORD (a known token's embedding, else the word table's) (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--replace-embedding", flags.replace_embeddings,
+                 "Give token J a new embedding, written J:x1,x2,... (d_model numbers) (repeatable)")
+      ->allow_extra_args(false);
+}
+
+Experiment load_experiment(const ScenarioFlags& flags) {
+  ScenarioFlags settings = flags;
+  settings.mask_tokens.clear();  // knock-outs are interventions, reported before and after
+  Experiment e{load_with_flags(settings), {}};
+  Interventions& iv = e.interventions;
+  for (std::size_t j : flags.mask_tokens) iv.knock_out.push_back({j, fmt::format("--mask-token {}", j)});
+  for (const std::string& text : flags.ablate_heads) iv.ablate.push_back(parse_ablate_head(text, "--ablate-head " + text));
+  for (const std::string& text : flags.scale_heads) iv.scale.push_back(parse_scale_head(text, "--scale-head " + text));
+  for (const std::string& text : flags.replace_tokens)
+    iv.replace.push_back(parse_replace_token(text, "--replace-token " + text));
+  for (const std::string& text : flags.replace_embeddings)
+    iv.replace.push_back(parse_replace_embedding(text, "--replace-embedding " + text));
+  if (!flags.permute.empty()) iv.permute = parse_permutation(flags.permute, e.baseline.n());
+  return e;
 }
 
 Scenario load_with_flags(const ScenarioFlags& flags) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "attnlab/interventions.hpp"
 #include "attnlab/scenario.hpp"
 
 namespace attnlab::cli {
@@ -27,6 +28,10 @@ struct ScenarioFlags {
   std::vector<std::size_t> mask_tokens;
   std::size_t query = 0;
   std::string permute;
+  std::vector<std::string> ablate_heads;        // "H[:zero|mean|uniform]"
+  std::vector<std::string> scale_heads;         // "H:F"
+  std::vector<std::string> replace_tokens;      // "J:WORD"
+  std::vector<std::string> replace_embeddings;  // "J:x1,x2,..."
   CLI::Option* temperature_flag = nullptr;
   CLI::Option* window_flag = nullptr;
   CLI::Option* query_flag = nullptr;
@@ -37,10 +42,23 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& flags);
 // Loads the chosen scenario and applies the flags (permutation excluded).
 Scenario load_with_flags(const ScenarioFlags& flags);
 
+// The scenario as the flags set it up (causal, temperature, window, query) and, apart,
+// the interventions they ask for (--mask-token, --ablate-head, --scale-head,
+// --replace-token, --replace-embedding, --permute), so a subcommand can run both and
+// report what moved.
+struct Experiment {
+  Scenario baseline;
+  Interventions interventions;
+};
+Experiment load_experiment(const ScenarioFlags& flags);
+
 Command explain_command(CLI::App& parent);
 Command run_command(CLI::App& parent);
 Command scenarios_command(CLI::App& parent);
 Command serve_command(CLI::App& parent);
 Command bench_command(CLI::App& parent);
+Command probe_command(CLI::App& parent);
+Command cost_command(CLI::App& parent);
+Command kv_command(CLI::App& parent);
 
 }  // namespace attnlab::cli

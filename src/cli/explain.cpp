@@ -3,6 +3,7 @@
 
 #include "attnlab/error.hpp"
 #include "attnlab/explain.hpp"
+#include "attnlab/interventions.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {
@@ -22,20 +23,30 @@ Command explain_command(CLI::App& parent) {
   state->precision_flag = app->add_option("--precision", state->precision,
                                           "Decimals to show (default 2, or the scenario's own)");
   return {app, [state]() {
-            const Scenario scenario = load_with_flags(state->flags);
+            const Experiment experiment = load_experiment(state->flags);
+            const Scenario& scenario = experiment.baseline;
+            const Interventions& interventions = experiment.interventions;
             if (state->head >= scenario.heads.size())
               throw InputError(fmt::format("--head: head {} does not exist; {} has heads 0 to {}", state->head,
                                            scenario.name, scenario.heads.size() - 1));
             const int precision = *state->precision_flag ? state->precision : scenario.precision;
             if (precision < 0 || precision > 12)
               throw InputError(fmt::format("--precision: must be 0 to 12 but is {}", precision));
-            if (!state->flags.permute.empty()) {
-              const auto order = parse_permutation(state->flags.permute, scenario.n());
-              fmt::print("{}", explain_permutation(scenario, order, precision));
+            const bool only_permute = interventions.permute && interventions.knock_out.empty() &&
+                                      interventions.ablate.empty() && interventions.scale.empty() &&
+                                      interventions.replace.empty();
+            if (only_permute) {
+              fmt::print("{}", explain_permutation(scenario, *interventions.permute, precision));
               return 0;
             }
-            const Trace trace = run_scenario(scenario);
-            fmt::print("{}", explain(scenario, trace, {state->head, std::nullopt, precision}));
+            if (interventions.empty()) {
+              fmt::print("{}", explain(scenario, run_scenario(scenario), {state->head, std::nullopt, precision}));
+              return 0;
+            }
+            // The intervened computation in full, then what moved compared with the original.
+            const InterventionResult result = intervene(scenario, interventions);
+            fmt::print("{}\n{}", explain(result.after_scenario, result.after, {state->head, std::nullopt, precision}),
+                       format_intervention(result, precision));
             return 0;
           }};
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "attnlab/explain.hpp"
+#include "attnlab/interventions.hpp"
 #include "attnlab/trace_json.hpp"
 #include "common.hpp"
 
@@ -17,12 +18,15 @@ Command run_command(CLI::App& parent) {
   add_scenario_flags(*app, state->flags);
   app->add_flag("--json", state->json, "Print the full trace as JSON (every intermediate, full precision)");
   return {app, [state]() {
-            Scenario scenario = load_with_flags(state->flags);
-            if (!state->flags.permute.empty())
-              scenario = permute_tokens(scenario, parse_permutation(state->flags.permute, scenario.n()));
-            const Trace trace = run_scenario(scenario);
+            const Experiment experiment = load_experiment(state->flags);
+            std::optional<InterventionResult> intervention;
+            if (!experiment.interventions.empty()) intervention = intervene(experiment.baseline, experiment.interventions);
+            const Scenario& scenario = intervention ? intervention->after_scenario : experiment.baseline;
+            const Trace trace = intervention ? intervention->after : run_scenario(scenario);
             if (state->json) {
-              fmt::print("{}\n", trace_to_json(scenario, trace).dump());
+              nlohmann::json reply = trace_to_json(scenario, trace);
+              reply["intervention"] = intervention ? intervention_to_json(*intervention) : nlohmann::json(nullptr);
+              fmt::print("{}\n", reply.dump());
               return 0;
             }
             for (std::size_t h = 0; h < trace.heads.size(); ++h) {
@@ -33,6 +37,7 @@ Command run_command(CLI::App& parent) {
             fmt::print("output\n");
             for (std::size_t i = 0; i < trace.tokens.size(); ++i)
               fmt::print("  {:>3} {:<12} {}\n", i, trace.tokens[i], format_vector(trace.output.row(i), 3));
+            if (intervention) fmt::print("\n{}", format_intervention(*intervention, 3));
             return 0;
           }};
 }

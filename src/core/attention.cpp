@@ -35,6 +35,22 @@ SoftmaxRow softmax(std::span<const double> logits) {
   return row;
 }
 
+std::string_view to_string(HeadAblation ablation) {
+  switch (ablation) {
+    case HeadAblation::none: return "none";
+    case HeadAblation::zero: return "zero";
+    case HeadAblation::mean: return "mean";
+    case HeadAblation::uniform: return "uniform";
+  }
+  return "none";
+}
+
+std::optional<HeadAblation> head_ablation_named(std::string_view name) {
+  for (HeadAblation a : {HeadAblation::none, HeadAblation::zero, HeadAblation::mean, HeadAblation::uniform})
+    if (to_string(a) == name) return a;
+  return std::nullopt;
+}
+
 HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
   const std::size_t n = input.queries_from.rows, m = input.keys_from.rows;
   HeadTrace t;
@@ -78,8 +94,32 @@ HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
     t.fully_masked.push_back(row.fully_masked);
   }
 
-  // Step 6, mix: output_i = Σ_j weights_ij · v_j.
-  t.output = matmul(t.weights, t.values);
+  // Intervention, uniform ablation: each row's weights become 1/k over its k visible keys
+  // (the softmax above is kept in the trace, so the lab can show what was replaced).
+  t.ablation = head.ablation;
+  t.scale = head.scale;
+  if (head.ablation == HeadAblation::uniform)
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t visible = 0;
+      for (std::size_t j = 0; j < m; ++j) visible += mask.visible(i, j);
+      for (std::size_t j = 0; j < m; ++j) t.weights(i, j) = mask.visible(i, j) ? 1.0 / visible : 0.0;
+    }
+
+  // Step 6, mix: mixed_i = Σ_j weights_ij · v_j.
+  t.mixed = matmul(t.weights, t.values);
+
+  // Intervention, zero or mean ablation, then scale: output = scale · ablate(mixed).
+  t.output = t.mixed;
+  if (head.ablation == HeadAblation::zero) {
+    t.output = Matrix(n, t.d_v);
+  } else if (head.ablation == HeadAblation::mean) {
+    std::vector<double> mean(t.d_v, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < t.d_v; ++c) mean[c] += t.mixed(i, c) / static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i) std::copy(mean.begin(), mean.end(), t.output.row(i).begin());
+  }
+  if (head.scale != 1.0)
+    for (double& x : t.output.data) x *= head.scale;
   return t;
 }
 

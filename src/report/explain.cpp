@@ -120,7 +120,7 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
     exps.push_back(fmt::format("e^{} = {}", power, format_number(h.exponentials(i, j), p)));
     exp_values.push_back(format_number(h.exponentials(i, j), p));
     weights.push_back(fmt::format("{} / {} = {}", format_number(h.exponentials(i, j), p), format_number(h.row_sums[i], p),
-                                  format_number(h.weights(i, j), p)));
+                                  format_number(h.exponentials(i, j) / h.row_sums[i], p)));
     mix.push_back(fmt::format("{}×({})", format_number(h.weights(i, j), p), format_vector(h.values.row(j), p)));
   }
   steps.push_back({"scale", fmt::format("÷ √d_k = √{} ≈ {}:   {}", h.d_k, format_number(sqrt_d_k, p), join_terms(scaled, ",   "))});
@@ -135,10 +135,27 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
                                           "not change)", format_number(h.shifts[i], p))});
   steps.push_back({"exp", join_terms(exps, ",   ")});
   steps.push_back({"sum", fmt::format("{} = {}", join_terms(exp_values, " + "), format_number(h.row_sums[i], p))});
-  double weight_sum = 0;
-  for (double w : h.weights.row(i)) weight_sum += w;
-  steps.push_back({"weights", fmt::format("{}   (sum {:.{}f})", join_terms(weights, ",   "), weight_sum, p)});
-  steps.push_back({"mix", fmt::format("{} = {}", join_terms(mix, " + "), format_vector(h.output.row(i), p))});
+  double weight_sum = 0;  // of the softmax's weights (a uniform ablation replaces them below)
+  for (double e : h.exponentials.row(i)) weight_sum += e / h.row_sums[i];
+  if (h.ablation == HeadAblation::uniform) {
+    const std::size_t visible = exp_values.size();
+    steps.push_back({"weights", fmt::format("{}   (softmax: sum {:.{}f})", join_terms(weights, ",   "), weight_sum, p)});
+    steps.push_back({"ablated", fmt::format("uniform weights instead: 1/{} = {} on each visible key", visible,
+                                            format_number(1.0 / static_cast<double>(visible), p))});
+    mix.clear();
+    for (std::size_t j = 0; j < m; ++j)
+      if (!std::isinf(h.logits(i, j)))
+        mix.push_back(fmt::format("{}×({})", format_number(h.weights(i, j), p), format_vector(h.values.row(j), p)));
+  } else {
+    steps.push_back({"weights", fmt::format("{}   (sum {:.{}f})", join_terms(weights, ",   "), weight_sum, p)});
+  }
+  steps.push_back({"mix", fmt::format("{} = {}", join_terms(mix, " + "), format_vector(h.mixed.row(i), p))});
+  if (h.ablation == HeadAblation::zero) steps.push_back({"ablated", "the head's output is set to 0"});
+  if (h.ablation == HeadAblation::mean)
+    steps.push_back({"ablated", "the head's output is its mean mixed output over the tokens"});
+  if (h.ablation == HeadAblation::zero || h.ablation == HeadAblation::mean || h.scale != 1.0)
+    steps.push_back({"output", fmt::format("{}{}", h.scale != 1.0 ? fmt::format("× {} = ", format_number(h.scale, p)) : "",
+                                           format_vector(h.output.row(i), p))});
   out += render_table(steps);
   const std::size_t top = argmax(h.weights.row(i));
   out += fmt::format("   largest weight: key {} \"{}\" ({})\n", top, trace.source_tokens[top], format_number(h.weights(i, top), p));
@@ -176,6 +193,15 @@ std::string explain(const Scenario& s, const Trace& trace, const ExplainOptions&
   if (!s.notes.empty()) out += "\n" + s.notes + "\n";
 
   out += fmt::format("\nHead {} \"{}\": d_k = {}, d_v = {}\n", options.head, h.name, h.d_k, h.d_v);
+  for (std::size_t k = 0; k < trace.heads.size(); ++k) {
+    const HeadTrace& other = trace.heads[k];
+    if (other.ablation != HeadAblation::none || other.scale != 1.0)
+      out += fmt::format("Intervention on head {} \"{}\": {}{}\n", k, other.name,
+                         other.ablation == HeadAblation::none ? "" : fmt::format("{} ablation", to_string(other.ablation)),
+                         other.scale == 1.0 ? ""
+                                            : fmt::format("{}output × {}", other.ablation == HeadAblation::none ? "" : ", ",
+                                                          format_number(other.scale, p)));
+  }
   const AttentionInput input = attention_input(s);
   out += fmt::format("\n1. Project: query q = x·W_Q, key k = x·W_K, value v = x·W_V{}{}\n",
                      s.source ? " (keys and values from the source tokens)" : "",

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "attnlab/attention.hpp"
+
 namespace attnlab {
 
 using nlohmann::json;
@@ -39,8 +41,11 @@ json trace_to_json(const Scenario& scenario, const Trace& trace) {
                      {"exponentials", matrix_to_json(h.exponentials)},
                      {"row_sums", h.row_sums},
                      {"weights", matrix_to_json(h.weights)},
+                     {"mixed", matrix_to_json(h.mixed)},
                      {"output", matrix_to_json(h.output)},
-                     {"fully_masked", fully_masked}});
+                     {"fully_masked", fully_masked},
+                     {"ablation", h.ablation == HeadAblation::none ? json(nullptr) : json(std::string(to_string(h.ablation)))},
+                     {"scale", h.scale}});
   }
   return {{"scenario", scenario.name},
           {"tokens", trace.tokens},

@@ -138,13 +138,24 @@ Positions as_positions(const json& j) {
   return p;
 }
 
+// A head's interventions, "ablation" and "scale" (docs/interventions.md).
+void read_head_interventions(const json& j, const std::string& field, HeadSpec& head) {
+  if (j.contains("ablation")) {
+    const std::string name = as_string(j["ablation"], field + ".ablation");
+    const auto kind = head_ablation_named(name);
+    if (!kind) fail(field + ".ablation", fmt::format("unknown ablation \"{}\" (known: none, zero, mean, uniform)", name));
+    head.ablation = *kind;
+  }
+  if (j.contains("scale")) head.scale = as_number(j["scale"], field + ".scale");
+}
+
 HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   const std::string field = fmt::format("heads[{}]", index);
   if (!j.is_object()) fail(field, fmt::format("expected an object with w_q, w_k, w_v (or {{\"random\": SEED}}) but got {}", kind_of(j)));
   HeadSpec head;
   head.name = j.contains("name") ? as_string(j["name"], field + ".name") : fmt::format("head {}", index);
   if (j.contains("random")) {
-    check_known_fields(j, field, {"name", "random", "d_k", "d_v"});
+    check_known_fields(j, field, {"name", "random", "d_k", "d_v", "ablation", "scale"});
     head.random_seed = as_count(j["random"], field + ".random");
     const auto width = [&](const char* key) -> std::size_t {
       if (!j.contains(key)) return d_in;
@@ -155,15 +166,35 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
     const std::size_t d_k = width("d_k"), d_v = width("d_v");
     HeadSpec drawn = random_head(*head.random_seed, d_in, d_k, d_v);
     if (j.contains("name")) drawn.name = head.name;
+    read_head_interventions(j, field, drawn);
     return drawn;
   }
-  check_known_fields(j, field, {"name", "w_q", "w_k", "w_v"});
+  check_known_fields(j, field, {"name", "w_q", "w_k", "w_v", "ablation", "scale"});
+  read_head_interventions(j, field, head);
   for (const char* key : {"w_q", "w_k", "w_v"})
     if (!j.contains(key)) fail(fmt::format("{}.{}", field, key), "missing; a head needs w_q, w_k and w_v, or {\"random\": SEED}");
   head.w_q = as_matrix(j["w_q"], field + ".w_q", kMaxWidth + 2);
   head.w_k = as_matrix(j["w_k"], field + ".w_k", kMaxWidth + 2);
   head.w_v = as_matrix(j["w_v"], field + ".w_v", kMaxWidth + 2);
   return head;
+}
+
+ReadoutSpec as_readout(const json& j) {
+  if (!j.is_object())
+    fail("readout", fmt::format("expected {{\"matrix\": [[...]], \"labels\": [...]}} but got {}", kind_of(j)));
+  check_known_fields(j, "readout", {"matrix", "labels"});
+  if (!j.contains("matrix")) fail("readout.matrix", "missing; give d_out rows, one column per class");
+  ReadoutSpec r;
+  r.matrix = as_matrix(j["matrix"], "readout.matrix", kMaxHeads * kMaxWidth);
+  if (j.contains("labels")) {
+    const json& labels = j["labels"];
+    if (!labels.is_array()) fail("readout.labels", fmt::format("expected a list of class names but got {}", kind_of(labels)));
+    for (std::size_t k = 0; k < labels.size(); ++k)
+      r.labels.push_back(as_string(labels[k], fmt::format("readout.labels[{}]", k)));
+  } else {
+    for (std::size_t k = 0; k < r.matrix.cols; ++k) r.labels.push_back(fmt::format("class {}", k));
+  }
+  return r;
 }
 
 std::vector<std::size_t> as_indices(const json& j, std::string_view field) {
@@ -194,6 +225,13 @@ std::string line_and_column(std::string_view text, std::size_t byte) {
 }
 
 }  // namespace
+
+std::size_t Scenario::d_out() const {
+  if (w_o) return w_o->cols;
+  std::size_t total = 0;
+  for (const HeadSpec& h : heads) total += h.w_v.cols;
+  return total;
+}
 
 HeadSpec random_head(std::uint64_t seed, std::size_t d_in, std::size_t d_k, std::size_t d_v) {
   HeadSpec head{fmt::format("random (seed {})", seed), seed, Matrix(d_in, d_k), Matrix(d_in, d_k), Matrix(d_in, d_v)};
@@ -240,6 +278,24 @@ void validate(const Scenario& s) {
   }
   if (s.w_o && s.w_o->rows != total_d_v)
     fail("w_o", fmt::format("expected {} rows (Σ d_v over the heads) but got {}", total_d_v, s.w_o->rows));
+  for (std::size_t h = 0; h < s.heads.size(); ++h)
+    if (!std::isfinite(s.heads[h].scale))
+      fail(fmt::format("heads[{}].scale", h), fmt::format("{} is not a finite number", s.heads[h].scale));
+  if (s.readout) {
+    const ReadoutSpec& r = *s.readout;
+    if (r.matrix.rows != s.d_out())
+      fail("readout.matrix", fmt::format("expected {} rows (d_out: {}) but got {}", s.d_out(),
+                                         s.w_o ? "the columns of w_o" : "Σ d_v over the heads", r.matrix.rows));
+    if (r.labels.size() != r.matrix.cols)
+      fail("readout.labels", fmt::format("expected {} labels (one per column of readout.matrix) but got {}",
+                                         r.matrix.cols, r.labels.size()));
+    for (std::size_t a = 0; a < r.labels.size(); ++a) {
+      if (r.labels[a].empty()) fail(fmt::format("readout.labels[{}]", a), "a class label must not be empty");
+      for (std::size_t b = 0; b < a; ++b)
+        if (r.labels[a] == r.labels[b])
+          fail(fmt::format("readout.labels[{}]", a), fmt::format("\"{}\" is also label {}; labels must differ", r.labels[a], b));
+    }
+  }
   if (s.mask.causal && n != m)
     fail("causal", fmt::format("a causal mask needs as many queries as keys, but there are {} queries and {} source tokens; "
                                "turn causal off for this cross-attention",
@@ -259,7 +315,8 @@ void validate(const Scenario& s) {
 Scenario scenario_from_json(const json& doc) {
   if (!doc.is_object()) fail("scenario", fmt::format("expected a JSON object but got {}", kind_of(doc)));
   check_known_fields(doc, "", {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads",
-                               "w_o", "source", "causal", "window", "mask_tokens", "temperature", "query", "precision"});
+                               "w_o", "source", "causal", "window", "mask_tokens", "temperature", "query", "precision",
+                               "readout"});
   if (!doc.contains("format")) fail("format", fmt::format("missing; add \"format\": \"{}\"", kScenarioFormat));
   if (const std::string format = as_string(doc["format"], "format"); format != kScenarioFormat)
     fail("format", fmt::format("\"{}\" is not a format this attnlab reads; expected \"{}\"", format, kScenarioFormat));
@@ -297,6 +354,7 @@ Scenario scenario_from_json(const json& doc) {
   if (doc.contains("temperature")) s.temperature = as_number(doc["temperature"], "temperature");
   if (doc.contains("query") && !doc["query"].is_null()) s.query = as_count(doc["query"], "query");
   if (doc.contains("precision")) s.precision = static_cast<int>(std::min<std::uint64_t>(as_count(doc["precision"], "precision"), 99));
+  if (doc.contains("readout") && !doc["readout"].is_null()) s.readout = as_readout(doc["readout"]);
   validate(s);
   return s;
 }
@@ -404,7 +462,8 @@ AttentionInput attention_input(const Scenario& s) {
   input.queries_from = apply_positions(s.embeddings, s.positions);
   input.keys_from = s.source ? apply_positions(s.source->embeddings, s.positions) : input.queries_from;
   input.rope = s.positions.kind == PositionKind::rope;
-  for (const HeadSpec& h : s.heads) input.heads.push_back(HeadWeights{h.name, h.w_q, h.w_k, h.w_v});
+  for (const HeadSpec& h : s.heads)
+    input.heads.push_back(HeadWeights{h.name, h.w_q, h.w_k, h.w_v, h.ablation, h.scale});
   input.w_o = s.w_o;
   input.mask = s.mask;
   input.temperature = s.temperature;

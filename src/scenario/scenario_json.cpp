@@ -20,6 +20,8 @@ json scenario_to_json(const Scenario& s) {
     else
       heads.push_back({{"name", h.name}, {"w_q", matrix_to_json(h.w_q)}, {"w_k", matrix_to_json(h.w_k)},
                        {"w_v", matrix_to_json(h.w_v)}});
+    if (h.ablation != HeadAblation::none) heads.back()["ablation"] = std::string(to_string(h.ablation));
+    if (h.scale != 1.0) heads.back()["scale"] = h.scale;
   }
   json doc = {{"format", kScenarioFormat},
               {"name", s.name},
@@ -38,6 +40,7 @@ json scenario_to_json(const Scenario& s) {
               {"precision", s.precision}};
   if (!s.notes.empty()) doc["notes"] = s.notes;
   if (s.query) doc["query"] = *s.query;
+  if (s.readout) doc["readout"] = {{"matrix", matrix_to_json(s.readout->matrix)}, {"labels", s.readout->labels}};
   return doc;
 }
 

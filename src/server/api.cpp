@@ -3,11 +3,19 @@
 #include "attnlab/api.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
+#include <mutex>
 
+#include "attnlab/cost.hpp"
 #include "attnlab/error.hpp"
+#include "attnlab/interventions.hpp"
+#include "attnlab/kv_memory.hpp"
+#include "attnlab/measure.hpp"
+#include "attnlab/probe.hpp"
 #include "attnlab/scenario.hpp"
 #include "attnlab/trace_json.hpp"
+#include "attnlab/units.hpp"
 
 namespace attnlab {
 
@@ -52,16 +60,19 @@ Scenario requested_scenario(const json& request) {
   }
 }
 
-// Applies the request's options in a fixed order: sentence, remove_heads,
-// add_random_heads, then causal/temperature/window/mask_tokens, then permute.
-Scenario apply_options(Scenario s, const json& options) {
+// Applies the options that set the scenario up, in a fixed order: sentence,
+// remove_heads, add_random_heads, then causal/temperature/window.
+// The interventions (mask_tokens, ablate_heads, scale_heads, replace_tokens, permute) are
+// read by requested_interventions and applied to the result.
+Scenario apply_settings(Scenario s, const json& options) {
   if (!options.is_object()) fail("options", "expected an object");
-  static const char* const known[] = {"causal",   "temperature", "window",          "mask_tokens",
-                                      "permute",  "sentence",    "add_random_heads", "remove_heads"};
+  static const char* const known[] = {"causal",       "temperature",  "window",         "mask_tokens",
+                                      "permute",      "sentence",     "add_random_heads", "remove_heads",
+                                      "ablate_heads", "scale_heads",  "replace_tokens"};
   for (const auto& [key, value] : options.items())
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
       fail("options." + key, "unknown option (known: causal, temperature, window, mask_tokens, permute, sentence, "
-                             "add_random_heads, remove_heads)");
+                             "add_random_heads, remove_heads, ablate_heads, scale_heads, replace_tokens)");
 
   if (options.contains("sentence")) {
     if (!options["sentence"].is_string()) fail("options.sentence", "expected a string of words");
@@ -95,6 +106,7 @@ Scenario apply_options(Scenario s, const json& options) {
   if (s.heads.empty()) fail("options.remove_heads", "every head would be removed; keep at least one");
   if (s.w_o && (options.contains("remove_heads") || options.contains("add_random_heads")))
     s.w_o.reset();  // W_O's rows belong to the original heads' outputs
+  if (s.readout && s.readout->matrix.rows != s.d_out()) s.readout.reset();  // so do the readout's
 
   Overrides o;
   if (options.contains("causal")) {
@@ -106,19 +118,114 @@ Scenario apply_options(Scenario s, const json& options) {
     o.temperature = options["temperature"].get<double>();
   }
   if (options.contains("window") && !options["window"].is_null()) o.window = as_index(options["window"], "options.window");
-  if (options.contains("mask_tokens")) o.mask_tokens = as_index_list(options["mask_tokens"], "options.mask_tokens");
   try {
     apply_overrides(s, o);
   } catch (const InputError& e) {
     throw InputError(fmt::format("options: {}", e.what()));
   }
+  return s;
+}
+
+// A list option: each item an object or the CLI's text form.
+const json& as_list(const json& options, const char* key) {
+  const json& list = options[key];
+  if (!list.is_array()) fail(fmt::format("options.{}", key), fmt::format("expected a list but got {}", list.dump()));
+  return list;
+}
+
+// The interventions the options ask for (docs/api.md); indices refer to the scenario
+// after the settings, before the permutation.
+Interventions requested_interventions(const json& options, const Scenario& s) {
+  Interventions iv;
+  if (!options.is_object()) return iv;
+  if (options.contains("mask_tokens"))
+    for (const json& item : as_list(options, "mask_tokens")) {
+      const std::string field = fmt::format("options.mask_tokens[{}]", iv.knock_out.size());
+      iv.knock_out.push_back({as_index(item, field), field});
+    }
+  if (options.contains("ablate_heads")) {
+    const json& list = as_list(options, "ablate_heads");
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const std::string field = fmt::format("options.ablate_heads[{}]", k);
+      const json& item = list[k];
+      if (item.is_string()) {
+        iv.ablate.push_back(parse_ablate_head(item.get<std::string>(), field));
+      } else if (item.is_number()) {
+        iv.ablate.push_back({as_index(item, field), HeadAblation::zero, field});
+      } else {
+        if (!item.is_object() || !item.contains("head"))
+          fail(field, "expected {\"head\": H, \"kind\": \"zero\" | \"mean\" | \"uniform\"} (or \"H:KIND\")");
+        std::string text = std::to_string(as_index(item["head"], field + ".head"));
+        if (item.contains("kind")) {
+          if (!item["kind"].is_string()) fail(field + ".kind", "expected \"zero\", \"mean\" or \"uniform\"");
+          text += ":" + item["kind"].get<std::string>();
+        }
+        iv.ablate.push_back(parse_ablate_head(text, field));
+      }
+    }
+  }
+  if (options.contains("scale_heads")) {
+    const json& list = as_list(options, "scale_heads");
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const std::string field = fmt::format("options.scale_heads[{}]", k);
+      const json& item = list[k];
+      if (item.is_string()) {
+        iv.scale.push_back(parse_scale_head(item.get<std::string>(), field));
+        continue;
+      }
+      if (!item.is_object() || !item.contains("head") || !item.contains("factor"))
+        fail(field, "expected {\"head\": H, \"factor\": F} (or \"H:F\")");
+      if (!item["factor"].is_number() || !std::isfinite(item["factor"].get<double>()))
+        fail(field + ".factor", fmt::format("expected a finite number but got {}", item["factor"].dump()));
+      iv.scale.push_back({as_index(item["head"], field + ".head"), item["factor"].get<double>(), field});
+    }
+  }
+  if (options.contains("replace_tokens")) {
+    const json& list = as_list(options, "replace_tokens");
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const std::string field = fmt::format("options.replace_tokens[{}]", k);
+      const json& item = list[k];
+      if (item.is_string()) {
+        iv.replace.push_back(parse_replace_token(item.get<std::string>(), field));
+        continue;
+      }
+      if (!item.is_object() || !item.contains("index") || (!item.contains("word") && !item.contains("embedding")))
+        fail(field, "expected {\"index\": J, \"word\": \"dog\"} or {\"index\": J, \"embedding\": [...]} (or \"J:WORD\")");
+      TokenReplacement r{as_index(item["index"], field + ".index"), std::nullopt, std::nullopt, field};
+      if (item.contains("word")) {
+        if (!item["word"].is_string()) fail(field + ".word", "expected one word as a string");
+        r.word = parse_replace_token(fmt::format("{}:{}", r.index, item["word"].get<std::string>()), field + ".word").word;
+      }
+      if (item.contains("embedding")) {
+        const json& e = item["embedding"];
+        if (!e.is_array()) fail(field + ".embedding", "expected a list of d_model numbers");
+        std::vector<double> row;
+        for (std::size_t c = 0; c < e.size(); ++c) {
+          if (!e[c].is_number() || !std::isfinite(e[c].get<double>()))
+            fail(fmt::format("{}.embedding[{}]", field, c), fmt::format("expected a finite number but got {}", e[c].dump()));
+          row.push_back(e[c].get<double>());
+        }
+        r.embedding = std::move(row);
+      }
+      iv.replace.push_back(std::move(r));
+    }
+  }
   if (options.contains("permute")) {
     const std::vector<std::size_t> order = as_index_list(options["permute"], "options.permute");
     std::string text;
     for (std::size_t k : order) text += (text.empty() ? "" : ",") + std::to_string(k);
-    s = permute_tokens(s, parse_permutation(text, s.n()));
+    iv.permute = parse_permutation(text, s.n());
   }
-  return s;
+  return iv;
+}
+
+// The scenario a request describes, and the interventions on it (options applied).
+std::pair<Scenario, Interventions> requested_experiment(const json& request) {
+  Scenario s = requested_scenario(request);
+  const json options = request.contains("options") ? request["options"] : json::object();
+  s = apply_settings(std::move(s), options);
+  Interventions iv = requested_interventions(options, s);
+  return {std::move(s), std::move(iv)};
 }
 
 }  // namespace
@@ -142,19 +249,274 @@ json api_attention(const json& request) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
   for (const auto& [key, value] : request.items())
     if (key != "scenario" && key != "options") fail(key, "unknown field (known: scenario, options)");
-  Scenario s = requested_scenario(request);
-  if (request.contains("options")) s = apply_options(std::move(s), request["options"]);
-
+  auto [baseline, interventions] = requested_experiment(request);
+  // Interventions keep the shape, so the limit is checked before anything runs.
   std::size_t cells = 0;
-  for (std::size_t h = 0; h < s.heads.size(); ++h) cells += s.n() * s.m();
+  for (std::size_t h = 0; h < baseline.heads.size(); ++h) cells += baseline.n() * baseline.m();
   if (cells > kMaxApiTraceCells)
     fail("scenario", fmt::format("{} heads × {} × {} tokens is {} score cells; the API returns at most {} (e.g. 8 heads "
                                  "of 180 tokens); use `attnlab run --json` for larger traces",
-                                 s.heads.size(), s.n(), s.m(), cells, kMaxApiTraceCells));
-  json reply = trace_to_json(s, run_scenario(s));
+                                 baseline.heads.size(), baseline.n(), baseline.m(), cells, kMaxApiTraceCells));
+  std::optional<InterventionResult> intervention;
+  if (!interventions.empty()) intervention = intervene(baseline, interventions);
+  const Scenario& s = intervention ? intervention->after_scenario : baseline;
+  json reply = trace_to_json(s, intervention ? intervention->after : run_scenario(s));
   for (std::size_t h = 0; h < s.heads.size(); ++h)
     reply["heads"][h]["random_seed"] = s.heads[h].random_seed ? json(*s.heads[h].random_seed) : json(nullptr);
   reply["scenario_json"] = scenario_to_json(s);
+  reply["intervention"] = intervention ? intervention_to_json(*intervention) : json(nullptr);
+  return reply;
+}
+
+json api_probe(const json& request) {
+  if (!request.is_object())
+    fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}, \"query\": I, \"readout\": \"...\"}");
+  for (const auto& [key, value] : request.items())
+    if (key != "scenario" && key != "options" && key != "query" && key != "readout" && key != "head" && key != "epsilon")
+      fail(key, "unknown field (known: scenario, options, query, readout, head, epsilon)");
+  std::optional<std::size_t> query;
+  if (request.contains("query") && !request["query"].is_null()) query = as_index(request["query"], "query");
+  // The query names a token of the scenario before any permutation; the permutation carries it.
+  auto [baseline, interventions] = requested_experiment(request);
+  if (query) {
+    if (*query >= baseline.n())
+      fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", *query, baseline.n() - 1));
+    baseline.query = query;
+  }
+  std::optional<InterventionResult> intervention;
+  if (!interventions.empty()) intervention = intervene(baseline, interventions);
+  const Scenario& s = intervention ? intervention->after_scenario : baseline;
+
+  ProbeOptions options;
+  if (request.contains("readout") && !request["readout"].is_null()) {
+    if (!request["readout"].is_string())
+      fail("readout", "expected a string: norm, coordinate:C, direction:u1,u2,..., class or class:LABEL");
+    options.readout = request["readout"].get<std::string>();
+  }
+  if (request.contains("head")) options.head = as_index(request["head"], "head");
+  if (request.contains("epsilon")) {
+    if (!request["epsilon"].is_number()) fail("epsilon", "expected a number >= 0, e.g. 0.01");
+    options.epsilon = request["epsilon"].get<double>();
+  }
+  json reply = probe_to_json(probe(s, options));
+  reply["intervention"] = intervention ? intervention_to_json(*intervention) : json(nullptr);
+  return reply;
+}
+
+}  // namespace attnlab
+
+// ---- POST /api/cost and POST /api/kv ------------------------------------------------
+// The bodies mirror the CLI's flags (snake_case: --d-model is "d_model"); the library
+// names fields the same way, so its errors pass through unchanged.
+namespace attnlab {
+
+namespace {
+
+// One measure at a time: they time the machine and read the process's memory.
+std::mutex measure_mutex;
+
+void refuse_unknown_fields(const json& request, std::initializer_list<const char*> known) {
+  if (!request.is_object()) fail("body", "expected a JSON object");
+  std::string names;
+  for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+  for (const auto& [key, value] : request.items())
+    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
+      fail(key, fmt::format("unknown field (known: {})", names));
+}
+
+std::uint64_t as_count(const json& j, std::string_view field) {
+  if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
+    fail(field, fmt::format("expected a whole number >= 1 but got {}", j.dump()));
+  return j.get<std::uint64_t>();
+}
+
+std::optional<std::uint64_t> optional_count(const json& request, const char* field) {
+  if (!request.contains(field) || request[field].is_null()) return std::nullopt;
+  return as_count(request[field], field);
+}
+
+// A number or a list of 1 to 64 numbers.
+std::vector<std::uint64_t> as_count_list(const json& request, const char* field, std::string_view example) {
+  if (!request.contains(field)) fail(field, fmt::format("missing; give a length or a list of lengths, e.g. {}", example));
+  const json& j = request[field];
+  if (!j.is_array()) return {as_count(j, field)};
+  if (j.empty() || j.size() > 64) fail(field, fmt::format("give 1 to 64 lengths, not {}", j.size()));
+  std::vector<std::uint64_t> out;
+  for (std::size_t k = 0; k < j.size(); ++k) out.push_back(as_count(j[k], fmt::format("{}[{}]", field, k)));
+  return out;
+}
+
+bool as_flag(const json& request, const char* field) {
+  if (!request.contains(field)) return false;
+  if (!request[field].is_boolean()) fail(field, "expected true or false");
+  return request[field].get<bool>();
+}
+
+std::string as_text(const json& request, const char* field, std::string fallback) {
+  if (!request.contains(field)) return fallback;
+  if (!request[field].is_string()) fail(field, fmt::format("expected a string but got {}", request[field].dump()));
+  return request[field].get<std::string>();
+}
+
+json optional_number(const std::optional<double>& x) { return x ? json(*x) : json(nullptr); }
+
+}  // namespace
+
+json api_cost(const json& request) {
+  refuse_unknown_fields(request, {"tokens", "d_model", "heads", "layers", "dtype", "window", "measure", "kernel", "causal"});
+  CostShape shape;
+  shape.d_model = optional_count(request, "d_model").value_or(shape.d_model);
+  shape.heads = optional_count(request, "heads").value_or(shape.heads);
+  shape.layers = optional_count(request, "layers").value_or(shape.layers);
+  shape.window = optional_count(request, "window").value_or(shape.window);
+  shape.dtype = parse_dtype(as_text(request, "dtype", "f16"), "dtype");
+  const std::vector<std::uint64_t> tokens = as_count_list(request, "tokens", "[3, 6, 100000]");
+  const bool measure = as_flag(request, "measure"), causal = as_flag(request, "causal");
+  const MeasuredKernel& kernel = find_measured_kernel(as_text(request, "kernel", "grid"), "kernel");
+  validate_cost_shape(shape);
+
+  json rows = json::array();
+  for (std::uint64_t n : tokens) {
+    const GridCost c = grid_cost(n, shape);
+    rows.push_back({{"n", c.n},
+                    {"dense_cells", c.dense_cells},
+                    {"causal_cells", c.causal_cells},
+                    {"window_cells", c.window_cells},
+                    {"strided_stride", c.strided_stride},
+                    {"strided_cells", c.strided_cells},
+                    {"flops_layer_dense", c.flops_layer_dense},
+                    {"flops_layer_causal", c.flops_layer_causal},
+                    {"flops_layer_window", c.flops_layer_window},
+                    {"flops_layer_strided", c.flops_layer_strided},
+                    {"flops_model_dense", c.flops_model_dense},
+                    {"flops_model_causal", c.flops_model_causal},
+                    {"grid_bytes_head", c.grid_bytes_head},
+                    {"grid_bytes_layer", c.grid_bytes_layer}});
+  }
+  json reply = {{"shape",
+                 {{"d_model", shape.d_model},
+                  {"heads", shape.heads},
+                  {"d_k", shape.d_k()},
+                  {"layers", shape.layers},
+                  {"dtype", dtype_name(shape.dtype)},
+                  {"dtype_bytes", dtype_bytes(shape.dtype)},
+                  {"window", shape.window}}},
+                {"rows", rows},
+                {"measured", nullptr}};
+  if (measure) {
+    CostMeasureOptions options;
+    options.max_tokens = *std::max_element(tokens.begin(), tokens.end());
+    options.d_k = shape.d_k();
+    options.causal = causal;
+    if (options.max_tokens > kMaxApiMeasureTokens)
+      fail("measure", fmt::format("the server measures up to {} tokens, not {}; run `attnlab cost --measure` for more",
+                                  kMaxApiMeasureTokens, format_count(options.max_tokens)));
+    const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
+    const CostMeasurement m = measure_attention_cost(options, kernel);
+    json points = json::array();
+    for (const CostPoint& p : m.points)
+      points.push_back({{"n", p.n},
+                        {"seconds", p.seconds},
+                        {"runs", p.runs},
+                        {"kernel_bytes", p.scratch_peak_bytes},
+                        {"grid_formula_bytes", p.n * p.n * 4},
+                        {"rss_peak_bytes", m.rss_peak_measured ? json(p.rss_peak_bytes) : json(nullptr)}});
+    reply["measured"] = {{"kernel", m.kernel},
+                         {"d_k", m.d_k},
+                         {"causal", m.causal},
+                         {"points", points},
+                         {"time_exponent", optional_number(m.time_exponent)},
+                         {"memory_exponent", optional_number(m.memory_exponent)}};
+  }
+  return reply;
+}
+
+json api_kv(const json& request) {
+  refuse_unknown_fields(request, {"model", "context", "dtype", "budget", "layers", "kv_heads", "head_dim", "heads",
+                                  "d_model", "params", "measure", "measure_layers"});
+  ShapeOverrides overrides;
+  overrides.layers = optional_count(request, "layers");
+  overrides.heads = optional_count(request, "heads");
+  overrides.kv_heads = optional_count(request, "kv_heads");
+  overrides.head_dim = optional_count(request, "head_dim");
+  overrides.d_model = optional_count(request, "d_model");
+  overrides.parameters = optional_count(request, "params");
+  const std::optional<std::uint64_t> measure_layers = optional_count(request, "measure_layers");
+  const DType dtype = parse_dtype(as_text(request, "dtype", "f16"), "dtype");
+  const std::vector<std::uint64_t> contexts = request.contains("context")
+                                                  ? as_count_list(request, "context", "[4096, 32768, 131072]")
+                                                  : std::vector<std::uint64_t>{4096, 32768, 131072};
+  std::optional<std::uint64_t> budget;
+  if (request.contains("budget") && !request["budget"].is_null())
+    budget = request["budget"].is_string() ? parse_byte_size(request["budget"].get<std::string>(), "budget")
+                                           : as_count(request["budget"], "budget");
+  if (budget && *budget == 0) fail("budget", "is 0 bytes; give a size such as \"24GiB\" or a number of bytes");
+  const bool measure = as_flag(request, "measure");
+  if (measure_layers && !measure) fail("measure_layers", "only means something with \"measure\": true");
+  std::optional<std::string> model_name;
+  if (request.contains("model")) model_name = as_text(request, "model", "");
+  const ModelShape model = resolve_model_shape(model_name, overrides);
+  const KVReport r = kv_report(model, dtype, contexts, budget);
+
+  json rows = json::array();
+  for (const KVRow& row : r.rows)
+    rows.push_back({{"context", row.context},
+                    {"cache_bytes", row.cache_bytes},
+                    {"total_bytes", row.total_bytes},
+                    {"cache_over_weights", r.weight_bytes ? json(row.cache_over_weights) : json(nullptr)},
+                    {"cache_exceeds_weights", row.cache_exceeds_weights}});
+  json reply = {{"model",
+                 {{"name", model.name},
+                  {"source", model.source},
+                  {"layers", model.layers},
+                  {"d_model", model.d_model},
+                  {"heads", model.heads},
+                  {"kv_heads", model.kv_heads},
+                  {"head_dim", model.head_dim},
+                  {"parameters", model.parameters ? json(model.parameters) : json(nullptr)},
+                  {"note", model.note}}},
+                {"dtype", dtype_name(dtype)},
+                {"dtype_bytes", dtype_bytes(dtype)},
+                {"bytes_per_token", r.bytes_per_token},
+                {"weight_bytes", r.weight_bytes ? json(r.weight_bytes) : json(nullptr)},
+                {"crossover_context", r.crossover_context ? json(*r.crossover_context) : json(nullptr)},
+                {"rows", rows},
+                {"budget", nullptr},
+                {"measured", nullptr}};
+  if (r.budget)
+    reply["budget"] = {{"budget_bytes", r.budget->budget_bytes},
+                       {"weights_fit", r.budget->weights_fit},
+                       {"left_for_cache", r.budget->left_for_cache},
+                       {"max_context", r.budget->max_context}};
+  if (measure) {
+    KVMeasureOptions options;
+    options.model = model;
+    options.dtype = dtype;
+    options.max_context = *std::max_element(contexts.begin(), contexts.end());
+    options.extra_contexts = contexts;
+    options.auto_layers_cap = kMaxApiMeasureCacheBytes / 2;
+    options.layers = measure_layers.value_or(kv_measure_layers(options));
+    ModelShape measured_shape = model;
+    measured_shape.layers = *options.layers;
+    if (*options.layers <= model.layers &&
+        kv_cache_bytes(measured_shape, dtype, options.max_context) > kMaxApiMeasureCacheBytes)
+      fail("measure", fmt::format("the server measures caches up to {}, and {} layers at {} tokens take {}; run `attnlab "
+                                  "kv --measure` for more, or fewer measure_layers or a shorter context",
+                                  format_bytes(kMaxApiMeasureCacheBytes), *options.layers,
+                                  format_count(options.max_context),
+                                  format_bytes(kv_cache_bytes(measured_shape, dtype, options.max_context))));
+    const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
+    const KVMeasurement m = measure_kv_cache(options);
+    json points = json::array();
+    for (const KVPoint& p : m.points)
+      points.push_back({{"context", p.context},
+                        {"formula_bytes", p.formula_bytes},
+                        {"cache_bytes", p.cache_bytes},
+                        {"allocator_bytes", p.allocator_bytes},
+                        {"rss_bytes", p.rss_bytes},
+                        {"decode_seconds", p.decode_seconds}});
+    reply["measured"] = {{"layers", m.layers}, {"d_model", m.d_model}, {"points", points}};
+  }
   return reply;
 }
 

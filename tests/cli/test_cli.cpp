@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -148,11 +149,208 @@ TEST(CliBadInput, BadFlagValues) {
   expect_refused("explain --temperature 0", "temperature: must be a finite number > 0");
   expect_refused("explain --temperature -2", "temperature");
   expect_refused("explain --temperature abc", "--temperature");
-  expect_refused("explain --mask-token 9", "mask_tokens[0]: token 9 does not exist");
+  expect_refused("explain --mask-token 9", "--mask-token 9: token 9 does not exist");
   expect_refused("explain --query 3", "query: token 3 does not exist");
   expect_refused("explain --head 1", "--head: head 1 does not exist");
   expect_refused("explain --permute 0,0,1", "permute: index 0 appears twice");
   expect_refused("explain --causal --no-causal", "contradict");
   expect_refused("explain cross-attention --causal", "causal: a causal mask needs as many queries as keys");
   expect_refused("explain --precision 40", "--precision: must be 0 to 12");
+}
+
+// ---- interventions and probe (issue 6) ----------------------------------------------
+
+TEST(CliInterventions, ExplainShowsTheIntervenedStepsAndWhatMoved) {
+  const Result r = attnlab("explain three-tokens --ablate-head 0:uniform --mask-token 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "Intervention on head 0 \"worked example\": uniform ablation");
+  EXPECT_CONTAINS(r.out, "uniform weights instead: 1/2 = 0.50");
+  EXPECT_CONTAINS(r.out, "- knock out key 1 \"t2\"");
+  EXPECT_CONTAINS(r.out, "- ablate head 0 \"worked example\": its weights replaced by a uniform row");
+  EXPECT_CONTAINS(r.out, "0.69 0.93");  // seed 000's output for t3, before
+  EXPECT_CONTAINS(r.out, "‖Δ‖");
+}
+
+TEST(CliInterventions, RunJsonCarriesBeforeAfterAndDeltaPerToken) {
+  const Result r = attnlab("run multi-head --json --ablate-head 1:mean --scale-head 2:0.5 --replace-token 3:cat --permute 1,0,2,3,4,5,6,7,8,9");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["heads"][1]["ablation"], "mean");
+  EXPECT_EQ(j["heads"][2]["scale"].get<double>(), 0.5);
+  EXPECT_EQ(j["heads"][0]["ablation"], nullptr);
+  const auto& iv = j["intervention"];
+  EXPECT_EQ(iv["applied"].size(), 4u);
+  EXPECT_EQ(iv["tokens_after"][3], "cat");
+  EXPECT_EQ(iv["after_row"][0], 1) << "token 0 is row 1 after the permutation";
+  ASSERT_EQ(iv["delta_norm"].size(), 10u);
+  for (std::size_t i = 0; i < 10; ++i)
+    for (std::size_t c = 0; c < 6; ++c)
+      EXPECT_NEAR(iv["delta"][i][c].get<double>(), iv["after"][i][c].get<double>() - iv["before"][i][c].get<double>(), 1e-12);
+  const Result plain = attnlab("run three-tokens --json");
+  EXPECT_TRUE(nlohmann::json::parse(plain.out)["intervention"].is_null());
+}
+
+TEST(CliInterventions, RunSummaryAddsTheBeforeAfterTable) {
+  const Result r = attnlab("run three-tokens --scale-head 0:2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "scale head 0 \"worked example\" by 2");
+  EXPECT_CONTAINS(r.out, "1.389 1.851");  // t3: 2 × (0.694 0.926)
+}
+
+TEST(CliProbe, WeightsMisleadShowsAllFiveMeasuresAndTheCounterfactual) {
+  const Result r = attnlab("probe weights-mislead");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"query 5 \"good\", readout p(negative)", "decision negative", "weight·‖v‖", "erasure Δ", "grad×input",
+                        "Kendall τ", "0.288 (positive, flips)",
+                        "Knocking out the highest-weighted key 0 \"<s>\" (weight 0.50) leaves the decision negative",
+                        "here the largest weight misleads", "Jain & Wallace", "Jensen–Shannon divergence",
+                        "decision negative → negative", "plausible", "faithful"})
+    EXPECT_CONTAINS(r.out, s);
+}
+
+TEST(CliProbe, WeightsAgreeAndJsonMatchTheApiContract) {
+  const Result r = attnlab("probe weights-agree --json --epsilon 0.02");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["serrano_smith"]["weights_agree"], true);
+  EXPECT_EQ(j["serrano_smith"]["top_flips"], true);
+  EXPECT_EQ(j["source_tokens"][j["serrano_smith"]["top_weight"].get<std::size_t>()], "not");
+  EXPECT_EQ(j["counterfactual"]["epsilon"].get<double>(), 0.02);
+  double sum = 0;
+  for (const auto& w : j["counterfactual"]["found"]) sum += w.get<double>();
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_LE(std::abs(j["counterfactual"]["readout_after"].get<double>() - j["value"].get<double>()), 0.02);
+}
+
+TEST(CliProbe, TakesTheInterventionFlagsAndAReadout) {
+  const Result r = attnlab("probe three-tokens --query 1 --readout coordinate:0 --mask-token 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "knock out key 0 \"t1\"");
+  EXPECT_CONTAINS(r.out, "query 1 \"t2\", readout output[0]");
+  EXPECT_CONTAINS(r.out, "0 t1 (hidden)");
+}
+
+TEST(CliBadInput, BadInterventionAndProbeFlags) {
+  expect_refused("explain --ablate-head 3", "--ablate-head 3: head 3 does not exist; three-tokens has heads 0 to 0");
+  expect_refused("explain --ablate-head 0:half", "--ablate-head 0:half: unknown ablation \"half\"; use zero");
+  expect_refused("run --scale-head 0", "--scale-head 0: \"0\" is not H:F");
+  expect_refused("run --scale-head 0:x", "\"x\" is not a finite number");
+  expect_refused("run --replace-token 7:dog", "--replace-token 7:dog: token 7 does not exist");
+  expect_refused("run --replace-token 1", "is not J:WORD");
+  expect_refused("run --replace-embedding 0:1,2,3", "the embedding has 3 numbers but d_model is 2");
+  expect_refused("probe --readout class", "--readout: three-tokens has no readout matrix");
+  expect_refused("probe --readout direction:1", "--readout: the direction has 1 numbers");
+  expect_refused("probe weights-agree --readout class:maybe", "unknown class \"maybe\"");
+  expect_refused("probe --epsilon -1", "--epsilon: must be a finite number >= 0");
+  expect_refused("probe --head 2", "--head: head 2 does not exist");
+  expect_refused("probe --query 5", "query: token 5 does not exist");
+}
+
+// ---- attnlab cost and attnlab kv ------------------------------------------------------
+
+namespace {
+// The number after `prefix` in `text` (e.g. "time grows as n^" -> 2.03), or NaN.
+double number_after(const std::string& text, const std::string& prefix) {
+  const std::size_t at = text.find(prefix);
+  return at == std::string::npos ? std::nan("") : std::stod(text.substr(at + prefix.size()));
+}
+}  // namespace
+
+TEST(Cli, CostPrintsTheSeedsGridCountsFlopsAndBytes) {
+  const Result r = attnlab("cost --tokens 3,6,100000");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"d_model 4096 = 32 heads × d_k 128, 32 layers", "10,000,000,000", "5,000,050,000", "147,456",
+                        "163,840,000,000,000", "20,000,000,000 (18.63 GiB)", "strided √n (Child)", "window w=4,096"})
+    EXPECT_CONTAINS(r.out, s);
+  EXPECT_EQ(r.out.find("Measured"), std::string::npos) << "measuring only on request";
+}
+
+TEST(Cli, CostMeasureFitsAnExponentNearTwoAndPlotsIt) {
+  const auto plot = std::filesystem::path(ATTNLAB_TEST_TMP) / (std::to_string(getpid()) + "-cost.svg");
+  const Result r = attnlab("cost --tokens 512 --d-model 64 --heads 1 --measure --plot " + plot.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The shape of the output, never its wall-clock time: an exponent in a broad band.
+  const double time_exponent = number_after(r.out, "time grows as n^");
+  EXPECT_GT(time_exponent, 1.3) << r.out;
+  EXPECT_LT(time_exponent, 2.7) << r.out;
+  EXPECT_CONTAINS(r.out, "kernel memory grows as n^2.00");
+  EXPECT_CONTAINS(r.out, "wrote " + plot.string());
+  const std::string svg = read_file(plot);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_CONTAINS(svg, "n (tokens)");
+}
+
+TEST(Cli, KvLlama3At8192TokensInF16IsExactlyOneGiB) {
+  const Result r = attnlab("kv --model llama-3-8b --context 8192,131072 --dtype f16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "2 × 32 × 8 × 128 × context × 2 = 131,072 bytes (128 KiB) per token");
+  EXPECT_CONTAINS(r.out, "1,073,741,824 (1 GiB)");
+  EXPECT_CONTAINS(r.out, "8,030,261,248 parameters × 2 bytes (f16) = 16,060,522,496 bytes (14.96 GiB)");
+  EXPECT_CONTAINS(r.out, "the cache is larger than the weights");
+  EXPECT_CONTAINS(r.out, "The cache outgrows the weights from 122,533 tokens on.");
+}
+
+TEST(Cli, KvBudgetGivesTheLongestContextAndAnyShapeWorks) {
+  const Result r = attnlab("kv --model llama-3-8b --budget 24GiB");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "leaving 9.04 GiB for the cache: the longest context that fits is 74,075 tokens.");
+  const Result custom = attnlab("kv --layers 2 --kv-heads 1 --head-dim 64 --context 10 --dtype f32");
+  ASSERT_EQ(custom.exit_code, 0) << custom.err;
+  EXPECT_CONTAINS(custom.out, "10,240 (10 KiB)");
+  EXPECT_CONTAINS(custom.out, "weights: unknown");
+}
+
+TEST(Cli, KvMeasureDecodesAndAgreesWithTheFormulaWithinFivePercent) {
+  const auto plot = std::filesystem::path(ATTNLAB_TEST_TMP) / (std::to_string(getpid()) + "-kv.svg");
+  const Result r = attnlab("kv --model gpt2 --context 2048 --measure --plot " + plot.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "decoded with random weights (d_model 768) in 12 of its 12 layers");
+  const double malloc_percent = number_after(r.out, "differs from the formula by ");
+  const double rss_percent = number_after(r.out, "% (malloc) and ");
+  EXPECT_LT(std::abs(malloc_percent), 5.0) << r.out;
+  EXPECT_LT(std::abs(rss_percent), 5.0) << r.out;
+  EXPECT_CONTAINS(read_file(plot), "resident (RSS)");
+}
+
+TEST(CliBadInput, CostAndKvRefuseBadSizesNamingTheFlag) {
+  expect_refused("kv --model llama-9", "--model: unknown model \"llama-9\"; the known models are: gpt2, gpt2-xl, "
+                                       "llama-2-7b, llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-7b, gemma-2-9b");
+  expect_refused("kv", "--model: give a model");
+  expect_refused("kv --layers 2 --head-dim 64", "--kv-heads: missing");
+  expect_refused("cost --tokens 0", "--tokens: 0 tokens has no grid");
+  expect_refused("cost --tokens 3,-6", "--tokens: expected a whole number >= 1 in digits (e.g. 4096) but got \"-6\"");
+  expect_refused("cost --tokens 3 --d-model -5", "--d-model: expected a whole number >= 1 in digits");
+  expect_refused("cost --tokens 3 --heads 0", "--heads: 0 is outside 1..65,536");
+  expect_refused("cost --tokens 3 --heads 3", "--heads: 3 heads do not divide d_model 4096");
+  expect_refused("kv --model gpt2 --context 0", "--context: 0 tokens has no cache");
+  expect_refused("kv --model gpt2 --layers 0", "--layers: 0 is outside 1..65,536");
+  expect_refused("kv --model llama-3-8b --kv-heads 3", "--kv-heads: 3 KV heads do not divide 32 query heads");
+  expect_refused("kv --model gpt2 --measure-layers 2", "--measure-layers: only means something with --measure");
+}
+
+TEST(CliBadInput, CostAndKvRefuseCountsThatOverflow64Bits) {
+  expect_refused("cost --tokens 100000000", "--tokens: 100,000,000 tokens make the FLOPs");
+  expect_refused("cost --tokens 100000000", "the largest n with this shape is 5,931,641");
+  expect_refused("kv --model llama-3-70b --context 18446744073709551615", "--context: 18,446,744,073,709,551,615 tokens "
+                                                                           "× 327,680 bytes per token overflows 64 bits");
+  expect_refused("kv --model gpt2 --context 99999999999999999999", "--context: 99999999999999999999 is more than 2^64 - 1");
+}
+
+TEST(CliBadInput, CostAndKvRefuseBadDtypesBudgetsAndPlots) {
+  expect_refused("kv --model gpt2 --dtype f8", "--dtype: unknown dtype \"f8\"; use f32 (4 bytes), f16 (2 bytes) or bf16");
+  expect_refused("cost --tokens 3 --dtype int4", "--dtype: unknown dtype \"int4\"");
+  expect_refused("kv --model gpt2 --budget 24parsecs", "--budget: \"24parsecs\" has an unknown unit \"parsecs\"");
+  expect_refused("kv --model gpt2 --budget -1GiB", "--budget: \"-1GiB\" is negative");
+  expect_refused("kv --model gpt2 --budget 0GiB", "--budget: \"0GiB\" is 0 bytes");
+  expect_refused("cost --tokens 3 --plot chart.png", "--plot: \"chart.png\" does not end in .svg");
+  expect_refused("cost --tokens 3 --plot /no/such/dir/chart.svg", "--plot: cannot write \"/no/such/dir/chart.svg\"");
+  expect_refused("cost --tokens 3 --kernel fast", "--kernel: unknown kernel \"fast\"; the kernels are: grid, tiled");
+}
+
+TEST(CliBadInput, MeasuresThatWouldNotFitAreRefusedUpFront) {
+  expect_refused("cost --tokens 1000000 --measure", "--measure: timing the grid kernel at n = 1,000,000 (d_k 128) needs");
+  expect_refused("cost --tokens 1000000 --measure", "available (MemAvailable in /proc/meminfo)");
+  expect_refused("kv --model llama-3-70b --context 10000000 --measure --measure-layers 80",
+                 "--measure: decoding 80 layers to 10,000,000 tokens needs");
+  expect_refused("kv --model gpt2 --context 1000 --measure --measure-layers 13", "--measure-layers: 13 is outside 1..12");
 }

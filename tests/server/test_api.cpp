@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "attnlab/api.hpp"
+#include "attnlab/cost.hpp"
 #include "attnlab/server.hpp"
 
 using nlohmann::json;
@@ -216,4 +217,222 @@ TEST_F(Api, TracesAreNotCompressedEvenWhenTheBrowserAcceptsBrotli) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
   EXPECT_NO_THROW((void)json::parse(r->body));
+}
+
+// ---- POST /api/cost and POST /api/kv: the CLI's numbers, from the same functions ----------
+
+namespace {
+json post_to(httplib::Client client, const std::string& path, const json& body, int expected_status) {
+  auto r = client.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r) << "no response";
+  if (!r) return {};
+  EXPECT_EQ(r->status, expected_status) << r->body;
+  return json::parse(r->body);
+}
+}  // namespace
+
+TEST_F(Api, CostGivesTheGridCountsFlopsAndBytesOfTheLibrary) {
+  const json reply = post_to(client(), "/api/cost", {{"tokens", {3, 6, 100000}}}, 200);
+  EXPECT_EQ(reply["shape"]["d_k"], 128);
+  EXPECT_EQ(reply["shape"]["dtype"], "f16");
+  ASSERT_EQ(reply["rows"].size(), 3u);
+  EXPECT_EQ(reply["rows"][0]["dense_cells"], 9);
+  EXPECT_EQ(reply["rows"][1]["dense_cells"], 36);
+  EXPECT_EQ(reply["rows"][2]["dense_cells"], 10'000'000'000ull);
+  EXPECT_EQ(reply["rows"][0]["flops_layer_dense"], 147'456);
+  EXPECT_EQ(reply["rows"][2]["grid_bytes_head"], 20'000'000'000ull);
+  const attnlab::GridCost c = attnlab::grid_cost(100000, attnlab::CostShape{});
+  EXPECT_EQ(reply["rows"][2]["strided_cells"], c.strided_cells);
+  EXPECT_EQ(reply["rows"][2]["window_cells"], c.window_cells);
+  EXPECT_EQ(reply["rows"][2]["flops_model_dense"], c.flops_model_dense);
+  EXPECT_TRUE(reply["measured"].is_null());
+}
+
+TEST_F(Api, CostMeasuresOnRequestAndTheGridGrowsAsNSquared) {
+  const json reply =
+      post_to(client(), "/api/cost", {{"tokens", 512}, {"d_model", 64}, {"heads", 1}, {"measure", true}}, 200);
+  const json& m = reply["measured"];
+  EXPECT_EQ(m["kernel"], "grid");
+  ASSERT_GE(m["points"].size(), 2u);
+  for (const json& p : m["points"]) EXPECT_EQ(p["kernel_bytes"], p["grid_formula_bytes"]);
+  EXPECT_NEAR(m["memory_exponent"].get<double>(), 2.0, 1e-9);
+  EXPECT_GT(m["time_exponent"].get<double>(), 1.0) << "a broad band: time is noisy";
+}
+
+TEST_F(Api, KvGivesTheFormulaTheWeightsAndTheBudgetsLongestContext) {
+  const json reply =
+      post_to(client(), "/api/kv", {{"model", "llama-3-8b"}, {"context", {4096, 8192, 131072}}, {"budget", "24GiB"}}, 200);
+  EXPECT_EQ(reply["bytes_per_token"], 131'072);
+  EXPECT_EQ(reply["rows"][1]["cache_bytes"], 1ull << 30) << "llama-3-8b at 8192 tokens in f16 is exactly 1 GiB";
+  EXPECT_EQ(reply["weight_bytes"], 16'060'522'496ull);
+  EXPECT_EQ(reply["rows"][2]["cache_exceeds_weights"], true);
+  EXPECT_EQ(reply["crossover_context"], 122'533);
+  EXPECT_EQ(reply["budget"]["max_context"], 74'075);
+  EXPECT_EQ(reply["model"]["kv_heads"], 8);
+  const json custom = post_to(client(), "/api/kv",
+                              {{"layers", 2}, {"kv_heads", 1}, {"head_dim", 64}, {"context", 10}, {"dtype", "f32"}}, 200);
+  EXPECT_EQ(custom["rows"][0]["cache_bytes"], 2 * 2 * 1 * 64 * 10 * 4);
+  EXPECT_TRUE(custom["weight_bytes"].is_null());
+}
+
+TEST_F(Api, KvMeasuresOnRequestAndAgreesWithTheFormula) {
+  const json reply = post_to(client(), "/api/kv", {{"model", "gpt2"}, {"context", 1024}, {"measure", true}}, 200);
+  const json& m = reply["measured"];
+  EXPECT_EQ(m["layers"], 12);
+  const json& last = m["points"].back();
+  EXPECT_EQ(last["context"], 1024);
+  EXPECT_EQ(last["formula_bytes"], 2 * 12 * 12 * 64 * 1024 * 2);
+  EXPECT_EQ(last["cache_bytes"], last["formula_bytes"]);
+  EXPECT_NEAR(last["allocator_bytes"].get<double>() / last["formula_bytes"].get<double>(), 1.0, 0.05);
+}
+
+TEST_F(Api, BadCostAndKvRequestsGet400WithTheFieldNamed) {
+  const auto refused = [&](const std::string& path, const json& body, const std::string& message) {
+    SCOPED_TRACE(path + " " + body.dump());
+    const json reply = post_to(client(), path, body, 400);
+    ASSERT_TRUE(reply.contains("error"));
+    EXPECT_NE(reply["error"].get<std::string>().find(message), std::string::npos) << reply["error"];
+  };
+  refused("/api/cost", json::object(), "tokens: missing");
+  refused("/api/cost", {{"tokens", {3, 0}}}, "tokens: 0 tokens has no grid");
+  refused("/api/cost", {{"tokens", {3, -5}}}, "tokens[1]: expected a whole number >= 1 but got -5");
+  refused("/api/cost", {{"tokens", 100000000}}, "tokens: 100,000,000 tokens make the FLOPs");
+  refused("/api/cost", {{"tokens", 3}, {"dtype", "f8"}}, "dtype: unknown dtype \"f8\"");
+  refused("/api/cost", {{"tokens", 3}, {"heads", 3}}, "heads: 3 heads do not divide d_model 4096");
+  refused("/api/cost", {{"tokens", 100000}, {"measure", true}}, "measure: the server measures up to 4096 tokens");
+  refused("/api/cost", {{"tokens", 3}, {"colour", 1}}, "colour: unknown field");
+  refused("/api/kv", {{"model", "llama-9"}}, "model: unknown model \"llama-9\"; the known models are: gpt2, gpt2-xl");
+  refused("/api/kv", json::object(), "model: give a model");
+  refused("/api/kv", {{"model", "gpt2"}, {"context", 0}}, "context: 0 tokens");
+  refused("/api/kv", {{"model", "gpt2"}, {"budget", "24 parsecs"}}, "budget: \"24 parsecs\" has an unknown unit");
+  refused("/api/kv", {{"model", "gpt2"}, {"budget", -1}}, "budget: expected a whole number >= 1 but got -1");
+  refused("/api/kv", {{"layers", 2}, {"head_dim", 64}}, "kv_heads: missing");
+  refused("/api/kv", {{"model", "llama-3-8b"}, {"kv_heads", 3}}, "kv_heads: 3 KV heads do not divide 32 query heads");
+  refused("/api/kv", {{"model", "llama-3-8b"}, {"context", 131072}, {"measure", true}, {"measure_layers", 32}},
+          "measure: the server measures caches up to 1 GiB");
+}
+
+// ---- interventions and POST /api/probe (issue 6) ------------------------------------
+namespace {
+json post_path(httplib::Client client, const std::string& path, const json& body, int expected_status) {
+  auto r = client.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r) << "no response";
+  if (!r) return {};
+  EXPECT_EQ(r->status, expected_status) << r->body;
+  return json::parse(r->body);
+}
+}  // namespace
+
+TEST_F(Api, AttentionInterventionOptionsReportBeforeAfterAndDelta) {
+  const json plain = post_json({{"scenario", "multi-head"}});
+  EXPECT_TRUE(plain["intervention"].is_null());
+  EXPECT_TRUE(plain["heads"][0]["ablation"].is_null());
+  EXPECT_EQ(plain["heads"][0]["scale"], 1.0);
+  EXPECT_EQ(plain["heads"][0]["mixed"], plain["heads"][0]["output"]);
+
+  const json t = post_json({{"scenario", "multi-head"},
+                            {"options", {{"ablate_heads", {{{"head", 0}, {"kind", "uniform"}}, "1:mean"}},
+                                         {"scale_heads", {{{"head", 2}, {"factor", 0.5}}}},
+                                         {"replace_tokens", {{{"index", 3}, {"word", "cat"}}, {{"index", 4}, {"embedding", {1, 0, 0}}}}},
+                                         {"mask_tokens", {2}}}}});
+  EXPECT_EQ(t["heads"][0]["ablation"], "uniform");
+  EXPECT_EQ(t["heads"][1]["ablation"], "mean");
+  EXPECT_EQ(t["heads"][2]["scale"], 0.5);
+  EXPECT_EQ(t["tokens"][3], "cat");
+  EXPECT_NEAR(t["heads"][0]["weights"][9][0].get<double>(), 1.0 / 9.0, 1e-15) << "uniform over the 9 keys left visible";
+  EXPECT_EQ(t["scenario_json"]["heads"][1]["ablation"], "mean") << "the effective scenario carries the ablation";
+  const json& iv = t["intervention"];
+  ASSERT_EQ(iv["applied"].size(), 6u);
+  EXPECT_EQ(iv["applied"][0], "replace token 3 \"fox\" by \"cat\"");
+  EXPECT_EQ(iv["after"], t["output"]) << "no permutation: rows stay";
+  for (std::size_t i = 0; i < 10; ++i) {
+    double squares = 0;
+    for (std::size_t c = 0; c < 6; ++c) {
+      const double d = iv["after"][i][c].get<double>() - iv["before"][i][c].get<double>();
+      EXPECT_NEAR(iv["delta"][i][c].get<double>(), d, 1e-12);
+      squares += d * d;
+    }
+    EXPECT_NEAR(iv["delta_norm"][i].get<double>(), std::sqrt(squares), 1e-12);
+  }
+}
+
+TEST_F(Api, MaskAndPermuteAreInterventionsToo) {
+  const json t = post_json({{"scenario", "three-tokens"}, {"options", {{"permute", {2, 0, 1}}, {"mask_tokens", {0}}}}});
+  const json& iv = t["intervention"];
+  EXPECT_EQ(iv["after_row"], json::parse("[1, 2, 0]"));
+  EXPECT_EQ(t["mask_tokens"], json::parse("[1]")) << "t1 moved to row 1 and stays hidden";
+  EXPECT_EQ(iv["before"][2][0].get<double>(), t["output"][0][0].get<double>() - iv["delta"][2][0].get<double>());
+}
+
+TEST_F(Api, ProbeGivesTheMeasuresSerranoSmithAndTheCounterfactual) {
+  const json mislead = post_path(client(), "/api/probe", {{"scenario", "weights-mislead"}}, 200);
+  EXPECT_EQ(mislead["query"], 5);
+  EXPECT_EQ(mislead["readout"]["kind"], "class");
+  EXPECT_EQ(mislead["readout"]["class"], "negative");
+  EXPECT_EQ(mislead["decision"], "negative");
+  ASSERT_EQ(mislead["tokens"].size(), 6u);
+  EXPECT_EQ(mislead["serrano_smith"]["top_weight"], 0);
+  EXPECT_EQ(mislead["serrano_smith"]["top_erasure"], 4);
+  EXPECT_EQ(mislead["serrano_smith"]["weights_agree"], false);
+  EXPECT_EQ(mislead["serrano_smith"]["top_flips"], false);
+  EXPECT_EQ(mislead["serrano_smith"]["others_flipping"], json::parse("[4]"));
+  EXPECT_EQ(mislead["tokens"][4]["decision_without"], "positive");
+  EXPECT_TRUE(mislead["kendall_tau"]["erasure"].is_number());
+  const json& cf = mislead["counterfactual"];
+  double sum = 0;
+  for (const json& w : cf["found"]) sum += w.get<double>();
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_LE(std::abs(cf["readout_after"].get<double>() - cf["readout_before"].get<double>()), 0.01);
+  EXPECT_GT(cf["divergence"].get<double>(), 0.0);
+
+  const json agree = post_path(client(), "/api/probe", {{"scenario", "weights-agree"}, {"epsilon", 0.05}}, 200);
+  EXPECT_EQ(agree["serrano_smith"]["weights_agree"], true);
+  EXPECT_EQ(agree["serrano_smith"]["top_flips"], true);
+  EXPECT_EQ(agree["counterfactual"]["epsilon"], 0.05);
+}
+
+TEST_F(Api, ProbeTakesAQueryAReadoutAndTheInterventionOptions) {
+  const json r = post_path(client(), "/api/probe",
+                           {{"scenario", "three-tokens"},
+                            {"query", 0},
+                            {"readout", "direction:1,-1"},
+                            {"head", 0},
+                            {"options", {{"permute", {2, 0, 1}}, {"ablate_heads", {"0:uniform"}}}}},
+                           200);
+  EXPECT_EQ(r["query"], 1) << "token 0 (t1) is row 1 after the permutation";
+  EXPECT_EQ(r["query_token"], "t1");
+  EXPECT_EQ(r["readout"]["kind"], "direction");
+  EXPECT_FALSE(r["intervention"].is_null());
+  for (const json& t : r["tokens"]) EXPECT_NEAR(t["weight"].get<double>(), 1.0 / 3.0, 1e-15);
+}
+
+TEST_F(Api, BadInterventionAndProbeRequestsGet400WithTheFieldNamed) {
+  const auto bad_attention = [&](const json& options, const std::string& message) {
+    expect_bad_request({{"scenario", "three-tokens"}, {"options", options}}, message);
+  };
+  bad_attention({{"ablate_heads", {{{"head", 4}}}}}, "options.ablate_heads[0]: head 4 does not exist");
+  bad_attention({{"ablate_heads", {{{"head", 0}, {"kind", "half"}}}}}, "options.ablate_heads[0]: unknown ablation \"half\"");
+  bad_attention({{"ablate_heads", 0}}, "options.ablate_heads: expected a list");
+  bad_attention({{"scale_heads", {{{"head", 0}}}}}, "options.scale_heads[0]: expected {\"head\": H, \"factor\": F}");
+  bad_attention({{"scale_heads", {{{"head", 0}, {"factor", "big"}}}}}, "options.scale_heads[0].factor: expected a finite number");
+  bad_attention({{"replace_tokens", {{{"index", 9}, {"word", "dog"}}}}}, "options.replace_tokens[0]: token 9 does not exist");
+  bad_attention({{"replace_tokens", {{{"index", 0}, {"word", "two words"}}}}}, "is not one word");
+  bad_attention({{"replace_tokens", {{{"index", 0}, {"embedding", {1, 2, 3}}}}}}, "the embedding has 3 numbers but d_model is 2");
+  bad_attention({{"replace_tokens", {{{"index", 0}}}}}, "expected {\"index\": J, \"word\": \"dog\"}");
+  const auto bad_probe = [&](const json& body, const std::string& message) {
+    SCOPED_TRACE(body.dump());
+    const json reply = post_path(client(), "/api/probe", body, 400);
+    ASSERT_TRUE(reply.contains("error"));
+    EXPECT_NE(reply["error"].get<std::string>().find(message), std::string::npos) << reply["error"];
+  };
+  bad_probe({{"scenario", "three-tokens"}, {"readout", "class"}}, "readout: three-tokens has no readout matrix");
+  bad_probe({{"scenario", "three-tokens"}, {"readout", 3}}, "readout: expected a string");
+  bad_probe({{"scenario", "three-tokens"}, {"query", 7}}, "query: token 7 does not exist");
+  bad_probe({{"scenario", "three-tokens"}, {"head", 2}}, "head: head 2 does not exist");
+  bad_probe({{"scenario", "three-tokens"}, {"epsilon", -0.1}}, "epsilon: must be a finite number >= 0");
+  bad_probe({{"scenario", "three-tokens"}, {"colour", 1}}, "colour: unknown field");
+  bad_probe({{"scenario", "nope"}}, "scenario: unknown scenario \"nope\"");
+  auto health = client().Get("/api/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
 }

@@ -13,7 +13,9 @@
 #include <fmt/format.h>
 #include <vector>
 
+#include "attnlab/error.hpp"
 #include "attnlab/flash_attention.hpp"
+#include "attnlab/scenario.hpp"
 #include "attnlab/rng.hpp"
 #include "compare.hpp"
 
@@ -173,4 +175,27 @@ TEST(FlashAttentionBf16, PortableFallbackGivesTheSameResultsAsTheNativeInstructi
   flash_attention(q.data(), k.data(), v.data(), a.data(), s, native);
   flash_attention(q.data(), k.data(), v.data(), b.data(), s, portable);
   EXPECT_TRUE(test::all_close(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()), {1e-6, 1e-5}));
+}
+
+TEST(AttendTiled, EveryBundledScenarioGivesTheReferenceOutputs) {
+  for (const auto& bundled : bundled_scenarios()) {
+    SCOPED_TRACE(bundled.name);
+    const Scenario s = load_scenario(bundled.name);
+    if (!s.mask.hidden_keys.empty()) continue;
+    const AttentionInput input = attention_input(s);
+    const Trace fast = attend_tiled(input), slow = attend(input);
+    EXPECT_TRUE(test::all_close(fast.output, slow.output, {3e-5, 3e-4}));
+    EXPECT_EQ(fast.heads[0].weights.rows, 0u) << "the tiled kernel keeps no grid";
+  }
+}
+
+TEST(AttendTiled, HiddenKeysAreRefusedWithAClearMessage) {
+  Scenario s = load_scenario("three-tokens");
+  apply_overrides(s, {.mask_tokens = {1}});
+  try {
+    attend_tiled(attention_input(s));
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--kernel reference"), std::string::npos) << e.what();
+  }
 }

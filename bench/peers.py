@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""attnlab's tiled kernel beside the peers a user would otherwise pick, on the same shapes,
+in the same session: attnlab's reference kernel (the whole grid materialised) and PyTorch's
+softmax(Q·Kᵀ/√d)·V written with matmuls (Debian's python3-torch, OpenBLAS, 2 threads).
+
+Run:  /usr/bin/python3 bench/peers.py [--attnlab build/attnlab] [--quick] [--repeats 5]
+
+It prints one row per case: each kernel's median time, GFLOP/s (4·n·m·d per head, halved
+when causal) and the speed-up of attnlab's tiled kernel over each peer. A peer that cannot
+run a case (its n×n grid would not fit in memory) says so instead of a time.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+# OpenBLAS: unset the machine's compatibility overrides for this process only, so the
+# peer runs its best kernel (see the machine notes), and use both cores.
+for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(var, None)
+
+import torch  # noqa: E402  (after the environment is set)
+
+torch.set_num_threads(2)
+MEMORY_LIMIT = 12 * 2**30  # bytes a peer may use for its grids before we call a case out of reach
+
+
+def flops(n, heads, d, causal):
+    return 4.0 * n * n * d * heads * (0.5 if causal else 1.0)
+
+
+def torch_attention(q, k, v, causal):
+    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[-2]
+        scores = scores + torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def time_torch(n, heads, d, causal, repeats):
+    grid_bytes = 2 * heads * n * n * 4  # scores and probabilities, f32
+    if grid_bytes > MEMORY_LIMIT:
+        return None, f"its {heads}×{n}×{n} grid needs {grid_bytes / 2**30:.0f} GiB"
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.rand(heads, n, d, generator=g) * 2 - 1 for _ in range(3))
+    with torch.no_grad():
+        torch_attention(q, k, v, causal)  # warm-up
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch_attention(q, k, v, causal)
+            times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2], ""
+
+
+def time_attnlab(binary, n, heads, d, causal, kernel, repeats):
+    command = [binary, "bench", "--json", "--n", str(n), "--heads", str(heads), "--d-k", str(d),
+               "--kernel", kernel, "--repeats", str(repeats)] + (["--causal"] if causal else [])
+    result = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+    case = result["results"][0]
+    return (case["median_seconds"] if case["ran"] else None), case["skipped_because"], result["machine"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--attnlab", default=os.path.join(os.path.dirname(__file__), "..", "build", "attnlab"))
+    parser.add_argument("--quick", action="store_true", help="two small cases")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    cases = [(1024, 16, 128, False), (2048, 16, 128, True)] if args.quick else [
+        (1024, 16, 128, False), (2048, 16, 128, False), (4096, 16, 128, False), (4096, 16, 128, True),
+        (8192, 16, 128, False), (8192, 16, 128, True), (4096, 32, 64, False), (131072, 1, 128, True)]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; attnlab {args.attnlab}")
+    header = f"{'case':<28}{'tiled ms':>10}{'GFLOP/s':>9}{'torch ms':>10}{'tiled vs torch':>16}{'reference ms':>14}{'tiled vs ref':>14}"
+    print(header)
+    for n, heads, d, causal in cases:
+        name = f"n={n} H={heads} d={d}{' causal' if causal else ''}"
+        tiled, _, machine = time_attnlab(args.attnlab, n, heads, d, causal, "tiled", args.repeats)
+        peer, peer_note = time_torch(n, heads, d, causal, args.repeats)
+        ref, ref_note = (None, "slow; skipped above n=2048")
+        if n <= 2048:
+            ref, ref_note, _ = time_attnlab(args.attnlab, n, heads, d, causal, "reference", 1)
+        gflops = flops(n, heads, d, causal) / tiled / 1e9
+        peer_text = f"{peer * 1e3:10.1f}{peer / tiled:15.1f}×" if peer else f"{'—':>10}{'cannot run':>16}"
+        ref_text = f"{ref * 1e3:14.1f}{ref / tiled:13.1f}×" if ref else f"{'—':>14}{'—':>14}"
+        print(f"{name:<28}{tiled * 1e3:10.1f}{gflops:9.1f}{peer_text}{ref_text}")
+        if not peer:
+            print(f"{'':<28}torch: {peer_note}")
+    print(f"machine (measured by attnlab bench): {json.dumps(machine)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+// Size flags, flag names in errors, and aligned tables for cost and kv.
+#include "numbers.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+
+namespace attnlab::cli {
+
+std::uint64_t parse_count(std::string_view text, std::string_view flag) {
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+  if (!digits)
+    throw InputError(fmt::format("{}: expected a whole number >= 1 in digits (e.g. 4096) but got \"{}\"", flag, text));
+  std::uint64_t value = 0;
+  for (char c : text) {
+    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10)
+      throw InputError(fmt::format("{}: {} is more than 2^64 - 1 = 18446744073709551615", flag, text));
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+std::vector<std::uint64_t> parse_count_list(std::string_view text, std::string_view flag) {
+  std::vector<std::uint64_t> values;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    values.push_back(parse_count(item, flag));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (values.size() > 64) throw InputError(fmt::format("{}: {} lengths; give at most 64", flag, values.size()));
+  return values;
+}
+
+InputError with_flag_name(const InputError& error) {
+  const std::string message = error.what();
+  std::size_t k = 0;
+  while (k < message.size() && (std::islower(static_cast<unsigned char>(message[k])) || message[k] == '_')) ++k;
+  if (k == 0 || k >= message.size() || message[k] != ':') return error;
+  std::string flag = "--" + message.substr(0, k);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return InputError(flag + message.substr(k));
+}
+
+std::string format_table(const std::vector<std::vector<std::string>>& rows, bool first_left) {
+  // Display width: UTF-8 continuation bytes take no column.
+  const auto width = [](const std::string& s) {
+    return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  };
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (widths.size() <= c) widths.push_back(0);
+      widths[c] = std::max(widths[c], width(row[c]));
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line = " ";
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(widths[c] - width(row[c]), ' ');
+      line += "  ";
+      line += (c == 0 && first_left) ? row[c] + pad : pad + row[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,89 @@
+// Split-K decoding: work items are (KV head, chunk of the cache); each leaves, for every
+// query of its KV head's group, a partial state (max m_c, sum s_c, unnormalised output o_c).
+// The merge: M = max_c m_c, out = Σ_c o_c·2^(m_c - M) / Σ_c s_c·2^(m_c - M).
+#include <omp.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attnlab/flash_decode.hpp"
+#include "kernel_impl.hpp"
+
+namespace attnlab {
+
+void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, std::span<const float> queries,
+                  std::size_t n_new, std::span<float> out, const DecodeOptions& options) {
+  const std::size_t d = cache.head_dim(), kv_heads = cache.kv_heads(), m = cache.length(layer);
+  assert(heads % kv_heads == 0 && n_new >= 1 && n_new <= m);
+  assert(queries.size() == n_new * heads * d && out.size() == n_new * heads * d);
+  const std::size_t group = heads / kv_heads, count = n_new * group, d_pad = (d + 15) / 16 * 16;
+  const std::size_t chunk = std::max<std::size_t>(options.chunk, 1), chunks = (m + chunk - 1) / chunk;
+  const float log2_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)) / options.temperature * M_LOG2E);
+  const Isa isa = std::min(options.isa.value_or(Isa::avx512_bf16), best_isa());
+  const auto run_kernel = [isa](const kernels::DecodeRun& run) {
+    switch (isa) {
+      case Isa::generic: return kernels::generic::decode_run(run);
+      case Isa::avx2: return kernels::avx2::decode_run(run);
+      default: return kernels::avx512::decode_run(run);
+    }
+  };
+
+  // Each KV head's queries gathered contiguously: query i = (token t, head g·group + k),
+  // i = t·group + k; token t sees keys up to m - n_new + t.
+  std::vector<float> grouped(kv_heads * count * d);
+  std::vector<std::size_t> last_visible(count);
+  for (std::size_t g = 0; g < kv_heads; ++g)
+    for (std::size_t t = 0; t < n_new; ++t)
+      for (std::size_t k = 0; k < group; ++k)
+        std::copy_n(queries.data() + (t * heads + g * group + k) * d, d, grouped.data() + (g * count + t * group + k) * d);
+  for (std::size_t i = 0; i < count; ++i) last_visible[i] = m - n_new + i / group;
+
+  // Partial states per (KV head, chunk): max and sum per query, output per query.
+  const std::size_t items = kv_heads * chunks;
+  std::vector<float> part_max(items * count), part_sum(items * count), part_out(items * count * d_pad);
+  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (std::size_t item = 0; item < items; ++item) {
+    const std::size_t g = item / chunks, c = item % chunks;
+    kernels::DecodeRun run;
+    run.keys = cache.keys(layer, g);
+    run.values = cache.values(layer, g);
+    run.dtype = cache.dtype();
+    run.d = d;
+    run.queries = grouped.data() + g * count * d;
+    run.count = count;
+    run.log2_scale = log2_scale;
+    run.last_visible = last_visible.data();
+    run.first = c * chunk;
+    run.end = std::min(m, run.first + chunk);
+    run.max = part_max.data() + item * count;
+    run.sum = part_sum.data() + item * count;
+    run.out = part_out.data() + item * count * d_pad;
+    run_kernel(run);
+  }
+
+  // Merge the chunks of each KV head, query by query.
+  for (std::size_t g = 0; g < kv_heads; ++g)
+    for (std::size_t i = 0; i < count; ++i) {
+      float top = -std::numeric_limits<float>::infinity();
+      for (std::size_t c = 0; c < chunks; ++c) top = std::max(top, part_max[(g * chunks + c) * count + i]);
+      float* dst = out.data() + ((i / group) * heads + g * group + i % group) * d;
+      std::fill(dst, dst + d, 0.0f);
+      if (top == -std::numeric_limits<float>::infinity()) continue;
+      float total = 0.0f;
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t item = g * chunks + c;
+        if (part_max[item * count + i] == -std::numeric_limits<float>::infinity()) continue;
+        const float weight = std::exp2(part_max[item * count + i] - top);
+        total += part_sum[item * count + i] * weight;
+        const float* o = part_out.data() + (item * count + i) * d_pad;
+        for (std::size_t col = 0; col < d; ++col) dst[col] += o[col] * weight;
+      }
+      for (std::size_t col = 0; col < d; ++col) dst[col] /= total;
+    }
+}
+
+}  // namespace attnlab

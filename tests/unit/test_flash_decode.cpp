@@ -1,0 +1,62 @@
+// Split-K decoding against the reference decode (decode_attention), reading the same cache,
+// so the only differences are f32 rounding and the polynomial 2^x:
+// |fast - reference| <= 2e-5 + 2e-4·|reference|.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <vector>
+
+#include "attnlab/decode.hpp"
+#include "attnlab/flash_decode.hpp"
+#include "attnlab/rng.hpp"
+#include "compare.hpp"
+
+using namespace attnlab;
+
+namespace {
+
+KVCache random_cache(std::size_t kv_heads, std::size_t d, std::size_t m, DType dtype, std::uint64_t seed) {
+  KVCache cache(1, kv_heads, d, dtype);
+  SplitMix64 rng(seed);
+  std::vector<float> k(kv_heads * d), v(kv_heads * d);
+  for (std::size_t t = 0; t < m; ++t) {
+    for (float& x : k) x = static_cast<float>(rng.normal());
+    for (float& x : v) x = static_cast<float>(rng.normal());
+    cache.append(0, k, v);
+  }
+  return cache;
+}
+
+}  // namespace
+
+TEST(FlashDecode, MatchesTheReferenceDecodeOverShapesDtypesChunksThreadsAndInstructionSets) {
+  const std::pair<std::size_t, std::size_t> groups[] = {{1, 1}, {4, 1}, {8, 2}, {32, 8}};
+  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
+  const std::size_t chunks[] = {64, 100, 1024};
+  std::vector<Isa> isas{Isa::generic};
+  if (best_isa() >= Isa::avx2) isas.push_back(Isa::avx2);
+  if (best_isa() >= Isa::avx512) isas.push_back(Isa::avx512);
+  std::size_t counter = 0;
+  for (std::size_t m : {1, 3, 75, 1000, 3000})
+    for (std::size_t d : {8, 72, 128}) {
+      const auto [heads, kv_heads] = groups[counter % 4];
+      const DType dtype = dtypes[counter % 3];
+      const std::size_t n_new = std::min<std::size_t>(m, counter % 3 == 0 ? 1 : counter % 3 == 1 ? 3 : 8);
+      DecodeOptions options;
+      options.chunk = chunks[counter % 3];
+      options.threads = 1 + counter % 2;
+      options.isa = isas[counter % isas.size()];
+      SCOPED_TRACE(fmt::format("H={} H_kv={} d={} m={} n_new={} dtype={} chunk={} threads={} isa={}", heads, kv_heads, d, m,
+                               n_new, dtype_name(dtype), options.chunk, options.threads, to_string(*options.isa)));
+      ++counter;
+      const KVCache cache = random_cache(kv_heads, d, m, dtype, m + d);
+      SplitMix64 rng(counter);
+      std::vector<float> q(n_new * heads * d);
+      for (float& x : q) x = static_cast<float>(rng.normal());
+      std::vector<float> fast(q.size()), slow(q.size());
+      flash_decode(cache, 0, heads, q, n_new, fast, options);
+      decode_attention(cache, 0, heads, q, n_new, slow);
+      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()), std::vector<double>(slow.begin(), slow.end()),
+                                  {2e-5, 2e-4}));
+    }
+}

@@ -1,0 +1,116 @@
+// Model presets and the KV-cache formula: llama-3-8b at 8192 tokens in f16 is exactly
+// 1 GiB, the weights line, when the cache outgrows the weights, and the longest context
+// a budget allows.
+#include <gtest/gtest.h>
+
+#include "attnlab/error.hpp"
+#include "attnlab/kv_memory.hpp"
+#include "attnlab/models.hpp"
+
+using namespace attnlab;
+
+TEST(Models, EveryPresetIsAValidShapeWithKnownParameters) {
+  ASSERT_EQ(model_presets().size(), 8u);
+  for (const ModelShape& m : model_presets()) {
+    SCOPED_TRACE(m.name);
+    EXPECT_NO_THROW(validate_model_shape(m));
+    EXPECT_GT(m.parameters, 0u);
+    EXPECT_EQ(m.heads % m.kv_heads, 0u);
+  }
+  EXPECT_EQ(model_names(), "gpt2, gpt2-xl, llama-2-7b, llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-7b, gemma-2-9b");
+}
+
+TEST(Models, PublishedShapes) {
+  const ModelShape& llama3 = find_model("llama-3-8b", "model");
+  EXPECT_EQ(llama3.layers, 32u);
+  EXPECT_EQ(llama3.kv_heads, 8u);
+  EXPECT_EQ(llama3.parameters, 8'030'261'248u);
+  const ModelShape& gemma = find_model("gemma-2-9b", "model");
+  EXPECT_EQ(gemma.head_dim, 256u) << "Gemma 2's heads are wider than d_model / H";
+  EXPECT_EQ(find_model("gpt2", "model").parameters, 124'439'808u);
+  EXPECT_EQ(find_model("llama-3-70b", "model").layers, 80u);
+}
+
+TEST(Models, UnknownModelListsTheKnownOnes) {
+  try {
+    find_model("llama-9", "--model");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--model: unknown model \"llama-9\"; the known models are: gpt2, gpt2-xl, "
+                                          "llama-2-7b, llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-7b, gemma-2-9b",
+                                          0),
+              0u)
+        << e.what();
+  }
+}
+
+TEST(KVMemory, Llama3At8192TokensInF16IsExactlyOneGiB) {
+  const ModelShape& m = find_model("llama-3-8b", "model");
+  EXPECT_EQ(kv_cache_bytes(m, DType::f16, 8192), 2ull * 32 * 8 * 128 * 8192 * 2);
+  EXPECT_EQ(kv_cache_bytes(m, DType::f16, 8192), 1ull << 30);
+  EXPECT_EQ(kv_bytes_per_token(m, DType::f16), 131'072u);
+  EXPECT_EQ(kv_cache_bytes(m, DType::f32, 8192), 2ull << 30);
+}
+
+TEST(KVMemory, WithoutGroupedQueryAttentionTheCacheIsHTimesLarger) {
+  // llama-2-7b: 32 KV heads, 0.5 MiB per token in f16 (4× llama-3-8b's 8 KV heads).
+  EXPECT_EQ(kv_bytes_per_token(find_model("llama-2-7b", "model"), DType::f16), 512u * 1024);
+  EXPECT_EQ(kv_bytes_per_token(find_model("gpt2", "model"), DType::f32), 2u * 12 * 12 * 64 * 4);
+}
+
+TEST(KVMemory, ReportSaysWhenTheCacheOutgrowsTheWeights) {
+  const std::vector<std::uint64_t> contexts{4096, 32768, 131072};
+  const KVReport r = kv_report(find_model("llama-3-8b", "model"), DType::f16, contexts, std::nullopt);
+  EXPECT_EQ(r.weight_bytes, 16'060'522'496u);
+  ASSERT_EQ(r.rows.size(), 3u);
+  EXPECT_EQ(r.rows[0].cache_bytes, 512ull << 20);
+  EXPECT_EQ(r.rows[1].cache_bytes, 4ull << 30);
+  EXPECT_EQ(r.rows[2].cache_bytes, 16ull << 30);
+  EXPECT_FALSE(r.rows[1].cache_exceeds_weights);
+  EXPECT_TRUE(r.rows[2].cache_exceeds_weights);
+  EXPECT_EQ(r.rows[2].total_bytes, (16ull << 30) + 16'060'522'496u);
+  // The first context whose cache is larger than the weights: ⌊weights / per token⌋ + 1.
+  ASSERT_TRUE(r.crossover_context);
+  EXPECT_EQ(*r.crossover_context, 16'060'522'496u / 131'072 + 1);
+  EXPECT_LE((*r.crossover_context - 1) * 131'072, r.weight_bytes);
+  EXPECT_GT(*r.crossover_context * 131'072, r.weight_bytes);
+}
+
+TEST(KVMemory, BudgetGivesTheLongestContextBesideTheWeights) {
+  const std::vector<std::uint64_t> contexts{8192};
+  const KVReport r = kv_report(find_model("llama-3-8b", "model"), DType::f16, contexts, 24ull << 30);
+  ASSERT_TRUE(r.budget);
+  EXPECT_TRUE(r.budget->weights_fit);
+  EXPECT_EQ(r.budget->left_for_cache, (24ull << 30) - 16'060'522'496u);
+  EXPECT_EQ(r.budget->max_context, ((24ull << 30) - 16'060'522'496u) / 131'072);  // 74,075
+  EXPECT_EQ(r.budget->max_context, 74'075u);
+  const KVReport small = kv_report(find_model("llama-3-70b", "model"), DType::f16, contexts, 24ull << 30);
+  EXPECT_FALSE(small.budget->weights_fit);
+  EXPECT_EQ(small.budget->max_context, 0u);
+}
+
+TEST(KVMemory, BadShapesZeroContextAndOverflowAreRefusedNamingTheField) {
+  const auto refusal = [](const ModelShape& m, std::uint64_t context) -> std::string {
+    try {
+      const std::vector<std::uint64_t> contexts{context};
+      kv_report(m, DType::f16, contexts, std::nullopt);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  ModelShape m = find_model("llama-3-8b", "model");
+  EXPECT_EQ(refusal(m, 0).rfind("context: 0 tokens", 0), 0u);
+  EXPECT_EQ(refusal(m, UINT64_MAX).rfind("context: 18,446,744,073,709,551,615 tokens × 131,072 bytes per token "
+                                         "overflows 64 bits",
+                                         0),
+            0u)
+      << refusal(m, UINT64_MAX);
+  m.kv_heads = 3;
+  EXPECT_EQ(refusal(m, 1).rfind("kv_heads: 3 KV heads do not divide 32 query heads", 0), 0u);
+  m = ModelShape{"mine", "", 0, 0, 8, 8, 64, 0, ""};
+  EXPECT_EQ(refusal(m, 1).rfind("layers: 0 is outside 1..65,536", 0), 0u);
+  m.layers = 2;
+  m.head_dim = 0;
+  EXPECT_EQ(refusal(m, 1).rfind("head_dim: 0 is outside", 0), 0u);
+}
