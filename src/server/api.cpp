@@ -9,6 +9,7 @@
 
 #include "attnlab/cost.hpp"
 #include "attnlab/error.hpp"
+#include "attnlab/flash_attention.hpp"
 #include "attnlab/interventions.hpp"
 #include "attnlab/kv_memory.hpp"
 #include "attnlab/measure.hpp"
@@ -245,10 +246,45 @@ std::optional<std::string_view> api_scenario_file(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+
+// "kernel": "reference" (default: every intermediate) or "tiled" (outputs only).
+KernelKind requested_kernel(const json& request) {
+  if (!request.contains("kernel")) return KernelKind::reference;
+  const json& k = request["kernel"];
+  if (k == "reference") return KernelKind::reference;
+  if (k == "tiled") return KernelKind::tiled;
+  fail("kernel", fmt::format("{} is not a kernel; use \"reference\" or \"tiled\"", k.dump()));
+}
+
+// "detail": "full" (default) or "weights"; with "weights", only the heads listed in
+// "detail_heads" keep every intermediate, the others keep what a heatmap needs.
+void trim_detail(const json& request, json& reply) {
+  if (!request.contains("detail") || request["detail"] == "full") {
+    if (request.contains("detail_heads")) fail("detail_heads", "only with \"detail\": \"weights\"");
+    return;
+  }
+  if (request["detail"] != "weights")
+    fail("detail", fmt::format("{} is not a detail level; use \"full\" or \"weights\"", request["detail"].dump()));
+  std::vector<std::size_t> keep;
+  if (request.contains("detail_heads")) keep = as_index_list(request["detail_heads"], "detail_heads");
+  for (std::size_t h = 0; h < reply["heads"].size(); ++h) {
+    if (std::find(keep.begin(), keep.end(), h) != keep.end()) continue;
+    for (const char* grid : {"queries", "keys", "values", "scores", "scaled", "logits", "shifts", "exponentials", "row_sums",
+                             "mixed"})
+      reply["heads"][h].erase(grid);
+  }
+}
+
+}  // namespace
+
 json api_attention(const json& request) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
+  static const char* const known[] = {"scenario", "options", "kernel", "detail", "detail_heads"};
   for (const auto& [key, value] : request.items())
-    if (key != "scenario" && key != "options") fail(key, "unknown field (known: scenario, options)");
+    if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+      fail(key, "unknown field (known: scenario, options, kernel, detail, detail_heads)");
+  const KernelKind kernel = requested_kernel(request);
   auto [baseline, interventions] = requested_experiment(request);
   // Interventions keep the shape, so the limit is checked before anything runs.
   std::size_t cells = 0;
@@ -257,6 +293,14 @@ json api_attention(const json& request) {
     fail("scenario", fmt::format("{} heads × {} × {} tokens is {} score cells; the API returns at most {} (e.g. 8 heads "
                                  "of 180 tokens); use `attnlab run --json` for larger traces",
                                  baseline.heads.size(), baseline.n(), baseline.m(), cells, kMaxApiTraceCells));
+  if (kernel == KernelKind::tiled) {  // outputs only: the tiled kernel keeps no grid
+    if (!interventions.empty())
+      fail("kernel", "interventions run on the reference kernel, which keeps the weights they change; drop \"kernel\"");
+    json reply = trace_to_json(baseline, attend_tiled(attention_input(baseline)));
+    reply["kernel"] = "tiled";
+    trim_detail(request, reply);
+    return reply;
+  }
   std::optional<InterventionResult> intervention;
   if (!interventions.empty()) intervention = intervene(baseline, interventions);
   const Scenario& s = intervention ? intervention->after_scenario : baseline;
@@ -265,6 +309,8 @@ json api_attention(const json& request) {
     reply["heads"][h]["random_seed"] = s.heads[h].random_seed ? json(*s.heads[h].random_seed) : json(nullptr);
   reply["scenario_json"] = scenario_to_json(s);
   reply["intervention"] = intervention ? intervention_to_json(*intervention) : json(nullptr);
+  reply["kernel"] = "reference";
+  trim_detail(request, reply);
   return reply;
 }
 

@@ -302,7 +302,7 @@ TEST(Cli, KvBudgetGivesTheLongestContextAndAnyShapeWorks) {
 
 TEST(Cli, KvMeasureDecodesAndAgreesWithTheFormulaWithinFivePercent) {
   const auto plot = std::filesystem::path(ATTNLAB_TEST_TMP) / (std::to_string(getpid()) + "-kv.svg");
-  const Result r = attnlab("kv --model gpt2 --context 2048 --measure --plot " + plot.string());
+  const Result r = attnlab("kv --model gpt2 --context 4096 --measure --plot " + plot.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "decoded with random weights (d_model 768) in 12 of its 12 layers");
   const double malloc_percent = number_after(r.out, "differs from the formula by ");
@@ -353,4 +353,48 @@ TEST(CliBadInput, MeasuresThatWouldNotFitAreRefusedUpFront) {
   expect_refused("kv --model llama-3-70b --context 10000000 --measure --measure-layers 80",
                  "--measure: decoding 80 layers to 10,000,000 tokens needs");
   expect_refused("kv --model gpt2 --context 1000 --measure --measure-layers 13", "--measure-layers: 13 is outside 1..12");
+}
+
+TEST(CliKernels, RunWithTheTiledKernelMatchesTheReference) {
+  const Result r = attnlab("run previous-token --kernel tiled --causal");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "output (tiled kernel");
+  const auto at = r.out.find("largest |tiled - reference| = ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_LT(std::stod(r.out.substr(at + 30)), 1e-4) << r.out;
+  const Result j = attnlab("run three-tokens --kernel tiled --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto trace = nlohmann::json::parse(j.out);
+  EXPECT_EQ(trace["kernel"], "tiled");
+  EXPECT_NEAR(trace["output"][2][0].get<double>(), 0.6943, 1e-4);
+  EXPECT_NEAR(trace["output"][2][1].get<double>(), 0.9257, 1e-4);
+  expect_refused("run --kernel warp", "--kernel: \"warp\" is not a kernel");
+  expect_refused("run --kernel tiled --mask-token 1", "--kernel tiled: interventions run on the reference kernel");
+}
+
+TEST(CliKernels, BenchQuickPrintsConsistentFigures) {
+  const Result r = attnlab("bench --quick --json --repeats 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const double peak = j["machine"]["f32_peak_gflops"].get<double>();
+  EXPECT_GT(peak, 0);
+  EXPECT_GT(j["machine"]["read_gbps"].get<double>(), 0);
+  ASSERT_GE(j["results"].size(), 5u);
+  for (const auto& c : j["results"]) {
+    SCOPED_TRACE(c["case"].get<std::string>());
+    ASSERT_TRUE(c["ran"].get<bool>());
+    const double seconds = c["median_seconds"].get<double>();
+    ASSERT_GT(seconds, 0);
+    if (c["kernel"] == "decode") {
+      EXPECT_GT(c["gbps"].get<double>(), 0);
+      continue;
+    }
+    // GFLOP/s is the counted FLOPs over the median time, and % of peak its share.
+    EXPECT_NEAR(c["gflops"].get<double>(), c["flops"].get<double>() / seconds / 1e9, 1e-6 * c["gflops"].get<double>());
+    EXPECT_NEAR(c["percent_of_peak"].get<double>(), 100 * c["gflops"].get<double>() / peak, 1e-6 * 100);
+    // The tiled kernel's extra memory is a few tiles per thread, not the 1024² grid (8 MiB per head in doubles).
+    EXPECT_LT(c["extra_bytes"].get<double>(), 4.0 * (1 << 20));
+  }
+  EXPECT_EQ(j["results"][0]["flops"].get<double>(), 4.0 * 1024 * 1024 * 128 * 16);
+  EXPECT_EQ(j["results"][1]["flops"].get<double>(), 4.0 * 1024 * 1024 * 128 * 16 / 2) << "causal halves the count";
 }

@@ -276,12 +276,12 @@ TEST_F(Api, KvGivesTheFormulaTheWeightsAndTheBudgetsLongestContext) {
 }
 
 TEST_F(Api, KvMeasuresOnRequestAndAgreesWithTheFormula) {
-  const json reply = post_to(client(), "/api/kv", {{"model", "gpt2"}, {"context", 1024}, {"measure", true}}, 200);
+  const json reply = post_to(client(), "/api/kv", {{"model", "gpt2"}, {"context", 2048}, {"measure", true}}, 200);
   const json& m = reply["measured"];
   EXPECT_EQ(m["layers"], 12);
   const json& last = m["points"].back();
-  EXPECT_EQ(last["context"], 1024);
-  EXPECT_EQ(last["formula_bytes"], 2 * 12 * 12 * 64 * 1024 * 2);
+  EXPECT_EQ(last["context"], 2048);
+  EXPECT_EQ(last["formula_bytes"], 2 * 12 * 12 * 64 * 2048 * 2);
   EXPECT_EQ(last["cache_bytes"], last["formula_bytes"]);
   EXPECT_NEAR(last["allocator_bytes"].get<double>() / last["formula_bytes"].get<double>(), 1.0, 0.05);
 }
@@ -435,4 +435,21 @@ TEST_F(Api, BadInterventionAndProbeRequestsGet400WithTheFieldNamed) {
   auto health = client().Get("/api/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(Api, TheTiledKernelAndLeanTracesAreOptions) {
+  const json tiled = post_json({{"scenario", "multi-head"}, {"kernel", "tiled"}});
+  const json reference = post_json({{"scenario", "multi-head"}});
+  EXPECT_EQ(tiled["kernel"], "tiled");
+  EXPECT_EQ(reference["kernel"], "reference");
+  EXPECT_NEAR(tiled["output"][5][0].get<double>(), reference["output"][5][0].get<double>(), 1e-4);
+  const json lean = post_json({{"scenario", "multi-head"}, {"detail", "weights"}, {"detail_heads", {1}}});
+  EXPECT_FALSE(lean["heads"][0].contains("scores"));
+  EXPECT_TRUE(lean["heads"][0].contains("weights"));
+  EXPECT_TRUE(lean["heads"][1].contains("scores")) << "the listed head keeps every intermediate";
+  EXPECT_EQ(lean["heads"][2]["weights"], reference["heads"][2]["weights"]);
+  expect_bad_request({{"scenario", "three-tokens"}, {"kernel", "gpu"}}, "kernel: \"gpu\" is not a kernel");
+  expect_bad_request({{"scenario", "three-tokens"}, {"detail", "some"}}, "detail: \"some\" is not a detail level");
+  expect_bad_request({{"scenario", "three-tokens"}, {"kernel", "tiled"}, {"options", {{"mask_tokens", {1}}}}},
+                     "interventions run on the reference kernel");
 }

@@ -118,12 +118,12 @@ TEST(Measure, KVCacheMeasuredAgreesWithTheFormulaWithinFivePercentAtTheLargestCo
   KVMeasureOptions options;
   options.model = find_model("gpt2", "model");
   options.dtype = DType::f16;
-  options.max_context = 2048;
+  options.max_context = 4096;
   options.extra_contexts = {1000};
   const KVMeasurement m = measure_kv_cache(options);
-  EXPECT_EQ(m.layers, 12u) << "gpt2's 12 layers at 2048 tokens (72 MiB) fit: all are decoded";
+  EXPECT_EQ(m.layers, 12u) << "gpt2's 12 layers at 4096 tokens (144 MiB) fit: all are decoded";
   ASSERT_GE(m.points.size(), 6u);
-  EXPECT_EQ(m.points.back().context, 2048u);
+  EXPECT_EQ(m.points.back().context, 4096u);
   bool has_extra = false;
   for (const KVPoint& p : m.points) {
     has_extra = has_extra || p.context == 1000;
@@ -132,7 +132,7 @@ TEST(Measure, KVCacheMeasuredAgreesWithTheFormulaWithinFivePercentAtTheLargestCo
   }
   EXPECT_TRUE(has_extra);
   const KVPoint& last = m.points.back();
-  EXPECT_EQ(last.formula_bytes, 2ull * 12 * 12 * 64 * 2048 * 2);
+  EXPECT_EQ(last.formula_bytes, 2ull * 12 * 12 * 64 * 4096 * 2);
   const double formula = static_cast<double>(last.formula_bytes);
   EXPECT_NEAR(static_cast<double>(last.allocator_bytes) / formula, 1.0, 0.05);
   EXPECT_NEAR(static_cast<double>(last.rss_bytes) / formula, 1.0, 0.05);
