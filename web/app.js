@@ -22,6 +22,13 @@
     maskTokens: [],    // key indices hidden by the user
     removeHeads: [],   // indices of the scenario's own heads
     addHeads: [],      // [{seed}]
+    // interventions (docs/interventions.md); indices are the baseline's tokens and heads
+    ablate: [],        // [{head, kind}]
+    scale: [],         // [{head, factor}]
+    replace: [],       // [{index, word}]
+    permute: null,     // new order as baseline indices, or null
+    follow: null,      // a baseline token the query should follow into the next trace
+    apiTrace: null,    // the last trace the API answered for requestBody() (not the benchmark's)
     query: 0,
     head: 0,
     view: 'heatmap',
@@ -42,22 +49,55 @@
     try { return await fn(); } finally { setPending(-1); }
   }
 
-  async function api(path, body) {
+  // exact: integers above 2^53 stay exact (BigInt), for the cost and KV numbers.
+  async function api(path, body, { exact = false } = {}) {
     const init = body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
     const res = await fetch(path, init);
     let data = null;
-    try { data = await res.json(); } catch (e) { /* reported below */ }
+    try {
+      const text = await res.text();
+      data = exact ? A.fmt.parseExact(text) : JSON.parse(text);
+    } catch (e) { /* reported below */ }
     if (!res.ok || data === null) throw new Error(data && data.error ? data.error : `${path}: the server answered ${res.status}`);
     return data;
   }
 
-  function requestBody() {
+  // The options of POST api/attention and api/probe: the set-up, then the interventions.
+  function requestOptions() {
     const options = { causal: S.causal, temperature: S.temperature };
     if (S.sentence !== null) options.sentence = S.sentence;
     if (S.maskTokens.length) options.mask_tokens = S.maskTokens.slice().sort((a, b) => a - b);
     if (S.removeHeads.length) options.remove_heads = S.removeHeads.slice().sort((a, b) => a - b);
     if (S.addHeads.length) options.add_random_heads = S.addHeads.map((h) => ({ seed: h.seed }));
-    return { scenario: S.name, options };
+    if (S.replace.length) options.replace_tokens = S.replace.map((r) => ({ index: r.index, word: r.word }));
+    if (S.ablate.length) options.ablate_heads = S.ablate.map((a) => ({ head: a.head, kind: a.kind }));
+    if (S.scale.length) options.scale_heads = S.scale.map((a) => ({ head: a.head, factor: a.factor }));
+    if (S.permute) options.permute = S.permute.slice();
+    return options;
+  }
+
+  function requestBody() {
+    return { scenario: S.name, options: requestOptions() };
+  }
+
+  function clearInterventions() {
+    S.maskTokens = [];
+    S.ablate = [];
+    S.scale = [];
+    S.replace = [];
+    S.permute = null;
+  }
+
+  // Rows of the trace and the baseline's token indices (a permutation moves tokens).
+  function baselineOf(row) {
+    const iv = S.trace && S.trace.intervention;
+    if (!iv) return row;
+    const b = iv.after_row.indexOf(row);
+    return b < 0 ? row : b;
+  }
+  function rowOf(b) {
+    const iv = S.trace && S.trace.intervention;
+    return iv && b < iv.after_row.length ? iv.after_row[b] : b;
   }
 
   // Coalescing recompute: while a request is out, further calls only mark the state dirty,
@@ -103,7 +143,7 @@
       S.causal = !!base.causal;
       S.temperature = typeof base.temperature === 'number' ? base.temperature : 1;
       S.sentence = null;
-      S.maskTokens = [];
+      clearInterventions();
       S.removeHeads = [];
       S.addHeads = [];
       S.head = 0;
@@ -144,10 +184,13 @@
   function applyTrace(trace) {
     const tokensChanged = !S.trace || stripKey(S.trace) !== stripKey(trace);
     S.trace = trace;
+    S.apiTrace = trace;
+    if (S.follow !== null) { S.query = rowOf(S.follow); S.follow = null; }
     S.query = Math.max(0, Math.min(trace.tokens.length - 1, S.query));
     S.head = Math.max(0, Math.min(trace.heads.length - 1, S.head));
     clearError();
     renderAll(tokensChanged);
+    if (A.panels) A.panels.onTrace();
     document.documentElement.dataset.ready = 'true';
   }
 
@@ -324,7 +367,7 @@
       scrollRowIntoView(rows, row);
     }
     const hide = $('hide-token');
-    const hidden = S.maskTokens.includes(S.query) || (t.mask_tokens || []).includes(S.query);
+    const hidden = S.maskTokens.includes(baselineOf(S.query)) || (t.mask_tokens || []).includes(S.query);
     hide.disabled = isCross();
     hide.setAttribute('aria-pressed', String(hidden));
     hide.textContent = hidden ? `Show token ${S.query} as a key again` : `Hide token ${S.query} as a key`;
@@ -368,6 +411,7 @@
     S.query = q;
     renderQueryViews();
     drawThumbMarkers();
+    if (A.panels) A.panels.onQuery();
   }
 
   function drawThumbMarkers() {
@@ -388,6 +432,7 @@
       box.children[i].setAttribute('aria-pressed', String(i === k));
     }
     renderHeadViews();
+    if (A.panels) A.panels.onHead();
   }
 
   function setTemperature(t) {
@@ -413,13 +458,18 @@
     if (!src) return Promise.resolve();
     if (src.kind === 'scenario') S.removeHeads.push(src.index);
     else S.addHeads.splice(src.k, 1);
+    // head interventions follow their heads: the removed one's go, later ones move up
+    const gone = S.head;
+    const shift = (list) => list.filter((a) => a.head !== gone).map((a) => ({ ...a, head: a.head > gone ? a.head - 1 : a.head }));
+    S.ablate = shift(S.ablate);
+    S.scale = shift(S.scale);
     S.head = Math.max(0, S.head - 1);
     return compute();
   }
 
   function toggleHideToken() {
     if (!S.trace || isCross()) return Promise.resolve();
-    const i = S.query;
+    const i = baselineOf(S.query);
     const k = S.maskTokens.indexOf(i);
     if (k >= 0) S.maskTokens.splice(k, 1);
     else S.maskTokens.push(i);
@@ -431,7 +481,7 @@
     if (!words.length) { showError('sentence: type at least one word'); return Promise.resolve(); }
     const own = S.base.tokens.join(' ');
     S.sentence = words.join(' ') === own ? null : words.join(' ');
-    S.maskTokens = [];
+    clearInterventions(); // their token indices belonged to the old sentence
     S.query = words.length - 1;
     return compute();
   }
@@ -539,7 +589,11 @@
     for (const b of document.querySelectorAll('[data-temp]')) b.addEventListener('click', () => setTemperature(Number(b.dataset.temp)));
     $('add-head').addEventListener('click', () => addRandomHead(Number($('seed-input').value === '' ? NaN : $('seed-input').value)));
     $('remove-head').addEventListener('click', () => removeSelectedHead());
-    $('restore-heads').addEventListener('click', () => { S.removeHeads = []; S.addHeads = []; S.head = 0; compute(); });
+    $('restore-heads').addEventListener('click', () => {
+      S.removeHeads = []; S.addHeads = []; S.head = 0;
+      S.ablate = []; S.scale = []; // their head indices no longer hold
+      compute();
+    });
     $('hide-token').addEventListener('click', () => toggleHideToken());
     $('scale-mode').addEventListener('change', (e) => {
       S.scaleMode = e.target.value;
@@ -549,7 +603,7 @@
     $('sentence-reset').addEventListener('click', () => {
       $('sentence-input').value = S.base.tokens.join(' ');
       S.sentence = null;
-      S.maskTokens = [];
+      clearInterventions();
       compute();
     });
     for (const tab of document.querySelectorAll('[role="tab"][data-view]')) tab.addEventListener('click', () => setView(tab.dataset.view));
@@ -596,6 +650,18 @@
       await addRandomHead(Number.isInteger(v) && v >= 0 ? v : 1);
     });
 
+    // links to a panel move the focus there too (keyboard users land where they read)
+    for (const a of document.querySelectorAll('a.jump[data-jump]')) {
+      a.addEventListener('click', (e) => {
+        const target = $(a.dataset.jump);
+        if (!target) return;
+        e.preventDefault();
+        target.scrollIntoView({ block: 'start' });
+        target.focus({ preventScroll: true });
+        history.replaceState(null, '', '#' + a.dataset.jump);
+      });
+    }
+
     new ResizeObserver((entries) => {
       const w = Math.floor(entries[entries.length - 1].contentRect.width);
       if (w === cachedWidth) return;
@@ -613,6 +679,7 @@
     setPending(0);
     initLegend();
     bind();
+    if (A.panels) A.panels.init(A.app);
     setView('heatmap');
     try {
       await busy(async () => {
@@ -640,6 +707,17 @@
   // For the render benchmark (tests/e2e/bench-render.js) and for debugging in the console.
   A.app = {
     state: S,
+    api,
+    busy,
+    compute,
+    loadScenario,
+    showError,
+    baselineOf,
+    rowOf,
+    isCross,
+    precision,
+    clearInterventions,
+    requestOptions,
     requestBody,
     renderAllForBenchmark(trace) {
       S.trace = trace;

@@ -61,6 +61,49 @@
     return v.map((x) => formatNumber(x, p)).join(' ');
   }
 
+  // ---- exact integers: counts and bytes as the CLI prints them (src/analysis/units.cpp) ----
+  // The API's counts are exact 64-bit integers; JSON.parse would round those above 2^53.
+  // parseExact keeps such a literal as a BigInt, read from its source text.
+  function parseExact(text) {
+    return JSON.parse(text, (key, value, context) => {
+      if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value) &&
+          context && typeof context.source === 'string' && /^-?\d+$/.test(context.source)) return BigInt(context.source);
+      return value;
+    });
+  }
+
+  // 10000000000 -> "10,000,000,000" (format_count); a number or a BigInt.
+  function formatCount(v) {
+    const digits = typeof v === 'bigint' ? v.toString() : BigInt(Math.round(v)).toString();
+    const neg = digits[0] === '-';
+    const d = neg ? digits.slice(1) : digits;
+    let out = '';
+    for (let k = 0; k < d.length; k++) {
+      if (k > 0 && (d.length - k) % 3 === 0) out += ',';
+      out += d[k];
+    }
+    return neg ? '-' + out : out;
+  }
+
+  // 1073741824 -> "1 GiB", 1152 -> "1.12 KiB" (format_bytes: two decimals, ties to even,
+  // trailing zeros dropped).
+  const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
+  function formatBytes(v) {
+    const b = typeof v === 'bigint' ? v : BigInt(Math.round(v));
+    let u = 0;
+    while (u + 1 < BYTE_UNITS.length && b >= (1n << BigInt(10 * (u + 1)))) u++;
+    if (u === 0) return `${b} B`;
+    const value = Number(b) / Math.pow(2, 10 * u);
+    let text = roundHalfEven(value, 2);
+    text = text.replace(/0+$/, '').replace(/\.$/, '');
+    return `${text} ${BYTE_UNITS[u]}`;
+  }
+
+  // "1,073,741,824 (1 GiB)", as the CLI's byte columns.
+  function formatCountBytes(v) {
+    return `${formatCount(v)} (${formatBytes(v)})`;
+  }
+
   // ---- colour scale: 0 -> very pale blue, 1 -> dark blue (sequential, print-safe) ----
   const STOPS = ['#f7fbff', '#deebf7', '#c6dbef', '#9ecae1', '#6baed6', '#4292c6', '#2171b5', '#08519c', '#08306b'];
   const rgbStops = STOPS.map((h) => [parseInt(h.slice(1, 3), 16), parseInt(h.slice(3, 5), 16), parseInt(h.slice(5, 7), 16)]);
@@ -81,7 +124,7 @@
     return Math.round(w * (LUT_SIZE - 1));
   }
 
-  A.fmt = { formatNumber, formatFactor, formatVector };
+  A.fmt = { formatNumber, formatFactor, formatVector, parseExact, formatCount, formatBytes, formatCountBytes };
   A.colour = {
     stops: STOPS,
     lutRgb: LUT_RGB,

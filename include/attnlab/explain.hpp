@@ -5,6 +5,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "attnlab/scenario.hpp"
 #include "attnlab/trace.hpp"
@@ -17,6 +19,12 @@ std::string format_number(double x, int precision);
 
 // A vector as the seeds write it: numbers separated by one space ("0.69 0.93").
 std::string format_vector(std::span<const double> v, int precision);
+
+// Display width of a UTF-8 string: code points, which is right for the symbols used here.
+std::size_t display_width(const std::string& text);
+
+// Text cells as left-aligned columns three spaces apart, each line starting with `indent`.
+std::string render_table(const std::vector<std::vector<std::string>>& rows, std::string_view indent = "   ");
 
 struct ExplainOptions {
   std::size_t head = 0;               // which head the steps are shown for

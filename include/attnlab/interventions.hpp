@@ -21,6 +21,10 @@
 
 namespace attnlab {
 
+// A finite number written in full ("0.5", "-2", "1e-3"), or nothing (for flag parsing).
+std::optional<double> finite_number(std::string_view text);
+
+
 // Each intervention remembers where it was asked for (`origin`: "--ablate-head 1:mean",
 // "options.ablate_heads[0]"), so an error names what the user typed.
 

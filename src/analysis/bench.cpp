@@ -154,6 +154,11 @@ std::vector<BenchCase> standard_bench_cases(bool quick) {
   for (std::size_t d : {64, 128})
     for (std::size_t n : {512, 2048, 8192, 16384})
       for (bool causal : {false, true}) prefill(n, 2048 / d, d, causal);
+  for (bool causal : {false, true}) {
+    prefill(8192, 16, 128, causal);
+    cases.back().name += " bf16";
+    cases.back().options.precision = Precision::bf16;
+  }
   for (std::size_t d : {72, 80, 96}) prefill(4096, 2048 / d, d, false);
   for (std::size_t n : {65536, 131072}) prefill(n, 1, 128, true);
   for (std::size_t cached : {4096, 32768, 131072}) decode(cached);

@@ -26,21 +26,6 @@ std::optional<std::size_t> whole_number(std::string_view text) {
   return std::stoul(std::string(text));
 }
 
-// A finite number written in full ("0.5", "-2", "1e-3"), or nothing.
-std::optional<double> finite_number(std::string_view text) {
-  const std::string s(text);
-  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(s, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (used != s.size() || !std::isfinite(value)) return std::nullopt;
-  return value;
-}
-
 // Splits "A:B" at the first colon.
 std::pair<std::string_view, std::optional<std::string_view>> split_colon(std::string_view text) {
   const auto colon = text.find(':');
@@ -68,6 +53,22 @@ void check_head(const Scenario& s, std::size_t head, std::string_view origin) {
 }
 
 }  // namespace
+
+// A finite number written in full ("0.5", "-2", "1e-3"), or nothing.
+std::optional<double> finite_number(std::string_view text) {
+  const std::string s(text);
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != s.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
 
 HeadAblationRequest parse_ablate_head(std::string_view text, std::string_view origin) {
   const auto [head, kind] = split_colon(text);

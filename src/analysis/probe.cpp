@@ -3,6 +3,7 @@
 // Jain & Wallace's counterfactual weights. Every output comes from the engine: erasure
 // runs the scenario again with the key knocked out, and the gradient walks back through
 // the numbers of the engine's own trace.
+#include "attnlab/interventions.hpp"
 #include "attnlab/probe.hpp"
 
 #include <algorithm>
@@ -27,18 +28,6 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   throw InputError(fmt::format("{}: {}", field, message));
 }
 
-std::optional<double> finite_number(const std::string& s) {
-  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0]))) return std::nullopt;
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(s, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (used != s.size() || !std::isfinite(value)) return std::nullopt;
-  return value;
-}
 
 // z = o · matrix, then a numerically stable softmax.
 std::vector<double> class_probabilities(const Readout& r, std::span<const double> o) {

@@ -16,24 +16,13 @@
 
 #include "attnlab/dtype.hpp"
 #include "kernel_impl.hpp"
+#include "simd.hpp"
 
 namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
 
-constexpr int W = 16;
-typedef float VF __attribute__((vector_size(W * sizeof(float))));
-typedef int VI __attribute__((vector_size(W * sizeof(int))));
 constexpr std::size_t kBlock = 64;  // cached rows converted and used together
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-
-inline VF load(const float* p) {
-  VF v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, VF v) { std::memcpy(p, &v, sizeof v); }
-inline VF splat(float x) { return VF{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
 
 inline float reduce_add(VF v) {
   v += __builtin_shuffle(v, VI{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
@@ -41,27 +30,6 @@ inline float reduce_add(VF v) {
   v += __builtin_shuffle(v, VI{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
   v += __builtin_shuffle(v, VI{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
   return v[0];
-}
-
-// 2^x for a vector, as in flash_tiles.cpp (Cephes' polynomial; x < -126 gives 0).
-inline VF exp2_vec(VF x) {
-  const VF clamped = x < -126.0f ? splat(-126.0f) : x;
-  const VF shifter = splat(12582912.0f);
-  const VF rounded = (clamped + shifter) - shifter;
-  const VF f = clamped - rounded;
-  VF p = splat(1.535336188319500e-4f);
-  p = p * f + 1.339887440266574e-3f;
-  p = p * f + 9.618437357674640e-3f;
-  p = p * f + 5.550332471162809e-2f;
-  p = p * f + 2.402264791363012e-1f;
-  p = p * f + 6.931472028550421e-1f;
-  p = p * f + 1.0f;
-  VI bits;
-  std::memcpy(&bits, &p, sizeof bits);
-  bits += __builtin_convertvector(rounded, VI) << 23;
-  VF result;
-  std::memcpy(&result, &bits, sizeof result);
-  return x < -126.0f ? splat(0.0f) : result;
 }
 
 // 16 cached values from `row` (in the storage dtype) as floats.

@@ -29,6 +29,7 @@
 
 #include "attnlab/flash_attention.hpp"
 #include "kernel_impl.hpp"
+#include "simd.hpp"
 
 #ifndef ATTNLAB_ISA
 #error "compile with -DATTNLAB_ISA=<namespace>"
@@ -38,46 +39,8 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
 
-constexpr int W = 16;  // floats per vector
-typedef float VF __attribute__((vector_size(W * sizeof(float))));
-typedef int VI __attribute__((vector_size(W * sizeof(int))));
-
 constexpr std::size_t MR = 6;       // rows per micro-tile
 constexpr std::size_t NR = 2;       // vectors per micro-tile row (32 columns)
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-
-inline VF load(const float* p) {
-  VF v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, VF v) { std::memcpy(p, &v, sizeof v); }
-// All lanes = x. (Not VF{} + x: that costs an add, since 0 + x differs from x for -0.)
-inline VF splat(float x) { return VF{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
-inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
-
-// 2^x for x <= 0 (and -inf): Cephes' exp2f polynomial on [-0.5, 0.5] (relative error
-// about 2e-7), scaled by 2^round(x) through the exponent bits. x < -126 gives exactly 0.
-inline VF exp2_vec(VF x) {
-  const VF clamped = x < -126.0f ? splat(-126.0f) : x;
-  const VF shifter = splat(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
-  const VF rounded = (clamped + shifter) - shifter;
-  const VF f = clamped - rounded;  // in [-0.5, 0.5]
-  VF p = splat(1.535336188319500e-4f);
-  p = p * f + 1.339887440266574e-3f;
-  p = p * f + 9.618437357674640e-3f;
-  p = p * f + 5.550332471162809e-2f;
-  p = p * f + 2.402264791363012e-1f;
-  p = p * f + 6.931472028550421e-1f;
-  p = p * f + 1.0f;
-  const VI exponent = __builtin_convertvector(rounded, VI) << 23;
-  VI bits;
-  std::memcpy(&bits, &p, sizeof bits);
-  bits += exponent;
-  VF result;
-  std::memcpy(&result, &bits, sizeof result);
-  return x < -126.0f ? splat(0.0f) : result;
-}
 
 // The multiply-accumulate step of the GEMMs, acc += a·b, in three flavours. Every operand
 // is 32 bits wide: one float, or (bf16) a pair of bf16 numbers along the summed dimension,

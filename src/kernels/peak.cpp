@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernel_impl.hpp"
+#include "simd.hpp"
 
 #if defined(ATTNLAB_HAS_BF16)
 #include <immintrin.h>
@@ -15,8 +16,6 @@
 namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
-constexpr int W = 16;
-typedef float VF __attribute__((vector_size(W * sizeof(float))));
 constexpr int kChains = 12;  // independent accumulators: enough to cover FMA latency
 
 double seconds_since(std::chrono::steady_clock::time_point start) {

@@ -15,33 +15,6 @@ constexpr std::size_t kMaxGridRows = 24;   // larger grids are cut, with a note
 constexpr std::size_t kMaxGridCols = 12;
 constexpr std::size_t kMaxTermsShown = 16; // per written-out sum
 
-// Display width of a UTF-8 string (counts code points, which is right for our symbols).
-std::size_t display_width(const std::string& s) {
-  std::size_t w = 0;
-  for (unsigned char c : s) w += (c & 0xC0) != 0x80;
-  return w;
-}
-
-// A table of text cells with left-aligned, space-separated columns, each line indented.
-std::string render_table(const std::vector<std::vector<std::string>>& rows, std::string_view indent = "   ") {
-  std::vector<std::size_t> widths;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (widths.size() <= c) widths.push_back(0);
-      widths[c] = std::max(widths[c], display_width(row[c]));
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line(indent);
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(widths[c] - display_width(row[c]) + 3, ' ');
-    }
-    out += line + "\n";
-  }
-  return out;
-}
-
 std::string token_label(std::size_t index, const std::string& name) { return fmt::format("{} {}", index, name); }
 
 // A factor inside a written-out product: negative numbers in parentheses.
@@ -176,6 +149,33 @@ std::string format_number(double x, int precision) {
 std::string format_vector(std::span<const double> v, int precision) {
   std::string out;
   for (std::size_t k = 0; k < v.size(); ++k) out += (k ? " " : "") + format_number(v[k], precision);
+  return out;
+}
+
+// Display width of a UTF-8 string (counts code points, which is right for our symbols).
+std::size_t display_width(const std::string& s) {
+  std::size_t w = 0;
+  for (unsigned char c : s) w += (c & 0xC0) != 0x80;
+  return w;
+}
+
+// A table of text cells with left-aligned, space-separated columns, each line indented.
+std::string render_table(const std::vector<std::vector<std::string>>& rows, std::string_view indent) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (widths.size() <= c) widths.push_back(0);
+      widths[c] = std::max(widths[c], display_width(row[c]));
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line(indent);
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(widths[c] - display_width(row[c]) + 3, ' ');
+    }
+    out += line + "\n";
+  }
   return out;
 }
 

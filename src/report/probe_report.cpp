@@ -14,29 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-std::size_t display_width(const std::string& s) {
-  std::size_t w = 0;
-  for (unsigned char c : s) w += (c & 0xC0) != 0x80;
-  return w;
-}
-
-std::string render_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> widths;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (widths.size() <= c) widths.push_back(0);
-      widths[c] = std::max(widths[c], display_width(row[c]));
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line = "   ";
-    for (std::size_t c = 0; c < row.size(); ++c)
-      line += row[c] + (c + 1 < row.size() ? std::string(widths[c] - display_width(row[c]) + 3, ' ') : "");
-    out += line + "\n";
-  }
-  return out;
-}
-
 std::string signed_number(double x, int p) {
   const std::string s = format_number(x, p);
   return s.starts_with('-') || s == "0" || s.find_first_not_of("0.") == std::string::npos ? s : "+" + s;

@@ -149,6 +149,8 @@ TEST(CliBadInput, BadFlagValues) {
   expect_refused("explain --temperature 0", "temperature: must be a finite number > 0");
   expect_refused("explain --temperature -2", "temperature");
   expect_refused("explain --temperature abc", "--temperature");
+  expect_refused("explain --temperature inf", "temperature: must be a finite number > 0");
+  expect_refused("explain --temperature nan", "temperature");
   expect_refused("explain --mask-token 9", "--mask-token 9: token 9 does not exist");
   expect_refused("explain --query 3", "query: token 3 does not exist");
   expect_refused("explain --head 1", "--head: head 1 does not exist");

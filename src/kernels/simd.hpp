@@ -1,0 +1,56 @@
+// Vector helpers shared by the per-instruction-set kernel files (flash_tiles.cpp,
+// decode_tiles.cpp): GCC vector types of 16 floats, which the compiler maps onto whatever
+// registers the target has, loads, stores, broadcasts and a vector 2^x.
+#pragma once
+#include <cstddef>
+#include <cstring>
+#include <limits>
+
+#ifndef ATTNLAB_ISA
+#error "compile with -DATTNLAB_ISA=<namespace>"
+#endif
+
+namespace attnlab::kernels::ATTNLAB_ISA {
+namespace {
+
+constexpr int W = 16;  // floats per vector
+typedef float VF __attribute__((vector_size(W * sizeof(float))));
+typedef int VI __attribute__((vector_size(W * sizeof(int))));
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+inline VF load(const float* p) {
+  VF v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, VF v) { std::memcpy(p, &v, sizeof v); }
+// All lanes = x. (Not VF{} + x: that costs an add, since 0 + x differs from x for -0.)
+inline VF splat(float x) { return VF{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+
+// 2^x for x <= 0 (and -inf): Cephes' exp2f polynomial on [-0.5, 0.5] (relative error
+// about 2e-7), scaled by 2^round(x) through the exponent bits. x < -126 gives exactly 0.
+inline VF exp2_vec(VF x) {
+  const VF clamped = x < -126.0f ? splat(-126.0f) : x;
+  const VF shifter = splat(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
+  const VF rounded = (clamped + shifter) - shifter;
+  const VF f = clamped - rounded;  // in [-0.5, 0.5]
+  VF p = splat(1.535336188319500e-4f);
+  p = p * f + 1.339887440266574e-3f;
+  p = p * f + 9.618437357674640e-3f;
+  p = p * f + 5.550332471162809e-2f;
+  p = p * f + 2.402264791363012e-1f;
+  p = p * f + 6.931472028550421e-1f;
+  p = p * f + 1.0f;
+  const VI exponent = __builtin_convertvector(rounded, VI) << 23;
+  VI bits;
+  std::memcpy(&bits, &p, sizeof bits);
+  bits += exponent;
+  VF result;
+  std::memcpy(&result, &bits, sizeof result);
+  return x < -126.0f ? splat(0.0f) : result;
+}
+
+
+}  // namespace
+}  // namespace attnlab::kernels::ATTNLAB_ISA
