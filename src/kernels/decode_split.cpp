@@ -33,8 +33,11 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
 
   // Each KV head's queries gathered contiguously: query i = (token t, head g·group + k),
   // i = t·group + k; token t sees keys up to m - n_new + t.
-  std::vector<float> grouped(kv_heads * count * d);
-  std::vector<std::size_t> last_visible(count);
+  // Buffers kept between calls (decoding calls this once per token): see decode_tiles.cpp.
+  thread_local std::vector<float> grouped, part_max, part_sum, part_out;
+  thread_local std::vector<std::size_t> last_visible;
+  grouped.resize(kv_heads * count * d);
+  last_visible.resize(count);
   for (std::size_t g = 0; g < kv_heads; ++g)
     for (std::size_t t = 0; t < n_new; ++t)
       for (std::size_t k = 0; k < group; ++k)
@@ -43,7 +46,14 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
 
   // Partial states per (KV head, chunk): max and sum per query, output per query.
   const std::size_t items = kv_heads * chunks;
-  std::vector<float> part_max(items * count), part_sum(items * count), part_out(items * count * d_pad);
+  part_max.resize(items * count);
+  part_sum.resize(items * count);
+  part_out.resize(items * count * d_pad);
+  // The worker threads reach these buffers through plain pointers: a thread_local named
+  // inside the parallel loop would be the worker's own (empty) one.
+  const float* grouped_rows = grouped.data();
+  const std::size_t* last_rows = last_visible.data();
+  float *max_rows = part_max.data(), *sum_rows = part_sum.data(), *out_rows = part_out.data();
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::size_t item = 0; item < items; ++item) {
@@ -53,15 +63,15 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
     run.values = cache.values(layer, g);
     run.dtype = cache.dtype();
     run.d = d;
-    run.queries = grouped.data() + g * count * d;
+    run.queries = grouped_rows + g * count * d;
     run.count = count;
     run.log2_scale = log2_scale;
-    run.last_visible = last_visible.data();
+    run.last_visible = last_rows;
     run.first = c * chunk;
     run.end = std::min(m, run.first + chunk);
-    run.max = part_max.data() + item * count;
-    run.sum = part_sum.data() + item * count;
-    run.out = part_out.data() + item * count * d_pad;
+    run.max = max_rows + item * count;
+    run.sum = sum_rows + item * count;
+    run.out = out_rows + item * count * d_pad;
     run_kernel(run);
   }
 

@@ -89,10 +89,16 @@ void convert_rows(const void* array, DType dtype, std::size_t d, std::size_t d_p
 
 void decode_run(const DecodeRun& run) {
   const std::size_t d = run.d, d_pad = (d + W - 1) / W * W;
-  std::vector<float> q(run.count * d_pad, 0.0f), keys(kBlock * d_pad), values(kBlock * d_pad), p(kBlock);
+  // Scratch kept per thread between calls: on this kind of machine a page fault costs
+  // microseconds, and a decode step is only milliseconds long.
+  thread_local std::vector<float> q, keys, values, p, scores;
+  q.assign(run.count * d_pad, 0.0f);
+  keys.resize(kBlock * d_pad);
+  values.resize(kBlock * d_pad);
+  p.resize(kBlock);
+  scores.resize(run.count * kBlock);
   for (std::size_t i = 0; i < run.count; ++i)
     for (std::size_t c = 0; c < d; ++c) q[i * d_pad + c] = run.queries[i * d + c] * run.log2_scale;
-  std::vector<float> scores(run.count * kBlock);
   for (std::size_t i = 0; i < run.count; ++i) {
     run.max[i] = kMinusInf;
     run.sum[i] = 0.0f;
