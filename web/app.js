@@ -76,8 +76,66 @@
     return options;
   }
 
+  // Lean traces: above LEAN_CELLS score cells (all heads), only the shown head comes with
+  // every intermediate (docs/api.md, "detail": "weights"); the others carry their weights
+  // and outputs, which is all the heatmaps need. Switching to such a head fetches its
+  // intermediates then.
+  const LEAN_CELLS = 4096;
+  function expectedShape() {
+    if (!S.base) return null;
+    const n = S.sentence !== null ? S.sentence.split(/\s+/).filter(Boolean).length : S.base.tokens.length;
+    const m = S.base.source ? S.base.source.tokens.length : n;
+    const H = S.base.heads.length - S.removeHeads.length + S.addHeads.length;
+    return { n, m, H };
+  }
+  function wantsLean() {
+    const shape = expectedShape();
+    return !!shape && shape.n * shape.m * shape.H > LEAN_CELLS;
+  }
+
   function requestBody() {
-    return { scenario: S.name, options: requestOptions() };
+    const body = { scenario: S.name, options: requestOptions() };
+    if (wantsLean()) {
+      body.detail = 'weights';
+      body.detail_heads = [Math.max(0, Math.min(S.head, expectedShape().H - 1))];
+    }
+    return body;
+  }
+
+  // A head of a lean trace lacks its intermediates (queries ... logits).
+  const hasDetail = (head) => Array.isArray(head.logits);
+
+  // Masked cells are the same in every head (causal, window, hidden keys: the scenario's),
+  // so lean heads take the null pattern of a head that has its logits.
+  function prepareTrace(trace) {
+    if (trace.heads.every(hasDetail)) return trace;
+    const full = trace.heads.find(hasDetail);
+    const mask = full ? full.logits.map((row) => row.map((x) => (x === null ? null : 0))) : null;
+    for (const head of trace.heads) if (!hasDetail(head) && mask) head.mask = mask;
+    trace.lean = true;
+    return trace;
+  }
+
+  // Brings in the intermediates of head h of a lean trace (the same request, that head in
+  // full), then redraws the views of that head.
+  let detailJob = null;
+  function fetchHeadDetail(h) {
+    const t = S.trace;
+    if (!t || !t.lean || hasDetail(t.heads[h]) || detailJob === h) return null;
+    detailJob = h;
+    const body = Object.assign({}, S.lastRequest, { detail: 'weights', detail_heads: [h] });
+    return busy(async () => {
+      try {
+        const reply = await api('api/attention', body);
+        if (S.trace !== t || reply.heads.length !== t.heads.length) return; // a newer trace came meanwhile
+        t.heads[h] = reply.heads[h];
+        if (h === S.head) renderHeadViews();
+      } catch (e) {
+        showError(e.message);
+      } finally {
+        detailJob = null;
+      }
+    });
   }
 
   function clearInterventions() {
@@ -113,7 +171,7 @@
           const body = requestBody();
           try {
             const trace = await api('api/attention', body);
-            if (!dirty) { S.lastRequest = body; applyTrace(trace); }
+            if (!dirty) { S.lastRequest = body; applyTrace(prepareTrace(trace)); }
           } catch (e) {
             if (!dirty) showError(e.message);
           }
@@ -347,9 +405,15 @@
     $('heatmap').dataset.head = String(S.head);
     $('heatmap').dataset.query = String(S.query);
     if (S.view === 'arcs') R.drawArcs($('arcs'), t, S.head, S.query, width);
-    R.updateMaths($('maths'), t, S.head, S.query, precision());
-    $('maths').dataset.head = String(S.head);
-    $('maths').dataset.query = String(S.query);
+    if (hasDetail(t.heads[S.head])) {
+      R.updateMaths($('maths'), t, S.head, S.query, precision());
+      $('maths').dataset.head = String(S.head);
+      $('maths').dataset.query = String(S.query);
+    } else {
+      R.mathsLoading($('maths'), t, S.head);
+      delete $('maths').dataset.head;
+      fetchHeadDetail(S.head);
+    }
     // selection marks
     const strip = $('token-strip');
     const prev = strip.querySelector('.tok.selected');
@@ -518,10 +582,17 @@
     const svg = R.exportSvg(S.trace, S.head, S.query, exportTitle(), scaleMax(S.head));
     download(new Blob([svg], { type: 'image/svg+xml' }), exportBase() + '.svg');
   }
-  function exportJson() {
+  async function exportJson() {
     if (!S.trace) return;
     const name = (S.trace.scenario || 'scenario').replace(/[^A-Za-z0-9_-]+/g, '-');
-    download(new Blob([JSON.stringify(S.trace, null, 1)], { type: 'application/json' }), `attnlab-${name}-trace.json`);
+    let trace = S.trace;
+    if (trace.lean && S.lastRequest) { // the export carries every intermediate
+      const body = Object.assign({}, S.lastRequest);
+      delete body.detail;
+      delete body.detail_heads;
+      try { trace = await busy(() => api('api/attention', body)); } catch (e) { showError(e.message); return; }
+    }
+    download(new Blob([JSON.stringify(trace, null, 1)], { type: 'application/json' }), `attnlab-${name}-trace.json`);
   }
 
   function setView(view) {
@@ -622,9 +693,10 @@
       const out = $('hover-readout');
       if (!c || !S.trace) { out.textContent = 'Hover or click a cell.'; return; }
       const head = S.trace.heads[S.head];
-      const masked = head.logits[c.row][c.col] === null;
+      const masked = R.maskGrid(head)[c.row][c.col] === null;
       out.textContent = `query ${c.row} “${S.trace.tokens[c.row]}” → key ${c.col} “${S.trace.source_tokens[c.col]}”: ` +
-        (masked ? 'masked (logit −∞, weight exactly 0)' : `weight ${head.weights[c.row][c.col].toPrecision(6)}, logit ${formatNumber(head.logits[c.row][c.col], 2)}`);
+        (masked ? 'masked (logit −∞, weight exactly 0)' : `weight ${head.weights[c.row][c.col].toPrecision(6)}` +
+          (hasDetail(head) ? `, logit ${formatNumber(head.logits[c.row][c.col], 2)}` : ''));
     });
     heat.addEventListener('click', (e) => { const c = cellAt(e); if (c) setQuery(c.row); });
 
@@ -719,8 +791,9 @@
     clearInterventions,
     requestOptions,
     requestBody,
+    wantsLean,
     renderAllForBenchmark(trace) {
-      S.trace = trace;
+      S.trace = prepareTrace(trace);
       S.query = Math.min(S.query, trace.tokens.length - 1);
       S.head = Math.min(S.head, trace.heads.length - 1);
       renderAll(true);

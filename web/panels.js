@@ -41,6 +41,10 @@
   function baselineTokens(t) {
     return t.intervention ? t.intervention.tokens : t.tokens;
   }
+  // The keys a knock-out can hide: the source tokens in cross-attention.
+  function keyTokens(t) {
+    return X.isCross() ? t.source_tokens : baselineTokens(t);
+  }
 
   function fillSelect(sel, items, key) {
     if (sel.dataset.key === key) return;
@@ -84,12 +88,14 @@
   function interventionItems() {
     const t = S.trace;
     const toks = t ? baselineTokens(t) : [];
+    const keys = t ? keyTokens(t) : [];
     const heads = t ? t.heads : [];
     const tok = (i) => `${i} “${toks[i] !== undefined ? toks[i] : '?'}”`;
+    const key = (j) => `${j} “${keys[j] !== undefined ? keys[j] : '?'}”`;
     const head = (h) => `head ${h}${heads[h] ? ` “${heads[h].name}”` : ''}`;
     const items = [];
     S.replace.forEach((r, k) => items.push({ text: `replace ${tok(r.index)} by “${r.word}”`, remove: () => S.replace.splice(k, 1) }));
-    S.maskTokens.forEach((j, k) => items.push({ text: `knock out key ${tok(j)}`, remove: () => S.maskTokens.splice(k, 1) }));
+    S.maskTokens.forEach((j, k) => items.push({ text: `knock out key ${key(j)}`, remove: () => S.maskTokens.splice(k, 1) }));
     S.ablate.forEach((a, k) => items.push({ text: `ablate ${head(a.head)}: ${a.kind}`, remove: () => S.ablate.splice(k, 1) }));
     S.scale.forEach((a, k) => items.push({ text: `scale ${head(a.head)} × ${a.factor}`, remove: () => S.scale.splice(k, 1) }));
     if (S.permute) items.push({ text: `permute: new order ${S.permute.join(',')}`, remove: () => { S.permute = null; } });
@@ -103,7 +109,8 @@
     const toks = baselineTokens(t);
     const tokItems = toks.map((w, i) => [i, `${i} ${truncate(w, 14)}`]);
     const tokKey = toks.join('\u0000');
-    fillSelect($('int-knock-token'), tokItems, tokKey);
+    const keys = keyTokens(t);
+    fillSelect($('int-knock-token'), keys.map((w, j) => [j, `${j} ${truncate(w, 14)}`]), keys.join('\u0000') + (X.isCross() ? '|source' : ''));
     fillSelect($('int-replace-token'), tokItems, tokKey);
     fillSelect($('int-move-to'), t.tokens.map((w, i) => [i, `position ${i}`]), String(t.tokens.length));
     const headItems = t.heads.map((h, k) => [k, `${k} ${truncate(h.name, 18)}`]);
@@ -111,9 +118,6 @@
     fillSelect($('int-ablate-head'), headItems, headKey);
     fillSelect($('int-scale-head'), headItems, headKey);
     syncInterventionSelection();
-    const cross = X.isCross();
-    $('int-knock').disabled = cross;
-    $('int-knock-token').disabled = cross;
 
     const items = interventionItems();
     chipActions = items.map((it) => it.remove);
@@ -129,7 +133,7 @@
   function syncInterventionSelection() {
     if (!liveTrace()) return;
     const b = X.baselineOf(S.query);
-    follow($('int-knock-token'), b);
+    if (!X.isCross()) follow($('int-knock-token'), b);
     follow($('int-replace-token'), b);
     follow($('int-ablate-head'), S.head);
     follow($('int-scale-head'), S.head);
@@ -345,17 +349,19 @@
       '<span class="hint">(1: the same order, −1: the reverse)</span>';
 
     const v = $('probe-verdict');
-    v.className = 'verdict' + (ss.has_decision ? (ss.weights_agree ? ' agree' : ' mislead') : '');
     v.dataset.agree = String(!!ss.weights_agree);
     v.dataset.topWeight = String(ss.top_weight);
     v.dataset.topErasure = String(ss.top_erasure);
     v.dataset.topFlips = String(!!ss.top_flips);
     v.dataset.othersFlipping = JSON.stringify(ss.others_flipping || []);
-    const headline = !ss.has_decision
-      ? 'Serrano & Smith\'s test needs a decision to flip (a class, or the sign of a coordinate or direction).'
-      : ss.weights_agree ? 'Here the weights agree with what the output rests on.'
-        : 'Here the largest weight misleads: it is not what the output rests on.';
-    v.innerHTML = `<b>${esc(headline)}</b> <span class="verdict-text">${esc(ss.verdict || '')}</span>`;
+    // the headline only where the test is decisive: one side's knock-out flips, the other's not
+    const others = (ss.others_flipping || []).length;
+    let headline = '', tone = '';
+    if (!ss.has_decision) headline = 'Serrano & Smith\'s test needs a decision to flip (a class, or the sign of a coordinate or direction).';
+    else if (ss.top_flips && !others) { headline = 'Here the largest weight points at what the decision rests on.'; tone = ' agree'; }
+    else if (!ss.top_flips && others) { headline = 'Here the largest weight misleads: another token\'s removal flips the decision, its own does not.'; tone = ' mislead'; }
+    v.className = 'verdict' + tone;
+    v.innerHTML = (headline ? `<b>${esc(headline)}</b> ` : '') + `<span class="verdict-text">${esc(ss.verdict || '')}</span>`;
 
     renderCounterfactual(r);
   }
@@ -367,13 +373,13 @@
     const name = r.heads[cf.head] !== undefined ? r.heads[cf.head] : '';
     let html = `<h3>Jain &amp; Wallace's counterfactual <span class="hint">(head ${cf.head} <q>${esc(name)}</q>: the most different weights ` +
       `that keep the readout within ε = ${formatNumber(cf.epsilon, 3)})</span></h3>` +
-      '<table class="data-table cf-table"><thead><tr><th scope="col">key</th><th scope="col">the head\'s weights</th><th scope="col">counterfactual</th></tr></thead><tbody>';
+      '<div class="table-scroll cf-scroll"><table class="data-table cf-table"><thead><tr><th scope="col">key</th><th scope="col">the head\'s weights</th><th scope="col">counterfactual</th></tr></thead><tbody>';
     r.source_tokens.forEach((tok, j) => {
       html += `<tr data-testid="cf-row-${j}" data-original="${cf.original[j]}" data-found="${cf.found[j]}"><th scope="row">${j} ${esc(truncate(tok, 12))}</th>` +
         `<td class="num">${formatNumber(cf.original[j], 2)} ${bar(cf.original[j], 1, 'w')}</td>` +
         `<td class="num">${formatNumber(cf.found[j], 2)} ${bar(cf.found[j], 1, 'cf')}</td></tr>`;
     });
-    html += '</tbody></table>';
+    html += '</tbody></table></div>';
     const dec = cf.decision_before !== null && cf.decision_before !== undefined ? `, decision ${esc(cf.decision_before)} → ${esc(cf.decision_after)}` : '';
     html += `<p class="probe-line" data-testid="cf-summary" data-divergence="${cf.divergence}">Jensen–Shannon divergence ` +
       `<b>${formatNumber(cf.divergence, 3)}</b> bits (0: the same, 1: disjoint); readout ${formatNumber(cf.readout_before, 4)} → ` +
@@ -458,6 +464,9 @@
       dtype: $('cost-dtype').value,
       window: positiveInt('cost-window', 'window'),
     };
+    if (body.d_model % body.heads !== 0) {
+      throw new Error(`heads: ${body.heads} heads do not divide d_model ${body.d_model} into equal heads (d_k = d_model / heads); change one of them`);
+    }
     const n = scenarioLength(liveTrace());
     const tokens = [];
     if (n !== null) tokens.push(n);
@@ -543,7 +552,7 @@
   const runKv = coalesced(async (stale) => {
     const body = kvBody();
     const key = JSON.stringify(body);
-    if (lastKv && lastKv.key === key) return;
+    if (lastKv && lastKv.key === key) { renderKv(lastKv.reply); return; } // the same numbers, another selected context
     let reply;
     try {
       reply = await X.api('api/kv', body, { exact: true });

@@ -18,8 +18,14 @@
     return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
   }
 
+  // The grid whose nulls mark the masked cells: the head's logits, or for a head of a lean
+  // trace (no intermediates) the shared pattern the page attached (app.js, prepareTrace).
+  function maskGrid(head) {
+    return head.logits || head.mask;
+  }
+
   function isMasked(head, i, j) {
-    return head.logits[i][j] === null;
+    return maskGrid(head)[i][j] === null;
   }
 
   function truncate(s, max) {
@@ -108,8 +114,9 @@
   // The largest visible weight of a head (for the "0 to the head's largest weight" scale).
   function headMax(head) {
     let max = 0;
+    const G = maskGrid(head);
     for (let i = 0; i < head.weights.length; i++) {
-      const w = head.weights[i], g = head.logits[i];
+      const w = head.weights[i], g = G[i];
       for (let j = 0; j < w.length; j++) if (g[j] !== null && w[j] > max) max = w[j];
     }
     return max > 0 ? max : 1;
@@ -124,7 +131,7 @@
     ctx.fillStyle = '#ffffff';
     ctx.fillRect(0, 0, L.width, L.height);
     const { n, m, cell, left, top, gap } = L;
-    const W = head.weights, G = head.logits;
+    const W = head.weights, G = maskGrid(head);
     const pattern = hatchPattern(ctx);
     const inner = cell - gap;
     // cells, grouped by colour so each fillStyle is set once
@@ -230,8 +237,9 @@
     const img = sctx.createImageData(m, n);
     const data = img.data, lut = C.lutRgb, mr = C.maskedRgb;
     let k = 0;
+    const G = maskGrid(head);
     for (let i = 0; i < n; i++) {
-      const wRow = head.weights[i], gRow = head.logits[i];
+      const wRow = head.weights[i], gRow = G[i];
       for (let j = 0; j < m; j++, k += 4) {
         if (gRow[j] === null) {
           data[k] = mr[0]; data[k + 1] = mr[1]; data[k + 2] = mr[2];
@@ -273,13 +281,14 @@
     const yTop = labelH + 8, yBot = H - labelH - 8;
     const maxLine = Math.max(3, Math.min(28, ((W - 2 * pad) / m) * 0.85));
     const row = head.weights[query] || [];
+    const gRow = maskGrid(head)[query];
     // lines, lightest first so heavy ones stay on top
     const order = [];
     for (let j = 0; j < m; j++) order.push(j);
     order.sort((a, b) => row[a] - row[b]);
     ctx.lineCap = 'butt';
     for (const j of order) {
-      if (head.logits[query][j] === null) continue;
+      if (gRow[j] === null) continue;
       const w = row[j];
       const lw = w * maxLine;
       if (lw < 0.25) continue;
@@ -320,7 +329,7 @@
     }
     const showW = (W - 2 * pad) / m >= 34;
     for (let j = 0; j < m; j++) {
-      const masked = head.logits[query][j] === null;
+      const masked = gRow[j] === null;
       label(truncate(trace.source_tokens[j], 12), xk(j), yBot + 14, false, masked ? '#999999' : '#222222', false);
       if (masked) {
         ctx.fillStyle = C.masked;
@@ -339,11 +348,12 @@
   // ---- per-row readouts: entropy (bits) and the largest weight --------------------------
   function rowStats(head, i) {
     const w = head.weights[i];
+    const g = maskGrid(head)[i];
     let H = 0, max = -1, arg = -1;
     for (let j = 0; j < w.length; j++) {
       const x = w[j];
       if (x > 0) H -= x * Math.log2(x);
-      if (head.logits[i][j] !== null && x > max) { max = x; arg = j; }
+      if (g[j] !== null && x > max) { max = x; arg = j; }
     }
     return { entropy: H === 0 ? 0 : H, max: Math.max(0, max), arg, fully: !!(head.fully_masked && head.fully_masked[i]) };
   }
@@ -394,9 +404,10 @@
     const parts = ['<table class="weights-table" data-head="', String(h), '"><thead><tr><th scope="col">query \\ key</th>'];
     for (let j = 0; j < m; j++) parts.push('<th scope="col">', String(j), ' ', escapeHtml(truncate(trace.source_tokens[j], 10)), '</th>');
     parts.push('</tr></thead><tbody>');
+    const G = maskGrid(head);
     for (let i = 0; i < trace.tokens.length; i++) {
       parts.push('<tr><th scope="row">', String(i), ' ', escapeHtml(truncate(trace.tokens[i], 10)), '</th>');
-      const wRow = head.weights[i], gRow = head.logits[i];
+      const wRow = head.weights[i], gRow = G[i];
       for (let j = 0; j < m; j++) {
         parts.push('<td data-row="', String(i), '" data-col="', String(j), '" data-weight="', String(wRow[j]));
         if (gRow[j] === null) parts.push('" data-masked="true" class="masked">×</td>');
@@ -561,6 +572,14 @@
     }
   }
 
+  // While a lean trace's head fetches its intermediates: a one-line placeholder (the grid
+  // is rebuilt when they arrive).
+  function mathsLoading(container, trace, h) {
+    container._maths = null;
+    container.innerHTML = `<p class="math-title">Head ${h} <q>${escapeHtml(trace.heads[h].name)}</q>: fetching this head's ` +
+      'queries, keys, scores and softmax from the engine…</p>';
+  }
+
   // ---- SVG export of the heatmap -------------------------------------------------------
   function exportSvg(trace, h, query, title, scaleMax) {
     const head = trace.heads[h];
@@ -582,10 +601,11 @@
     const { n, m, cell, left, top, gap } = L;
     const inner = cell - gap;
     const fs = Math.max(9, Math.min(13, Math.floor(cell / 3.1)));
+    const G = maskGrid(head);
     for (let i = 0; i < n; i++) {
       for (let j = 0; j < m; j++) {
         const x = x0 + left + j * cell, y = y0 + top + i * cell;
-        const masked = head.logits[i][j] === null;
+        const masked = G[i][j] === null;
         const w = head.weights[i][j];
         out.push(`<rect class="cell" data-row="${i}" data-col="${j}" data-weight="${w}" data-masked="${masked}" x="${x}" y="${y}" width="${inner}" height="${inner}" fill="${masked ? 'url(#masked)' : C.css(w / sMax)}"/>`);
         if (masked && cell >= 14) out.push(`<text x="${x + inner / 2}" y="${y + inner / 2}" text-anchor="middle" dominant-baseline="central" fill="#f0f0f0" font-size="${fs}">×</text>`);
@@ -615,7 +635,7 @@
   }
 
   A.render = {
-    escapeHtml, isMasked, heatmapLayout, drawHeatmap, hitHeatmap, drawThumb, drawArcs, headMax,
+    escapeHtml, maskGrid, isMasked, mathsLoading, heatmapLayout, drawHeatmap, hitHeatmap, drawThumb, drawArcs, headMax,
     rowStats, updateReadouts, weightsTableHtml, updateMaths, exportSvg,
   };
 })(window.Attn = window.Attn || {});

@@ -61,4 +61,8 @@ Trace attend(const AttentionInput& input);
 // ablation and scale, when it has them).
 HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head);
 
+// Step 1 alone: fills trace's name, d_k, d_v, queries, keys and values (rotated with rope).
+// The tiled kernel shares it, so both kernels score the same q and k.
+void project_head(const AttentionInput& input, const HeadWeights& head, HeadTrace& trace);
+
 }  // namespace attnlab

@@ -51,21 +51,25 @@ std::optional<HeadAblation> head_ablation_named(std::string_view name) {
   return std::nullopt;
 }
 
+void project_head(const AttentionInput& input, const HeadWeights& head, HeadTrace& trace) {
+  trace.name = head.name;
+  trace.d_k = head.w_q.cols;
+  trace.d_v = head.w_v.cols;
+  trace.queries = matmul(input.queries_from, head.w_q);
+  trace.keys = matmul(input.keys_from, head.w_k);
+  trace.values = matmul(input.keys_from, head.w_v);
+  if (input.rope) {
+    rotate_rope(trace.queries);
+    rotate_rope(trace.keys);
+  }
+}
+
 HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
   const std::size_t n = input.queries_from.rows, m = input.keys_from.rows;
   HeadTrace t;
-  t.name = head.name;
-  t.d_k = head.w_q.cols;
-  t.d_v = head.w_v.cols;
 
   // Step 1, project: q = x · W_Q, k = s · W_K, v = s · W_V (then rotate q, k with rope).
-  t.queries = matmul(input.queries_from, head.w_q);
-  t.keys = matmul(input.keys_from, head.w_k);
-  t.values = matmul(input.keys_from, head.w_v);
-  if (input.rope) {
-    rotate_rope(t.queries);
-    rotate_rope(t.keys);
-  }
+  project_head(input, head, t);
 
   // Step 2, score: every query against every key, scores[i][j] = q_i · k_j.
   t.scores = matmul_transposed(t.queries, t.keys);

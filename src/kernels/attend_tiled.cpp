@@ -6,7 +6,6 @@
 
 #include "attnlab/error.hpp"
 #include "attnlab/flash_attention.hpp"
-#include "attnlab/positions.hpp"
 
 namespace attnlab {
 
@@ -25,16 +24,7 @@ Trace attend_tiled(const AttentionInput& input, AttentionOptions options) {
   const std::size_t n = input.queries_from.rows, m = input.keys_from.rows;
   for (const HeadWeights& w : input.heads) {
     HeadTrace h;
-    h.name = w.name;
-    h.d_k = w.w_q.cols;
-    h.d_v = w.w_v.cols;
-    h.queries = matmul(input.queries_from, w.w_q);
-    h.keys = matmul(input.keys_from, w.w_k);
-    h.values = matmul(input.keys_from, w.w_v);
-    if (input.rope) {
-      rotate_rope(h.queries);
-      rotate_rope(h.keys);
-    }
+    project_head(input, w, h);
     const std::vector<float> q = to_floats(h.queries), k = to_floats(h.keys), v = to_floats(h.values);
     std::vector<float> out(n * h.d_v);
     flash_attention(q.data(), k.data(), v.data(), out.data(), {1, 1, n, m, h.d_k, h.d_v}, options);

@@ -32,6 +32,9 @@ inline float reduce_add(VF v) {
   return v[0];
 }
 
+// GCC 12's own _mm512_cvtph_ps trips its -Wmaybe-uninitialized; the code here is fine.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // 16 cached values from `row` (in the storage dtype) as floats.
 inline VF load_row16(const void* row, DType dtype, std::size_t offset) {
   switch (dtype) {
@@ -67,6 +70,8 @@ inline VF load_row16(const void* row, DType dtype, std::size_t offset) {
   }
   return VF{};
 }
+
+#pragma GCC diagnostic pop
 
 // Rows [first, first + count) of a cache array as f32 rows of d_pad floats (zero padded).
 void convert_rows(const void* array, DType dtype, std::size_t d, std::size_t d_pad, std::size_t first, std::size_t count,

@@ -12,7 +12,9 @@
 //   head      one ↑ / ↓ step, plus layout;
 //   request   a temperature change: request, engine, response body received;
 //   parse     JSON.parse of that body (the trace carries every intermediate in full);
-//   roundtrip all of it plus the render.
+//   roundtrip all of it plus the render;
+// and the same request, parse and round trip for the lean trace the page asks for at this
+// size ("detail": "weights", docs/api.md: only the shown head keeps its intermediates).
 // Without ATTNLAB_URL it uses the mock server, whose round trip spawns the CLI and so
 // says nothing about the real server's speed.
 'use strict';
@@ -36,8 +38,8 @@ function scenario64() {
     const page = await browser.newPage();
     const result = await page.evaluate(async (scenario) => {
       const app = window.Attn.app;
-      const post = async (options) => {
-        const res = await fetch('api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ scenario, options }) });
+      const post = async (options, extra) => {
+        const res = await fetch('api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ scenario, options, ...extra }) });
         if (!res.ok) throw new Error((await res.json()).error);
         return res.json();
       };
@@ -70,23 +72,36 @@ function scenario64() {
         flush();
         head.push(performance.now() - t0);
       }
-      const roundtrip = [], engine = [], parse = [];
-      for (let r = 0; r < 10; r++) {
-        const t0 = performance.now();
-        const res = await fetch('api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ scenario, options: { temperature: 0.5 + r / 10 } }) });
-        const text = await res.text();
-        const t1 = performance.now();
-        const t = JSON.parse(text);
-        const t2 = performance.now();
-        app.renderAllForBenchmark(t);
-        flush();
-        engine.push(t1 - t0);
-        parse.push(t2 - t1);
-        roundtrip.push(performance.now() - t0);
-      }
+      const timeRequests = async (extra) => {
+        const roundtrip = [], engine = [], parse = [], render = [];
+        let bytes = 0;
+        for (let r = 0; r < 10; r++) {
+          const t0 = performance.now();
+          const res = await fetch('api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ scenario, options: { temperature: 0.5 + r / 10 }, ...extra }) });
+          const text = await res.text();
+          const t1 = performance.now();
+          const t = JSON.parse(text);
+          const t2 = performance.now();
+          app.renderAllForBenchmark(t);
+          flush();
+          const t3 = performance.now();
+          bytes = text.length;
+          engine.push(t1 - t0);
+          parse.push(t2 - t1);
+          render.push(t3 - t2);
+          roundtrip.push(t3 - t0);
+        }
+        return { bytes, request: stats(engine), parse: stats(parse), render: stats(render), roundtrip: stats(roundtrip) };
+      };
+      const fullRuns = await timeRequests({});
+      app.setHead(0);
+      const leanRuns = await timeRequests({ detail: 'weights', detail_heads: [0] });
+      app.renderAllForBenchmark(trace);
+      flush();
       return {
-        n: trace.tokens.length, heads: trace.heads.length, bytes: JSON.stringify(trace).length,
-        full: stats(full), query: stats(query), head: stats(head), request: stats(engine), parse: stats(parse), roundtrip: stats(roundtrip),
+        n: trace.tokens.length, heads: trace.heads.length, bytes: fullRuns.bytes,
+        full: stats(full), query: stats(query), head: stats(head), request: fullRuns.request, parse: fullRuns.parse, roundtrip: fullRuns.roundtrip,
+        lean: leanRuns,
       };
     }, scenario64());
     const f = (s) => `median ${s.median.toFixed(2)} ms, p95 ${s.p95.toFixed(2)} ms, max ${s.max.toFixed(2)} ms (${s.runs} runs)`;
@@ -97,6 +112,12 @@ function scenario64() {
     console.log(`request (server + engine):      ${f(result.request)}${process.env.ATTNLAB_URL ? '' : '   [mock server: spawns the CLI]'}`);
     console.log(`JSON.parse of the trace:        ${f(result.parse)}`);
     console.log(`request + parse + render:       ${f(result.roundtrip)}`);
+    const lean = result.lean;
+    console.log(`lean trace (detail "weights", head 0 in full, as the page asks at this size): ${(lean.bytes / 1024).toFixed(0)} KiB of JSON`);
+    console.log(`  request (server + engine):    ${f(lean.request)}`);
+    console.log(`  JSON.parse:                   ${f(lean.parse)}`);
+    console.log(`  render, new trace:            ${f(lean.render)}`);
+    console.log(`  request + parse + render:     ${f(lean.roundtrip)}`);
     if (process.argv.includes('--screenshots')) {
       await page.screenshot({ path: path.join(ARTIFACTS, 'bench-64x8-1280.png'), fullPage: true });
       await page.click('#tab-arcs');

@@ -12,6 +12,10 @@ const path = require('node:path');
 const { chromium } = require('playwright-core');
 
 const ARTIFACTS = path.join(__dirname, 'artifacts');
+// ATTNLAB_E2E_WIDTH runs every page at another width (e.g. 800: the narrow layout); its
+// screenshots get a -wNNN suffix.
+const WIDTH = Number(process.env.ATTNLAB_E2E_WIDTH) || 1280;
+const SUFFIX = process.env.ATTNLAB_E2E_WIDTH ? `-w${WIDTH}` : '';
 const CHROMIUM = process.env.ATTNLAB_CHROMIUM || '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -40,7 +44,7 @@ async function openBrowser() {
     downloadsPath: downloads,
   });
   // Pages get a console-error log; tests assert it stays empty.
-  async function newPage({ width = 1280, height = 800 } = {}) {
+  async function newPage({ width = WIDTH, height = 800 } = {}) {
     const page = await context.newPage();
     await page.setViewportSize({ width, height });
     page.errors = [];
@@ -67,7 +71,7 @@ async function settled(page) {
 }
 
 async function screenshot(page, name) {
-  const file = path.join(ARTIFACTS, `${name}.png`);
+  const file = path.join(ARTIFACTS, `${name}${SUFFIX}.png`);
   await page.screenshot({ path: file, fullPage: true });
   return file;
 }
@@ -106,4 +110,14 @@ async function selectScenario(page, name) {
   await settled(page);
 }
 
-module.exports = { openBrowser, settled, screenshot, postAttention, heatmapCells, mathsWeights, selectScenario, ARTIFACTS };
+// POST to the API from the test; integers above 2^53 stay exact as strings of digits
+// (the cost and KV counts; node's JSON.parse would round them).
+async function postApi(url, pathName, body, { expectStatus = 200 } = {}) {
+  const res = await fetch(url + pathName, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await res.text();
+  const data = JSON.parse(text.replace(/([:[,]\s*)(-?\d{16,})(?=\s*[,\]}])/g, '$1"$2"'));
+  if (res.status !== expectStatus) throw new Error(`POST ${pathName} ${res.status}: ${data.error}`);
+  return data;
+}
+
+module.exports = { openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario, ARTIFACTS, WIDTH };

@@ -19,5 +19,6 @@ for _ in $(seq 1 100); do
 done
 case "$url" in http://*) ;; *) echo "browser tests: attnlab serve did not start:"; cat "$log"; exit 1 ;; esac
 echo "browser tests against $url"
+case "$attnlab" in /*) ;; *) attnlab="$PWD/$attnlab" ;; esac  # for the tests that compare with the CLI
 cd "$root"
-ATTNLAB_URL="$url" node --test tests/e2e/
+ATTNLAB_URL="$url" ATTNLAB_BIN="$attnlab" node --test tests/e2e/
