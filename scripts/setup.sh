@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake g++ pkg-config git
           libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libhwy-dev libcpp-httplib-dev)
+          libhwy-dev libcpp-httplib-dev librsvg2-bin)
 if [ "${ATTNLAB_WITH_BROWSER:-0}" = 1 ]; then
   packages+=(chromium)
   command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)

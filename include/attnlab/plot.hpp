@@ -36,6 +36,11 @@ std::string loglog_svg(std::string_view title, const std::vector<PlotPanel>& pan
 // Writes `text` to `path`. Throws InputError naming `field` when the file cannot be written.
 void write_text_file(const std::string& path, const std::string& text, std::string_view field);
 
+// Writes a chart to `path`: SVG as it is, or PNG (rasterised by rsvg-convert) when the
+// path ends in .png. Throws InputError naming `field` for another extension, a missing
+// rsvg-convert (it says which package to install) or a path that cannot be written.
+void write_plot(const std::string& path, const std::string& svg, std::string_view field);
+
 // A tick label for an axis unit: 1000 -> "1k", 0.001 s -> "1 ms", 2^20 bytes -> "1 MiB".
 std::string axis_label(double value, AxisUnit unit);
 

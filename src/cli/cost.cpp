@@ -111,7 +111,7 @@ void plot_costs(const std::string& path, const std::vector<GridCost>& costs, con
     panels.push_back({"cells in one head's grid", "n (tokens)", "dot products", AxisUnit::count, AxisUnit::count,
                       {dense, window, strided}});
   }
-  write_text_file(path, loglog_svg(m ? fmt::format("attnlab cost --measure: the {} kernel, d_k {}", m->kernel, m->d_k)
+  write_plot(path, loglog_svg(m ? fmt::format("attnlab cost --measure: the {} kernel, d_k {}", m->kernel, m->d_k)
                                      : "attnlab cost: what n tokens cost in attention",
                                    panels),
                   "--plot");
@@ -150,9 +150,8 @@ Command cost_command(CLI::App& parent) {
               shape.window = parse_count(state->window, "--window");
               shape.dtype = parse_dtype(state->dtype, "--dtype");
               const std::vector<std::uint64_t> tokens = parse_count_list(state->tokens, "--tokens");
-              if (!state->plot.empty() && !state->plot.ends_with(".svg"))
-                throw InputError(fmt::format("--plot: \"{}\" does not end in .svg; attnlab writes SVG charts only "
-                                             "(convert one with e.g. rsvg-convert for a PNG)",
+              if (!state->plot.empty() && !state->plot.ends_with(".svg") && !state->plot.ends_with(".png"))
+                throw InputError(fmt::format("--plot: \"{}\" ends in neither .svg nor .png; give e.g. plot.svg or plot.png",
                                              state->plot));
               validate_cost_shape(shape);
               std::vector<GridCost> costs;

@@ -123,7 +123,7 @@ void plot_kv(const std::string& path, const KVReport& r, const KVMeasurement* m)
     panels.push_back({fmt::format("measured: {} layer{} decoded", m->layers, m->layers == 1 ? "" : "s"),
                       "context (tokens)", "bytes", AxisUnit::count, AxisUnit::bytes, {f, heap, rss}});
   }
-  write_text_file(path, loglog_svg(fmt::format("attnlab kv{}: {}", m ? " --measure" : "", r.model.name), panels), "--plot");
+  write_plot(path, loglog_svg(fmt::format("attnlab kv{}: {}", m ? " --measure" : "", r.model.name), panels), "--plot");
 }
 
 }  // namespace
@@ -170,9 +170,8 @@ Command kv_command(CLI::App& parent) {
               const std::vector<std::uint64_t> contexts = parse_count_list(state->context, "--context");
               const std::optional<std::uint64_t> budget =
                   state->budget.empty() ? std::nullopt : std::optional(parse_byte_size(state->budget, "--budget"));
-              if (!state->plot.empty() && !state->plot.ends_with(".svg"))
-                throw InputError(fmt::format("--plot: \"{}\" does not end in .svg; attnlab writes SVG charts only "
-                                             "(convert one with e.g. rsvg-convert for a PNG)",
+              if (!state->plot.empty() && !state->plot.ends_with(".svg") && !state->plot.ends_with(".png"))
+                throw InputError(fmt::format("--plot: \"{}\" ends in neither .svg nor .png; give e.g. plot.svg or plot.png",
                                              state->plot));
               if (measure_layers && !state->measure)
                 throw InputError("--measure-layers: only means something with --measure; add --measure");

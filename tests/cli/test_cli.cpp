@@ -282,6 +282,16 @@ TEST(Cli, CostMeasureFitsAnExponentNearTwoAndPlotsIt) {
   EXPECT_CONTAINS(svg, "n (tokens)");
 }
 
+TEST(Cli, PlotsAlsoComeAsPng) {
+  const auto plot = std::filesystem::path(ATTNLAB_TEST_TMP) / (std::to_string(getpid()) + "-kv.png");
+  const Result r = attnlab("kv --model gpt2 --context 1024,4096 --plot " + plot.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string png = read_file(plot);
+  ASSERT_GT(png.size(), 1000u);
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << "a PNG signature";
+  EXPECT_FALSE(std::filesystem::exists(plot.string() + ".tmp.svg")) << "the intermediate SVG is removed";
+}
+
 TEST(Cli, KvLlama3At8192TokensInF16IsExactlyOneGiB) {
   const Result r = attnlab("kv --model llama-3-8b --context 8192,131072 --dtype f16");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -344,7 +354,7 @@ TEST(CliBadInput, CostAndKvRefuseBadDtypesBudgetsAndPlots) {
   expect_refused("kv --model gpt2 --budget 24parsecs", "--budget: \"24parsecs\" has an unknown unit \"parsecs\"");
   expect_refused("kv --model gpt2 --budget -1GiB", "--budget: \"-1GiB\" is negative");
   expect_refused("kv --model gpt2 --budget 0GiB", "--budget: \"0GiB\" is 0 bytes");
-  expect_refused("cost --tokens 3 --plot chart.png", "--plot: \"chart.png\" does not end in .svg");
+  expect_refused("cost --tokens 3 --plot chart.gif", "--plot: \"chart.gif\" ends in neither .svg nor .png");
   expect_refused("cost --tokens 3 --plot /no/such/dir/chart.svg", "--plot: cannot write \"/no/such/dir/chart.svg\"");
   expect_refused("cost --tokens 3 --kernel fast", "--kernel: unknown kernel \"fast\"; the kernels are: grid, tiled");
 }
