@@ -20,6 +20,10 @@ namespace attnlab {
 void decode_attention(const KVCache& cache, std::size_t layer, std::size_t heads, std::span<const float> queries,
                       std::size_t n_new, std::span<float> out);
 
+// q · k over d floats, with 16 independent partial sums so the compiler can vectorise it
+// (the f32 loops of the reference decode and the measured grid kernel share it).
+float dot_f32(const float* a, const float* b, std::size_t d);
+
 // One layer's attention projections in f32 (row-vector convention: q = x · W_Q):
 //   w_q [d_model × heads·head_dim]     query head h is columns h·head_dim ..
 //   w_k [d_model × kv_heads·head_dim]  KV head g is columns g·head_dim ..

@@ -16,8 +16,9 @@ namespace {
 
 constexpr std::size_t kChunkRows = 256;
 
-// q · k over d values, with 16 independent partial sums so the compiler can vectorise it.
-float dot(const float* a, const float* b, std::size_t d) {
+}  // namespace
+
+float dot_f32(const float* a, const float* b, std::size_t d) {
   float partial[16] = {};
   std::size_t c = 0;
   for (; c + 16 <= d; c += 16)
@@ -27,8 +28,6 @@ float dot(const float* a, const float* b, std::size_t d) {
   for (float p : partial) sum += p;
   return sum;
 }
-
-}  // namespace
 
 void decode_attention(const KVCache& cache, std::size_t layer, std::size_t heads, std::span<const float> queries,
                       std::size_t n_new, std::span<float> out) {
@@ -53,7 +52,7 @@ void decode_attention(const KVCache& cache, std::size_t layer, std::size_t heads
         cache.load_keys(layer, g, first, rows, {chunk.data(), rows * d});
         for (std::size_t h = 0; h < group; ++h)
           for (std::size_t r = 0; r < rows; ++r)
-            scores[h * visible + first + r] = dot(q + h * d, chunk.data() + r * d, d) * scale;
+            scores[h * visible + first + r] = dot_f32(q + h * d, chunk.data() + r * d, d) * scale;
       }
 
       // Softmax per query head, in f64: weights = exp(s - max) / Σ exp(s - max).

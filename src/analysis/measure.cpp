@@ -47,18 +47,6 @@ std::uint64_t mul_bytes(std::uint64_t a, std::uint64_t b) {
 
 // ---- the grid kernel ------------------------------------------------------------------
 
-// q · k over d values, with 16 independent partial sums so the compiler can vectorise it.
-static float dot_f32(const float* a, const float* b, std::size_t d) {
-  float partial[16] = {};
-  std::size_t c = 0;
-  for (; c + 16 <= d; c += 16)
-    for (std::size_t l = 0; l < 16; ++l) partial[l] += a[c + l] * b[c + l];
-  float sum = 0.0f;
-  for (; c < d; ++c) sum += a[c] * b[c];
-  for (float p : partial) sum += p;
-  return sum;
-}
-
 void grid_attention(const HeadProblem& p, std::span<float> out) {
   const std::size_t n = p.n, m = p.m, d = p.d_k;
   std::vector<float> grid(n * m);  // [n × m] the grid: scores, then logits, then weights
