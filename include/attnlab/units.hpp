@@ -15,6 +15,9 @@ std::optional<std::uint64_t> checked_add(std::uint64_t a, std::uint64_t b);
 // "10,000,000,000": the exact integer with a comma every three digits.
 std::string format_count(std::uint64_t n);
 
+// Throws InputError naming `field` unless 1 <= value <= limit.
+void require_in_range(std::string_view field, std::uint64_t value, std::uint64_t limit);
+
 // A byte count in the largest binary unit it reaches, to 2 decimals without trailing
 // zeros: "18 B", "2.25 KiB", "512 MiB", "1 GiB", "14.96 GiB".
 std::string format_bytes(std::uint64_t bytes);

@@ -77,14 +77,10 @@ bool fits(std::uint64_t n, const CostShape& s) {
 }  // namespace
 
 void validate_cost_shape(const CostShape& s) {
-  const auto check = [](std::string_view field, std::uint64_t value, std::uint64_t limit) {
-    if (value < 1 || value > limit)
-      throw InputError(fmt::format("{}: {} is outside 1..{}; give a whole number in that range", field, value, format_count(limit)));
-  };
-  check("d_model", s.d_model, kMaxCostWidth);
-  check("heads", s.heads, kMaxCostHeads);
-  check("layers", s.layers, kMaxCostLayers);
-  check("window", s.window, std::uint64_t{1} << 62);
+  require_in_range("d_model", s.d_model, kMaxCostWidth);
+  require_in_range("heads", s.heads, kMaxCostHeads);
+  require_in_range("layers", s.layers, kMaxCostLayers);
+  require_in_range("window", s.window, std::uint64_t{1} << 62);
   if (s.d_model % s.heads != 0)
     throw InputError(fmt::format("heads: {} heads do not divide d_model {} into equal heads (d_k = d_model / heads); "
                                  "give a number of heads that divides it, e.g. {}",

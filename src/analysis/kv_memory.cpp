@@ -9,14 +9,10 @@
 namespace attnlab {
 
 void validate_model_shape(const ModelShape& m) {
-  const auto check = [](std::string_view field, std::uint64_t value, std::uint64_t limit) {
-    if (value < 1 || value > limit)
-      throw InputError(fmt::format("{}: {} is outside 1..{}; give a whole number in that range", field, value, format_count(limit)));
-  };
-  check("layers", m.layers, kMaxModelLayers);
-  check("heads", m.heads, kMaxModelHeads);
-  check("kv_heads", m.kv_heads, kMaxModelHeads);
-  check("head_dim", m.head_dim, kMaxHeadDim);
+  require_in_range("layers", m.layers, kMaxModelLayers);
+  require_in_range("heads", m.heads, kMaxModelHeads);
+  require_in_range("kv_heads", m.kv_heads, kMaxModelHeads);
+  require_in_range("head_dim", m.head_dim, kMaxHeadDim);
   if (m.heads % m.kv_heads != 0)
     throw InputError(fmt::format("kv_heads: {} KV heads do not divide {} query heads; each KV head serves H / H_kv "
                                  "query heads, so give a divisor of {} (H_kv = H without grouped-query attention)",

@@ -98,4 +98,9 @@ std::uint64_t parse_byte_size(std::string_view text, std::string_view field) {
   return bytes;
 }
 
+void require_in_range(std::string_view field, std::uint64_t value, std::uint64_t limit) {
+  if (value < 1 || value > limit)
+    throw InputError(fmt::format("{}: {} is outside 1..{}; give a whole number in that range", field, value, format_count(limit)));
+}
+
 }  // namespace attnlab

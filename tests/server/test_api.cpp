@@ -313,15 +313,6 @@ TEST_F(Api, BadCostAndKvRequestsGet400WithTheFieldNamed) {
 }
 
 // ---- interventions and POST /api/probe (issue 6) ------------------------------------
-namespace {
-json post_path(httplib::Client client, const std::string& path, const json& body, int expected_status) {
-  auto r = client.Post(path, body.dump(), "application/json");
-  EXPECT_TRUE(r) << "no response";
-  if (!r) return {};
-  EXPECT_EQ(r->status, expected_status) << r->body;
-  return json::parse(r->body);
-}
-}  // namespace
 
 TEST_F(Api, AttentionInterventionOptionsReportBeforeAfterAndDelta) {
   const json plain = post_json({{"scenario", "multi-head"}});
@@ -365,7 +356,7 @@ TEST_F(Api, MaskAndPermuteAreInterventionsToo) {
 }
 
 TEST_F(Api, ProbeGivesTheMeasuresSerranoSmithAndTheCounterfactual) {
-  const json mislead = post_path(client(), "/api/probe", {{"scenario", "weights-mislead"}}, 200);
+  const json mislead = post_to(client(), "/api/probe", {{"scenario", "weights-mislead"}}, 200);
   EXPECT_EQ(mislead["query"], 5);
   EXPECT_EQ(mislead["readout"]["kind"], "class");
   EXPECT_EQ(mislead["readout"]["class"], "negative");
@@ -385,14 +376,14 @@ TEST_F(Api, ProbeGivesTheMeasuresSerranoSmithAndTheCounterfactual) {
   EXPECT_LE(std::abs(cf["readout_after"].get<double>() - cf["readout_before"].get<double>()), 0.01);
   EXPECT_GT(cf["divergence"].get<double>(), 0.0);
 
-  const json agree = post_path(client(), "/api/probe", {{"scenario", "weights-agree"}, {"epsilon", 0.05}}, 200);
+  const json agree = post_to(client(), "/api/probe", {{"scenario", "weights-agree"}, {"epsilon", 0.05}}, 200);
   EXPECT_EQ(agree["serrano_smith"]["weights_agree"], true);
   EXPECT_EQ(agree["serrano_smith"]["top_flips"], true);
   EXPECT_EQ(agree["counterfactual"]["epsilon"], 0.05);
 }
 
 TEST_F(Api, ProbeTakesAQueryAReadoutAndTheInterventionOptions) {
-  const json r = post_path(client(), "/api/probe",
+  const json r = post_to(client(), "/api/probe",
                            {{"scenario", "three-tokens"},
                             {"query", 0},
                             {"readout", "direction:1,-1"},
@@ -421,7 +412,7 @@ TEST_F(Api, BadInterventionAndProbeRequestsGet400WithTheFieldNamed) {
   bad_attention({{"replace_tokens", {{{"index", 0}}}}}, "expected {\"index\": J, \"word\": \"dog\"}");
   const auto bad_probe = [&](const json& body, const std::string& message) {
     SCOPED_TRACE(body.dump());
-    const json reply = post_path(client(), "/api/probe", body, 400);
+    const json reply = post_to(client(), "/api/probe", body, 400);
     ASSERT_TRUE(reply.contains("error"));
     EXPECT_NE(reply["error"].get<std::string>().find(message), std::string::npos) << reply["error"];
   };

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "attnlab/error.hpp"
 #include "attnlab/matrix.hpp"
 
 namespace attnlab::test {
@@ -45,4 +46,18 @@ inline ::testing::AssertionResult all_close(const Matrix& actual, const Matrix& 
   return all_close(actual.data, expected.data, tol);
 }
 
+// The InputError message calling f raises, or "" when it raises none.
+template <class F>
+std::string error_of_call(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace attnlab::test
+
+#define EXPECT_ERROR_CONTAINS(message, expected) \
+  EXPECT_NE((message).find(expected), std::string::npos) << "message was: \"" << (message) << "\""

@@ -14,6 +14,7 @@
 #include "random_scenario.hpp"
 
 using namespace attnlab;
+using attnlab::test::error_of_call;
 using attnlab::test::all_close;
 using attnlab::test::random_scenario;
 using attnlab::test::RandomScenarioShape;
@@ -29,18 +30,6 @@ std::string error_of(const Scenario& s, const Interventions& iv) {
   return "";
 }
 
-template <class F>
-std::string error_of_call(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR_CONTAINS(message, expected) \
-  EXPECT_NE((message).find(expected), std::string::npos) << "message was: \"" << (message) << "\""
 
 Matrix column_means(const Matrix& m) {
   Matrix out(m.rows, m.cols);

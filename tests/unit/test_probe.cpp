@@ -15,6 +15,7 @@
 #include "random_scenario.hpp"
 
 using namespace attnlab;
+using attnlab::test::error_of_call;
 using attnlab::test::all_close;
 using attnlab::test::random_scenario;
 using attnlab::test::RandomScenarioShape;
@@ -23,18 +24,6 @@ namespace {
 
 std::vector<double> row_of(const Matrix& m, std::size_t i) { return {m.row(i).begin(), m.row(i).end()}; }
 
-template <class F>
-std::string error_of_call(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_ERROR_CONTAINS(message, expected) \
-  EXPECT_NE((message).find(expected), std::string::npos) << "message was: \"" << (message) << "\""
 
 // The gradient of the readout with respect to every embedding coordinate, by hand and by
 // central differences ((f(x + h) - f(x - h)) / 2h, each run through the whole engine).

@@ -44,8 +44,6 @@ std::string error_of_text(std::string_view text) {
   return "";
 }
 
-#define EXPECT_ERROR_CONTAINS(message, expected) \
-  EXPECT_NE((message).find(expected), std::string::npos) << "message was: \"" << (message) << "\""
 
 }  // namespace
 
