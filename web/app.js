@@ -50,9 +50,14 @@
   }
 
   // exact: integers above 2^53 stay exact (BigInt), for the cost and KV numbers.
-  async function api(path, body, { exact = false } = {}) {
-    const init = body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
+  // packed: ask POST api/attention for its packed reply (docs/api.md, "encoding": "packed"):
+  // the same trace with its matrices as raw doubles, so that neither side prints or parses
+  // them as text. A JSON reply (an error, or a server that does not pack) is read as JSON.
+  async function api(path, body, { exact = false, packed = false } = {}) {
+    const sent = packed ? Object.assign({}, body, { encoding: 'packed' }) : body;
+    const init = body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(sent) };
     const res = await fetch(path, init);
+    if (res.ok && (res.headers.get('Content-Type') || '').startsWith('application/octet-stream')) return A.packed.unpack(await res.arrayBuffer());
     let data = null;
     try {
       const text = await res.text();
@@ -126,7 +131,7 @@
     const body = Object.assign({}, S.lastRequest, { detail: 'weights', detail_heads: [h] });
     return busy(async () => {
       try {
-        const reply = await api('api/attention', body);
+        const reply = await api('api/attention', body, { packed: true });
         if (S.trace !== t || reply.heads.length !== t.heads.length) return; // a newer trace came meanwhile
         t.heads[h] = reply.heads[h];
         if (h === S.head) renderHeadViews();
@@ -170,7 +175,7 @@
           dirty = false;
           const body = requestBody();
           try {
-            const trace = await api('api/attention', body);
+            const trace = await api('api/attention', body, { packed: true });
             if (!dirty) { S.lastRequest = body; applyTrace(prepareTrace(trace)); }
           } catch (e) {
             if (!dirty) showError(e.message);
@@ -379,18 +384,21 @@
   // n × m cells: built at once when it is on screen, otherwise when the browser is idle,
   // so it never delays a frame. data-pending counts it until it is built.
   let tableJob = null;
-  function buildTable() {
+  function buildTable(trace, h) {
     const el = $('weights-table');
-    el.innerHTML = R.weightsTableHtml(S.trace, S.head);
-    el.dataset.head = String(S.head);
+    el.innerHTML = R.weightsTableHtml(trace, h);
+    el.dataset.head = String(h);
   }
+  // The table is of the trace and head shown now: by the time the browser is idle, a head
+  // may have been added (S.head moved on) before its trace arrived.
   function scheduleTable() {
     if (tableJob !== null) { cancelIdle(tableJob); tableJob = null; setPending(-1); }
-    if (S.view === 'table') { buildTable(); return; }
+    const trace = S.trace, h = S.head;
+    if (S.view === 'table') { buildTable(trace, h); return; }
     setPending(+1);
     tableJob = requestIdle(() => {
       tableJob = null;
-      try { if (S.trace) buildTable(); } finally { setPending(-1); }
+      try { if (S.trace === trace) buildTable(trace, h); } finally { setPending(-1); }
     });
   }
   const requestIdle = window.requestIdleCallback ? (f) => window.requestIdleCallback(f, { timeout: 150 }) : (f) => setTimeout(f, 1);
@@ -800,6 +808,9 @@
     },
     setQuery,
     setHead,
+    setTemperature,
+    applySentence,
+    addRandomHead,
     sliderToT,
     tToSlider,
   };

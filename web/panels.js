@@ -295,6 +295,23 @@
     renderProbe(reply);
   });
 
+  // The probe reruns the scenario once per key token: tens of milliseconds at 64 tokens ×
+  // 8 heads. It starts once the trace, query and head have been still for PROBE_QUIET_MS,
+  // so that a dragged slider or a held arrow key does not wait behind probes of states
+  // already gone. The wait counts as pending work (data-pending), as a request does.
+  const PROBE_QUIET_MS = 150;
+  let probeWait = null;
+  function probeSoon() {
+    if (probeWait) clearTimeout(probeWait.timer);
+    else X.busy(() => new Promise((resolve) => { probeWait = { resolve }; }));
+    probeWait.timer = setTimeout(() => {
+      const wait = probeWait;
+      probeWait = null;
+      runProbe();
+      wait.resolve();
+    }, PROBE_QUIET_MS);
+  }
+
   function renderProbe(r) {
     const section = $('probe-section');
     section.dataset.query = String(r.query);
@@ -795,19 +812,19 @@
       if (!liveTrace()) return;
       renderInterventionControls();
       resetProbeControls();
-      runProbe();
+      probeSoon();
       runCost();
       if (!costStarted) { costStarted = true; runKv(); }
     },
     onQuery() {
       if (!liveTrace()) return;
       syncInterventionSelection();
-      runProbe();
+      probeSoon();
     },
     onHead() {
       if (!liveTrace()) return;
       syncInterventionSelection();
-      runProbe();
+      probeSoon();
     },
     // for tests and the console
     cost: C,

@@ -27,7 +27,12 @@ std::optional<std::string_view> api_scenario_file(std::string_view name);
 
 // POST /api/attention: {"scenario": name or object, "options": {...}} -> the trace plus
 // "scenario_json". Throws InputError naming the field for a bad request.
+// "encoding": "packed" asks for the packed reply instead (attnlab/packed_reply.hpp): the
+// same document with its matrices as raw doubles. api_attention always writes JSON and
+// api_attention_packed the packed bytes; the server picks by wants_packed_reply.
 nlohmann::json api_attention(const nlohmann::json& request);
+bool wants_packed_reply(const nlohmann::json& request);  // throws InputError for an unknown encoding
+std::string api_attention_packed(const nlohmann::json& request);
 
 // POST /api/probe: {"scenario", "options", "query", "readout", "head", "epsilon"} -> the
 // probe of one query (weights, value-weighted weights, erasure, gradient × input, Kendall τ,

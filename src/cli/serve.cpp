@@ -2,6 +2,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <malloc.h>
 #include <thread>
 
 #include <fmt/format.h>
@@ -10,6 +11,20 @@
 #include "common.hpp"
 
 namespace attnlab::cli {
+
+namespace {
+
+// A request allocates a few MB (the trace's grids) and frees it. By default glibc gives
+// each server thread its own arena and hands freed memory back to the kernel, so the next
+// request faults every page in again, which on these virtual machines costs microseconds a
+// page: a 64-token, 8-head trace took 12 ms, 3.6 ms with one arena that keeps its memory.
+void keep_freed_memory() {
+  mallopt(M_ARENA_MAX, 1);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+}
+
+}  // namespace
 
 Command serve_command(CLI::App& parent) {
   struct State {
@@ -30,6 +45,7 @@ Command serve_command(CLI::App& parent) {
             sigaddset(&stop_signals, SIGTERM);
             pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+            keep_freed_memory();
             LabServer server;
             const int port = server.bind(state->host, state->port);
             const std::string url = fmt::format("http://{}:{}/", state->host, port);

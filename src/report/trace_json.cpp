@@ -1,6 +1,7 @@
 // Serialises a Trace following the contract in docs/api.md (and issue 2's `run --json`).
 #include "attnlab/trace_json.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "attnlab/attention.hpp"
@@ -23,29 +24,35 @@ json matrix_to_json(const Matrix& m) {
   return rows;
 }
 
-json trace_to_json(const Scenario& scenario, const Trace& trace) {
+json trace_to_json(const Scenario& scenario, const Trace& trace, const TraceJsonOptions& options) {
+  const auto& write = options.write_matrix;
   json heads = json::array();
-  for (const HeadTrace& h : trace.heads) {
+  for (std::size_t h = 0; h < trace.heads.size(); ++h) {
+    const HeadTrace& head = trace.heads[h];
     json fully_masked = json::array();
-    for (bool b : h.fully_masked) fully_masked.push_back(b);
-    heads.push_back({{"name", h.name},
-                     {"d_k", h.d_k},
-                     {"d_v", h.d_v},
-                     {"queries", matrix_to_json(h.queries)},
-                     {"keys", matrix_to_json(h.keys)},
-                     {"values", matrix_to_json(h.values)},
-                     {"scores", matrix_to_json(h.scores)},
-                     {"scaled", matrix_to_json(h.scaled)},
-                     {"logits", matrix_to_json(h.logits)},
-                     {"shifts", h.shifts},
-                     {"exponentials", matrix_to_json(h.exponentials)},
-                     {"row_sums", h.row_sums},
-                     {"weights", matrix_to_json(h.weights)},
-                     {"mixed", matrix_to_json(h.mixed)},
-                     {"output", matrix_to_json(h.output)},
-                     {"fully_masked", fully_masked},
-                     {"ablation", h.ablation == HeadAblation::none ? json(nullptr) : json(std::string(to_string(h.ablation)))},
-                     {"scale", h.scale}});
+    for (bool b : head.fully_masked) fully_masked.push_back(b);
+    json out = {{"name", head.name},
+                {"d_k", head.d_k},
+                {"d_v", head.d_v},
+                {"weights", write(head.weights)},
+                {"output", write(head.output)},
+                {"fully_masked", fully_masked},
+                {"ablation", head.ablation == HeadAblation::none ? json(nullptr) : json(std::string(to_string(head.ablation)))},
+                {"scale", head.scale}};
+    const auto& keep = options.detail_heads;
+    if (!keep || std::find(keep->begin(), keep->end(), h) != keep->end()) {
+      out["queries"] = write(head.queries);
+      out["keys"] = write(head.keys);
+      out["values"] = write(head.values);
+      out["scores"] = write(head.scores);
+      out["scaled"] = write(head.scaled);
+      out["logits"] = write(head.logits);
+      out["shifts"] = head.shifts;
+      out["exponentials"] = write(head.exponentials);
+      out["row_sums"] = head.row_sums;
+      out["mixed"] = write(head.mixed);
+    }
+    heads.push_back(std::move(out));
   }
   return {{"scenario", scenario.name},
           {"tokens", trace.tokens},
@@ -56,8 +63,8 @@ json trace_to_json(const Scenario& scenario, const Trace& trace) {
           {"temperature", scenario.temperature},
           {"positions", describe(scenario.positions)},
           {"heads", heads},
-          {"concatenated", matrix_to_json(trace.concatenated)},
-          {"output", matrix_to_json(trace.output)}};
+          {"concatenated", write(trace.concatenated)},
+          {"output", write(trace.output)}};
 }
 
 }  // namespace attnlab

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
 #include <mutex>
 
 #include "attnlab/cost.hpp"
@@ -13,6 +14,7 @@
 #include "attnlab/interventions.hpp"
 #include "attnlab/kv_memory.hpp"
 #include "attnlab/measure.hpp"
+#include "attnlab/packed_reply.hpp"
 #include "attnlab/probe.hpp"
 #include "attnlab/scenario.hpp"
 #include "attnlab/trace_json.hpp"
@@ -259,32 +261,26 @@ KernelKind requested_kernel(const json& request) {
 
 // "detail": "full" (default) or "weights"; with "weights", only the heads listed in
 // "detail_heads" keep every intermediate, the others keep what a heatmap needs.
-void trim_detail(const json& request, json& reply) {
+std::optional<std::vector<std::size_t>> requested_detail_heads(const json& request) {
   if (!request.contains("detail") || request["detail"] == "full") {
     if (request.contains("detail_heads")) fail("detail_heads", "only with \"detail\": \"weights\"");
-    return;
+    return std::nullopt;
   }
   if (request["detail"] != "weights")
     fail("detail", fmt::format("{} is not a detail level; use \"full\" or \"weights\"", request["detail"].dump()));
-  std::vector<std::size_t> keep;
-  if (request.contains("detail_heads")) keep = as_index_list(request["detail_heads"], "detail_heads");
-  for (std::size_t h = 0; h < reply["heads"].size(); ++h) {
-    if (std::find(keep.begin(), keep.end(), h) != keep.end()) continue;
-    for (const char* grid : {"queries", "keys", "values", "scores", "scaled", "logits", "shifts", "exponentials", "row_sums",
-                             "mixed"})
-      reply["heads"][h].erase(grid);
-  }
+  if (!request.contains("detail_heads")) return std::vector<std::size_t>{};
+  return as_index_list(request["detail_heads"], "detail_heads");
 }
 
-}  // namespace
-
-json api_attention(const json& request) {
+// The reply of POST /api/attention, its matrices written by write_matrix.
+json attention_reply(const json& request, const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
-  static const char* const known[] = {"scenario", "options", "kernel", "detail", "detail_heads"};
+  static const char* const known[] = {"scenario", "options", "kernel", "detail", "detail_heads", "encoding"};
   for (const auto& [key, value] : request.items())
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
-      fail(key, "unknown field (known: scenario, options, kernel, detail, detail_heads)");
+      fail(key, "unknown field (known: scenario, options, kernel, detail, detail_heads, encoding)");
   const KernelKind kernel = requested_kernel(request);
+  const TraceJsonOptions written{.detail_heads = requested_detail_heads(request), .write_matrix = write_matrix};
   auto [baseline, interventions] = requested_experiment(request);
   // Interventions keep the shape, so the limit is checked before anything runs.
   std::size_t cells = 0;
@@ -296,22 +292,40 @@ json api_attention(const json& request) {
   if (kernel == KernelKind::tiled) {  // outputs only: the tiled kernel keeps no grid
     if (!interventions.empty())
       fail("kernel", "interventions run on the reference kernel, which keeps the weights they change; drop \"kernel\"");
-    json reply = trace_to_json(baseline, attend_tiled(attention_input(baseline)));
+    json reply = trace_to_json(baseline, attend_tiled(attention_input(baseline)), written);
     reply["kernel"] = "tiled";
-    trim_detail(request, reply);
     return reply;
   }
   std::optional<InterventionResult> intervention;
   if (!interventions.empty()) intervention = intervene(baseline, interventions);
   const Scenario& s = intervention ? intervention->after_scenario : baseline;
-  json reply = trace_to_json(s, intervention ? intervention->after : run_scenario(s));
+  json reply = trace_to_json(s, intervention ? intervention->after : run_scenario(s), written);
   for (std::size_t h = 0; h < s.heads.size(); ++h)
     reply["heads"][h]["random_seed"] = s.heads[h].random_seed ? json(*s.heads[h].random_seed) : json(nullptr);
   reply["scenario_json"] = scenario_to_json(s);
   reply["intervention"] = intervention ? intervention_to_json(*intervention) : json(nullptr);
   reply["kernel"] = "reference";
-  trim_detail(request, reply);
   return reply;
+}
+
+}  // namespace
+
+bool wants_packed_reply(const json& request) {
+  if (!request.is_object() || !request.contains("encoding") || request["encoding"] == "json") return false;
+  if (request["encoding"] == "packed") return true;
+  fail("encoding", fmt::format("{} is not an encoding; use \"json\" (the default) or \"packed\" (docs/api.md)",
+                               request["encoding"].dump()));
+}
+
+json api_attention(const json& request) {
+  wants_packed_reply(request);  // an unknown encoding is refused here too
+  return attention_reply(request, matrix_to_json);
+}
+
+std::string api_attention_packed(const json& request) {
+  PackedArrays arrays;
+  const json header = attention_reply(request, [&arrays](const Matrix& m) { return arrays.add(m); });
+  return pack_reply(header, arrays);
 }
 
 json api_probe(const json& request) {

@@ -1,20 +1,20 @@
 #!/usr/bin/env node
-// Measures how long the page takes to render a 64-token, 8-head trace (not a test: the
-// project's tests check correctness, never wall-clock time).
+// Measures the lab's speed on a 64-token, 8-head scenario (not a test: the project's tests
+// check correctness, never wall-clock time).
 //
 //   ATTNLAB_URL=http://127.0.0.1:8080 node tests/e2e/bench-render.js [--screenshots]
 //
-// It builds a 64-token scenario with 8 random heads, asks the server for its trace
-// (POST api/attention with the scenario inline), then in the page times:
-//   full      the whole page for a new trace (token strip, all-heads thumbnails, heatmap,
-//             weights table, row readouts, maths panel), plus the forced style/layout;
-//   query     one ← / → step (heatmap, maths panel, selection marks), plus layout;
-//   head      one ↑ / ↓ step, plus layout;
-//   request   a temperature change: request, engine, response body received;
-//   parse     JSON.parse of that body (the trace carries every intermediate in full);
-//   roundtrip all of it plus the render;
-// and the same request, parse and round trip for the lean trace the page asks for at this
-// size ("detail": "weights", docs/api.md: only the shown head keeps its intermediates).
+// The page is driven as a user drives it: the multi-head scenario (3 heads), a sentence of
+// 64 words, 5 random heads added: 64 tokens × 8 heads. Then, in the page:
+//   recompute  what the temperature slider does: POST api/attention (the packed, lean trace
+//              the page asks for at this size), unpack, render everything (token strip,
+//              thumbnails, heatmap, readouts, maths panel), style and layout; from the
+//              slider's value to a laid-out page;
+//   query      one ← / → step (no request: the trace holds every row), plus layout;
+//   head       one ↑ / ↓ step, plus layout;
+// and the parts of a recompute: the request and its reply as packed bytes, the unpacking,
+// the render; with, beside them, the same request as JSON (lean, and with every
+// intermediate of every head) to show what the packed encoding saves.
 // Without ATTNLAB_URL it uses the mock server, whose round trip spawns the CLI and so
 // says nothing about the real server's speed.
 'use strict';
@@ -22,41 +22,34 @@
 const path = require('node:path');
 const { openBrowser, settled, ARTIFACTS } = require('./helpers.js');
 
-function scenario64() {
-  let state = 12345;
-  const rand = () => { state = (state * 1103515245 + 12345) % 2147483648; return Math.round((state / 2147483648 * 2 - 1) * 100) / 100; };
-  const n = 64, d = 16;
-  const tokens = Array.from({ length: n }, (_, i) => `w${i}`);
-  const embeddings = tokens.map(() => Array.from({ length: d }, rand));
-  const heads = Array.from({ length: 8 }, (_, k) => ({ random: k + 1, d_k: 8, d_v: 8 }));
-  return { format: 'attnlab-scenario/1', name: 'bench-64x8', tokens, embeddings, positions: 'none', heads, causal: false, temperature: 1 };
-}
+const WORDS = 'the quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat and dreams of fish'.split(' ');
+const SENTENCE = Array.from({ length: 64 }, (_, i) => WORDS[i % WORDS.length]).join(' ');
 
 (async () => {
   const browser = await openBrowser();
   try {
     const page = await browser.newPage();
-    const result = await page.evaluate(async (scenario) => {
+    const result = await page.evaluate(async (sentence) => {
       const app = window.Attn.app;
-      const post = async (options, extra) => {
-        const res = await fetch('api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ scenario, options, ...extra }) });
-        if (!res.ok) throw new Error((await res.json()).error);
-        return res.json();
-      };
       const flush = () => document.body.offsetHeight; // forces style and layout
       const stats = (xs) => {
         const s = xs.slice().sort((a, b) => a - b);
         return { median: s[Math.floor(s.length / 2)], p95: s[Math.floor(s.length * 0.95)], max: s[s.length - 1], runs: s.length };
       };
-      const trace = await post({});
-      app.renderAllForBenchmark(trace);
-      flush();
-      const full = [];
-      for (let r = 0; r < 40; r++) {
+      await app.loadScenario('multi-head');
+      await app.applySentence(sentence);
+      for (let seed = 1; app.state.trace.heads.length < 8; seed++) await app.addRandomHead(seed);
+      app.setHead(0);
+      const shape = { n: app.state.trace.tokens.length, heads: app.state.trace.heads.length };
+      const idle = () => new Promise((r) => setTimeout(r, 50)); // lets the panels' own requests finish
+
+      const recompute = [];
+      for (let r = 0; r < 30; r++) {
+        await idle();
         const t0 = performance.now();
-        app.renderAllForBenchmark(trace);
+        await app.setTemperature(r % 2 ? 0.7 : 1.3);
         flush();
-        full.push(performance.now() - t0);
+        recompute.push(performance.now() - t0);
       }
       const query = [];
       for (let r = 0; r < 126; r++) {
@@ -72,52 +65,49 @@ function scenario64() {
         flush();
         head.push(performance.now() - t0);
       }
-      const timeRequests = async (extra) => {
-        const roundtrip = [], engine = [], parse = [], render = [];
+      app.setHead(0);
+      await idle();
+
+      // The parts, and the JSON encoding beside the packed one.
+      const body = app.requestBody();
+      const parts = async (extra, packed) => {
+        const request = [], decode = [], render = [];
         let bytes = 0;
-        for (let r = 0; r < 10; r++) {
+        for (let r = 0; r < 15; r++) {
+          await idle();
           const t0 = performance.now();
-          const res = await fetch('api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ scenario, options: { temperature: 0.5 + r / 10 }, ...extra }) });
-          const text = await res.text();
+          const res = await fetch('api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...body, ...extra }) });
+          const reply = packed ? await res.arrayBuffer() : await res.text();
           const t1 = performance.now();
-          const t = JSON.parse(text);
+          const trace = packed ? window.Attn.packed.unpack(reply) : JSON.parse(reply);
           const t2 = performance.now();
-          app.renderAllForBenchmark(t);
+          app.renderAllForBenchmark(trace);
           flush();
           const t3 = performance.now();
-          bytes = text.length;
-          engine.push(t1 - t0);
-          parse.push(t2 - t1);
+          bytes = packed ? reply.byteLength : reply.length;
+          request.push(t1 - t0);
+          decode.push(t2 - t1);
           render.push(t3 - t2);
-          roundtrip.push(t3 - t0);
         }
-        return { bytes, request: stats(engine), parse: stats(parse), render: stats(render), roundtrip: stats(roundtrip) };
+        return { bytes, request: stats(request), decode: stats(decode), render: stats(render) };
       };
-      const fullRuns = await timeRequests({});
-      app.setHead(0);
-      const leanRuns = await timeRequests({ detail: 'weights', detail_heads: [0] });
-      app.renderAllForBenchmark(trace);
-      flush();
-      return {
-        n: trace.tokens.length, heads: trace.heads.length, bytes: fullRuns.bytes,
-        full: stats(full), query: stats(query), head: stats(head), request: fullRuns.request, parse: fullRuns.parse, roundtrip: fullRuns.roundtrip,
-        lean: leanRuns,
-      };
-    }, scenario64());
+      const packed = await parts({ encoding: 'packed' }, true);
+      const leanJson = await parts({}, false);
+      const fullJson = await parts({ detail: 'full', detail_heads: undefined }, false);
+      return { shape, recompute: stats(recompute), query: stats(query), head: stats(head), packed, leanJson, fullJson };
+    }, SENTENCE);
     const f = (s) => `median ${s.median.toFixed(2)} ms, p95 ${s.p95.toFixed(2)} ms, max ${s.max.toFixed(2)} ms (${s.runs} runs)`;
-    console.log(`trace: ${result.n} tokens, ${result.heads} heads, ${(result.bytes / 1024).toFixed(0)} KiB of JSON`);
-    console.log(`render, new trace (everything): ${f(result.full)}`);
-    console.log(`render, query step (← →):       ${f(result.query)}`);
-    console.log(`render, head step (↑ ↓):        ${f(result.head)}`);
-    console.log(`request (server + engine):      ${f(result.request)}${process.env.ATTNLAB_URL ? '' : '   [mock server: spawns the CLI]'}`);
-    console.log(`JSON.parse of the trace:        ${f(result.parse)}`);
-    console.log(`request + parse + render:       ${f(result.roundtrip)}`);
-    const lean = result.lean;
-    console.log(`lean trace (detail "weights", head 0 in full, as the page asks at this size): ${(lean.bytes / 1024).toFixed(0)} KiB of JSON`);
-    console.log(`  request (server + engine):    ${f(lean.request)}`);
-    console.log(`  JSON.parse:                   ${f(lean.parse)}`);
-    console.log(`  render, new trace:            ${f(lean.render)}`);
-    console.log(`  request + parse + render:     ${f(lean.roundtrip)}`);
+    const r = result;
+    console.log(`scenario: multi-head with a ${r.shape.n}-word sentence and random heads: ${r.shape.n} tokens, ${r.shape.heads} heads`);
+    console.log(`recompute (slider → request → render → layout): ${f(r.recompute)}`);
+    console.log(`query step (← →), render + layout:             ${f(r.query)}`);
+    console.log(`head step (↑ ↓), render + layout:              ${f(r.head)}`);
+    for (const [name, p] of [['packed, lean (what the page asks)', r.packed], ['JSON, lean', r.leanJson], ['JSON, every intermediate', r.fullJson]]) {
+      console.log(`${name}: ${(p.bytes / 1024).toFixed(0)} KiB`);
+      console.log(`  request + reply received:    ${f(p.request)}${process.env.ATTNLAB_URL ? '' : '   [mock server: spawns the CLI]'}`);
+      console.log(`  decode (unpack / JSON.parse): ${f(p.decode)}`);
+      console.log(`  render + layout:             ${f(p.render)}`);
+    }
     if (process.argv.includes('--screenshots')) {
       await page.screenshot({ path: path.join(ARTIFACTS, 'bench-64x8-1280.png'), fullPage: true });
       await page.click('#tab-arcs');

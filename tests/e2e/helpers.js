@@ -21,11 +21,11 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 async function serverUrl() {
-  if (process.env.ATTNLAB_URL) return { url: process.env.ATTNLAB_URL.replace(/\/+$/, ''), stop: async () => {} };
+  if (process.env.ATTNLAB_URL) return { url: process.env.ATTNLAB_URL.replace(/\/+$/, ''), mock: false, stop: async () => {} };
   const { start } = require('./mock-server.js');
   const { server, url } = await start({ port: 0 });
   console.log(`# ATTNLAB_URL is not set: testing against the MOCK server at ${url} (tests/e2e/mock-server.js)`);
-  return { url, stop: () => new Promise((r) => server.close(r)) };
+  return { url, mock: true, stop: () => new Promise((r) => server.close(r)) };
 }
 
 // One browser for a test file: {context, url, newPage, close}.
@@ -49,7 +49,7 @@ async function openBrowser() {
     await page.setViewportSize({ width, height });
     page.errors = [];
     page.on('console', (msg) => { if (msg.type() === 'error') page.errors.push(`console: ${msg.text()}`); });
-    page.on('pageerror', (err) => page.errors.push(`pageerror: ${err.message}`));
+    page.on('pageerror', (err) => page.errors.push(`pageerror: ${err.stack || err.message}`));
     page.on('requestfailed', (req) => page.errors.push(`requestfailed: ${req.url()} ${req.failure() && req.failure().errorText}`));
     await page.goto(server.url + '/');
     await settled(page);
@@ -61,7 +61,7 @@ async function openBrowser() {
     fs.rmSync(profile, { recursive: true, force: true });
     fs.rmSync(downloads, { recursive: true, force: true });
   }
-  return { context, url: server.url, newPage, close };
+  return { context, url: server.url, mock: server.mock, newPage, close };
 }
 
 // Waits until the page has rendered a trace and no request is out.

@@ -59,7 +59,13 @@ test('page loads without console errors and shows the three-tokens scenario', as
 
 test('← and → move the query, and the maths panel shows the API\'s weights for that row', async () => {
   const page = await browser.newPage();
+  const traces = []; // the page's own requests: packed replies (docs/api.md), read in the page
+  page.on('response', (res) => {
+    if (res.url().endsWith('/api/attention')) traces.push({ sent: JSON.parse(res.request().postData()).encoding, type: res.headers()['content-type'] });
+  });
   await selectScenario(page, 'previous-token');
+  assert.ok(traces.length >= 1);
+  if (!browser.mock) for (const t of traces) assert.deepEqual(t, { sent: 'packed', type: 'application/octet-stream' });
   const api = await postAttention(browser.url, { scenario: 'previous-token', options: { causal: false, temperature: 1 } });
   const n = api.tokens.length;
   assert.equal(await page.getAttribute('[data-testid="token-strip"]', 'data-query'), String(n - 1));

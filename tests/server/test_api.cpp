@@ -8,6 +8,7 @@
 
 #include "attnlab/api.hpp"
 #include "attnlab/cost.hpp"
+#include "attnlab/packed_reply.hpp"
 #include "attnlab/server.hpp"
 
 using nlohmann::json;
@@ -443,4 +444,27 @@ TEST_F(Api, TheTiledKernelAndLeanTracesAreOptions) {
   expect_bad_request({{"scenario", "three-tokens"}, {"detail", "some"}}, "detail: \"some\" is not a detail level");
   expect_bad_request({{"scenario", "three-tokens"}, {"kernel", "tiled"}, {"options", {{"mask_tokens", {1}}}}},
                      "interventions run on the reference kernel");
+}
+
+TEST_F(Api, PackedRepliesCarryTheSameTraceAsJsonBitForBit) {
+  for (const json& request :
+       {json{{"scenario", "three-tokens"}, {"options", {{"causal", true}}}},  // masked logits: -inf, null in JSON
+        json{{"scenario", "multi-head"}, {"options", {{"temperature", 0.3}, {"mask_tokens", {2}}}}},
+        json{{"scenario", "multi-head"}, {"detail", "weights"}, {"detail_heads", {1}}},
+        json{{"scenario", "cross-attention"}, {"kernel", "tiled"}}}) {
+    SCOPED_TRACE(request.dump());
+    const json as_json = post_json(request);
+    json packed_request = request;
+    packed_request["encoding"] = "packed";
+    auto r = post(packed_request.dump());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/octet-stream");
+    EXPECT_EQ(r->body.substr(0, 4), "ATLP");
+    EXPECT_LT(r->body.size(), as_json.dump().size()) << "the packed trace is the smaller one";
+    // json's == compares doubles exactly, so this is bit for bit (up to the sign of 0).
+    EXPECT_EQ(attnlab::unpack_reply(r->body), as_json);
+  }
+  expect_bad_request({{"scenario", "three-tokens"}, {"encoding", "xml"}}, "encoding: \"xml\" is not an encoding");
+  expect_bad_request({{"scenario", "nope"}, {"encoding", "packed"}}, "scenario: unknown scenario \"nope\"");
 }

@@ -1,0 +1,53 @@
+// Reads the packed reply of POST api/attention ("encoding": "packed", docs/api.md): a JSON
+// header whose matrices are references {"f64": OFFSET, "shape": [ROWS, COLS]} into the
+// doubles that follow it. The result is the same object the JSON encoding gives: lists of
+// rows of numbers, with null where a value is not finite (masked logits).
+(function (A) {
+  'use strict';
+
+  const MAGIC = 'ATLP';
+  const VERSION = 1;
+  const FIXED = 16; // magic, version, header bytes, value count
+
+  function isReference(x) {
+    return x !== null && typeof x === 'object' && !Array.isArray(x) && 'f64' in x && 'shape' in x && Object.keys(x).length === 2;
+  }
+
+  function expand(x, values) {
+    if (isReference(x)) {
+      const [rows, cols] = x.shape;
+      if (x.f64 + rows * cols > values.length) throw new Error(`packed reply: a matrix reaches past the ${values.length} values`);
+      const out = new Array(rows);
+      for (let i = 0, k = x.f64; i < rows; i++) {
+        const row = new Array(cols);
+        for (let j = 0; j < cols; j++, k++) {
+          const v = values[k];
+          row[j] = Number.isFinite(v) ? v : null;
+        }
+        out[i] = row;
+      }
+      return out;
+    }
+    if (Array.isArray(x)) {
+      for (let k = 0; k < x.length; k++) x[k] = expand(x[k], values);
+    } else if (x !== null && typeof x === 'object') {
+      for (const key of Object.keys(x)) x[key] = expand(x[key], values);
+    }
+    return x;
+  }
+
+  // ArrayBuffer -> the reply as plain objects; throws an Error naming what is wrong.
+  function unpack(buffer) {
+    if (buffer.byteLength < FIXED) throw new Error(`packed reply: ${buffer.byteLength} bytes is too short`);
+    const head = new DataView(buffer, 0, FIXED);
+    const magic = String.fromCharCode(head.getUint8(0), head.getUint8(1), head.getUint8(2), head.getUint8(3));
+    if (magic !== MAGIC) throw new Error(`packed reply: starts with "${magic}", not "${MAGIC}"`);
+    const version = head.getUint32(4, true), headerBytes = head.getUint32(8, true), count = head.getUint32(12, true);
+    if (version !== VERSION) throw new Error(`packed reply: version ${version}, this page reads ${VERSION}`);
+    if (buffer.byteLength !== FIXED + headerBytes + 8 * count) throw new Error('packed reply: its length does not match its header');
+    const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, FIXED, headerBytes)));
+    return expand(header, new Float64Array(buffer, FIXED + headerBytes, count));
+  }
+
+  A.packed = { unpack };
+})(window.Attn = window.Attn || {});
