@@ -14,4 +14,9 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Throws InputError(message). Code that the page's WebAssembly engine shares (src/wasm/,
+// built without exceptions) raises its errors through this; there it stops the engine
+// instead, and the page falls back to asking the server, which says what was wrong.
+[[noreturn]] void raise_input_error(const std::string& message);
+
 }  // namespace attnlab

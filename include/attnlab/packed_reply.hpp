@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,9 +41,22 @@ class PackedArrays {
 // The reply's bytes: the fixed header, the JSON header, the values.
 std::string pack_reply(const nlohmann::json& header, const PackedArrays& arrays);
 
-// The inverse, for tests and tools: the header with every {"f64", "shape"} reference
-// replaced by the matrix as a list of rows (non-finite values as null, as in JSON).
-// Throws InputError naming what is wrong when the bytes are not a packed reply.
+// A packed document read back: its header, and its matrices on request.
+struct PackedDocument {
+  nlohmann::json header;
+  std::vector<double> values;
+
+  // The matrix a reference {"f64", "shape"} names; a JSON list of rows is read as it is.
+  // `field` names it in the error a bad reference raises.
+  Matrix matrix(const nlohmann::json& reference, std::string_view field) const;
+};
+
+// Reads the layout above; raises InputError naming what is wrong when the bytes are not
+// a packed document.
+PackedDocument read_packed(std::string_view bytes);
+
+// For tests and tools: the header with every reference replaced by the matrix as a list
+// of rows (non-finite values as null, as in JSON).
 nlohmann::json unpack_reply(std::string_view bytes);
 
 }  // namespace attnlab

@@ -1,4 +1,5 @@
 // Writes and reads the packed reply (include/attnlab/packed_reply.hpp has the layout).
+// The page's WebAssembly engine shares this file, so errors go through raise_input_error.
 #include "attnlab/packed_reply.hpp"
 
 #include <bit>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "attnlab/error.hpp"
+#include "attnlab/trace_json.hpp"
 
 namespace attnlab {
 
@@ -26,35 +28,17 @@ std::uint32_t get_u32(std::string_view in, std::size_t at) {
   return x;
 }
 
-[[noreturn]] void bad(std::string_view what) { throw InputError(fmt::format("packed reply: {}", what)); }
+[[noreturn]] void bad(std::string_view what) { raise_input_error(fmt::format("packed document: {}", what)); }
 
 bool is_reference(const json& j) { return j.is_object() && j.size() == 2 && j.contains("f64") && j.contains("shape"); }
 
-// Replaces every reference inside j by its rows, read from values[0 .. count).
-void expand(json& j, const char* values, std::size_t count) {
+void expand(json& j, const PackedDocument& doc) {
   if (is_reference(j)) {
-    const json& shape = j["shape"];
-    if (!j["f64"].is_number_unsigned() || !shape.is_array() || shape.size() != 2 || !shape[0].is_number_unsigned() ||
-        !shape[1].is_number_unsigned())
-      bad(fmt::format("{} is not a reference {{\"f64\": OFFSET, \"shape\": [ROWS, COLS]}}", j.dump()));
-    const std::size_t offset = j["f64"], rows = shape[0], cols = shape[1];
-    if (offset > count || rows * cols > count - offset)
-      bad(fmt::format("{} reaches past the {} values that follow the header", j.dump(), count));
-    json matrix = json::array();
-    for (std::size_t i = 0; i < rows; ++i) {
-      json row = json::array();
-      for (std::size_t c = 0; c < cols; ++c) {
-        double x;
-        std::memcpy(&x, values + (offset + i * cols + c) * sizeof(double), sizeof x);
-        row.push_back(std::isfinite(x) ? json(x) : json(nullptr));
-      }
-      matrix.push_back(std::move(row));
-    }
-    j = std::move(matrix);
+    j = matrix_to_json(doc.matrix(j, "a matrix"));
     return;
   }
   if (j.is_structured())
-    for (json& child : j) expand(child, values, count);
+    for (json& child : j) expand(child, doc);
 }
 
 }  // namespace
@@ -80,17 +64,52 @@ std::string pack_reply(const json& header, const PackedArrays& arrays) {
   return out;
 }
 
-json unpack_reply(std::string_view bytes) {
+Matrix PackedDocument::matrix(const json& reference, std::string_view field) const {
+  if (reference.is_array()) {  // a list of rows, as JSON writes a matrix
+    Matrix m(reference.size(), reference.empty() || !reference[0].is_array() ? 0 : reference[0].size());
+    for (std::size_t i = 0; i < m.rows; ++i) {
+      const json& row = reference[i];
+      if (!row.is_array() || row.size() != m.cols) bad(fmt::format("{}: row {} is not a list of {} numbers", field, i, m.cols));
+      for (std::size_t c = 0; c < m.cols; ++c) {
+        if (!row[c].is_number()) bad(fmt::format("{}: row {} holds {}, not a number", field, i, row[c].dump()));
+        m(i, c) = row[c].get<double>();
+      }
+    }
+    return m;
+  }
+  if (!is_reference(reference)) bad(fmt::format("{}: {} is not a reference {{\"f64\": OFFSET, \"shape\": [ROWS, COLS]}}", field, reference.dump()));
+  const json& shape = reference["shape"];
+  if (!reference["f64"].is_number_unsigned() || !shape.is_array() || shape.size() != 2 || !shape[0].is_number_unsigned() ||
+      !shape[1].is_number_unsigned())
+    bad(fmt::format("{}: {} is not a reference {{\"f64\": OFFSET, \"shape\": [ROWS, COLS]}}", field, reference.dump()));
+  const std::size_t offset = reference["f64"], rows = shape[0], cols = shape[1];
+  if (offset > values.size() || (cols != 0 && rows > (values.size() - offset) / cols))
+    bad(fmt::format("{}: {} reaches past the {} values that follow the header", field, reference.dump(), values.size()));
+  Matrix m(rows, cols);
+  std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(offset), rows * cols, m.data.begin());
+  return m;
+}
+
+PackedDocument read_packed(std::string_view bytes) {
   if (bytes.size() < kFixedHeaderBytes || std::memcmp(bytes.data(), kPackedMagic, sizeof kPackedMagic) != 0)
     bad("does not start with \"ATLP\"");
   if (get_u32(bytes, 4) != kPackedVersion) bad(fmt::format("version {} is not {}", get_u32(bytes, 4), kPackedVersion));
   const std::size_t header = get_u32(bytes, 8), count = get_u32(bytes, 12);
   if (bytes.size() != kFixedHeaderBytes + header + count * sizeof(double))
     bad(fmt::format("{} bytes, but the header says {} + {} + {}·8", bytes.size(), kFixedHeaderBytes, header, count));
-  json doc = json::parse(bytes.substr(kFixedHeaderBytes, header), nullptr, false);
-  if (doc.is_discarded()) bad("the header is not JSON");
-  expand(doc, bytes.data() + kFixedHeaderBytes + header, count);
+  PackedDocument doc;
+  doc.header = json::parse(bytes.substr(kFixedHeaderBytes, header), nullptr, false);
+  if (doc.header.is_discarded()) bad("the header is not JSON");
+  doc.values.resize(count);
+  std::memcpy(doc.values.data(), bytes.data() + kFixedHeaderBytes + header, count * sizeof(double));
   return doc;
+}
+
+json unpack_reply(std::string_view bytes) {
+  const PackedDocument doc = read_packed(bytes);
+  json out = doc.header;
+  expand(out, doc);
+  return out;
 }
 
 }  // namespace attnlab

@@ -11,6 +11,7 @@
 #include "attnlab/cost.hpp"
 #include "attnlab/error.hpp"
 #include "attnlab/flash_attention.hpp"
+#include "attnlab/input_document.hpp"
 #include "attnlab/interventions.hpp"
 #include "attnlab/kv_memory.hpp"
 #include "attnlab/measure.hpp"
@@ -275,10 +276,16 @@ std::optional<std::vector<std::size_t>> requested_detail_heads(const json& reque
 // The reply of POST /api/attention, its matrices written by write_matrix.
 json attention_reply(const json& request, const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
-  static const char* const known[] = {"scenario", "options", "kernel", "detail", "detail_heads", "encoding"};
+  static const char* const known[] = {"scenario", "options",  "kernel",         "detail",
+                                      "detail_heads", "encoding", "attention_input"};
   for (const auto& [key, value] : request.items())
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
-      fail(key, "unknown field (known: scenario, options, kernel, detail, detail_heads, encoding)");
+      fail(key, "unknown field (known: scenario, options, kernel, detail, detail_heads, encoding, attention_input)");
+  bool with_input = false;
+  if (request.contains("attention_input")) {
+    if (!request["attention_input"].is_boolean()) fail("attention_input", "expected true or false");
+    with_input = request["attention_input"];
+  }
   const KernelKind kernel = requested_kernel(request);
   const TraceJsonOptions written{.detail_heads = requested_detail_heads(request), .write_matrix = write_matrix};
   auto [baseline, interventions] = requested_experiment(request);
@@ -305,6 +312,7 @@ json attention_reply(const json& request, const std::function<json(const Matrix&
   reply["scenario_json"] = scenario_to_json(s);
   reply["intervention"] = intervention ? intervention_to_json(*intervention) : json(nullptr);
   reply["kernel"] = "reference";
+  if (with_input) reply["attention_input"] = input_document(s, attention_input(s), write_matrix);
   return reply;
 }
 

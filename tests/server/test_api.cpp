@@ -1,5 +1,6 @@
 // The lab's API through real HTTP: a LabServer on a free loopback port, a cpp-httplib
 // client, every endpoint and every kind of bad request, and the server still serving after.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -8,6 +9,8 @@
 
 #include "attnlab/api.hpp"
 #include "attnlab/cost.hpp"
+#include "attnlab/error.hpp"
+#include "attnlab/input_document.hpp"
 #include "attnlab/packed_reply.hpp"
 #include "attnlab/server.hpp"
 
@@ -467,4 +470,73 @@ TEST_F(Api, PackedRepliesCarryTheSameTraceAsJsonBitForBit) {
   }
   expect_bad_request({{"scenario", "three-tokens"}, {"encoding", "xml"}}, "encoding: \"xml\" is not an encoding");
   expect_bad_request({{"scenario", "nope"}, {"encoding", "packed"}}, "scenario: unknown scenario \"nope\"");
+}
+
+// ---- the input document: what the page's WebAssembly engine recomputes from -------------
+
+namespace {
+// The reply's fields the input document does not carry (the server adds them).
+json without_server_fields(json reply) {
+  for (const char* key : {"scenario_json", "intervention", "attention_input"}) reply.erase(key);
+  for (json& head : reply["heads"]) head.erase("random_seed");
+  return reply;
+}
+}  // namespace
+
+TEST(InputDocument, AttendingTheDocumentGivesTheApisTraceBitForBit) {
+  const json rope = json::parse(R"({"format": "attnlab-scenario/1", "name": "rope-test", "tokens": ["a", "b", "c", "d"],
+    "embeddings": [[1, 0.5, -1, 2], [0.1, 0.2, 0.3, 0.4], [-2, 1, 0, 1], [3, -1, 2, 0.5]], "positions": "rope",
+    "heads": [{"random": 3, "d_k": 4, "d_v": 2}, {"random": 4, "d_k": 2, "d_v": 3}], "causal": true})");
+  for (const json& request :
+       {json{{"scenario", "three-tokens"}},
+        json{{"scenario", "multi-head"}, {"options", {{"temperature", 0.37}, {"causal", true}, {"window", 3}}}},
+        json{{"scenario", "previous-token"}, {"options", {{"sentence", "a cat sat on the warm mat"}}}},
+        json{{"scenario", "random-head"}, {"options", {{"add_random_heads", {{{"seed", 9}}}}}}, {"detail", "weights"},
+             {"detail_heads", {2}}},
+        json{{"scenario", "cross-attention"}, {"options", {{"temperature", 2.5}}}},
+        json{{"scenario", rope}}}) {
+    SCOPED_TRACE(request.dump().substr(0, 120));
+    json with_input = request;
+    with_input["attention_input"] = true;
+    const json reply = attnlab::api_attention(with_input);
+    ASSERT_TRUE(reply.contains("attention_input"));
+    json document = reply["attention_input"];
+    if (request.contains("detail_heads")) document["detail_heads"] = request["detail_heads"];
+    attnlab::PackedArrays none;  // the matrices as lists of rows: the reader takes both forms
+    const json recomputed = attnlab::unpack_reply(attnlab::attend_document(attnlab::pack_reply(document, none)));
+    EXPECT_EQ(recomputed, without_server_fields(reply));
+  }
+}
+
+TEST(InputDocument, ChangingTemperatureOrMaskInTheDocumentEqualsAskingTheApi) {
+  json document = attnlab::api_attention({{"scenario", "multi-head"}, {"attention_input", true}})["attention_input"];
+  document["temperature"] = 0.2;
+  document["causal"] = true;
+  attnlab::PackedArrays none;
+  const json recomputed = attnlab::unpack_reply(attnlab::attend_document(attnlab::pack_reply(document, none)));
+  const json asked = attnlab::api_attention({{"scenario", "multi-head"}, {"options", {{"temperature", 0.2}, {"causal", true}}}});
+  EXPECT_EQ(recomputed, without_server_fields(asked));
+}
+
+TEST(InputDocument, BadDocumentsAreRefusedNamingTheField) {
+  const json good = attnlab::api_attention({{"scenario", "three-tokens"}, {"attention_input", true}})["attention_input"];
+  const auto error_with = [&](const std::string& pointer, const json& value) {
+    json doc = good;
+    if (value.is_discarded()) doc.erase(json::json_pointer(pointer).back());
+    else doc[json::json_pointer(pointer)] = value;
+    attnlab::PackedArrays none;
+    try {
+      (void)attnlab::attend_document(attnlab::pack_reply(doc, none));
+    } catch (const attnlab::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(error_with("/temperature", 0), ::testing::HasSubstr("temperature: 0 is not a number > 0"));
+  EXPECT_THAT(error_with("/temperature", json::value_t::discarded), ::testing::HasSubstr("temperature: missing"));
+  EXPECT_THAT(error_with("/heads/0/w_k", json::parse("[[1, 2]]")), ::testing::HasSubstr("heads[0].w_k: is 1 × 2, expected 2 × 2"));
+  EXPECT_THAT(error_with("/mask_tokens", {7}), ::testing::HasSubstr("mask_tokens: key 7 does not exist"));
+  EXPECT_THAT(error_with("/queries_from/0/0", "x"), ::testing::HasSubstr("queries_from: row 0 holds \"x\""));
+  EXPECT_THAT(error_with("/heads/0/ablation", "half"), ::testing::HasSubstr("heads[0].ablation"));
+  EXPECT_THAT(error_with("/tokens", json::array()), ::testing::HasSubstr("tokens: 0 queries"));
 }

@@ -1,0 +1,8 @@
+// raise_input_error where exceptions exist (everywhere but the WebAssembly engine).
+#include "attnlab/error.hpp"
+
+namespace attnlab {
+
+void raise_input_error(const std::string& message) { throw InputError(message); }
+
+}  // namespace attnlab

@@ -1,0 +1,164 @@
+// Writes and reads the input document (include/attnlab/input_document.hpp). The reading
+// half is what the page's WebAssembly engine runs, so it raises through raise_input_error.
+#include "attnlab/input_document.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+#include "attnlab/error.hpp"
+#include "attnlab/packed_reply.hpp"
+#include "attnlab/trace_json.hpp"
+
+namespace attnlab {
+
+using nlohmann::json;
+
+json input_document(const Scenario& scenario, const AttentionInput& input,
+                    const std::function<json(const Matrix&)>& write_matrix) {
+  json heads = json::array();
+  for (const HeadWeights& h : input.heads)
+    heads.push_back({{"name", h.name},
+                     {"w_q", write_matrix(h.w_q)},
+                     {"w_k", write_matrix(h.w_k)},
+                     {"w_v", write_matrix(h.w_v)},
+                     {"ablation", std::string(to_string(h.ablation))},
+                     {"scale", h.scale}});
+  return {{"scenario", scenario.name},
+          {"tokens", scenario.tokens},
+          {"source_tokens", scenario.source ? scenario.source->tokens : scenario.tokens},
+          {"positions", describe(scenario.positions)},
+          {"queries_from", write_matrix(input.queries_from)},
+          {"keys_from", write_matrix(input.keys_from)},
+          {"rope", input.rope},
+          {"heads", heads},
+          {"w_o", input.w_o ? write_matrix(*input.w_o) : json(nullptr)},
+          {"causal", input.mask.causal},
+          {"window", input.mask.window ? json(*input.mask.window) : json(nullptr)},
+          {"mask_tokens", input.mask.hidden_keys},
+          {"temperature", input.temperature}};
+}
+
+namespace {
+
+[[noreturn]] void fail(std::string_view field, std::string_view message) {
+  raise_input_error(fmt::format("input document: {}: {}", field, message));
+}
+
+const json& field(const json& object, const char* name) {
+  if (!object.is_object() || !object.contains(name)) fail(name, "missing");
+  return object[name];
+}
+
+std::size_t index_of(const json& j, std::string_view name) {
+  if (!j.is_number_unsigned()) fail(name, fmt::format("{} is not a whole number >= 0", j.dump()));
+  return j.get<std::size_t>();
+}
+
+std::vector<std::string> strings(const json& j, const char* name) {
+  if (!j.is_array()) fail(name, "expected a list of strings");
+  std::vector<std::string> out;
+  for (const json& s : j) {
+    if (!s.is_string()) fail(name, fmt::format("{} is not a string", s.dump()));
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+// A matrix of `rows` × `cols` (0: any), every value finite.
+Matrix finite_matrix(const PackedDocument& doc, const json& ref, const std::string& name, std::size_t rows,
+                     std::size_t cols) {
+  Matrix m = doc.matrix(ref, name);
+  if ((rows && m.rows != rows) || (cols && m.cols != cols))
+    fail(name, fmt::format("is {} × {}, expected {} × {}", m.rows, m.cols, rows ? std::to_string(rows) : "any",
+                           cols ? std::to_string(cols) : "any"));
+  for (double x : m.data)
+    if (!std::isfinite(x)) fail(name, "holds a value that is not finite");
+  return m;
+}
+
+}  // namespace
+
+std::string attend_document(std::string_view packed_input) {
+  const PackedDocument doc = read_packed(packed_input);
+  const json& h = doc.header;
+  AttentionInput in;
+  const std::vector<std::string> tokens = strings(field(h, "tokens"), "tokens");
+  const std::vector<std::string> source_tokens = strings(field(h, "source_tokens"), "source_tokens");
+  const std::size_t n = tokens.size(), m = source_tokens.size();
+  if (n == 0 || m == 0 || n > kMaxTokens || m > kMaxTokens)
+    fail("tokens", fmt::format("{} queries and {} keys; each must be 1 to {}", n, m, kMaxTokens));
+  in.queries_from = finite_matrix(doc, field(h, "queries_from"), "queries_from", n, 0);
+  const std::size_t d_in = in.queries_from.cols;
+  in.keys_from = finite_matrix(doc, field(h, "keys_from"), "keys_from", m, d_in);
+  if (!field(h, "rope").is_boolean()) fail("rope", "expected true or false");
+  in.rope = h["rope"];
+
+  const json& heads = field(h, "heads");
+  if (!heads.is_array() || heads.empty() || heads.size() > kMaxHeads)
+    fail("heads", fmt::format("expected a list of 1 to {} heads", kMaxHeads));
+  if (heads.size() * n * m > kMaxTraceCells) fail("heads", fmt::format("more than {} score cells", kMaxTraceCells));
+  std::size_t sum_d_v = 0;
+  for (std::size_t k = 0; k < heads.size(); ++k) {
+    const json& spec = heads[k];
+    const std::string at = fmt::format("heads[{}]", k);
+    HeadWeights w;
+    if (!field(spec, "name").is_string()) fail(at + ".name", "expected a string");
+    w.name = spec["name"];
+    w.w_q = finite_matrix(doc, field(spec, "w_q"), at + ".w_q", d_in, 0);
+    w.w_k = finite_matrix(doc, field(spec, "w_k"), at + ".w_k", d_in, w.w_q.cols);
+    w.w_v = finite_matrix(doc, field(spec, "w_v"), at + ".w_v", d_in, 0);
+    if (w.w_q.cols == 0 || w.w_v.cols == 0) fail(at, "d_k and d_v must be at least 1");
+    if (in.rope && w.w_q.cols % 2 != 0) fail(at + ".w_q", "rope needs an even d_k");
+    const json& ablation = field(spec, "ablation");
+    const auto kind = ablation.is_string() ? head_ablation_named(ablation.get<std::string>()) : std::nullopt;
+    if (!kind) fail(at + ".ablation", "expected \"none\", \"zero\", \"mean\" or \"uniform\"");
+    w.ablation = *kind;
+    if (!field(spec, "scale").is_number() || !std::isfinite(spec["scale"].get<double>()))
+      fail(at + ".scale", "expected a finite number");
+    w.scale = spec["scale"];
+    sum_d_v += w.w_v.cols;
+    in.heads.push_back(std::move(w));
+  }
+  if (!field(h, "w_o").is_null()) in.w_o = finite_matrix(doc, h["w_o"], "w_o", sum_d_v, 0);
+
+  if (!field(h, "causal").is_boolean()) fail("causal", "expected true or false");
+  in.mask.causal = h["causal"];
+  if (!field(h, "window").is_null()) in.mask.window = index_of(h["window"], "window");
+  const json& hidden = field(h, "mask_tokens");
+  if (!hidden.is_array()) fail("mask_tokens", "expected a list of key indices");
+  for (const json& j : hidden) {
+    const std::size_t key = index_of(j, "mask_tokens");
+    if (key >= m) fail("mask_tokens", fmt::format("key {} does not exist; keys run from 0 to {}", key, m - 1));
+    in.mask.hidden_keys.push_back(key);
+  }
+  const json& t = field(h, "temperature");
+  if (!t.is_number() || !(t.get<double>() > 0) || !std::isfinite(t.get<double>()))
+    fail("temperature", fmt::format("{} is not a number > 0", t.dump()));
+  in.temperature = t;
+
+  TraceJsonOptions written;
+  if (h.contains("detail_heads")) {
+    if (!h["detail_heads"].is_array()) fail("detail_heads", "expected a list of head indices");
+    std::vector<std::size_t> keep;
+    for (const json& j : h["detail_heads"]) keep.push_back(index_of(j, "detail_heads"));
+    written.detail_heads = keep;
+  }
+  if (!field(h, "scenario").is_string() || !field(h, "positions").is_string())
+    fail("scenario", "\"scenario\" and \"positions\" must be strings");
+
+  Trace trace = attend(in);
+  trace.tokens = tokens;
+  trace.source_tokens = source_tokens;
+  Scenario named;  // what trace_to_json reads besides the trace
+  named.name = h["scenario"];
+  named.mask = in.mask;
+  named.temperature = in.temperature;
+  PackedArrays arrays;
+  written.write_matrix = [&arrays](const Matrix& x) { return arrays.add(x); };
+  json reply = trace_to_json(named, trace, written);
+  reply["positions"] = h["positions"];
+  reply["kernel"] = "reference";
+  return pack_reply(reply, arrays);
+}
+
+}  // namespace attnlab
