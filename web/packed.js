@@ -1,7 +1,8 @@
 // Reads the packed reply of POST api/attention ("encoding": "packed", docs/api.md): a JSON
 // header whose matrices are references {"f64": OFFSET, "shape": [ROWS, COLS]} into the
 // doubles that follow it. The result is the same object the JSON encoding gives: lists of
-// rows of numbers, with null where a value is not finite (masked logits).
+// rows of numbers, with null where a value is not finite (masked logits). Also writes the
+// same layout, for the page's engine.
 (function (A) {
   'use strict';
 
@@ -49,5 +50,41 @@
     return expand(header, new Float64Array(buffer, FIXED + headerBytes, count));
   }
 
-  A.packed = { unpack };
-})(window.Attn = window.Attn || {});
+  // A matrix: a non-empty list of lists of numbers, all of one length.
+  function isMatrix(x) {
+    if (!Array.isArray(x) || !x.length || !Array.isArray(x[0])) return false;
+    const cols = x[0].length;
+    return x.every((row) => Array.isArray(row) && row.length === cols && row.every((v) => typeof v === 'number'));
+  }
+
+  // The inverse of unpack, for what the page hands its engine (web/engine.js): every matrix
+  // goes as doubles after the JSON header. Returns an ArrayBuffer.
+  function pack(doc) {
+    const matrices = [];
+    let count = 0;
+    const text = JSON.stringify(doc, (key, x) => {
+      if (!isMatrix(x)) return x;
+      const ref = { f64: count, shape: [x.length, x[0].length] };
+      matrices.push(x);
+      count += x.length * x[0].length;
+      return ref;
+    });
+    const header = new TextEncoder().encode(text);
+    const headerBytes = Math.ceil(header.length / 8) * 8;
+    const buffer = new ArrayBuffer(FIXED + headerBytes + 8 * count);
+    const bytes = new Uint8Array(buffer);
+    for (let k = 0; k < 4; k++) bytes[k] = MAGIC.charCodeAt(k);
+    const fixed = new DataView(buffer, 0, FIXED);
+    fixed.setUint32(4, VERSION, true);
+    fixed.setUint32(8, headerBytes, true);
+    fixed.setUint32(12, count, true);
+    bytes.set(header, FIXED);
+    bytes.fill(0x20, FIXED + header.length, FIXED + headerBytes); // spaces
+    const values = new Float64Array(buffer, FIXED + headerBytes, count);
+    let k = 0;
+    for (const m of matrices) for (const row of m) for (const v of row) values[k++] = v;
+    return buffer;
+  }
+
+  A.packed = { unpack, pack };
+})(typeof window !== 'undefined' ? (window.Attn = window.Attn || {}) : (globalThis.Attn = globalThis.Attn || {}));

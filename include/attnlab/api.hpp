@@ -16,7 +16,7 @@ namespace attnlab {
 inline constexpr std::size_t kMaxApiTraceCells = 1u << 18;
 inline constexpr std::size_t kMaxRequestBytes = 1u << 20;  // 1 MiB
 
-// GET /api/health -> {"ok": true, "version": "..."}
+// GET /api/health -> {"ok": true, "version": "...", "page_engine": bool (attnlab.wasm is served)}
 nlohmann::json api_health();
 
 // GET /api/scenarios -> {"scenarios": [{"name", "description", "default"}]}

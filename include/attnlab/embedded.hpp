@@ -16,4 +16,8 @@ std::vector<EmbeddedFile> bundled_scenario_files();
 // The lab's page (web/*), generated the same way.
 std::vector<EmbeddedFile> web_files();
 
+// The page's engine, attnlab.wasm (src/wasm/engine.cpp), when the build could make it
+// (clang and the WASI libraries installed); otherwise empty, and the page asks the server.
+std::vector<EmbeddedFile> page_engine_files();
+
 }  // namespace attnlab

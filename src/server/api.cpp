@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "attnlab/cost.hpp"
+#include "attnlab/embedded.hpp"
 #include "attnlab/error.hpp"
 #include "attnlab/flash_attention.hpp"
 #include "attnlab/input_document.hpp"
@@ -234,7 +235,9 @@ std::pair<Scenario, Interventions> requested_experiment(const json& request) {
 
 }  // namespace
 
-json api_health() { return {{"ok", true}, {"version", ATTNLAB_VERSION}}; }
+json api_health() {
+  return {{"ok", true}, {"version", ATTNLAB_VERSION}, {"page_engine", !page_engine_files().empty()}};
+}
 
 json api_scenarios() {
   json list = json::array();

@@ -41,6 +41,7 @@ std::string content_type(std::string_view name) {
   if (name.ends_with(".css")) return "text/css; charset=utf-8";
   if (name.ends_with(".svg")) return "image/svg+xml";
   if (name.ends_with(".png")) return "image/png";
+  if (name.ends_with(".wasm")) return "application/wasm";
   if (name.ends_with(".json")) return kJson;
   return "application/octet-stream";
 }
@@ -108,11 +109,12 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
   http.Get(R"(/([^/]*))", [](const httplib::Request& req, httplib::Response& res) {
     std::string name = req.matches[1];
     if (name.empty()) name = "index.html";
-    for (const EmbeddedFile& f : web_files())
-      if (f.name == name) {
-        res.set_content(std::string(f.bytes), content_type(f.name));
-        return;
-      }
+    for (const auto& files : {web_files(), page_engine_files()})
+      for (const EmbeddedFile& f : files)
+        if (f.name == name) {
+          res.set_content(std::string(f.bytes), content_type(f.name));
+          return;
+        }
     reply_error(res, 404, fmt::format("no such page: /{}", name));
   });
 
