@@ -1,6 +1,7 @@
 // attnlab's page: state, the JSON API (docs/api.md), controls, keyboard, exports and the
-// guided path. The page renders what the engine computed: every weight, score and
-// output comes from POST api/attention; nothing here recomputes attention.
+// guided path. The page renders what the engine computed: every weight, score and output
+// comes from POST api/attention, or for a change of temperature or causal mask from the
+// same engine compiled to WebAssembly (web/engine.js); nothing here computes attention.
 (function (A) {
   'use strict';
   const R = A.render;
@@ -107,6 +108,53 @@
     return body;
   }
 
+  // ---- the page's engine (web/engine.js) --------------------------------------------------
+  // The server's attention code compiled to WebAssembly. A trace starts at the server, which
+  // also sends the attention problem behind it ("attention_input", docs/api.md); a change of
+  // temperature or causal mask alone is then recomputed here from that problem, by the same
+  // code, without a round trip. Interventions always go to the server: their report
+  // compares two runs the server makes.
+  const SET_HERE = ['temperature', 'causal'];
+  const INTERVENTIONS = ['mask_tokens', 'ablate_heads', 'scale_heads', 'replace_tokens', 'permute'];
+  let pageEngine = false;     // the server has attnlab.wasm to give
+  let engineInputs = null;    // {key, trace}: the last server trace that came with its problem
+  function setupKey(body) {
+    const options = { ...body.options };
+    for (const k of SET_HERE) delete options[k];
+    return JSON.stringify([body.scenario, options]);
+  }
+  const hasInterventions = (body) => INTERVENTIONS.some((k) => k in body.options);
+
+  // The trace of `body` from the page's engine, or null when only the server can answer.
+  function traceHere(body) {
+    if (!A.engine.ready() || !engineInputs || hasInterventions(body) || setupKey(body) !== engineInputs.key) return null;
+    const base = engineInputs.trace;
+    const doc = { ...base.attention_input, temperature: body.options.temperature, causal: body.options.causal };
+    if (body.detail_heads) doc.detail_heads = body.detail_heads;
+    let trace;
+    try {
+      trace = A.engine.attend(doc);
+    } catch (e) {
+      return null; // the server will answer, and say what is wrong
+    }
+    // what the server adds to the engine's trace
+    trace.scenario_json = { ...base.scenario_json, temperature: doc.temperature, causal: doc.causal };
+    trace.intervention = null;
+    trace.heads.forEach((head, k) => { head.random_seed = base.heads[k].random_seed; });
+    return trace;
+  }
+
+  // POST api/attention's answer to `body`: from the page's engine when it can, else the server.
+  async function traceFor(body) {
+    const here = traceHere(body);
+    document.documentElement.dataset.computed = here ? 'page' : 'server';
+    if (here) return here;
+    const ask = pageEngine && !hasInterventions(body) ? { ...body, attention_input: true } : body;
+    const trace = await api('api/attention', ask, { packed: true });
+    if (trace.attention_input) engineInputs = { key: setupKey(body), trace };
+    return trace;
+  }
+
   // A head of a lean trace lacks its intermediates (queries ... logits).
   const hasDetail = (head) => Array.isArray(head.logits);
 
@@ -131,7 +179,7 @@
     const body = Object.assign({}, S.lastRequest, { detail: 'weights', detail_heads: [h] });
     return busy(async () => {
       try {
-        const reply = await api('api/attention', body, { packed: true });
+        const reply = await traceFor(body);
         if (S.trace !== t || reply.heads.length !== t.heads.length) return; // a newer trace came meanwhile
         t.heads[h] = reply.heads[h];
         if (h === S.head) renderHeadViews();
@@ -175,7 +223,7 @@
           dirty = false;
           const body = requestBody();
           try {
-            const trace = await api('api/attention', body, { packed: true });
+            const trace = await traceFor(body);
             if (!dirty) { S.lastRequest = body; applyTrace(prepareTrace(trace)); }
           } catch (e) {
             if (!dirty) showError(e.message);
@@ -341,10 +389,11 @@
       b.setAttribute('aria-label', `Head ${h}: ${t.heads[h].name}${seed !== null ? `, random seed ${seed}` : ''}`);
       const name = R.escapeHtml(t.heads[h].name);
       const named = seed !== null && name.includes(`seed ${seed}`);
-      b.lastChild.innerHTML = (h < 9 ? `<kbd>${h + 1}</kbd> ` : '') + `head ${h} · ` +
+      const caption = (h < 9 ? `<kbd>${h + 1}</kbd> ` : '') + `head ${h} · ` +
         (named ? name.replace(`seed ${seed}`, `<span class="seed">seed ${seed}</span>`) : name) +
         (seed !== null && !named ? ` <span class="seed">seed ${seed}</span>` : '') +
         (src && src.kind === 'added' ? ' <span class="added">(added)</span>' : '');
+      if (b.lastChild._html !== caption) { b.lastChild.innerHTML = caption; b.lastChild._html = caption; }
       R.drawThumb(b.firstChild, t, h, size, S.query, scaleMax(h));
     }
     $('remove-head').disabled = t.heads.length <= 1;
@@ -380,29 +429,23 @@
     renderQueryViews();
   }
 
-  // The weights table (the Table view, and the heatmap's cells as data-* attributes) holds
-  // n × m cells: built at once when it is on screen, otherwise when the browser is idle,
-  // so it never delays a frame. data-pending counts it until it is built.
-  let tableJob = null;
-  function buildTable(trace, h) {
+  // The weights table (the Table view) holds n × m cells: tens of milliseconds of HTML for
+  // a 64-token head, so it is built only while the Table view is shown (and on request,
+  // tableNow(), which the browser tests use to read the cells); otherwise it is marked stale.
+  let tableStale = true;
+  function buildTable() {
     const el = $('weights-table');
-    el.innerHTML = R.weightsTableHtml(trace, h);
-    el.dataset.head = String(h);
+    el.innerHTML = R.weightsTableHtml(S.trace, S.head);
+    el.dataset.head = String(S.head);
+    tableStale = false;
   }
-  // The table is of the trace and head shown now: by the time the browser is idle, a head
-  // may have been added (S.head moved on) before its trace arrived.
   function scheduleTable() {
-    if (tableJob !== null) { cancelIdle(tableJob); tableJob = null; setPending(-1); }
-    const trace = S.trace, h = S.head;
-    if (S.view === 'table') { buildTable(trace, h); return; }
-    setPending(+1);
-    tableJob = requestIdle(() => {
-      tableJob = null;
-      try { if (S.trace === trace) buildTable(trace, h); } finally { setPending(-1); }
-    });
+    tableStale = true;
+    if (S.view === 'table') buildTable();
   }
-  const requestIdle = window.requestIdleCallback ? (f) => window.requestIdleCallback(f, { timeout: 150 }) : (f) => setTimeout(f, 1);
-  const cancelIdle = window.cancelIdleCallback ? (id) => window.cancelIdleCallback(id) : (id) => clearTimeout(id);
+  function tableNow() {
+    if (tableStale && S.trace) buildTable();
+  }
 
   // Views that depend on the query: cheap, redrawn on every arrow key.
   function renderQueryViews() {
@@ -765,6 +808,12 @@
       await busy(async () => {
         const [health, list] = await Promise.all([api('api/health'), api('api/scenarios')]);
         $('server-status').textContent = `engine ${health.version}${health.mock ? ' (mock server)' : ''}`;
+        pageEngine = health.page_engine === true;
+        if (pageEngine) {
+          busy(async () => { // counted as pending, so tests know when it is ready
+            if (await A.engine.load('attnlab.wasm')) $('server-status').textContent += ' · recomputes here (WebAssembly)';
+          });
+        }
         S.scenarios = list.scenarios;
         const sel = $('scenario-select');
         sel.textContent = '';
@@ -808,6 +857,7 @@
     },
     setQuery,
     setHead,
+    tableNow,
     setTemperature,
     applySentence,
     addRandomHead,

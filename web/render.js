@@ -20,6 +20,15 @@
 
   // The grid whose nulls mark the masked cells: the head's logits, or for a head of a lean
   // trace (no intermediates) the shared pattern the page attached (app.js, prepareTrace).
+  // Text and data-* writes that skip an unchanged value: a new trace rewrites hundreds of
+  // cells, and each real change costs the browser layout work.
+  function setText(node, text) {
+    if (node._text !== text) { node.textContent = text; node._text = text; }
+  }
+  function setData(node, key, value) {
+    if (node.dataset[key] !== value) node.dataset[key] = value;
+  }
+
   function maskGrid(head) {
     return head.logits || head.mask;
   }
@@ -45,8 +54,8 @@
     const w = Math.max(1, Math.round(cssW * dpr)), h = Math.max(1, Math.round(cssH * dpr));
     if (canvas.width !== w) canvas.width = w;
     if (canvas.height !== h) canvas.height = h;
-    canvas.style.width = cssW + 'px';
-    canvas.style.height = cssH + 'px';
+    if (canvas.style.width !== cssW + 'px') canvas.style.width = cssW + 'px'; // unchanged: no style work
+    if (canvas.style.height !== cssH + 'px') canvas.style.height = cssH + 'px';
     const ctx = canvas.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     return ctx;
@@ -134,17 +143,20 @@
     const W = head.weights, G = maskGrid(head);
     const pattern = hatchPattern(ctx);
     const inner = cell - gap;
-    // cells, grouped by colour so each fillStyle is set once
+    // cells, grouped by colour: one path of rectangles and one fill per colour (a fillRect
+    // per cell costs thousands of calls for a 64-token head)
     const scaleMax = opts.scaleMax || 1;
     const buckets = bucketCells(W, G, n, m, scaleMax);
     for (let b = 0; b < buckets.length; b++) {
       const list = buckets[b];
       if (!list.length) continue;
       ctx.fillStyle = b === buckets.length - 1 ? pattern : C.cssAt(b);
+      ctx.beginPath();
       for (let k = 0; k < list.length; k++) {
         const cellIndex = list[k], i = (cellIndex / m) | 0, j = cellIndex - i * m;
-        ctx.fillRect(left + j * cell, top + i * cell, inner, inner);
+        ctx.rect(left + j * cell, top + i * cell, inner, inner);
       }
+      ctx.fill();
     }
     // × on masked cells, weights in cells that fit
     if (cell >= 14 || L.showText) {
@@ -219,7 +231,7 @@
   }
 
   // ---- small multiples ----------------------------------------------------------------
-  let scratch = null;
+  let scratch = null, scratchImage = null;
   // One pixel per cell into an n×m image, scaled up without smoothing.
   function drawThumb(canvas, trace, h, size, query, scaleMax) {
     const head = trace.heads[h];
@@ -234,7 +246,8 @@
       scratch.height = Math.max(scratch.height, n);
     }
     const sctx = scratch.getContext('2d');
-    const img = sctx.createImageData(m, n);
+    if (!scratchImage || scratchImage.width !== m || scratchImage.height !== n) scratchImage = sctx.createImageData(m, n);
+    const img = scratchImage;
     const data = img.data, lut = C.lutRgb, mr = C.maskedRgb;
     let k = 0;
     const G = maskGrid(head);
@@ -380,19 +393,19 @@
     for (let i = 0; i < n; i++) {
       const r = rowStats(head, i);
       const cells = rows[i];
-      cells[0].textContent = `${i} ${truncate(trace.tokens[i], 16)}`;
+      setText(cells[0], `${i} ${truncate(trace.tokens[i], 16)}`);
       if (r.fully) {
-        cells[1].dataset.value = '0';
-        cells[1].textContent = '—';
-        cells[2].dataset.value = '0';
-        cells[2].textContent = 'all masked';
-        cells[3].textContent = '—';
+        setData(cells[1], 'value', '0');
+        setText(cells[1], '—');
+        setData(cells[2], 'value', '0');
+        setText(cells[2], 'all masked');
+        setText(cells[3], '—');
       } else {
-        cells[1].dataset.value = String(r.entropy);
-        cells[1].textContent = r.entropy.toFixed(2);
-        cells[2].dataset.value = String(r.max);
-        cells[2].textContent = formatNumber(r.max, 2);
-        cells[3].textContent = `${r.arg} ${truncate(trace.source_tokens[r.arg], 16)}`;
+        setData(cells[1], 'value', String(r.entropy));
+        setText(cells[1], r.entropy.toFixed(2));
+        setData(cells[2], 'value', String(r.max));
+        setText(cells[2], formatNumber(r.max, 2));
+        setText(cells[3], `${r.arg} ${truncate(trace.source_tokens[r.arg], 16)}`);
       }
     }
   }
@@ -501,7 +514,8 @@
       const w = head.weights[i][j];
       weightSum += w;
       const tr = M.rows[j];
-      tr.className = masked ? 'math-row masked' : (j === top ? 'math-row top' : 'math-row');
+      const rowClass = masked ? 'math-row masked' : (j === top ? 'math-row top' : 'math-row');
+      if (tr.className !== rowClass) tr.className = rowClass;
       const c = tr.children;
 
       row[3] = `${termList(products, ' + ', q.length)} = `;
@@ -527,22 +541,22 @@
       }
       if (!sameHead) {
         const key = `${j} ${truncate(trace.source_tokens[j], 14)}`, kv = `(${formatVector(k, p)})`, vv = `(${formatVector(head.values[j], p)})`;
-        c[0].textContent = key;
-        c[1].textContent = kv;
-        c[2].textContent = vv;
+        setText(c[0], key);
+        setText(c[1], kv);
+        setText(c[2], vv);
         staticWidth[0] = Math.max(staticWidth[0], key.length);
         staticWidth[1] = Math.max(staticWidth[1], kv.length);
         staticWidth[2] = Math.max(staticWidth[2], vv.length);
       }
-      c[3].firstChild.textContent = row[3];
-      c[3].lastChild.textContent = score;
-      c[4].textContent = row[4];
-      c[5].textContent = row[5];
-      c[6].textContent = row[6];
-      c[7].firstChild.textContent = weightText;
-      c[7].lastChild.textContent = weightBold;
-      c[7].dataset.value = String(w);
-      c[7].dataset.masked = masked ? 'true' : 'false';
+      setText(c[3].firstChild, row[3]);
+      setText(c[3].lastChild, score);
+      setText(c[4], row[4]);
+      setText(c[5], row[5]);
+      setText(c[6], row[6]);
+      setText(c[7].firstChild, weightText);
+      setText(c[7].lastChild, weightBold);
+      setData(c[7], 'value', String(w));
+      setData(c[7], 'masked', masked ? 'true' : 'false');
       width[3] = Math.max(width[3], row[3].length + score.length);
       width[4] = Math.max(width[4], row[4].length);
       width[5] = Math.max(width[5], row[5].length);
@@ -552,7 +566,7 @@
     for (const c of [0, 1, 2]) width[c] = Math.max(width[c], staticWidth[c]);
     let cols = '';
     for (let c = 0; c < MATH_COLS; c++) cols += `${Math.min(c === 3 ? 400 : 120, width[c]) + 2}ch `;
-    M.grid.style.setProperty('--math-cols', cols);
+    if (M.cols !== cols) { M.grid.style.setProperty('--math-cols', cols); M.cols = cols; }
     if (fully) {
       M.shift.hidden = true;
       M.sum.textContent = 'Every key is hidden from this query: all weights are 0 and the output is 0.';

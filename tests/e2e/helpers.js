@@ -87,7 +87,8 @@ async function postAttention(url, body) {
 
 // The heatmap's cells as the page exposes them: [{row, col, weight, masked}].
 async function heatmapCells(page) {
-  await settled(page); // the table is built when the browser is idle
+  await settled(page);
+  await page.evaluate(() => window.Attn.app.tableNow()); // built on demand off the Table view
   const head = await page.getAttribute('[data-testid="heatmap"]', 'data-head');
   const tableHead = await page.getAttribute('[data-testid="weights-table"]', 'data-head');
   if (head !== tableHead) throw new Error(`the weights table shows head ${tableHead} but the heatmap head ${head}`);
