@@ -360,8 +360,6 @@
   function renderThumbs() {
     const t = S.trace;
     const box = $('head-thumbs');
-    const n = t.tokens.length, m = t.source_tokens.length;
-    const size = thumbSize(n, m);
     const sources = headSources();
     if (box.children.length !== t.heads.length) {
       box.textContent = '';
@@ -394,8 +392,8 @@
         (seed !== null && !named ? ` <span class="seed">seed ${seed}</span>` : '') +
         (src && src.kind === 'added' ? ' <span class="added">(added)</span>' : '');
       if (b.lastChild._html !== caption) { b.lastChild.innerHTML = caption; b.lastChild._html = caption; }
-      R.drawThumb(b.firstChild, t, h, size, S.query, scaleMax(h));
     }
+    drawThumbMarkers();
     $('remove-head').disabled = t.heads.length <= 1;
     $('restore-heads').disabled = !S.removeHeads.length && !S.addHeads.length;
   }
@@ -529,11 +527,11 @@
     if (A.panels) A.panels.onQuery();
   }
 
+  // The thumbnails with the query marked (their images are redrawn only for a new trace).
   function drawThumbMarkers() {
     const t = S.trace;
-    const box = $('head-thumbs');
-    const size = thumbSize(t.tokens.length, t.source_tokens.length);
-    for (let h = 0; h < box.children.length; h++) R.drawThumb(box.children[h].firstChild, t, h, size, S.query, scaleMax(h));
+    const canvases = Array.from($('head-thumbs').children, (b) => b.firstChild);
+    R.drawThumbs(canvases, t, thumbSize(t.tokens.length, t.source_tokens.length), S.query, t.heads.map((_, h) => scaleMax(h)));
   }
 
   function setHead(h) {

@@ -231,45 +231,61 @@
   }
 
   // ---- small multiples ----------------------------------------------------------------
-  let scratch = null, scratchImage = null;
-  // One pixel per cell into an n×m image, scaled up without smoothing.
-  function drawThumb(canvas, trace, h, size, query, scaleMax) {
-    const head = trace.heads[h];
-    const n = trace.tokens.length, m = trace.source_tokens.length;
-    const scale = size / Math.max(n, m);
-    const w = Math.round(m * scale), hgt = Math.round(n * scale);
-    const inv = 1 / (scaleMax || 1);
-    const ctx = sizeCanvas(canvas, w + 6, hgt);
-    if (!scratch) scratch = document.createElement('canvas');
-    if (scratch.width < m || scratch.height < n) {
-      scratch.width = Math.max(scratch.width, m);
-      scratch.height = Math.max(scratch.height, n);
+  // Every head's n×m image, one pixel per cell, side by side in one scratch canvas: one
+  // putImageData per trace (each costs a copy of the canvas once it has been drawn from),
+  // none when only the query marker moves.
+  const thumbScratch = { canvas: null, image: null, trace: null, scales: '' };
+  function fillThumbImages(trace, scaleMaxes) {
+    const n = trace.tokens.length, m = trace.source_tokens.length, H = trace.heads.length;
+    const T = thumbScratch;
+    if (!T.canvas) T.canvas = document.createElement('canvas');
+    if (T.canvas.width !== m * H || T.canvas.height !== n) {
+      T.canvas.width = m * H;
+      T.canvas.height = n;
+      T.image = null;
     }
-    const sctx = scratch.getContext('2d');
-    if (!scratchImage || scratchImage.width !== m || scratchImage.height !== n) scratchImage = sctx.createImageData(m, n);
-    const img = scratchImage;
-    const data = img.data, lut = C.lutRgb, mr = C.maskedRgb;
-    let k = 0;
-    const G = maskGrid(head);
-    for (let i = 0; i < n; i++) {
-      const wRow = head.weights[i], gRow = G[i];
-      for (let j = 0; j < m; j++, k += 4) {
-        if (gRow[j] === null) {
-          data[k] = mr[0]; data[k + 1] = mr[1]; data[k + 2] = mr[2];
-        } else {
-          const t = C.lutIndex(wRow[j] * inv) * 3;
-          data[k] = lut[t]; data[k + 1] = lut[t + 1]; data[k + 2] = lut[t + 2];
+    const ctx = T.canvas.getContext('2d');
+    if (!T.image) T.image = ctx.createImageData(m * H, n);
+    const data = T.image.data, lut = C.lutRgb, mr = C.maskedRgb;
+    for (let h = 0; h < H; h++) {
+      const head = trace.heads[h], G = maskGrid(head), inv = 1 / (scaleMaxes[h] || 1);
+      for (let i = 0; i < n; i++) {
+        const wRow = head.weights[i], gRow = G[i];
+        for (let j = 0, k = 4 * (i * m * H + h * m); j < m; j++, k += 4) {
+          if (gRow[j] === null) {
+            data[k] = mr[0]; data[k + 1] = mr[1]; data[k + 2] = mr[2];
+          } else {
+            const t = C.lutIndex(wRow[j] * inv) * 3;
+            data[k] = lut[t]; data[k + 1] = lut[t + 1]; data[k + 2] = lut[t + 2];
+          }
+          data[k + 3] = 255;
         }
-        data[k + 3] = 255;
       }
     }
-    sctx.putImageData(img, 0, 0);
-    ctx.clearRect(0, 0, w + 6, hgt);
-    ctx.imageSmoothingEnabled = scale < 1; // average when shrinking, crisp cells when growing
-    ctx.drawImage(scratch, 0, 0, m, n, 6, 0, w, hgt);
-    if (query !== undefined && query < n) {
-      ctx.fillStyle = C.highlight;
-      ctx.fillRect(0, Math.floor(query * scale), 4, Math.max(2, Math.round(scale)));
+    ctx.putImageData(T.image, 0, 0);
+  }
+
+  // Draws every head's thumbnail into canvases[h] (about `size` px, scaled up without
+  // smoothing), with a mark at the query row. scaleMaxes[h]: the weight drawn darkest.
+  function drawThumbs(canvases, trace, size, query, scaleMaxes) {
+    const n = trace.tokens.length, m = trace.source_tokens.length;
+    const scales = scaleMaxes.join(' ');
+    if (thumbScratch.trace !== trace || thumbScratch.scales !== scales) {
+      fillThumbImages(trace, scaleMaxes);
+      thumbScratch.trace = trace;
+      thumbScratch.scales = scales;
+    }
+    const scale = size / Math.max(n, m);
+    const w = Math.round(m * scale), hgt = Math.round(n * scale);
+    for (let h = 0; h < trace.heads.length; h++) {
+      const ctx = sizeCanvas(canvases[h], w + 6, hgt);
+      ctx.clearRect(0, 0, w + 6, hgt);
+      ctx.imageSmoothingEnabled = scale < 1; // average when shrinking, crisp cells when growing
+      ctx.drawImage(thumbScratch.canvas, h * m, 0, m, n, 6, 0, w, hgt);
+      if (query !== undefined && query < n) {
+        ctx.fillStyle = C.highlight;
+        ctx.fillRect(0, Math.floor(query * scale), 4, Math.max(2, Math.round(scale)));
+      }
     }
   }
 
@@ -649,7 +665,7 @@
   }
 
   A.render = {
-    escapeHtml, maskGrid, isMasked, mathsLoading, heatmapLayout, drawHeatmap, hitHeatmap, drawThumb, drawArcs, headMax,
+    escapeHtml, maskGrid, isMasked, mathsLoading, heatmapLayout, drawHeatmap, hitHeatmap, drawThumbs, drawArcs, headMax,
     rowStats, updateReadouts, weightsTableHtml, updateMaths, exportSvg,
   };
 })(window.Attn = window.Attn || {});
