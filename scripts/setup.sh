@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake g++ pkg-config git
           libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libhwy-dev libcpp-httplib-dev librsvg2-bin)
+          libhwy-dev libcpp-httplib-dev librsvg2-bin
+          # the page's engine: the attention code compiled to WebAssembly (src/wasm/)
+          clang-14 lld-14 wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32)
 if [ "${ATTNLAB_WITH_BROWSER:-0}" = 1 ]; then
   packages+=(chromium)
   command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)

@@ -170,13 +170,19 @@
   }
 
   // Brings in the intermediates of head h of a lean trace (the same request, that head in
-  // full), then redraws the views of that head.
+  // full): at once from the page's engine when it can, else from the server, after which
+  // the views of that head are redrawn.
   let detailJob = null;
   function fetchHeadDetail(h) {
     const t = S.trace;
     if (!t || !t.lean || hasDetail(t.heads[h]) || detailJob === h) return null;
-    detailJob = h;
     const body = Object.assign({}, S.lastRequest, { detail: 'weights', detail_heads: [h] });
+    const here = traceHere(body);
+    if (here && here.heads.length === t.heads.length) {
+      t.heads[h] = here.heads[h];
+      return null;
+    }
+    detailJob = h;
     return busy(async () => {
       try {
         const reply = await traceFor(body);
@@ -454,6 +460,7 @@
     $('heatmap').dataset.head = String(S.head);
     $('heatmap').dataset.query = String(S.query);
     if (S.view === 'arcs') R.drawArcs($('arcs'), t, S.head, S.query, width);
+    if (!hasDetail(t.heads[S.head])) fetchHeadDetail(S.head);
     if (hasDetail(t.heads[S.head])) {
       R.updateMaths($('maths'), t, S.head, S.query, precision());
       $('maths').dataset.head = String(S.head);
@@ -461,7 +468,6 @@
     } else {
       R.mathsLoading($('maths'), t, S.head);
       delete $('maths').dataset.head;
-      fetchHeadDetail(S.head);
     }
     // selection marks
     const strip = $('token-strip');

@@ -99,6 +99,7 @@ test('the causal toggle masks every upper-triangle cell and each row still sums 
   assert.ok(cells.some((c) => c.col > c.row && !c.masked && c.weight > 0), 'before: the upper triangle carries weight');
   await page.check('[data-testid="causal-toggle"]');
   await settled(page);
+  const api = await postAttention(browser.url, { scenario: 'random-head', options: { causal: true, temperature: 1 } });
   for (let h = 0; h < 2; h++) {
     await page.keyboard.press(String(h + 1));
     assert.equal(await page.getAttribute('[data-testid="heatmap"]', 'data-head'), String(h));
@@ -111,6 +112,7 @@ test('the causal toggle masks every upper-triangle cell and each row still sums 
       } else {
         assert.ok(!c.masked, `head ${h} cell (${c.row}, ${c.col}) should not be masked`);
       }
+      assert.ok(Math.abs(c.weight - api.heads[h].weights[c.row][c.col]) <= TOL, `head ${h} cell (${c.row}, ${c.col}) equals the API's`);
     }
     for (const [row, list] of rowsOf(cells)) {
       const sum = list.reduce((s, c) => s + c.weight, 0);
@@ -134,8 +136,14 @@ test('temperature 0.1 gives a row whose largest weight is higher than at 3', asy
   const cold = Number(await page.getAttribute(`[data-testid="row-max-${row}"]`, 'data-value'));
   const coldEntropy = Number(await page.getAttribute(`[data-testid="row-entropy-${row}"]`, 'data-value'));
   await screenshot(page, '04-temperature-0.1');
+  const asked = []; // the page's engine answers a temperature change: no request
+  page.on('request', (req) => { if (req.url().endsWith('/api/attention')) asked.push(req.url()); });
   await page.keyboard.press('End');
   await settled(page);
+  if (!browser.mock) {
+    assert.deepEqual(asked, [], 'a temperature change is recomputed in the page (web/engine.js)');
+    assert.equal(await page.getAttribute('html', 'data-computed'), 'page');
+  }
   assert.equal(await page.textContent('[data-testid="temperature-value"]'), '3');
   const warm = Number(await page.getAttribute(`[data-testid="row-max-${row}"]`, 'data-value'));
   const warmEntropy = Number(await page.getAttribute(`[data-testid="row-entropy-${row}"]`, 'data-value'));
@@ -271,6 +279,7 @@ test('hiding a token masks that key for every query (an intervention)', async ()
   assert.equal(await page.getAttribute('[data-testid="token-strip"]', 'data-query'), '5');
   await page.click('[data-testid="hide-token"]');
   await settled(page);
+  assert.equal(await page.getAttribute('html', 'data-computed'), 'server', 'an intervention is the server\'s to compute');
   assert.match(await page.getAttribute('#tok-5', 'class'), /hidden-key/);
   const cells = await heatmapCells(page);
   for (const c of cells) assert.equal(c.masked, c.col === 5, `cell (${c.row}, ${c.col})`);
