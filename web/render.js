@@ -26,7 +26,8 @@
     if (node._text !== text) { node.textContent = text; node._text = text; }
   }
   function setData(node, key, value) {
-    if (node.dataset[key] !== value) node.dataset[key] = value;
+    const cached = '_data_' + key;
+    if (node[cached] !== value) { node.dataset[key] = value; node[cached] = value; }
   }
 
   function maskGrid(head) {
