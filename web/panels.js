@@ -438,7 +438,6 @@
   // ======================================================================================
   // The model presets of `attnlab kv --model` (docs/api.md, POST /api/kv). The API has no
   // list endpoint; tests/e2e/panels.test.js checks this list against the server's.
-  const KV_MODELS = ['gpt2', 'gpt2-xl', 'llama-2-7b', 'llama-3-8b', 'llama-3-70b', 'mistral-7b', 'qwen2.5-7b', 'gemma-2-9b'];
   const KV_TABLE_CONTEXTS = [4096, 32768, 131072]; // the CLI's default --context
   const C = { n: 100000, kvModel: 'llama-3-8b', kvDtype: 'f16', kvContext: 8192, measured: null, measuring: false };
 
@@ -764,12 +763,20 @@
 
   function bindCost() {
     const model = $('kv-model');
-    for (const name of KV_MODELS) {
-      const o = document.createElement('option');
-      o.value = o.textContent = name;
-      model.appendChild(o);
-    }
-    model.value = C.kvModel;
+    X.busy(async () => { // the server's presets (GET api/models), as `attnlab kv` knows them
+      try {
+        const { models } = await X.api('api/models');
+        for (const m of models) {
+          const o = document.createElement('option');
+          o.value = o.textContent = m.name;
+          o.title = `${m.layers} layers, ${m.kv_heads} KV heads of ${m.head_dim} (${m.source})`;
+          model.appendChild(o);
+        }
+        model.value = C.kvModel;
+      } catch (e) {
+        costError(`The model presets could not be loaded: ${e.message}`);
+      }
+    });
     $('kv-dtype').value = C.kvDtype;
     for (const id of ['cost-dmodel', 'cost-heads', 'cost-layers', 'cost-dtype', 'cost-window']) $(id).addEventListener('change', () => runCost());
     $('cost-n').addEventListener('input', (e) => setCostN(sliderToN(Number(e.target.value))));
@@ -832,6 +839,5 @@
     setKvContext,
     sliderToN,
     sliderToContext,
-    KV_MODELS,
   };
 })(window.Attn = window.Attn || {});

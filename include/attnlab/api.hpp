@@ -49,6 +49,10 @@ inline constexpr std::uint64_t kMaxApiMeasureCacheBytes = std::uint64_t{1} << 30
 // "window", "measure", "kernel", "causal"} -> {"shape": {...}, "rows": [...], "measured"}.
 nlohmann::json api_cost(const nlohmann::json& request);
 
+// GET /api/models -> {"models": [{"name", "source", "layers", "d_model", "heads",
+// "kv_heads", "head_dim", "parameters", "note"}]}: the presets /api/kv and `attnlab kv` know.
+nlohmann::json api_models();
+
 // POST /api/kv: {"model": "llama-3-8b", "context": [4096, 32768], "dtype", "budget",
 // "layers", "kv_heads", "head_dim", "heads", "d_model", "params", "measure",
 // "measure_layers"} -> {"model": {...}, "rows": [...], "budget", "measured"}.

@@ -16,6 +16,7 @@
 #include "attnlab/interventions.hpp"
 #include "attnlab/kv_memory.hpp"
 #include "attnlab/measure.hpp"
+#include "attnlab/models.hpp"
 #include "attnlab/packed_reply.hpp"
 #include "attnlab/probe.hpp"
 #include "attnlab/scenario.hpp"
@@ -433,6 +434,22 @@ json optional_number(const std::optional<double>& x) { return x ? json(*x) : jso
 
 }  // namespace
 
+namespace {
+
+json model_to_json(const ModelShape& model) {
+  return {{"name", model.name},
+          {"source", model.source},
+          {"layers", model.layers},
+          {"d_model", model.d_model},
+          {"heads", model.heads},
+          {"kv_heads", model.kv_heads},
+          {"head_dim", model.head_dim},
+          {"parameters", model.parameters ? json(model.parameters) : json(nullptr)},
+          {"note", model.note}};
+}
+
+}  // namespace
+
 json api_cost(const json& request) {
   refuse_unknown_fields(request, {"tokens", "d_model", "heads", "layers", "dtype", "window", "measure", "kernel", "causal"});
   CostShape shape;
@@ -502,6 +519,12 @@ json api_cost(const json& request) {
   return reply;
 }
 
+json api_models() {
+  json models = json::array();
+  for (const ModelShape& m : model_presets()) models.push_back(model_to_json(m));
+  return {{"models", models}};
+}
+
 json api_kv(const json& request) {
   refuse_unknown_fields(request, {"model", "context", "dtype", "budget", "layers", "kv_heads", "head_dim", "heads",
                                   "d_model", "params", "measure", "measure_layers"});
@@ -536,16 +559,7 @@ json api_kv(const json& request) {
                     {"total_bytes", row.total_bytes},
                     {"cache_over_weights", r.weight_bytes ? json(row.cache_over_weights) : json(nullptr)},
                     {"cache_exceeds_weights", row.cache_exceeds_weights}});
-  json reply = {{"model",
-                 {{"name", model.name},
-                  {"source", model.source},
-                  {"layers", model.layers},
-                  {"d_model", model.d_model},
-                  {"heads", model.heads},
-                  {"kv_heads", model.kv_heads},
-                  {"head_dim", model.head_dim},
-                  {"parameters", model.parameters ? json(model.parameters) : json(nullptr)},
-                  {"note", model.note}}},
+  json reply = {{"model", model_to_json(model)},
                 {"dtype", dtype_name(dtype)},
                 {"dtype_bytes", dtype_bytes(dtype)},
                 {"bytes_per_token", r.bytes_per_token},

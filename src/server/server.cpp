@@ -64,6 +64,7 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
 
   http.Get("/api/health", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_health()); });
   http.Get("/api/scenarios", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_scenarios()); });
+  http.Get("/api/models", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_models()); });
   http.Get(R"(/api/scenarios/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.matches[1];
     if (const auto text = api_scenario_file(name)) {

@@ -132,11 +132,12 @@ test('cost panel: n² is 9 for three-tokens, and every count equals POST /api/co
 
 test('KV chart: llama-3-8b at 8,192 tokens in f16 is the formula\'s 1 GiB, as the API and `attnlab kv` say', async () => {
   const page = await browser.newPage();
-  // the picker holds the server's presets (the API names them when it refuses an unknown model)
-  const refusal = await postApi(browser.url, '/api/kv', { model: 'no-such-model' }, { expectStatus: 400 });
-  const known = /the known models are: ([^(]+?) \(/.exec(refusal.error)[1].split(', ');
+  // the picker holds the server's presets (GET /api/models), the ones /api/kv knows
+  const { models } = await (await fetch(browser.url + '/api/models')).json();
   const options = await page.$$eval('[data-testid="kv-model"] option', (els) => els.map((e) => e.value));
-  assert.deepEqual(options, known);
+  assert.deepEqual(options, models.map((m) => m.name));
+  const refusal = await postApi(browser.url, '/api/kv', { model: 'no-such-model' }, { expectStatus: 400 });
+  assert.equal(/the known models are: ([^(]+?) \(/.exec(refusal.error)[1], options.join(', '));
 
   await page.waitForSelector('[data-testid="kv-row-8192"]');
   assert.equal(await page.inputValue('[data-testid="kv-model"]'), 'llama-3-8b');

@@ -279,6 +279,26 @@ TEST_F(Api, KvGivesTheFormulaTheWeightsAndTheBudgetsLongestContext) {
   EXPECT_TRUE(custom["weight_bytes"].is_null());
 }
 
+TEST_F(Api, ModelsListsThePresetsKvKnowsWithTheirShapes) {
+  auto r = client().Get("/api/models");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const json models = json::parse(r->body)["models"];
+  ASSERT_EQ(models.size(), 8u);
+  std::vector<std::string> names;
+  for (const json& m : models) {
+    names.push_back(m["name"]);
+    // every preset is one /api/kv takes, with the same shape
+    const json kv = post_to(client(), "/api/kv", {{"model", m["name"]}, {"context", {1}}}, 200);
+    EXPECT_EQ(kv["model"], m);
+  }
+  EXPECT_EQ(names[3], "llama-3-8b");
+  EXPECT_EQ(models[3]["layers"], 32);
+  EXPECT_EQ(models[3]["kv_heads"], 8);
+  EXPECT_EQ(models[3]["head_dim"], 128);
+  EXPECT_EQ(models[3]["d_model"], 4096);
+}
+
 TEST_F(Api, KvMeasuresOnRequestAndAgreesWithTheFormula) {
   const json reply = post_to(client(), "/api/kv", {{"model", "gpt2"}, {"context", 2048}, {"measure", true}}, 200);
   const json& m = reply["measured"];
