@@ -280,7 +280,7 @@ std::optional<std::vector<std::size_t>> requested_detail_heads(const json& reque
 // The reply of POST /api/attention, its matrices written by write_matrix.
 json attention_reply(const json& request, const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
-  static const char* const known[] = {"scenario", "options",  "kernel",         "detail",
+  static const char* const known[] = {"scenario",     "options",  "kernel",         "detail",
                                       "detail_heads", "encoding", "attention_input"};
   for (const auto& [key, value] : request.items())
     if (std::find(std::begin(known), std::end(known), key) == std::end(known))
@@ -303,6 +303,7 @@ json attention_reply(const json& request, const std::function<json(const Matrix&
   if (kernel == KernelKind::tiled) {  // outputs only: the tiled kernel keeps no grid
     if (!interventions.empty())
       fail("kernel", "interventions run on the reference kernel, which keeps the weights they change; drop \"kernel\"");
+    if (with_input) fail("attention_input", "is given with the reference kernel only; drop \"kernel\"");
     json reply = trace_to_json(baseline, attend_tiled(attention_input(baseline)), written);
     reply["kernel"] = "tiled";
     return reply;
@@ -431,10 +432,6 @@ std::string as_text(const json& request, const char* field, std::string fallback
 }
 
 json optional_number(const std::optional<double>& x) { return x ? json(*x) : json(nullptr); }
-
-}  // namespace
-
-namespace {
 
 json model_to_json(const ModelShape& model) {
   return {{"name", model.name},
