@@ -811,7 +811,7 @@
     try {
       await busy(async () => {
         const [health, list] = await Promise.all([api('api/health'), api('api/scenarios')]);
-        $('server-status').textContent = `engine ${health.version}${health.mock ? ' (mock server)' : ''}`;
+        $('server-status').textContent = `engine ${health.version}`;
         pageEngine = health.page_engine === true;
         if (pageEngine) {
           busy(async () => { // counted as pending, so tests know when it is ready

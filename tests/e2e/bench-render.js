@@ -17,8 +17,7 @@
 // a round trip: the request and its reply as packed bytes, the unpacking, the render; with,
 // beside them, the same request as JSON (lean, and with every intermediate of every head) to
 // show what the packed encoding saves.
-// Without ATTNLAB_URL it uses the mock server, whose round trip spawns the CLI and so
-// says nothing about the real server's speed.
+// Without ATTNLAB_URL it starts build/attnlab serve itself (tests/e2e/helpers.js).
 'use strict';
 
 const path = require('node:path');
@@ -116,7 +115,7 @@ const SENTENCE = Array.from({ length: 64 }, (_, i) => WORDS[i % WORDS.length]).j
     console.log(`head step (↑ ↓), render + layout:              ${f(r.head)}`);
     for (const [name, p] of [['packed, lean (what the page asks)', r.packed], ['JSON, lean', r.leanJson], ['JSON, every intermediate', r.fullJson]]) {
       console.log(`${name}: ${(p.bytes / 1024).toFixed(0)} KiB`);
-      console.log(`  request + reply received:    ${f(p.request)}${process.env.ATTNLAB_URL ? '' : '   [mock server: spawns the CLI]'}`);
+      console.log(`  request + reply received:    ${f(p.request)}`);
       console.log(`  decode (unpack / JSON.parse): ${f(p.decode)}`);
       console.log(`  render + layout:             ${f(p.render)}`);
     }

@@ -7,16 +7,19 @@
 // document names the field and leaves the engine working.
 //
 //   ATTNLAB_URL=http://127.0.0.1:8080 node --test tests/e2e/engine.test.js
+// (without ATTNLAB_URL it starts build/attnlab serve itself, as the browser tests do)
 'use strict';
 
-const { test, before } = require('node:test');
+const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
+const { serverUrl } = require('./helpers.js');
 
 require(path.join(__dirname, '../../web/packed.js'));
 require(path.join(__dirname, '../../web/engine.js'));
 const engine = globalThis.Attn.engine;
-const URL_ = (process.env.ATTNLAB_URL || '').replace(/\/+$/, '');
+let URL_ = '';
+let server = null;
 
 async function post(body) {
   const res = await fetch(URL_ + '/api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -53,8 +56,11 @@ function assertSame(actual, expected, where = '', count = { numbers: 0, equal: 0
   return count;
 }
 
+after(async () => { if (server) await server.stop(); });
+
 before(async () => {
-  assert.ok(URL_, 'set ATTNLAB_URL to a running attnlab serve');
+  server = await serverUrl();
+  URL_ = server.url;
   const health = await (await fetch(URL_ + '/api/health')).json();
   assert.equal(health.page_engine, true, 'the server has no attnlab.wasm: install clang-14 and the WASI libraries (scripts/setup.sh) and rebuild');
   const bytes = await (await fetch(URL_ + '/attnlab.wasm')).arrayBuffer();

@@ -2,13 +2,14 @@
 // playwright-core with a fresh profile, console-error capture, screenshots.
 //
 // ATTNLAB_URL is the base URL of the server under test (CTest starts `attnlab serve` and
-// sets it). When it is unset, the tests start tests/e2e/mock-server.js on a free port
-// and say so: a development convenience only.
+// sets it). When it is unset, the tests start `attnlab serve --port 0` themselves, from
+// ATTNLAB_BIN or this checkout's build/attnlab, and stop it afterwards.
 'use strict';
 
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { spawn } = require('node:child_process');
 const { chromium } = require('playwright-core');
 
 const ARTIFACTS = path.join(__dirname, 'artifacts');
@@ -20,12 +21,23 @@ const CHROMIUM = process.env.ATTNLAB_CHROMIUM || '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
+const BIN = process.env.ATTNLAB_BIN || path.join(__dirname, '..', '..', 'build', 'attnlab');
+
 async function serverUrl() {
-  if (process.env.ATTNLAB_URL) return { url: process.env.ATTNLAB_URL.replace(/\/+$/, ''), mock: false, stop: async () => {} };
-  const { start } = require('./mock-server.js');
-  const { server, url } = await start({ port: 0 });
-  console.log(`# ATTNLAB_URL is not set: testing against the MOCK server at ${url} (tests/e2e/mock-server.js)`);
-  return { url, mock: true, stop: () => new Promise((r) => server.close(r)) };
+  if (process.env.ATTNLAB_URL) return { url: process.env.ATTNLAB_URL.replace(/\/+$/, ''), stop: async () => {} };
+  if (!fs.existsSync(BIN)) throw new Error(`${BIN} not found: build attnlab (scripts/setup.sh) or set ATTNLAB_URL to a running server`);
+  const server = spawn(BIN, ['serve', '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    server.stdout.on('data', (chunk) => {
+      out += chunk;
+      const line = out.split('\n')[0];
+      if (out.includes('\n')) (line.startsWith('http://') ? resolve(line.trim().replace(/\/+$/, '')) : reject(new Error(`attnlab serve said: ${line}`)));
+    });
+    server.on('exit', (code) => reject(new Error(`attnlab serve exited with ${code}`)));
+  });
+  console.log(`# ATTNLAB_URL is not set: started ${BIN} serve at ${url}`);
+  return { url, stop: () => new Promise((r) => { server.once('exit', r); server.kill('SIGTERM'); }) };
 }
 
 // One browser for a test file: {context, url, newPage, close}.
@@ -61,7 +73,7 @@ async function openBrowser() {
     fs.rmSync(profile, { recursive: true, force: true });
     fs.rmSync(downloads, { recursive: true, force: true });
   }
-  return { context, url: server.url, mock: server.mock, newPage, close };
+  return { context, url: server.url, newPage, close };
 }
 
 // Waits until the page has rendered a trace and no request is out.
@@ -121,4 +133,4 @@ async function postApi(url, pathName, body, { expectStatus = 200 } = {}) {
   return data;
 }
 
-module.exports = { openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario, ARTIFACTS, WIDTH };
+module.exports = { openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario, ARTIFACTS, WIDTH, serverUrl };

@@ -65,7 +65,7 @@ test('← and → move the query, and the maths panel shows the API\'s weights f
   });
   await selectScenario(page, 'previous-token');
   assert.ok(traces.length >= 1);
-  if (!browser.mock) for (const t of traces) assert.deepEqual(t, { sent: 'packed', type: 'application/octet-stream' });
+  for (const t of traces) assert.deepEqual(t, { sent: 'packed', type: 'application/octet-stream' });
   const api = await postAttention(browser.url, { scenario: 'previous-token', options: { causal: false, temperature: 1 } });
   const n = api.tokens.length;
   assert.equal(await page.getAttribute('[data-testid="token-strip"]', 'data-query'), String(n - 1));
@@ -140,10 +140,8 @@ test('temperature 0.1 gives a row whose largest weight is higher than at 3', asy
   page.on('request', (req) => { if (req.url().endsWith('/api/attention')) asked.push(req.url()); });
   await page.keyboard.press('End');
   await settled(page);
-  if (!browser.mock) {
-    assert.deepEqual(asked, [], 'a temperature change is recomputed in the page (web/engine.js)');
-    assert.equal(await page.getAttribute('html', 'data-computed'), 'page');
-  }
+  assert.deepEqual(asked, [], 'a temperature change is recomputed in the page (web/engine.js)');
+  assert.equal(await page.getAttribute('html', 'data-computed'), 'page');
   assert.equal(await page.textContent('[data-testid="temperature-value"]'), '3');
   const warm = Number(await page.getAttribute(`[data-testid="row-max-${row}"]`, 'data-value'));
   const warmEntropy = Number(await page.getAttribute(`[data-testid="row-entropy-${row}"]`, 'data-value'));
