@@ -2,8 +2,10 @@
 // against one contiguous run of a KV cache, leaving a partial softmax state that
 // decode_split.cpp merges across runs. Compiled once per instruction set, like
 // flash_tiles.cpp. Decoding reads every cached key and value once per step, so this loop
-// is bound by memory bandwidth: it converts 64 cached rows at a time to f32 and uses them
-// for every query of the KV head's group before moving on.
+// is bound by memory bandwidth: it converts 64 cached rows at a time to f32 (prefetching
+// the next 64 into L2 meanwhile) and uses them for every query of the KV head's group
+// before moving on: scores 16 keys per vector, the block's softmax in vectors, and the
+// values mixed for four queries per row read.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,13 +26,18 @@ namespace {
 
 constexpr std::size_t kBlock = 64;  // cached rows converted and used together
 
-inline float reduce_add(VF v) {
-  v += __builtin_shuffle(v, VI{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-  v += __builtin_shuffle(v, VI{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-  v += __builtin_shuffle(v, VI{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-  v += __builtin_shuffle(v, VI{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+// Folds the 16 lanes into one with `op` (add, max), halving the distance each step.
+template <class Op>
+inline float reduce(VF v, Op op) {
+  v = op(v, __builtin_shuffle(v, VI{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
+  v = op(v, __builtin_shuffle(v, VI{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}));
+  v = op(v, __builtin_shuffle(v, VI{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));
+  v = op(v, __builtin_shuffle(v, VI{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}));
   return v[0];
 }
+inline VF max_vec(VF a, VF b) { return a > b ? a : b; }
+inline float reduce_add(VF v) { return reduce(v, [](VF a, VF b) { return a + b; }); }
+inline float reduce_max(VF v) { return reduce(v, max_vec); }
 
 // GCC 12's own _mm512_cvtph_ps trips its -Wmaybe-uninitialized; the code here is fine.
 #pragma GCC diagnostic push
@@ -133,16 +140,6 @@ inline VF sum16(const VF (&acc)[W]) {
             __builtin_shuffle(t4[2 * k], t4[2 * k + 1], VI{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
   return __builtin_shuffle(t2[0], t2[1], VI{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}) +
          __builtin_shuffle(t2[0], t2[1], VI{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
-}
-
-inline VF max_vec(VF a, VF b) { return a > b ? a : b; }
-
-inline float reduce_max(VF v) {
-  v = max_vec(v, __builtin_shuffle(v, VI{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
-  v = max_vec(v, __builtin_shuffle(v, VI{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}));
-  v = max_vec(v, __builtin_shuffle(v, VI{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));
-  v = max_vec(v, __builtin_shuffle(v, VI{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}));
-  return v[0];
 }
 
 // out_q = out_q · correction_q + Σ_r p_q[r] · v_r for NQ queries at once, so each value row
