@@ -18,8 +18,6 @@
     return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
   }
 
-  // The grid whose nulls mark the masked cells: the head's logits, or for a head of a lean
-  // trace (no intermediates) the shared pattern the page attached (app.js, prepareTrace).
   // Text and data-* writes that skip an unchanged value: a new trace rewrites hundreds of
   // cells, and each real change costs the browser layout work.
   function setText(node, text) {
@@ -30,6 +28,8 @@
     if (node[cached] !== value) { node.dataset[key] = value; node[cached] = value; }
   }
 
+  // The grid whose nulls mark the masked cells: the head's logits, or for a head of a lean
+  // trace (no intermediates) the shared pattern the page attached (app.js, prepareTrace).
   function maskGrid(head) {
     return head.logits || head.mask;
   }

@@ -89,6 +89,7 @@ std::string attend_document(std::string_view packed_input) {
     fail("tokens", fmt::format("{} queries and {} keys; each must be 1 to {}", n, m, kMaxTokens));
   in.queries_from = finite_matrix(doc, field(h, "queries_from"), "queries_from", n, 0);
   const std::size_t d_in = in.queries_from.cols;
+  if (d_in == 0 || d_in > kMaxWidth) fail("queries_from", fmt::format("{} columns; d_in must be 1 to {}", d_in, kMaxWidth));
   in.keys_from = finite_matrix(doc, field(h, "keys_from"), "keys_from", m, d_in);
   if (!field(h, "rope").is_boolean()) fail("rope", "expected true or false");
   in.rope = h["rope"];

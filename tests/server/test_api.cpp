@@ -570,4 +570,5 @@ TEST(InputDocument, BadDocumentsAreRefusedNamingTheField) {
   EXPECT_THAT(error_with("/queries_from/0/0", "x"), ::testing::HasSubstr("queries_from: row 0 holds \"x\""));
   EXPECT_THAT(error_with("/heads/0/ablation", "half"), ::testing::HasSubstr("heads[0].ablation"));
   EXPECT_THAT(error_with("/tokens", json::array()), ::testing::HasSubstr("tokens: 0 queries"));
+  EXPECT_THAT(error_with("/queries_from", json::parse("[[], [], []]")), ::testing::HasSubstr("queries_from: 0 columns"));
 }
