@@ -1,6 +1,6 @@
-// The HTTP face: routes to the API functions and the embedded page. Every reply is JSON
-// or a page file; errors are {"error": ...} with 400/404/413/500, and nothing a client
-// sends takes the server down.
+// The HTTP face: routes to the API functions and the embedded page. Every reply is JSON,
+// a packed trace (docs/api.md, "encoding": "packed") or a page file; errors are
+// {"error": ...} with 400/404/413/500, and nothing a client sends takes the server down.
 #include "attnlab/server.hpp"
 
 #include <httplib.h>
@@ -55,8 +55,8 @@ struct LabServer::Impl {
 LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
   httplib::Server& http = impl_->http;
   http.set_payload_max_length(kMaxRequestBytes);
-  // Without it, the last part of a reply can wait for the browser's delayed ACK (Nagle):
-  // Chromium received a 445 KiB trace in a median 20 ms that curl got in 3.6 ms.
+  // Without it, the last segment of a reply can wait for the client's delayed ACK
+  // (Nagle's algorithm), and the lab trades many small request-reply pairs.
   http.set_tcp_nodelay(true);
   // A page sends a request per slider step: keep its connection (cpp-httplib closes it
   // after 5 requests by default, and a new one costs a handshake).
