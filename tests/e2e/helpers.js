@@ -10,6 +10,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
+const assert = require('node:assert/strict');
 const { chromium } = require('playwright-core');
 
 const ARTIFACTS = path.join(__dirname, 'artifacts');
@@ -133,4 +134,9 @@ async function postApi(url, pathName, body, { expectStatus = 200 } = {}) {
   return data;
 }
 
-module.exports = { openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario, ARTIFACTS, WIDTH, serverUrl };
+// Fails the test when the page logged a console error, an uncaught exception or a failed request.
+function assertNoErrors(page) {
+  assert.deepEqual(page.errors, [], `the page logged errors:\n${page.errors.join('\n')}`);
+}
+
+module.exports = { assertNoErrors, openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario, ARTIFACTS, WIDTH, serverUrl };

@@ -11,7 +11,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const {
-  openBrowser, settled, screenshot, postAttention, heatmapCells, mathsWeights, selectScenario,
+  assertNoErrors, openBrowser, settled, screenshot, postAttention, heatmapCells, mathsWeights, selectScenario,
 } = require('./helpers.js');
 
 const TOL = 1e-9;
@@ -20,9 +20,6 @@ let browser;
 before(async () => { browser = await openBrowser(); });
 after(async () => { if (browser) await browser.close(); });
 
-function assertNoErrors(page) {
-  assert.deepEqual(page.errors, [], `the page logged errors:\n${page.errors.join('\n')}`);
-}
 
 function rowsOf(cells) {
   const rows = new Map();

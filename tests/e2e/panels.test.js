@@ -11,7 +11,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const {
-  openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario,
+  assertNoErrors, openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario,
 } = require('./helpers.js');
 
 const TOL = 1e-9;
@@ -20,9 +20,6 @@ let browser;
 before(async () => { browser = await openBrowser(); });
 after(async () => { if (browser) await browser.close(); });
 
-function assertNoErrors(page) {
-  assert.deepEqual(page.errors, [], `the page logged errors:\n${page.errors.join('\n')}`);
-}
 
 async function assertNoSidewaysScroll(page) {
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);

@@ -22,14 +22,8 @@ using attnlab::test::RandomScenarioShape;
 namespace {
 
 std::string error_of(const Scenario& s, const Interventions& iv) {
-  try {
-    apply_interventions(s, iv);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return error_of_call([&] { (void)apply_interventions(s, iv); });
 }
-
 
 Matrix column_means(const Matrix& m) {
   Matrix out(m.rows, m.cols);
