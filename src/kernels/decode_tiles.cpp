@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__F16C__)
@@ -177,7 +176,7 @@ void mix_values(const float* values, std::size_t rows, std::size_t d_pad, const 
 }  // namespace
 
 void decode_run(const DecodeRun& run) {
-  const std::size_t d = run.d, d_pad = (d + W - 1) / W * W;
+  const std::size_t d = run.d, d_pad = round_up(d, W);
   // Scratch kept per thread between calls: on this kind of machine a page fault costs
   // microseconds, and a decode step is only milliseconds long.
   thread_local std::vector<float> q, keys, values, p, correction;

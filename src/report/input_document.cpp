@@ -44,8 +44,9 @@ namespace {
   raise_input_error(fmt::format("input document: {}: {}", field, message));
 }
 
-const json& field(const json& object, const char* name) {
-  if (!object.is_object() || !object.contains(name)) fail(name, "missing");
+// object[name]; `at` is where object sits in the document ("" or "heads[2].").
+const json& field(const json& object, const char* name, const std::string& at = "") {
+  if (!object.is_object() || !object.contains(name)) fail(at + name, "missing");
   return object[name];
 }
 
@@ -103,18 +104,18 @@ std::string attend_document(std::string_view packed_input) {
     const json& spec = heads[k];
     const std::string at = fmt::format("heads[{}]", k);
     HeadWeights w;
-    if (!field(spec, "name").is_string()) fail(at + ".name", "expected a string");
+    if (!field(spec, "name", at + ".").is_string()) fail(at + ".name", "expected a string");
     w.name = spec["name"];
-    w.w_q = finite_matrix(doc, field(spec, "w_q"), at + ".w_q", d_in, 0);
-    w.w_k = finite_matrix(doc, field(spec, "w_k"), at + ".w_k", d_in, w.w_q.cols);
-    w.w_v = finite_matrix(doc, field(spec, "w_v"), at + ".w_v", d_in, 0);
+    w.w_q = finite_matrix(doc, field(spec, "w_q", at + "."), at + ".w_q", d_in, 0);
+    w.w_k = finite_matrix(doc, field(spec, "w_k", at + "."), at + ".w_k", d_in, w.w_q.cols);
+    w.w_v = finite_matrix(doc, field(spec, "w_v", at + "."), at + ".w_v", d_in, 0);
     if (w.w_q.cols == 0 || w.w_v.cols == 0) fail(at, "d_k and d_v must be at least 1");
     if (in.rope && w.w_q.cols % 2 != 0) fail(at + ".w_q", "rope needs an even d_k");
-    const json& ablation = field(spec, "ablation");
+    const json& ablation = field(spec, "ablation", at + ".");
     const auto kind = ablation.is_string() ? head_ablation_named(ablation.get<std::string>()) : std::nullopt;
     if (!kind) fail(at + ".ablation", "expected \"none\", \"zero\", \"mean\" or \"uniform\"");
     w.ablation = *kind;
-    if (!field(spec, "scale").is_number() || !std::isfinite(spec["scale"].get<double>()))
+    if (!field(spec, "scale", at + ".").is_number() || !std::isfinite(spec["scale"].get<double>()))
       fail(at + ".scale", "expected a finite number");
     w.scale = spec["scale"];
     sum_d_v += w.w_v.cols;
@@ -141,7 +142,11 @@ std::string attend_document(std::string_view packed_input) {
   if (h.contains("detail_heads")) {
     if (!h["detail_heads"].is_array()) fail("detail_heads", "expected a list of head indices");
     std::vector<std::size_t> keep;
-    for (const json& j : h["detail_heads"]) keep.push_back(index_of(j, "detail_heads"));
+    for (const json& j : h["detail_heads"]) {
+      keep.push_back(index_of(j, "detail_heads"));
+      if (keep.back() >= in.heads.size())
+        fail("detail_heads", fmt::format("head {} does not exist; heads run from 0 to {}", keep.back(), in.heads.size() - 1));
+    }
     written.detail_heads = keep;
   }
   if (!field(h, "scenario").is_string() || !field(h, "positions").is_string())

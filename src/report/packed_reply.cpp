@@ -77,11 +77,14 @@ Matrix PackedDocument::matrix(const json& reference, std::string_view field) con
     }
     return m;
   }
-  if (!is_reference(reference)) bad(fmt::format("{}: {} is not a reference {{\"f64\": OFFSET, \"shape\": [ROWS, COLS]}}", field, reference.dump()));
-  const json& shape = reference["shape"];
-  if (!reference["f64"].is_number_unsigned() || !shape.is_array() || shape.size() != 2 || !shape[0].is_number_unsigned() ||
-      !shape[1].is_number_unsigned())
+  const auto well_formed = [&] {
+    if (!is_reference(reference) || !reference["f64"].is_number_unsigned()) return false;
+    const json& shape = reference["shape"];
+    return shape.is_array() && shape.size() == 2 && shape[0].is_number_unsigned() && shape[1].is_number_unsigned();
+  };
+  if (!well_formed())
     bad(fmt::format("{}: {} is not a reference {{\"f64\": OFFSET, \"shape\": [ROWS, COLS]}}", field, reference.dump()));
+  const json& shape = reference["shape"];
   const std::size_t offset = reference["f64"], rows = shape[0], cols = shape[1];
   if (offset > values.size() || (cols != 0 && rows > (values.size() - offset) / cols))
     bad(fmt::format("{}: {} reaches past the {} values that follow the header", field, reference.dump(), values.size()));

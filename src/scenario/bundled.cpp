@@ -7,7 +7,9 @@
 
 namespace attnlab {
 
-std::vector<BundledScenario> bundled_scenarios() {
+namespace {
+
+std::vector<BundledScenario> list_bundled() {
   std::vector<BundledScenario> out;
   for (const EmbeddedFile& file : bundled_scenario_files()) {
     std::string_view name = file.name;
@@ -25,6 +27,14 @@ std::vector<BundledScenario> bundled_scenarios() {
     return a_default != b_default ? a_default : a.name < b.name;
   });
   return out;
+}
+
+}  // namespace
+
+// Listed once: the server asks on every request that names a scenario.
+std::vector<BundledScenario> bundled_scenarios() {
+  static const std::vector<BundledScenario> all = list_bundled();
+  return all;
 }
 
 }  // namespace attnlab

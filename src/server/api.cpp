@@ -51,12 +51,10 @@ Scenario requested_scenario(const json& request) {
   const json& s = request["scenario"];
   if (s.is_string()) {
     const std::string name = s.get<std::string>();
-    if (!api_scenario_file(name)) {
-      std::string names;
-      for (const auto& b : bundled_scenarios()) names += (names.empty() ? "" : ", ") + b.name;
-      fail("scenario", fmt::format("unknown scenario \"{}\"; the bundled ones are: {}", name, names));
-    }
-    return load_scenario(name);
+    if (const auto text = api_scenario_file(name)) return parse_scenario(*text, name + ".json");
+    std::string names;
+    for (const auto& b : bundled_scenarios()) names += (names.empty() ? "" : ", ") + b.name;
+    fail("scenario", fmt::format("unknown scenario \"{}\"; the bundled ones are: {}", name, names));
   }
   if (!s.is_object()) fail("scenario", "expected a bundled scenario name or a scenario object");
   try {
@@ -277,6 +275,14 @@ std::optional<std::vector<std::size_t>> requested_detail_heads(const json& reque
   return as_index_list(request["detail_heads"], "detail_heads");
 }
 
+// detail_heads name heads of the reply: a typo would otherwise give no head in full.
+void check_detail_heads(const std::optional<std::vector<std::size_t>>& keep, std::size_t heads) {
+  if (keep)
+    for (std::size_t h : *keep)
+      if (h >= heads)
+        fail("detail_heads", fmt::format("head {} does not exist; heads run from 0 to {}", h, heads - 1));
+}
+
 // The reply of POST /api/attention, its matrices written by write_matrix.
 json attention_reply(const json& request, const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
@@ -293,9 +299,9 @@ json attention_reply(const json& request, const std::function<json(const Matrix&
   const KernelKind kernel = requested_kernel(request);
   const TraceJsonOptions written{.detail_heads = requested_detail_heads(request), .write_matrix = write_matrix};
   auto [baseline, interventions] = requested_experiment(request);
+  check_detail_heads(written.detail_heads, baseline.heads.size());
   // Interventions keep the shape, so the limit is checked before anything runs.
-  std::size_t cells = 0;
-  for (std::size_t h = 0; h < baseline.heads.size(); ++h) cells += baseline.n() * baseline.m();
+  const std::size_t cells = baseline.heads.size() * baseline.n() * baseline.m();
   if (cells > kMaxApiTraceCells)
     fail("scenario", fmt::format("{} heads × {} × {} tokens is {} score cells; the API returns at most {} (e.g. 8 heads "
                                  "of 180 tokens); use `attnlab run --json` for larger traces",

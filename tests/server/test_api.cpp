@@ -473,6 +473,8 @@ TEST_F(Api, TheTiledKernelAndLeanTracesAreOptions) {
   EXPECT_EQ(lean["heads"][2]["weights"], reference["heads"][2]["weights"]);
   expect_bad_request({{"scenario", "three-tokens"}, {"kernel", "gpu"}}, "kernel: \"gpu\" is not a kernel");
   expect_bad_request({{"scenario", "three-tokens"}, {"detail", "some"}}, "detail: \"some\" is not a detail level");
+  expect_bad_request({{"scenario", "multi-head"}, {"detail", "weights"}, {"detail_heads", {5}}},
+                     "detail_heads: head 5 does not exist; heads run from 0 to 2");
   expect_bad_request({{"scenario", "three-tokens"}, {"kernel", "tiled"}, {"options", {{"mask_tokens", {1}}}}},
                      "interventions run on the reference kernel");
 }
@@ -553,8 +555,9 @@ TEST(InputDocument, BadDocumentsAreRefusedNamingTheField) {
   const json good = attnlab::api_attention({{"scenario", "three-tokens"}, {"attention_input", true}})["attention_input"];
   const auto error_with = [&](const std::string& pointer, const json& value) {
     json doc = good;
-    if (value.is_discarded()) doc.erase(json::json_pointer(pointer).back());
-    else doc[json::json_pointer(pointer)] = value;
+    const json::json_pointer at(pointer);
+    if (value.is_discarded()) doc[at.parent_pointer()].erase(at.back());  // discarded: remove the field
+    else doc[at] = value;
     attnlab::PackedArrays none;
     try {
       (void)attnlab::attend_document(attnlab::pack_reply(doc, none));
@@ -569,6 +572,8 @@ TEST(InputDocument, BadDocumentsAreRefusedNamingTheField) {
   EXPECT_THAT(error_with("/mask_tokens", {7}), ::testing::HasSubstr("mask_tokens: key 7 does not exist"));
   EXPECT_THAT(error_with("/queries_from/0/0", "x"), ::testing::HasSubstr("queries_from: row 0 holds \"x\""));
   EXPECT_THAT(error_with("/heads/0/ablation", "half"), ::testing::HasSubstr("heads[0].ablation"));
+  EXPECT_THAT(error_with("/heads/0/w_v", json::value_t::discarded), ::testing::HasSubstr("heads[0].w_v: missing"));
+  EXPECT_THAT(error_with("/detail_heads", {0, 3}), ::testing::HasSubstr("detail_heads: head 3 does not exist"));
   EXPECT_THAT(error_with("/tokens", json::array()), ::testing::HasSubstr("tokens: 0 queries"));
   EXPECT_THAT(error_with("/queries_from", json::parse("[[], [], []]")), ::testing::HasSubstr("queries_from: 0 columns"));
 }
