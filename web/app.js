@@ -117,7 +117,7 @@
   const SET_HERE = ['temperature', 'causal'];
   const INTERVENTIONS = ['mask_tokens', 'ablate_heads', 'scale_heads', 'replace_tokens', 'permute'];
   let pageEngine = false;     // the server has attnlab.wasm to give
-  let engineInputs = null;    // {key, trace}: the last server trace that came with its problem
+  let engineInputs = null;    // {key, trace, input}: the last server trace that came with its problem
   function setupKey(body) {
     const options = { ...body.options };
     for (const k of SET_HERE) delete options[k];
@@ -129,7 +129,7 @@
   function traceHere(body) {
     if (!A.engine.ready() || !engineInputs || hasInterventions(body) || setupKey(body) !== engineInputs.key) return null;
     const base = engineInputs.trace;
-    const doc = { ...base.attention_input, temperature: body.options.temperature, causal: body.options.causal };
+    const doc = { ...engineInputs.input, temperature: body.options.temperature, causal: body.options.causal };
     if (body.detail_heads) doc.detail_heads = body.detail_heads;
     let trace;
     try {
@@ -151,8 +151,9 @@
     if (here) return here;
     const ask = pageEngine && !hasInterventions(body) ? { ...body, attention_input: true } : body;
     const trace = await api('api/attention', ask, { packed: true });
-    if (trace.attention_input) {
-      engineInputs = { key: setupKey(body), trace };
+    if (trace.attention_input) { // the engine's, not part of the trace the page shows or exports
+      engineInputs = { key: setupKey(body), trace, input: trace.attention_input };
+      delete trace.attention_input;
       warmEngine();
     }
     return trace;
@@ -168,8 +169,8 @@
     const t = engineInputs && engineInputs.trace;
     if (!t || !A.engine.ready() || warmRuns >= WARM_RUNS || !window.requestIdleCallback) return;
     if (t.tokens.length * t.source_tokens.length * t.heads.length <= LEAN_CELLS) return;
+    const doc = { ...engineInputs.input, detail_heads: [0] };
     window.requestIdleCallback((deadline) => {
-      const doc = { ...t.attention_input, detail_heads: [0] };
       try {
         while (warmRuns < WARM_RUNS && deadline.timeRemaining() > 10) {
           A.engine.attend(doc);
@@ -220,7 +221,7 @@
       } catch (e) {
         showError(e.message);
       } finally {
-        detailJob = null;
+        if (detailJob === h) detailJob = null; // a request for another head may be out now
       }
     });
   }

@@ -34,10 +34,6 @@
     return head.logits || head.mask;
   }
 
-  function isMasked(head, i, j) {
-    return maskGrid(head)[i][j] === null;
-  }
-
   function truncate(s, max) {
     return s.length > max ? s.slice(0, max - 1) + '…' : s;
   }
@@ -666,7 +662,7 @@
   }
 
   A.render = {
-    escapeHtml, maskGrid, isMasked, mathsLoading, heatmapLayout, drawHeatmap, hitHeatmap, drawThumbs, drawArcs, headMax,
+    escapeHtml, maskGrid, mathsLoading, heatmapLayout, drawHeatmap, hitHeatmap, drawThumbs, drawArcs, headMax,
     rowStats, updateReadouts, weightsTableHtml, updateMaths, exportSvg,
   };
 })(window.Attn = window.Attn || {});

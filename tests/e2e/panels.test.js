@@ -262,6 +262,7 @@ test('scale, replace and permute from the panel: the engine\'s before/after, and
   assert.deepEqual(await strip(), ['t3', 't2', 't1']);
   assert.equal(await page.getAttribute('[data-testid="token-strip"]', 'data-query'), '0', 'the query follows t3 to row 0');
   let rows = await interventionRows(page);
+  assert.equal(rows.length, 3, 'a row per token of three-tokens');
   for (const r of rows) assert.equal(r.norm, 0, `token ${r.i} moved but its output should not change`);
   // move t3 back to the end: the identity again, no intervention
   await page.selectOption('[data-testid="int-move-to"]', '2');
@@ -278,6 +279,7 @@ test('scale, replace and permute from the panel: the engine\'s before/after, and
   await settled(page);
   assert.deepEqual(await strip(), ['t1', 'dog', 't3']);
   rows = await interventionRows(page);
+  assert.equal(rows.length, 3);
   assert.ok(rows.every((r) => r.norm > 0));
   // scale head 0 by 0.5 on top: the output after is half the replaced one's
   await page.fill('[data-testid="int-scale-factor"]', '0.5');
@@ -285,6 +287,7 @@ test('scale, replace and permute from the panel: the engine\'s before/after, and
   await settled(page);
   const api = await postAttention(browser.url, { scenario: 'three-tokens', options: { replace_tokens: [{ index: 1, word: 'dog' }] } });
   rows = await interventionRows(page);
+  assert.equal(rows.length, api.tokens.length);
   for (const r of rows) r.after.forEach((x, c) => assert.ok(Math.abs(x - 0.5 * api.output[r.i][c]) <= 1e-12));
   assert.equal((await page.$$('[data-testid="int-list"] [data-chip]')).length, 2);
   await screenshot(page, '13-replace-scale');
@@ -398,15 +401,16 @@ test('a 64-token, 8-head trace comes lean; switching heads brings that head\'s m
   for (const c of cells) assert.ok(Math.abs(c.weight - api.heads[3].weights[c.row][c.col]) <= TOL, `cell ${c.row},${c.col}`);
   const q = Number(await page.getAttribute('[data-testid="token-strip"]', 'data-query'));
   for (const { j, value } of await mathsWeights(page)) assert.ok(Math.abs(value - api.heads[3].weights[q][j]) <= TOL);
-  // causal: the lean heads show the masked cells too
+  // causal: the lean heads (not shown, so without their own logits) show the masked cells too
   await page.check('[data-testid="causal-toggle"]');
   await settled(page);
-  await page.keyboard.press('6');
-  const masked = (await page.evaluate(() => {
+  const lean5 = await page.evaluate(() => {
     const head = window.Attn.app.state.trace.heads[5];
-    return window.Attn.render.maskGrid(head).map((row) => row.map((x) => x === null));
-  }));
-  masked.forEach((row, i) => row.forEach((m, j) => assert.equal(m, j > i, `head 5 cell (${i}, ${j})`)));
+    return { ownLogits: Array.isArray(head.logits), masked: window.Attn.render.maskGrid(head).map((row) => row.map((x) => x === null)) };
+  });
+  assert.equal(lean5.ownLogits, false, 'head 5 is lean: its mask is the shared one');
+  assert.equal(lean5.masked.length, 64);
+  lean5.masked.forEach((row, i) => row.forEach((m, j) => assert.equal(m, j > i, `head 5 cell (${i}, ${j})`)));
   await settled(page);
   await screenshot(page, '15-lean-64x8');
   assertNoErrors(page);
