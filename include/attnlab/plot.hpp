@@ -36,6 +36,9 @@ std::string loglog_svg(std::string_view title, const std::vector<PlotPanel>& pan
 // Writes `text` to `path`. Throws InputError naming `field` when the file cannot be written.
 void write_text_file(const std::string& path, const std::string& text, std::string_view field);
 
+// Refuses a plot path that ends in neither .svg nor .png (before any work is done).
+void require_plot_path(std::string_view path, std::string_view field);
+
 // Writes a chart to `path`: SVG as it is, or PNG (rasterised by rsvg-convert) when the
 // path ends in .png. Throws InputError naming `field` for another extension, a missing
 // rsvg-convert (it says which package to install) or a path that cannot be written.

@@ -182,10 +182,14 @@ void write_text_file(const std::string& path, const std::string& text, std::stri
                                  field, path, std::strerror(errno)));
 }
 
-void write_plot(const std::string& path, const std::string& svg, std::string_view field) {
-  if (path.ends_with(".svg")) return write_text_file(path, svg, field);
-  if (!path.ends_with(".png"))
+void require_plot_path(std::string_view path, std::string_view field) {
+  if (!path.ends_with(".svg") && !path.ends_with(".png"))
     throw InputError(fmt::format("{}: \"{}\" ends in neither .svg nor .png; give e.g. plot.svg or plot.png", field, path));
+}
+
+void write_plot(const std::string& path, const std::string& svg, std::string_view field) {
+  require_plot_path(path, field);
+  if (path.ends_with(".svg")) return write_text_file(path, svg, field);
   // PNG: the same SVG, rasterised by librsvg's rsvg-convert (Debian package librsvg2-bin).
   if (std::system("command -v rsvg-convert >/dev/null 2>&1") != 0)
     throw InputError(fmt::format("{}: writing a PNG needs rsvg-convert (apt-get install librsvg2-bin); or write {}.svg",

@@ -77,7 +77,8 @@ void plot_costs(const std::string& path, const std::vector<GridCost>& costs, con
   std::vector<PlotPanel> panels;
   if (m) {
     PlotSeries time{"measured time", {}, {}, "#d62728", true, false};
-    const double exponent = m->time_exponent.value_or(2.0);
+    // The fit exists only with two lengths or more; without one no line is drawn.
+    const double exponent = m->time_exponent.value_or(0.0);
     PlotSeries fit{fmt::format("least-squares fit: n^{:.2f}", exponent), {}, {}, "#888888", false, true};
     PlotSeries scratch{"kernel memory (allocator)", {}, {}, "#1f77b4", true, false, true, false};
     PlotSeries rss{"peak RSS above start", {}, {}, "#2ca02c", true, false};
@@ -96,7 +97,9 @@ void plot_costs(const std::string& path, const std::vector<GridCost>& costs, con
       if (m->rss_peak_measured) rss.x.push_back(n), rss.y.push_back(static_cast<double>(p.rss_peak_bytes));
       grid.x.push_back(n), grid.y.push_back(n * n * 4);
     }
-    panels.push_back({"time of one head's attention", "n (tokens)", "time", AxisUnit::count, AxisUnit::seconds, {time, fit}});
+    std::vector<PlotSeries> timing{time};
+    if (m->time_exponent) timing.push_back(fit);
+    panels.push_back({"time of one head's attention", "n (tokens)", "time", AxisUnit::count, AxisUnit::seconds, timing});
     panels.push_back({"memory", "n (tokens)", "bytes", AxisUnit::count, AxisUnit::bytes, {scratch, rss, grid}});
   } else {
     PlotSeries dense{"dense n²", {}, {}, "#d62728", true, false};
@@ -150,9 +153,7 @@ Command cost_command(CLI::App& parent) {
               shape.window = parse_count(state->window, "--window");
               shape.dtype = parse_dtype(state->dtype, "--dtype");
               const std::vector<std::uint64_t> tokens = parse_count_list(state->tokens, "--tokens");
-              if (!state->plot.empty() && !state->plot.ends_with(".svg") && !state->plot.ends_with(".png"))
-                throw InputError(fmt::format("--plot: \"{}\" ends in neither .svg nor .png; give e.g. plot.svg or plot.png",
-                                             state->plot));
+              if (!state->plot.empty()) require_plot_path(state->plot, "--plot");
               validate_cost_shape(shape);
               std::vector<GridCost> costs;
               for (std::uint64_t n : tokens) costs.push_back(grid_cost(n, shape));

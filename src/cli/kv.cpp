@@ -170,9 +170,7 @@ Command kv_command(CLI::App& parent) {
               const std::vector<std::uint64_t> contexts = parse_count_list(state->context, "--context");
               const std::optional<std::uint64_t> budget =
                   state->budget.empty() ? std::nullopt : std::optional(parse_byte_size(state->budget, "--budget"));
-              if (!state->plot.empty() && !state->plot.ends_with(".svg") && !state->plot.ends_with(".png"))
-                throw InputError(fmt::format("--plot: \"{}\" ends in neither .svg nor .png; give e.g. plot.svg or plot.png",
-                                             state->plot));
+              if (!state->plot.empty()) require_plot_path(state->plot, "--plot");
               if (measure_layers && !state->measure)
                 throw InputError("--measure-layers: only means something with --measure; add --measure");
               const ModelShape model = resolve_model_shape(

@@ -33,6 +33,17 @@ namespace {
   throw InputError(fmt::format("{}: {}", field, message));
 }
 
+// Refuses any key of `object` not in `known`, naming it (after `prefix`) and listing the
+// known ones, so a misspelt field never passes silently.
+void refuse_unknown_keys(const json& object, std::initializer_list<const char*> known, const std::string& prefix = "",
+                         std::string_view what = "field") {
+  std::string names;
+  for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+  for (const auto& [key, value] : object.items())
+    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
+      fail(prefix + key, fmt::format("unknown {} (known: {})", what, names));
+}
+
 std::size_t as_index(const json& j, std::string_view field) {
   if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
     fail(field, fmt::format("expected a whole number >= 0 but got {}", j.dump()));
@@ -70,13 +81,10 @@ Scenario requested_scenario(const json& request) {
 // read by requested_interventions and applied to the result.
 Scenario apply_settings(Scenario s, const json& options) {
   if (!options.is_object()) fail("options", "expected an object");
-  static const char* const known[] = {"causal",       "temperature",  "window",         "mask_tokens",
-                                      "permute",      "sentence",     "add_random_heads", "remove_heads",
-                                      "ablate_heads", "scale_heads",  "replace_tokens"};
-  for (const auto& [key, value] : options.items())
-    if (std::find(std::begin(known), std::end(known), key) == std::end(known))
-      fail("options." + key, "unknown option (known: causal, temperature, window, mask_tokens, permute, sentence, "
-                             "add_random_heads, remove_heads, ablate_heads, scale_heads, replace_tokens)");
+  refuse_unknown_keys(options,
+                      {"causal", "temperature", "window", "mask_tokens", "permute", "sentence", "add_random_heads",
+                       "remove_heads", "ablate_heads", "scale_heads", "replace_tokens"},
+                      "options.", "option");
 
   if (options.contains("sentence")) {
     if (!options["sentence"].is_string()) fail("options.sentence", "expected a string of words");
@@ -286,11 +294,7 @@ void check_detail_heads(const std::optional<std::vector<std::size_t>>& keep, std
 // The reply of POST /api/attention, its matrices written by write_matrix.
 json attention_reply(const json& request, const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
-  static const char* const known[] = {"scenario",     "options",  "kernel",         "detail",
-                                      "detail_heads", "encoding", "attention_input"};
-  for (const auto& [key, value] : request.items())
-    if (std::find(std::begin(known), std::end(known), key) == std::end(known))
-      fail(key, "unknown field (known: scenario, options, kernel, detail, detail_heads, encoding, attention_input)");
+  refuse_unknown_keys(request, {"scenario", "options", "kernel", "detail", "detail_heads", "encoding", "attention_input"});
   bool with_input = false;
   if (request.contains("attention_input")) {
     if (!request["attention_input"].is_boolean()) fail("attention_input", "expected true or false");
@@ -350,9 +354,7 @@ std::string api_attention_packed(const json& request) {
 json api_probe(const json& request) {
   if (!request.is_object())
     fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}, \"query\": I, \"readout\": \"...\"}");
-  for (const auto& [key, value] : request.items())
-    if (key != "scenario" && key != "options" && key != "query" && key != "readout" && key != "head" && key != "epsilon")
-      fail(key, "unknown field (known: scenario, options, query, readout, head, epsilon)");
+  refuse_unknown_keys(request, {"scenario", "options", "query", "readout", "head", "epsilon"});
   std::optional<std::size_t> query;
   if (request.contains("query") && !request["query"].is_null()) query = as_index(request["query"], "query");
   // The query names a token of the scenario before any permutation; the permutation carries it.
@@ -396,11 +398,7 @@ std::mutex measure_mutex;
 
 void refuse_unknown_fields(const json& request, std::initializer_list<const char*> known) {
   if (!request.is_object()) fail("body", "expected a JSON object");
-  std::string names;
-  for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
-  for (const auto& [key, value] : request.items())
-    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
-      fail(key, fmt::format("unknown field (known: {})", names));
+  refuse_unknown_keys(request, known);
 }
 
 std::uint64_t as_count(const json& j, std::string_view field) {

@@ -1,6 +1,8 @@
 // The attnlab command as a user runs it: the seeds' numbers on stdout, and for every kind
 // of bad input one message on stderr, exit code 2, and nothing on stdout.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -280,6 +282,12 @@ TEST(Cli, CostMeasureFitsAnExponentNearTwoAndPlotsIt) {
   const std::string svg = read_file(plot);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_CONTAINS(svg, "n (tokens)");
+  EXPECT_CONTAINS(svg, fmt::format("least-squares fit: n^{:.2f}", time_exponent)) << "the line is the fit printed";
+  // One measured length has no fit: the chart draws no line claiming one.
+  const Result one = attnlab("cost --tokens 16 --d-model 64 --heads 1 --measure --plot " + plot.string());
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_CONTAINS(one.out, "one length only: no exponent to fit");
+  EXPECT_EQ(read_file(plot).find("least-squares fit"), std::string::npos);
 }
 
 TEST(Cli, PlotsAlsoComeAsPng) {
