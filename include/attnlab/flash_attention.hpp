@@ -21,6 +21,10 @@ enum class Precision { f32, bf16 };
 // Which SIMD code the kernels run, chosen at run time from what the CPU supports.
 enum class Isa { generic, avx2, avx512, avx512_bf16 };
 Isa best_isa();
+
+// The instruction set a kernel runs with: the one asked for (default: the widest), never
+// beyond best_isa().
+Isa usable_isa(std::optional<Isa> requested);
 std::string to_string(Isa isa);
 
 struct AttentionShape {

@@ -22,7 +22,7 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
   const std::size_t group = heads / kv_heads, count = n_new * group, d_pad = (d + 15) / 16 * 16;
   const std::size_t chunk = std::max<std::size_t>(options.chunk, 1), chunks = (m + chunk - 1) / chunk;
   const float log2_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)) / options.temperature * M_LOG2E);
-  const Isa isa = std::min(options.isa.value_or(Isa::avx512_bf16), best_isa());
+  const Isa isa = usable_isa(options.isa);
   const auto run_kernel = [isa](const kernels::DecodeRun& run) {
     switch (isa) {
       case Isa::generic: return kernels::generic::decode_run(run);

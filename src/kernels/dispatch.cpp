@@ -39,12 +39,14 @@ std::string to_string(Isa isa) {
   return "?";
 }
 
+Isa usable_isa(std::optional<Isa> requested) { return std::min(requested.value_or(Isa::avx512_bf16), best_isa()); }
+
 void flash_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
                      const AttentionOptions& options) {
   assert(shape.kv_heads > 0 && shape.heads % shape.kv_heads == 0);
   assert(options.temperature > 0);
   AttentionOptions resolved = options;
-  resolved.isa = std::min(options.isa.value_or(Isa::avx512_bf16), best_isa());  // never beyond the CPU
+  resolved.isa = usable_isa(options.isa);
   const bool bf16 = options.precision == Precision::bf16;
   switch (*resolved.isa) {
     case Isa::generic:
