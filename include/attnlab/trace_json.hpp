@@ -12,6 +12,9 @@
 
 namespace attnlab {
 
+// x, or null when it is not finite (JSON has no infinities or NaN).
+nlohmann::json number_or_null(double x);
+
 // A matrix as a list of rows; non-finite entries (masked logits) become null.
 nlohmann::json matrix_to_json(const Matrix& m);
 

@@ -7,6 +7,7 @@
 
 #include "attnlab/explain.hpp"
 #include "attnlab/probe.hpp"
+#include "attnlab/trace_json.hpp"
 
 namespace attnlab {
 
@@ -20,8 +21,6 @@ std::string signed_number(double x, int p) {
 }
 
 std::string tau_text(double tau) { return std::isnan(tau) ? "undefined" : fmt::format("{:.2f}", tau); }
-
-json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
 json optional_text(const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); }
 

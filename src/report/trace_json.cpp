@@ -10,9 +10,7 @@ namespace attnlab {
 
 using nlohmann::json;
 
-namespace {
 json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
-}  // namespace
 
 json matrix_to_json(const Matrix& m) {
   json rows = json::array();

@@ -84,27 +84,16 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
       reply_error(res, 400, e.what());
     }
   });
-  http.Post("/api/probe", [](const httplib::Request& req, httplib::Response& res) {
-    try {
-      reply_json(res, 200, api_probe(parse_json_document(req.body, "request body")));
-    } catch (const InputError& e) {
-      reply_error(res, 400, e.what());
-    }
-  });
-  http.Post("/api/cost", [](const httplib::Request& req, httplib::Response& res) {
-    try {
-      reply_json(res, 200, api_cost(parse_json_document(req.body, "request body")));
-    } catch (const InputError& e) {
-      reply_error(res, 400, e.what());
-    }
-  });
-  http.Post("/api/kv", [](const httplib::Request& req, httplib::Response& res) {
-    try {
-      reply_json(res, 200, api_kv(parse_json_document(req.body, "request body")));
-    } catch (const InputError& e) {
-      reply_error(res, 400, e.what());
-    }
-  });
+  // The other POST endpoints: a JSON body in, the API function's JSON out.
+  for (const auto& [path, api] : {std::pair{"/api/probe", &api_probe}, std::pair{"/api/cost", &api_cost},
+                                  std::pair{"/api/kv", &api_kv}})
+    http.Post(path, [api](const httplib::Request& req, httplib::Response& res) {
+      try {
+        reply_json(res, 200, api(parse_json_document(req.body, "request body")));
+      } catch (const InputError& e) {
+        reply_error(res, 400, e.what());
+      }
+    });
 
   // The page: every embedded web file at /NAME, index.html also at /.
   http.Get(R"(/([^/]*))", [](const httplib::Request& req, httplib::Response& res) {

@@ -13,7 +13,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { serverUrl } = require('./helpers.js');
+const { serverUrl, postAttention } = require('./helpers.js');
 
 require(path.join(__dirname, '../../web/packed.js'));
 require(path.join(__dirname, '../../web/engine.js'));
@@ -21,12 +21,7 @@ const engine = globalThis.Attn.engine;
 let URL_ = '';
 let server = null;
 
-async function post(body) {
-  const res = await fetch(URL_ + '/api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-  const data = await res.json();
-  if (!res.ok) throw new Error(data.error);
-  return data;
-}
+const post = (body) => postAttention(URL_, body);
 
 // The reply without what only the server adds.
 function traceFields(reply) {

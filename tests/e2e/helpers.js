@@ -139,4 +139,4 @@ function assertNoErrors(page) {
   assert.deepEqual(page.errors, [], `the page logged errors:\n${page.errors.join('\n')}`);
 }
 
-module.exports = { assertNoErrors, openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario, ARTIFACTS, WIDTH, serverUrl };
+module.exports = { assertNoErrors, BIN, openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario, ARTIFACTS, WIDTH, serverUrl };

@@ -8,10 +8,9 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const {
-  assertNoErrors, openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario,
+  assertNoErrors, BIN, openBrowser, settled, screenshot, postAttention, postApi, heatmapCells, mathsWeights, selectScenario,
 } = require('./helpers.js');
 
 const TOL = 1e-9;
@@ -26,8 +25,7 @@ async function assertNoSidewaysScroll(page) {
   assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px`);
 }
 
-// The attnlab binary, for the tests that compare with the CLI's printout.
-const BIN = process.env.ATTNLAB_BIN || path.join(__dirname, '..', '..', 'build', 'attnlab');
+// The attnlab binary (helpers.js), for the tests that compare with the CLI's printout.
 function cli(args) {
   if (!fs.existsSync(BIN)) return null;
   return execFileSync(BIN, args, { encoding: 'utf8' });
