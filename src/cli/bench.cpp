@@ -3,9 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/bench.hpp"
-#include "attnlab/dtype.hpp"
-#include "attnlab/error.hpp"
+#include "attnlab/analysis/bench.hpp"
+#include "attnlab/core/dtype.hpp"
+#include "attnlab/core/error.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "attnlab/error.hpp"
+#include "attnlab/core/error.hpp"
 
 namespace attnlab::cli {
 

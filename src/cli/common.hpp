@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "attnlab/interventions.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/scenario/interventions.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab::cli {
 

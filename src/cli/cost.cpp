@@ -7,10 +7,10 @@
 
 #include <cmath>
 
-#include "attnlab/cost.hpp"
-#include "attnlab/measure.hpp"
-#include "attnlab/plot.hpp"
-#include "attnlab/units.hpp"
+#include "attnlab/analysis/cost.hpp"
+#include "attnlab/analysis/measure.hpp"
+#include "attnlab/report/plot.hpp"
+#include "attnlab/analysis/units.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
 

@@ -1,9 +1,10 @@
 // attnlab explain [SCENARIO] [flags]: every intermediate, one query worked in full.
 #include <fmt/format.h>
 
-#include "attnlab/error.hpp"
-#include "attnlab/explain.hpp"
-#include "attnlab/interventions.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/report/intervention_report.hpp"
+#include "attnlab/scenario/interventions.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {

@@ -7,10 +7,10 @@
 
 #include <cmath>
 
-#include "attnlab/kv_memory.hpp"
-#include "attnlab/measure.hpp"
-#include "attnlab/plot.hpp"
-#include "attnlab/units.hpp"
+#include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/analysis/measure.hpp"
+#include "attnlab/report/plot.hpp"
+#include "attnlab/analysis/units.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "attnlab/error.hpp"
+#include "attnlab/core/error.hpp"
 #include "common.hpp"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "attnlab/error.hpp"
+#include "attnlab/core/error.hpp"
 
 namespace attnlab::cli {
 

@@ -5,10 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/error.hpp"
-#include "attnlab/interventions.hpp"
-#include "attnlab/probe.hpp"
-#include "attnlab/trace_json.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/report/intervention_report.hpp"
+#include "attnlab/scenario/interventions.hpp"
+#include "attnlab/analysis/probe.hpp"
+#include "attnlab/report/trace_json.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {

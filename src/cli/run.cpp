@@ -3,11 +3,12 @@
 
 #include <cmath>
 
-#include "attnlab/error.hpp"
-#include "attnlab/explain.hpp"
-#include "attnlab/flash_attention.hpp"
-#include "attnlab/interventions.hpp"
-#include "attnlab/trace_json.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/report/intervention_report.hpp"
+#include "attnlab/scenario/interventions.hpp"
+#include "attnlab/report/trace_json.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "attnlab/server.hpp"
+#include "attnlab/server/server.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {

@@ -1,11 +1,11 @@
 // The reference attention kernel, written as the maths. Each block below is one step.
-#include "attnlab/attention.hpp"
+#include "attnlab/core/attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "attnlab/positions.hpp"
+#include "attnlab/core/positions.hpp"
 
 namespace attnlab {
 

@@ -1,5 +1,5 @@
 // raise_input_error where exceptions exist (everywhere but the WebAssembly engine).
-#include "attnlab/error.hpp"
+#include "attnlab/core/error.hpp"
 
 namespace attnlab {
 

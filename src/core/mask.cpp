@@ -1,5 +1,5 @@
 // Masks decide which logits become -inf before the softmax.
-#include "attnlab/mask.hpp"
+#include "attnlab/core/mask.hpp"
 
 #include <cassert>
 #include <cstdlib>

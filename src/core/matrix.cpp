@@ -1,5 +1,5 @@
 // Dense matrix helpers for the reference path: plain loops, written for clarity.
-#include "attnlab/matrix.hpp"
+#include "attnlab/core/matrix.hpp"
 
 namespace attnlab {
 

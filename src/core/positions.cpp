@@ -1,6 +1,6 @@
 // Positional information: the one thing attention cannot see on its own (seed 000's last
 // section). Each kind is a few lines of the formula it implements.
-#include "attnlab/positions.hpp"
+#include "attnlab/core/positions.hpp"
 
 #include <cmath>
 #include <fmt/format.h>

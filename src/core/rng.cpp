@@ -1,5 +1,5 @@
 // splitmix64 (Steele, Lea, Flood 2014) and a Box–Muller normal on top of it.
-#include "attnlab/rng.hpp"
+#include "attnlab/core/rng.hpp"
 
 #include <cmath>
 #include <numbers>

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "attnlab/error.hpp"
-#include "attnlab/flash_attention.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
 
 namespace attnlab {
 

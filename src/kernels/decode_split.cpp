@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "attnlab/flash_decode.hpp"
+#include "attnlab/kernels/flash_decode.hpp"
 #include "kernel_impl.hpp"
 
 namespace attnlab {

@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #endif
 
-#include "attnlab/dtype.hpp"
+#include "attnlab/core/dtype.hpp"
 #include "kernel_impl.hpp"
 #include "simd.hpp"
 

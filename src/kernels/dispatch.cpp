@@ -7,8 +7,9 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "attnlab/attention.hpp"
-#include "attnlab/flash_attention.hpp"
+#include "attnlab/core/attention.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/kernels/peak.hpp"
 #include "kernel_impl.hpp"
 
 namespace attnlab {
@@ -102,6 +103,28 @@ void run_attention_kernel(KernelKind kind, const float* q, const float* k, const
 double attention_flops(const AttentionShape& shape, bool causal) {
   const double per_head = 2.0 * shape.n * shape.m * (shape.d_k + shape.d_v);
   return shape.heads * per_head * (causal && shape.n == shape.m ? 0.5 : 1.0);
+}
+
+// ---- the machine's peaks, each measured with the vectors of the ISA asked for ------------
+
+double fma_peak_gflops(Isa isa, int threads, long iterations) {
+  switch (isa) {
+    case Isa::generic: return kernels::generic::fma_peak_gflops(threads, iterations);
+    case Isa::avx2: return kernels::avx2::fma_peak_gflops(threads, iterations);
+    default: return kernels::avx512::fma_peak_gflops(threads, iterations);
+  }
+}
+
+double bf16_peak_gflops(int threads, long iterations) {
+  return best_isa() == Isa::avx512_bf16 ? kernels::avx512::bf16_peak_gflops(threads, iterations) : 0;
+}
+
+double read_bandwidth_gbps(Isa isa, int threads, const float* data, std::size_t count, int passes) {
+  switch (isa) {
+    case Isa::generic: return kernels::generic::read_bandwidth_gbps(threads, data, count, passes);
+    case Isa::avx2: return kernels::avx2::read_bandwidth_gbps(threads, data, count, passes);
+    default: return kernels::avx512::read_bandwidth_gbps(threads, data, count, passes);
+  }
 }
 
 }  // namespace attnlab

@@ -27,7 +27,7 @@
 #include <limits>
 #include <vector>
 
-#include "attnlab/flash_attention.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
 #include "kernel_impl.hpp"
 #include "simd.hpp"
 

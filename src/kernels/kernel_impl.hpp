@@ -2,8 +2,8 @@
 #pragma once
 #include <cstddef>
 
-#include "attnlab/dtype.hpp"
-#include "attnlab/flash_attention.hpp"
+#include "attnlab/core/dtype.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
 
 namespace attnlab::kernels {
 

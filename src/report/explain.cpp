@@ -1,6 +1,6 @@
 // Writes a Trace as text for people: tables of every intermediate, and one query's
 // arithmetic written out in full, in the notation of the seeds.
-#include "attnlab/explain.hpp"
+#include "attnlab/report/explain.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,13 +1,13 @@
-// Writes and reads the input document (include/attnlab/input_document.hpp). The reading
+// Writes and reads the input document (include/attnlab/report/input_document.hpp). The reading
 // half is what the page's WebAssembly engine runs, so it raises through raise_input_error.
-#include "attnlab/input_document.hpp"
+#include "attnlab/report/input_document.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
 
-#include "attnlab/error.hpp"
-#include "attnlab/packed_reply.hpp"
-#include "attnlab/trace_json.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/report/packed_reply.hpp"
+#include "attnlab/report/trace_json.hpp"
 
 namespace attnlab {
 

@@ -3,9 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/explain.hpp"
-#include "attnlab/interventions.hpp"
-#include "attnlab/trace_json.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/report/intervention_report.hpp"
+#include "attnlab/report/trace_json.hpp"
 
 namespace attnlab {
 

@@ -1,14 +1,14 @@
-// Writes and reads the packed reply (include/attnlab/packed_reply.hpp has the layout).
+// Writes and reads the packed reply (include/attnlab/report/packed_reply.hpp has the layout).
 // The page's WebAssembly engine shares this file, so errors go through raise_input_error.
-#include "attnlab/packed_reply.hpp"
+#include "attnlab/report/packed_reply.hpp"
 
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 
-#include "attnlab/error.hpp"
-#include "attnlab/trace_json.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/report/trace_json.hpp"
 
 namespace attnlab {
 

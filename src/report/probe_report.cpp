@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/explain.hpp"
-#include "attnlab/probe.hpp"
-#include "attnlab/trace_json.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/analysis/probe.hpp"
+#include "attnlab/report/trace_json.hpp"
 
 namespace attnlab {
 

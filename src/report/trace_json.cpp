@@ -1,26 +1,14 @@
-// Serialises a Trace following the contract in docs/api.md (and issue 2's `run --json`).
-#include "attnlab/trace_json.hpp"
+// Serialises a Trace following the contract in docs/api.md (and `attnlab run --json`).
+#include "attnlab/report/trace_json.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "attnlab/attention.hpp"
+#include "attnlab/core/attention.hpp"
 
 namespace attnlab {
 
 using nlohmann::json;
-
-json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
-
-json matrix_to_json(const Matrix& m) {
-  json rows = json::array();
-  for (std::size_t i = 0; i < m.rows; ++i) {
-    json row = json::array();
-    for (double x : m.row(i)) row.push_back(number_or_null(x));
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
 
 json trace_to_json(const Scenario& scenario, const Trace& trace, const TraceJsonOptions& options) {
   const auto& write = options.write_matrix;

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "attnlab/embedded.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/core/embedded.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 

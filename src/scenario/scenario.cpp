@@ -1,6 +1,6 @@
 // Scenario loading and validation. Everything a user types is checked here, once; the
 // maths below this line may assume shapes chain and numbers are finite.
-#include "attnlab/scenario.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "attnlab/error.hpp"
-#include "attnlab/rng.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
 
 namespace attnlab {
 

@@ -1,8 +1,8 @@
 // A Scenario written back as a scenario document (docs/scenario-format.md).
 #include <nlohmann/json.hpp>
 
-#include "attnlab/scenario.hpp"
-#include "attnlab/trace_json.hpp"
+#include "attnlab/scenario/scenario.hpp"
+#include "attnlab/core/json.hpp"
 
 namespace attnlab {
 

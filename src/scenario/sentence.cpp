@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "attnlab/error.hpp"
-#include "attnlab/rng.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 

@@ -1,6 +1,6 @@
 // The API's handlers: validate the request, build the scenario the options describe, run
 // the reference computation, and return the trace.
-#include "attnlab/api.hpp"
+#include "attnlab/server/api.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,20 +8,21 @@
 #include <functional>
 #include <mutex>
 
-#include "attnlab/cost.hpp"
-#include "attnlab/embedded.hpp"
-#include "attnlab/error.hpp"
-#include "attnlab/flash_attention.hpp"
-#include "attnlab/input_document.hpp"
-#include "attnlab/interventions.hpp"
-#include "attnlab/kv_memory.hpp"
-#include "attnlab/measure.hpp"
-#include "attnlab/models.hpp"
-#include "attnlab/packed_reply.hpp"
-#include "attnlab/probe.hpp"
-#include "attnlab/scenario.hpp"
-#include "attnlab/trace_json.hpp"
-#include "attnlab/units.hpp"
+#include "attnlab/analysis/cost.hpp"
+#include "attnlab/core/embedded.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/report/input_document.hpp"
+#include "attnlab/report/intervention_report.hpp"
+#include "attnlab/scenario/interventions.hpp"
+#include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/analysis/measure.hpp"
+#include "attnlab/analysis/models.hpp"
+#include "attnlab/report/packed_reply.hpp"
+#include "attnlab/analysis/probe.hpp"
+#include "attnlab/scenario/scenario.hpp"
+#include "attnlab/report/trace_json.hpp"
+#include "attnlab/analysis/units.hpp"
 
 namespace attnlab {
 

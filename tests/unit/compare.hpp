@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "attnlab/error.hpp"
-#include "attnlab/matrix.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/core/matrix.hpp"
 
 namespace attnlab::test {
 

@@ -1,7 +1,7 @@
 // Random attention inputs for property tests, drawn with attnlab's seeded generator.
 #pragma once
-#include "attnlab/attention.hpp"
-#include "attnlab/rng.hpp"
+#include "attnlab/core/attention.hpp"
+#include "attnlab/core/rng.hpp"
 
 namespace attnlab::test {
 

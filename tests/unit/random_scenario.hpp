@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "attnlab/rng.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/core/rng.hpp"
+#include "attnlab/scenario/scenario.hpp"
 #include "random_inputs.hpp"
 
 namespace attnlab::test {

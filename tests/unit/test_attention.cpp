@@ -6,7 +6,7 @@
 #include <limits>
 #include <numeric>
 
-#include "attnlab/attention.hpp"
+#include "attnlab/core/attention.hpp"
 #include "compare.hpp"
 #include "random_inputs.hpp"
 

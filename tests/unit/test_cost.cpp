@@ -6,9 +6,9 @@
 #include <cmath>
 #include <set>
 
-#include "attnlab/cost.hpp"
-#include "attnlab/error.hpp"
-#include "attnlab/mask.hpp"
+#include "attnlab/analysis/cost.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/core/mask.hpp"
 
 using namespace attnlab;
 

@@ -9,9 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "attnlab/dtype.hpp"
-#include "attnlab/error.hpp"
-#include "attnlab/rng.hpp"
+#include "attnlab/core/dtype.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
 
 using namespace attnlab;
 

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/explain.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 using namespace attnlab;
 

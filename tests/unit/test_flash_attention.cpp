@@ -13,10 +13,10 @@
 #include <fmt/format.h>
 #include <vector>
 
-#include "attnlab/error.hpp"
-#include "attnlab/flash_attention.hpp"
-#include "attnlab/scenario.hpp"
-#include "attnlab/rng.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/scenario/scenario.hpp"
+#include "attnlab/core/rng.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;

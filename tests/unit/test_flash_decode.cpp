@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <vector>
 
-#include "attnlab/decode.hpp"
-#include "attnlab/flash_decode.hpp"
-#include "attnlab/rng.hpp"
+#include "attnlab/core/decode.hpp"
+#include "attnlab/kernels/flash_decode.hpp"
+#include "attnlab/core/rng.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;

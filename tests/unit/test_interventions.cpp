@@ -6,10 +6,11 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "attnlab/error.hpp"
-#include "attnlab/explain.hpp"
-#include "attnlab/interventions.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/report/intervention_report.hpp"
+#include "attnlab/scenario/interventions.hpp"
+#include "attnlab/scenario/scenario.hpp"
 #include "compare.hpp"
 #include "random_scenario.hpp"
 

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "attnlab/attention.hpp"
-#include "attnlab/decode.hpp"
-#include "attnlab/kv_cache.hpp"
-#include "attnlab/kv_memory.hpp"
-#include "attnlab/rng.hpp"
+#include "attnlab/core/attention.hpp"
+#include "attnlab/core/decode.hpp"
+#include "attnlab/core/kv_cache.hpp"
+#include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/core/rng.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;

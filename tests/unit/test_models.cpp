@@ -3,9 +3,9 @@
 // a budget allows.
 #include <gtest/gtest.h>
 
-#include "attnlab/error.hpp"
-#include "attnlab/kv_memory.hpp"
-#include "attnlab/models.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/analysis/models.hpp"
 
 using namespace attnlab;
 

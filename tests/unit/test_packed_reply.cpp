@@ -1,5 +1,5 @@
 // The packed reply: its layout (docs/api.md), a round trip, and malformed bytes refused.
-#include "attnlab/packed_reply.hpp"
+#include "attnlab/report/packed_reply.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "attnlab/error.hpp"
+#include "attnlab/core/error.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;

@@ -4,7 +4,7 @@
 
 #include <regex>
 
-#include "attnlab/plot.hpp"
+#include "attnlab/report/plot.hpp"
 
 using namespace attnlab;
 

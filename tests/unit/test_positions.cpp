@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "attnlab/explain.hpp"
-#include "attnlab/positions.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/core/positions.hpp"
 #include "compare.hpp"
 #include "random_inputs.hpp"
 

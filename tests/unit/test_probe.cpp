@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "attnlab/error.hpp"
-#include "attnlab/interventions.hpp"
-#include "attnlab/probe.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/scenario/interventions.hpp"
+#include "attnlab/analysis/probe.hpp"
+#include "attnlab/scenario/scenario.hpp"
 #include "compare.hpp"
 #include "random_scenario.hpp"
 

@@ -8,7 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "attnlab/scenario.hpp"
+#include "attnlab/scenario/scenario.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;

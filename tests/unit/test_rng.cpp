@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "attnlab/rng.hpp"
+#include "attnlab/core/rng.hpp"
 
 using attnlab::SplitMix64;
 

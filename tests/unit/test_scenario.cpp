@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/error.hpp"
-#include "attnlab/scenario.hpp"
-#include "attnlab/rng.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/scenario/scenario.hpp"
+#include "attnlab/core/rng.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;

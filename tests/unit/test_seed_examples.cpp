@@ -2,8 +2,8 @@
 // prints. Seed 000 (three-tokens) at 2 decimals; seed 001 (softmax-row) at 3 decimals.
 #include <gtest/gtest.h>
 
-#include "attnlab/explain.hpp"
-#include "attnlab/scenario.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 using namespace attnlab;
 

@@ -1,8 +1,8 @@
 // The trace's JSON follows the contract of `attnlab run --json` and the API.
 #include <gtest/gtest.h>
 
-#include "attnlab/scenario.hpp"
-#include "attnlab/trace_json.hpp"
+#include "attnlab/scenario/scenario.hpp"
+#include "attnlab/report/trace_json.hpp"
 
 using namespace attnlab;
 

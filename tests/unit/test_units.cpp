@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "attnlab/error.hpp"
-#include "attnlab/units.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/analysis/units.hpp"
 
 using namespace attnlab;
 

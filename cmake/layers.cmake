@@ -1,0 +1,22 @@
+# attnlab_layer(NAME SOURCES ... [BELOW lower_layer]): one layer of attnlab as a static
+# library `attnlab_NAME`, aliased `attnlab::NAME`, with the public headers under
+# include/attnlab/, linked to the layer below it (and so to every layer under that).
+function(attnlab_layer name)
+  cmake_parse_arguments(L "" "BELOW" "SOURCES" ${ARGN})
+  add_library(attnlab_${name} STATIC ${L_SOURCES})
+  add_library(attnlab::${name} ALIAS attnlab_${name})
+  set_target_properties(attnlab_${name} PROPERTIES EXPORT_NAME ${name} POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(attnlab_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                                    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  # Designated initializers that leave fields at their defaults are intended, not a mistake.
+  target_compile_options(attnlab_${name} PRIVATE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+  if(ATTNLAB_NATIVE)
+    target_compile_options(attnlab_${name} PRIVATE -march=native)
+  endif()
+  if(L_BELOW)
+    target_link_libraries(attnlab_${name} PUBLIC attnlab::${L_BELOW})
+  endif()
+endfunction()
+
+# Warnings for the faces and tests, which are not layers.
+set(ATTNLAB_WARNINGS -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)

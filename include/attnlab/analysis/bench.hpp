@@ -1,0 +1,50 @@
+// `attnlab bench`: the machine's own ceilings, then the kernels timed against them.
+// Figures are a share of the peak measured in the same run, never absolute claims.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attnlab/core/dtype.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
+
+namespace attnlab {
+
+struct MachinePeaks {
+  int threads = 1;
+  Isa isa = Isa::generic;
+  double f32_gflops = 0;   // fused multiply-adds on every thread, 2 FLOPs each
+  double bf16_gflops = 0;  // bf16 dot products (0 where the CPU has none)
+  double read_gbps = 0;    // streaming reads from a buffer far larger than the caches
+};
+MachinePeaks measure_peaks(int threads);
+
+struct BenchCase {
+  std::string name;
+  AttentionShape shape;      // for decode: heads, kv_heads, n = new tokens, m = cached tokens, d_k = d_v
+  AttentionOptions options;
+  KernelKind kernel = KernelKind::tiled;
+  bool decode = false;       // new tokens against a KV cache of m tokens (flash_decode)
+  DType cache_dtype = DType::f16;
+};
+
+struct BenchResult {
+  BenchCase bench_case;
+  bool ran = false;
+  std::string skipped_because;     // why a case did not run (e.g. the grid would not fit)
+  double median_seconds = 0;       // median of the timed runs, after one warm-up
+  double gflops = 0;               // attention_flops / median_seconds
+  double percent_of_peak = 0;      // of the f32 or bf16 peak, by the case's precision
+  std::size_t extra_bytes = 0;     // peak heap bytes during a run beyond inputs and outputs
+  double gbps = 0;                 // decode: cache bytes read / median_seconds
+  double percent_of_bandwidth = 0; // decode: of the measured read bandwidth
+};
+
+// Times one case: one warm-up, then `repeats` runs; inputs are seeded random numbers.
+BenchResult run_bench_case(const BenchCase& bench_case, const MachinePeaks& peaks, int repeats);
+
+// The case list; `quick` keeps a subset that runs in about a minute.
+std::vector<BenchCase> standard_bench_cases(bool quick);
+
+}  // namespace attnlab

@@ -1,0 +1,77 @@
+// Fast attention: a tiled kernel with an online softmax that never builds the n×m grid
+// (the FlashAttention idea), for many heads with grouped KV heads, on f32 or bf16.
+//
+// Same contract as the reference (include/attnlab/core/attention.hpp), on raw Q, K, V:
+//   O_h = softmax(Q_h · K_g(h)ᵀ · scale / T, masked) · V_g(h),   g(h) = h / (H / H_kv)
+// with every mask this kernel knows giving each query row a contiguous range of visible
+// keys (causal, sliding window, both). Fully masked rows give a zero output.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "attnlab/core/attention.hpp"
+
+namespace attnlab {
+
+enum class KernelKind { reference, tiled };
+enum class Precision { f32, bf16 };
+
+// Which SIMD code the kernels run, chosen at run time from what the CPU supports.
+enum class Isa { generic, avx2, avx512, avx512_bf16 };
+Isa best_isa();
+
+// The instruction set a kernel runs with: the one asked for (default: the widest), never
+// beyond best_isa().
+Isa usable_isa(std::optional<Isa> requested);
+std::string to_string(Isa isa);
+
+struct AttentionShape {
+  std::size_t heads = 1;     // H query heads
+  std::size_t kv_heads = 1;  // H_kv key/value heads; divides H
+  std::size_t n = 1;         // queries per head
+  std::size_t m = 1;         // keys per head
+  std::size_t d_k = 64;      // query/key width
+  std::size_t d_v = 64;      // value width
+};
+
+struct AttentionOptions {
+  bool causal = false;                 // query i (at position i + m - n) sees keys j <= i + m - n
+  std::optional<std::size_t> window;   // and keys with |i + m - n - j| < w
+  double temperature = 1.0;            // logits = q·k · scale / T
+  std::optional<double> scale;         // default 1/√d_k
+  Precision precision = Precision::f32;
+  std::size_t block_q = 96;            // queries per tile (rounded up to a multiple of 16)
+  std::size_t block_k = 128;           // keys per tile
+  int threads = 0;                     // 0: all cores
+  std::optional<Isa> isa;              // force an instruction set (tests); default best_isa()
+};
+
+// Tiled prefill. Layouts, all row-major and contiguous:
+//   q [H][n][d_k], k [H_kv][m][d_k], v [H_kv][m][d_v], out [H][n][d_v].
+// Extra memory: a few tiles per thread, never O(n·m).
+void flash_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                     const AttentionOptions& options = {});
+
+// The same computation through the reference kernel (double precision, the whole grid
+// materialised per head): the oracle the tiled kernel is tested against, and the
+// "materialised grid" peer in benchmarks.
+void reference_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                         const AttentionOptions& options = {});
+
+// Runs whichever kernel `kind` names.
+void run_attention_kernel(KernelKind kind, const float* q, const float* k, const float* v, float* out,
+                          const AttentionShape& shape, const AttentionOptions& options = {});
+
+// A layer's attention (include/attnlab/core/attention.hpp) through the tiled kernel: projections
+// and outputs, but no score, logit or weight grids, which this kernel never builds. Key
+// masks (hidden tokens) are refused with an InputError; causal, window and T are taken
+// from the input, precision and tiles from `options`.
+Trace attend_tiled(const AttentionInput& input, AttentionOptions options = {});
+
+// FLOPs the FlashAttention papers count for a shape: 4·n·m·d per head (QKᵀ and P·V,
+// with d the mean of d_k and d_v), halved when causal with n = m.
+double attention_flops(const AttentionShape& shape, bool causal);
+
+}  // namespace attnlab

@@ -1,0 +1,21 @@
+// The machine's limits, measured: what a core's FMA units, its bf16 dot products and its
+// memory system can do at best. Benchmarks state every kernel as a share of these, measured
+// in the same run (a machine shared with others changes from minute to minute).
+#pragma once
+#include <cstddef>
+
+#include "attnlab/kernels/flash_attention.hpp"
+
+namespace attnlab {
+
+// GFLOP/s of independent fused multiply-adds (2 FLOPs each) on `threads` threads with the
+// vectors of `isa`, over `iterations` steps per thread.
+double fma_peak_gflops(Isa isa, int threads, long iterations);
+
+// GFLOP/s of bf16 dot products (AVX-512 BF16); 0 where the CPU or the build has none.
+double bf16_peak_gflops(int threads, long iterations);
+
+// GB/s of streaming reads of `count` floats at `data` (`passes` times) on `threads` threads.
+double read_bandwidth_gbps(Isa isa, int threads, const float* data, std::size_t count, int passes);
+
+}  // namespace attnlab

@@ -1,0 +1,61 @@
+// The lab's JSON API as plain functions (docs/api.md): the HTTP server only routes to
+// these, and tests can call them without a socket.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace attnlab {
+
+// The API refuses traces larger than this (Σ over heads of n·m score cells): the reply
+// carries every intermediate of every cell. `attnlab run --json` has no such limit.
+inline constexpr std::size_t kMaxApiTraceCells = 1u << 18;
+inline constexpr std::size_t kMaxRequestBytes = 1u << 20;  // 1 MiB
+
+// GET /api/health -> {"ok": true, "version": "...", "page_engine": bool (attnlab.wasm is served)}
+nlohmann::json api_health();
+
+// GET /api/scenarios -> {"scenarios": [{"name", "description", "default"}]}
+nlohmann::json api_scenarios();
+
+// GET /api/scenarios/{name} -> the bundled file's text, or nothing for an unknown name.
+std::optional<std::string_view> api_scenario_file(std::string_view name);
+
+// POST /api/attention: {"scenario": name or object, "options": {...}} -> the trace plus
+// "scenario_json". Throws InputError naming the field for a bad request.
+// "encoding": "packed" asks for the packed reply instead (attnlab/report/packed_reply.hpp): the
+// same document with its matrices as raw doubles. api_attention always writes JSON and
+// api_attention_packed the packed bytes; the server picks by wants_packed_reply.
+nlohmann::json api_attention(const nlohmann::json& request);
+bool wants_packed_reply(const nlohmann::json& request);  // throws InputError for an unknown encoding
+std::string api_attention_packed(const nlohmann::json& request);
+
+// POST /api/probe: {"scenario", "options", "query", "readout", "head", "epsilon"} -> the
+// probe of one query (weights, value-weighted weights, erasure, gradient × input, Kendall τ,
+// Serrano & Smith's test, Jain & Wallace's counterfactual) plus "intervention".
+nlohmann::json api_probe(const nlohmann::json& request);
+
+// What long context costs (docs/api.md, docs/cost-and-kv.md): the numbers `attnlab cost`
+// and `attnlab kv` print, from the same library functions. "measure": true runs the
+// measure on the server, within these limits (the CLI has none beyond the machine's memory).
+inline constexpr std::uint64_t kMaxApiMeasureTokens = 4096;
+inline constexpr std::uint64_t kMaxApiMeasureCacheBytes = std::uint64_t{1} << 30;  // 1 GiB
+
+// POST /api/cost: {"tokens": [3, 6, 100000], "d_model", "heads", "layers", "dtype",
+// "window", "measure", "kernel", "causal"} -> {"shape": {...}, "rows": [...], "measured"}.
+nlohmann::json api_cost(const nlohmann::json& request);
+
+// GET /api/models -> {"models": [{"name", "source", "layers", "d_model", "heads",
+// "kv_heads", "head_dim", "parameters", "note"}]}: the presets /api/kv and `attnlab kv` know.
+nlohmann::json api_models();
+
+// POST /api/kv: {"model": "llama-3-8b", "context": [4096, 32768], "dtype", "budget",
+// "layers", "kv_heads", "head_dim", "heads", "d_model", "params", "measure",
+// "measure_layers"} -> {"model": {...}, "rows": [...], "budget", "measured"}.
+nlohmann::json api_kv(const nlohmann::json& request);
+
+}  // namespace attnlab
