@@ -18,7 +18,7 @@ Command explain_command(CLI::App& parent) {
   };
   auto state = std::make_shared<State>();
   CLI::App* app = parent.add_subcommand(
-      "explain", "Compute attention for a scenario and write out every step, the way seed 000 does by hand");
+      "explain", "Compute attention for a scenario and write out every step, the way docs/worked-example.md does by hand");
   add_scenario_flags(*app, state->flags);
   app->add_option("--head", state->head, "Which head's steps to show (0-based)")->capture_default_str();
   state->precision_flag = app->add_option("--precision", state->precision,

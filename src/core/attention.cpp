@@ -25,7 +25,7 @@ SoftmaxRow softmax(std::span<const double> logits) {
     return row;
   }
   // Softmax does not change when one constant is subtracted from every logit. Subtract
-  // nothing when e^x is safe, so the numbers are the ones a calculator gives (seed 000).
+  // nothing when e^x is safe, so the numbers are the ones a calculator gives (docs/worked-example.md).
   row.shift = std::abs(largest) <= kExpSafeRange ? 0.0 : largest;
   for (std::size_t j = 0; j < logits.size(); ++j) {
     row.exponentials[j] = std::exp(logits[j] - row.shift);  // exp(-inf) = 0 exactly

@@ -1,5 +1,5 @@
-// Positional information: the one thing attention cannot see on its own (seed 000's last
-// section). Each kind is a few lines of the formula it implements.
+// Positional information: the one thing attention cannot see on its own (without it the
+// operation is permutation-equivariant: docs/worked-example.md, Yun et al. 2020). Each kind is a few lines of the formula it implements.
 #include "attnlab/core/positions.hpp"
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Writes a Trace as text for people: tables of every intermediate, and one query's
-// arithmetic written out in full, in the notation of the seeds.
+// arithmetic written out in full, in the notation of docs/worked-example.md.
 #include "attnlab/report/explain.hpp"
 
 #include <algorithm>
@@ -61,7 +61,7 @@ std::string describe_mask(const Scenario& s) {
 
 std::size_t argmax(std::span<const double> v) { return std::max_element(v.begin(), v.end()) - v.begin(); }
 
-// One query's row, every step written out as seed 000 writes it.
+// One query's row, every step written out as docs/worked-example.md writes it.
 std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h, std::size_t i, int p) {
   const std::size_t m = h.keys.rows;
   std::string out = fmt::format("Query {} \"{}\", worked in full\n", i, trace.tokens[i]);

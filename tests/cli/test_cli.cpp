@@ -1,4 +1,4 @@
-// The attnlab command as a user runs it: the seeds' numbers on stdout, and for every kind
+// The attnlab command as a user runs it: the worked examples' numbers on stdout, and for every kind
 // of bad input one message on stderr, exit code 2, and nothing on stdout.
 #include <gtest/gtest.h>
 
@@ -162,7 +162,7 @@ TEST(CliBadInput, BadFlagValues) {
   expect_refused("explain --precision 40", "--precision: must be 0 to 12");
 }
 
-// ---- interventions and probe (issue 6) ----------------------------------------------
+// ---- interventions and probe -------------------------------------------------------
 
 TEST(CliInterventions, ExplainShowsTheIntervenedStepsAndWhatMoved) {
   const Result r = attnlab("explain three-tokens --ablate-head 0:uniform --mask-token 1");
@@ -171,7 +171,7 @@ TEST(CliInterventions, ExplainShowsTheIntervenedStepsAndWhatMoved) {
   EXPECT_CONTAINS(r.out, "uniform weights instead: 1/2 = 0.50");
   EXPECT_CONTAINS(r.out, "- knock out key 1 \"t2\"");
   EXPECT_CONTAINS(r.out, "- ablate head 0 \"worked example\": its weights replaced by a uniform row");
-  EXPECT_CONTAINS(r.out, "0.69 0.93");  // seed 000's output for t3, before
+  EXPECT_CONTAINS(r.out, "0.69 0.93");  // the worked example's output for t3, before
   EXPECT_CONTAINS(r.out, "‖Δ‖");
 }
 
@@ -260,7 +260,7 @@ double number_after(const std::string& text, const std::string& prefix) {
 }
 }  // namespace
 
-TEST(Cli, CostPrintsTheSeedsGridCountsFlopsAndBytes) {
+TEST(Cli, CostPrintsTheWorkedExamplesGridCountsFlopsAndBytes) {
   const Result r = attnlab("cost --tokens 3,6,100000");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"d_model 4096 = 32 heads × d_k 128, 32 layers", "10,000,000,000", "5,000,050,000", "147,456",

@@ -95,7 +95,7 @@ TEST_F(Api, ScenarioFileIsTheBundledFileAndUnknownIs404) {
   EXPECT_NE(json::parse(missing->body)["error"].get<std::string>().find("unknown scenario \"nope\""), std::string::npos);
 }
 
-TEST_F(Api, AttentionOnThreeTokensReturnsTheSeedsWeights) {
+TEST_F(Api, AttentionOnThreeTokensReturnsTheWorkedExamplesWeights) {
   const json t = post_json({{"scenario", "three-tokens"}});
   const json& w = t["heads"][0]["weights"][2];
   EXPECT_NEAR(w[0].get<double>(), 0.3057, 5e-5);
@@ -348,7 +348,7 @@ TEST_F(Api, BadCostAndKvRequestsGet400WithTheFieldNamed) {
           "measure: the server measures caches up to 1 GiB");
 }
 
-// ---- interventions and POST /api/probe (issue 6) ------------------------------------
+// ---- interventions and POST /api/probe ---------------------------------------------
 
 TEST_F(Api, AttentionInterventionOptionsReportBeforeAfterAndDelta) {
   const json plain = post_json({{"scenario", "multi-head"}});

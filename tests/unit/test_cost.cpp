@@ -50,7 +50,7 @@ std::string refusal(std::uint64_t n, const CostShape& shape) {
 
 }  // namespace
 
-TEST(Cost, TheSeedsGridCountsNineThirtySixAndTenToTheTen) {
+TEST(Cost, TheWorkedExamplesGridCountsNineThirtySixAndTenToTheTen) {
   const CostShape shape;
   EXPECT_EQ(grid_cost(3, shape).dense_cells, 9u);
   EXPECT_EQ(grid_cost(6, shape).dense_cells, 36u);

@@ -199,7 +199,7 @@ TEST(Interventions, TheReportShowsBeforeAfterAndTheChange) {
   const InterventionResult r = intervene(load_scenario("three-tokens"), iv);
   const std::string text = format_intervention(r, 2);
   EXPECT_NE(text.find("knock out key 1 \"t2\""), std::string::npos) << text;
-  EXPECT_NE(text.find("0.69 0.93"), std::string::npos) << text;  // seed 000's output before
+  EXPECT_NE(text.find("0.69 0.93"), std::string::npos) << text;  // the worked example's output before (docs/worked-example.md)
   const nlohmann::json j = intervention_to_json(r);
   for (const char* key : {"applied", "tokens", "after_row", "before", "after", "delta", "delta_norm"})
     EXPECT_TRUE(j.contains(key)) << key;

@@ -289,7 +289,7 @@ TEST(Probe, MeasuresOnSeed000AreTheDocumentedFormulas) {
   options.readout = "coordinate:0";
   const ProbeResult r = probe(s, options);
   EXPECT_EQ(r.query, 2u) << "the last query by default";
-  EXPECT_NEAR(r.readout_value, 0.6943, 5e-5);  // seed 000's output 0.69 0.93
+  EXPECT_NEAR(r.readout_value, 0.6943, 5e-5);  // the worked example's output 0.69 0.93
   EXPECT_NEAR(r.tokens[2].value_weighted, 0.6200 * std::sqrt(2.0), 5e-5) << "a·‖v‖ with v_t3 = (1, 1)";
   // Knocking out t1 leaves t2 and t3 with weights 0.0743 and 0.62 renormalised; the first
   // coordinate of the mix is then (0.0743·1 + 0.62·1) / 0.6943.

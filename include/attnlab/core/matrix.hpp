@@ -1,6 +1,6 @@
 // A dense row-major matrix of doubles, the reference path's only container.
 //
-// Row-vector convention throughout, as in the seeds: a token is a row, and a projection
+// Row-vector convention throughout, as in docs/worked-example.md: a token is a row, and a projection
 // is x · W with W of shape d_in × d_out. A matrix in JSON is a list of rows.
 #pragma once
 #include <cassert>

@@ -1,4 +1,4 @@
-// `attnlab explain`: a trace written out the way seed 000 writes its worked example,
+// `attnlab explain`: a trace written out the way docs/worked-example.md writes it,
 // every intermediate and the arithmetic behind it ("2×1 + 1×2 = 4").
 #pragma once
 #include <cstddef>
@@ -13,11 +13,11 @@
 
 namespace attnlab {
 
-// A number as the seeds write it: whole numbers without decimals ("4", "-1"), others with
+// A number as the worked example writes it: whole numbers without decimals ("4", "-1"), others with
 // `precision` decimals ("2.12"); never "-0.00".
 std::string format_number(double x, int precision);
 
-// A vector as the seeds write it: numbers separated by one space ("0.69 0.93").
+// A vector as the worked example writes it: numbers separated by one space ("0.69 0.93").
 std::string format_vector(std::span<const double> v, int precision);
 
 // Display width of a UTF-8 string: code points, which is right for the symbols used here.
