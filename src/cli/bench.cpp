@@ -42,17 +42,17 @@ Command bench_command(CLI::App& parent) {
   app->add_option("--threads", state->threads, "Threads (default: all cores)");
   app->add_option("--repeats", state->repeats, "Timed runs per case (median reported)")->capture_default_str();
   return {app, [state]() {
-            if (state->repeats < 1 || state->repeats > 1000) throw InputError("--repeats: must be 1 to 1000");
-            if (state->threads < 0 || state->threads > 1024) throw InputError("--threads: must be 0 (all) to 1024");
+            if (state->repeats < 1 || state->repeats > 1000) fail("--repeats", "must be 1 to 1000");
+            if (state->threads < 0 || state->threads > 1024) fail("--threads", "must be 0 (all) to 1024");
             std::vector<BenchCase> cases;
             if (state->decode) {
               const std::size_t kv = state->kv_heads ? state->kv_heads : state->heads;
               if (state->heads == 0 || kv == 0 || state->heads % kv != 0)
-                throw InputError(fmt::format("--kv-heads: {} must divide --heads {} (grouped-query attention)", kv, state->heads));
-              if (state->new_tokens < 1 || state->new_tokens > 8) throw InputError("--new-tokens: must be 1 to 8");
+                fail("--kv-heads", fmt::format("{} must divide --heads {} (grouped-query attention)", kv, state->heads));
+              if (state->new_tokens < 1 || state->new_tokens > 8) fail("--new-tokens", "must be 1 to 8");
               if (state->cache < state->new_tokens || state->cache > (1u << 22))
-                throw InputError("--cache: must be at least --new-tokens and at most 4194304 tokens");
-              if (state->d_k == 0 || state->d_k > 1024) throw InputError("--d-k: must be 1 to 1024");
+                fail("--cache", "must be at least --new-tokens and at most 4194304 tokens");
+              if (state->d_k == 0 || state->d_k > 1024) fail("--d-k", "must be 1 to 1024");
               BenchCase c{fmt::format("decode cache={} H={} H_kv={} d={} {}", state->cache, state->heads, kv, state->d_k,
                                       state->cache_dtype),
                           {state->heads, kv, state->new_tokens, state->cache, state->d_k, state->d_k}};
@@ -62,18 +62,16 @@ Command bench_command(CLI::App& parent) {
             } else if (state->n > 0) {
               const std::size_t kv = state->kv_heads ? state->kv_heads : state->heads;
               if (state->heads == 0 || kv == 0 || state->heads % kv != 0)
-                throw InputError(fmt::format("--kv-heads: {} must divide --heads {} (grouped-query attention)", kv, state->heads));
-              if (state->d_k == 0 || state->d_k > 1024) throw InputError("--d-k: must be 1 to 1024");
-              if (state->n > (1u << 22)) throw InputError("--n: at most 4194304 tokens");
+                fail("--kv-heads", fmt::format("{} must divide --heads {} (grouped-query attention)", kv, state->heads));
+              if (state->d_k == 0 || state->d_k > 1024) fail("--d-k", "must be 1 to 1024");
+              if (state->n > (1u << 22)) fail("--n", "at most 4194304 tokens");
               BenchCase c{fmt::format("n={} H={} H_kv={} d={}{}", state->n, state->heads, kv, state->d_k,
                                       state->causal ? " causal" : ""),
                           {state->heads, kv, state->n, state->n, state->d_k, state->d_k}};
               c.options.causal = state->causal;
               if (state->dtype == "bf16") c.options.precision = Precision::bf16;
-              else if (state->dtype != "f32") throw InputError(fmt::format("--dtype: \"{}\" is not f32 or bf16", state->dtype));
-              if (state->kernel == "reference") c.kernel = KernelKind::reference;
-              else if (state->kernel != "tiled")
-                throw InputError(fmt::format("--kernel: \"{}\" is not tiled or reference", state->kernel));
+              else if (state->dtype != "f32") fail("--dtype", fmt::format("\"{}\" is not f32 or bf16", state->dtype));
+              c.kernel = kernel_named(state->kernel, "--kernel");
               cases.push_back(c);
             } else {
               cases = standard_bench_cases(state->quick);
@@ -91,7 +89,7 @@ Command bench_command(CLI::App& parent) {
             for (std::size_t k = 0; k < cases.size(); ++k) {
               fmt::print(stderr, "[{}/{}] {}\n", k + 1, cases.size(), cases[k].name);
               const BenchResult r = run_bench_case(cases[k], peaks, state->repeats);
-              const char* kernel = r.bench_case.decode ? "decode" : r.bench_case.kernel == KernelKind::tiled ? "tiled" : "reference";
+              const std::string kernel(r.bench_case.decode ? "decode" : to_string(r.bench_case.kernel));
               if (state->json) {
                 results.push_back({{"case", r.bench_case.name}, {"kernel", kernel}, {"ran", r.ran},
                                    {"skipped_because", r.skipped_because}, {"median_seconds", r.median_seconds},

@@ -39,7 +39,7 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& flags) {
 Experiment load_experiment(const ScenarioFlags& flags) {
   ScenarioFlags settings = flags;
   settings.mask_tokens.clear();  // knock-outs are interventions, reported before and after
-  Experiment e{load_with_flags(settings), {}};
+  Experiment e{load_with_flags(settings), {}, {}, KernelKind::reference, ""};
   Interventions& iv = e.interventions;
   for (std::size_t j : flags.mask_tokens) iv.knock_out.push_back({j, fmt::format("--mask-token {}", j)});
   for (const std::string& text : flags.ablate_heads) iv.ablate.push_back(parse_ablate_head(text, "--ablate-head " + text));
@@ -48,7 +48,7 @@ Experiment load_experiment(const ScenarioFlags& flags) {
     iv.replace.push_back(parse_replace_token(text, "--replace-token " + text));
   for (const std::string& text : flags.replace_embeddings)
     iv.replace.push_back(parse_replace_embedding(text, "--replace-embedding " + text));
-  if (!flags.permute.empty()) iv.permute = parse_permutation(flags.permute, e.baseline.n());
+  if (!flags.permute.empty()) iv.permute = parse_permutation(flags.permute, e.scenario.n());
   return e;
 }
 
@@ -66,7 +66,7 @@ Scenario load_with_flags(const ScenarioFlags& flags) {
   try {
     apply_overrides(scenario, o);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{} (after applying the command-line flags to {})", e.what(), flags.scenario));
+    throw InputError(e.field(), fmt::format("{} (after applying the command-line flags to {})", e.message(), flags.scenario));
   }
   return scenario;
 }

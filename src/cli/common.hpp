@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "attnlab/analysis/experiment.hpp"
 #include "attnlab/scenario/interventions.hpp"
 #include "attnlab/scenario/scenario.hpp"
 
@@ -42,14 +43,10 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& flags);
 // Loads the chosen scenario and applies the flags (permutation excluded).
 Scenario load_with_flags(const ScenarioFlags& flags);
 
-// The scenario as the flags set it up (causal, temperature, window, query) and, apart,
-// the interventions they ask for (--mask-token, --ablate-head, --scale-head,
-// --replace-token, --replace-embedding, --permute), so a subcommand can run both and
-// report what moved.
-struct Experiment {
-  Scenario baseline;
-  Interventions interventions;
-};
+// The experiment the flags describe (attnlab/analysis/experiment.hpp): the scenario as the
+// flags set it up (causal, temperature, window, query) and the interventions they ask for
+// (--mask-token, --ablate-head, --scale-head, --replace-token, --replace-embedding,
+// --permute), run through run_experiment() like the API's requests.
 Experiment load_experiment(const ScenarioFlags& flags);
 
 Command explain_command(CLI::App& parent);

@@ -25,14 +25,14 @@ Command explain_command(CLI::App& parent) {
                                           "Decimals to show (default 2, or the scenario's own)");
   return {app, [state]() {
             const Experiment experiment = load_experiment(state->flags);
-            const Scenario& scenario = experiment.baseline;
+            const Scenario& scenario = experiment.scenario;
             const Interventions& interventions = experiment.interventions;
             if (state->head >= scenario.heads.size())
-              throw InputError(fmt::format("--head: head {} does not exist; {} has heads 0 to {}", state->head,
+              fail("--head", fmt::format("head {} does not exist; {} has heads 0 to {}", state->head,
                                            scenario.name, scenario.heads.size() - 1));
             const int precision = *state->precision_flag ? state->precision : scenario.precision;
             if (precision < 0 || precision > 12)
-              throw InputError(fmt::format("--precision: must be 0 to 12 but is {}", precision));
+              fail("--precision", fmt::format("must be 0 to 12 but is {}", precision));
             const bool only_permute = interventions.permute && interventions.knock_out.empty() &&
                                       interventions.ablate.empty() && interventions.scale.empty() &&
                                       interventions.replace.empty();
@@ -40,14 +40,10 @@ Command explain_command(CLI::App& parent) {
               fmt::print("{}", explain_permutation(scenario, *interventions.permute, precision));
               return 0;
             }
-            if (interventions.empty()) {
-              fmt::print("{}", explain(scenario, run_scenario(scenario), {state->head, std::nullopt, precision}));
-              return 0;
-            }
-            // The intervened computation in full, then what moved compared with the original.
-            const InterventionResult result = intervene(scenario, interventions);
-            fmt::print("{}\n{}", explain(result.after_scenario, result.after, {state->head, std::nullopt, precision}),
-                       format_intervention(result, precision));
+            // The computation in full; with interventions, the intervened one, then what moved.
+            const ExperimentResult result = run_experiment(experiment);
+            fmt::print("{}", explain(result.scenario, result.trace, {state->head, std::nullopt, precision}));
+            if (result.intervention) fmt::print("\n{}", format_intervention(*result.intervention, precision));
             return 0;
           }};
 }

@@ -172,7 +172,7 @@ Command kv_command(CLI::App& parent) {
                   state->budget.empty() ? std::nullopt : std::optional(parse_byte_size(state->budget, "--budget"));
               if (!state->plot.empty()) require_plot_path(state->plot, "--plot");
               if (measure_layers && !state->measure)
-                throw InputError("--measure-layers: only means something with --measure; add --measure");
+                fail("--measure-layers", "only means something with --measure; add --measure");
               const ModelShape model = resolve_model_shape(
                   state->model.empty() ? std::nullopt : std::optional<std::string>(state->model), overrides);
 

@@ -12,12 +12,12 @@ std::uint64_t parse_count(std::string_view text, std::string_view flag) {
     return std::isdigit(static_cast<unsigned char>(c));
   });
   if (!digits)
-    throw InputError(fmt::format("{}: expected a whole number >= 1 in digits (e.g. 4096) but got \"{}\"", flag, text));
+    fail(flag, fmt::format("expected a whole number >= 1 in digits (e.g. 4096) but got \"{}\"", text));
   std::uint64_t value = 0;
   for (char c : text) {
     const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
     if (value > (UINT64_MAX - digit) / 10)
-      throw InputError(fmt::format("{}: {} is more than 2^64 - 1 = 18446744073709551615", flag, text));
+      fail(flag, fmt::format("{} is more than 2^64 - 1 = 18446744073709551615", text));
     value = value * 10 + digit;
   }
   return value;
@@ -33,18 +33,19 @@ std::vector<std::uint64_t> parse_count_list(std::string_view text, std::string_v
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
-  if (values.size() > 64) throw InputError(fmt::format("{}: {} lengths; give at most 64", flag, values.size()));
+  if (values.size() > 64) fail(flag, fmt::format("{} lengths; give at most 64", values.size()));
   return values;
 }
 
 InputError with_flag_name(const InputError& error) {
-  const std::string message = error.what();
-  std::size_t k = 0;
-  while (k < message.size() && (std::islower(static_cast<unsigned char>(message[k])) || message[k] == '_')) ++k;
-  if (k == 0 || k >= message.size() || message[k] != ':') return error;
-  std::string flag = "--" + message.substr(0, k);
+  const std::string& field = error.field();
+  const bool plain_name = !field.empty() && std::all_of(field.begin(), field.end(), [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || c == '_';
+  });
+  if (!plain_name) return error;
+  std::string flag = "--" + field;
   std::replace(flag.begin(), flag.end(), '_', '-');
-  return InputError(flag + message.substr(k));
+  return error.renamed(flag);
 }
 
 std::string format_table(const std::vector<std::vector<std::string>>& rows, bool first_left) {

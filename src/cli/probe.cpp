@@ -37,13 +37,12 @@ Command probe_command(CLI::App& parent) {
   state->precision_flag = app->add_option("--precision", state->precision, "Decimals to show (default 2, or the scenario's own)");
   app->add_flag("--json", state->json, "Print the probe as JSON (full precision; the same as POST /api/probe)");
   return {app, [state]() {
-            const Experiment experiment = load_experiment(state->flags);
-            std::optional<InterventionResult> intervention;
-            if (!experiment.interventions.empty()) intervention = intervene(experiment.baseline, experiment.interventions);
-            const Scenario& scenario = intervention ? intervention->after_scenario : experiment.baseline;
+            const ExperimentResult experiment = run_experiment(load_experiment(state->flags));
+            const std::optional<InterventionResult>& intervention = experiment.intervention;
+            const Scenario& scenario = experiment.scenario;
             const int precision = *state->precision_flag ? state->precision : scenario.precision;
             if (precision < 0 || precision > 12)
-              throw InputError(fmt::format("--precision: must be 0 to 12 but is {}", precision));
+              fail("--precision", fmt::format("must be 0 to 12 but is {}", precision));
             ProbeOptions options;
             options.readout = state->readout;
             options.head = state->head;
@@ -51,10 +50,9 @@ Command probe_command(CLI::App& parent) {
             ProbeResult result;
             try {
               result = probe(scenario, options);
-            } catch (const InputError& e) {  // "readout: ..." is the flag --readout here
-              const std::string what = e.what();
-              for (const char* flag : {"readout:", "head:", "epsilon:", "query:"})
-                if (what.starts_with(flag)) throw InputError("--" + what);
+            } catch (const InputError& e) {  // the field "readout" is the flag --readout here
+              for (const char* field : {"readout", "head", "epsilon", "query"})
+                if (e.field() == field) throw e.renamed(fmt::format("--{}", field));
               throw;
             }
             if (state->json) {

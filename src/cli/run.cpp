@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "attnlab/analysis/experiment.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/report/explain.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
@@ -12,6 +13,26 @@
 #include "common.hpp"
 
 namespace attnlab::cli {
+
+namespace {
+
+// One line per token: its index, its name and the row of `m`, at 3 decimals.
+void print_rows(const std::vector<std::string>& tokens, const Matrix& m) {
+  for (std::size_t i = 0; i < tokens.size(); ++i) fmt::print("  {:>3} {:<12} {}\n", i, tokens[i], format_vector(m.row(i), 3));
+}
+
+// The tiled kernel's outputs, and how far they are from the reference's on the same input.
+void print_tiled_outputs(const ExperimentResult& result) {
+  const Trace reference = attend(attention_input(result.scenario));
+  double largest = 0;
+  for (std::size_t k = 0; k < result.trace.output.data.size(); ++k)
+    largest = std::max(largest, std::abs(result.trace.output.data[k] - reference.output.data[k]));
+  fmt::print("output (tiled kernel, {}; no score grid is built)\n", to_string(best_isa()));
+  print_rows(result.trace.tokens, result.trace.output);
+  fmt::print("largest |tiled - reference| = {:.2g}\n", largest);
+}
+
+}  // namespace
 
 Command run_command(CLI::App& parent) {
   struct State {
@@ -27,53 +48,35 @@ Command run_command(CLI::App& parent) {
                   "reference (every intermediate) or tiled (the fast kernel: outputs only, compared with the reference)")
       ->capture_default_str();
   return {app, [state]() {
-            const Experiment experiment = load_experiment(state->flags);
-            if (state->kernel == "tiled") {
-              if (!experiment.interventions.empty())
-                throw InputError("--kernel tiled: interventions run on the reference kernel, which keeps the weights they "
-                                 "change; drop --kernel tiled");
-              const Scenario& scenario = experiment.baseline;
-              const AttentionInput input = attention_input(scenario);
-              Trace trace = attend_tiled(input);
-              trace.tokens = scenario.tokens;
-              trace.source_tokens = scenario.source ? scenario.source->tokens : scenario.tokens;
-              if (state->json) {
-                nlohmann::json reply = trace_to_json(scenario, trace);
-                reply["kernel"] = "tiled";
-                fmt::print("{}\n", reply.dump());
-                return 0;
-              }
-              const Trace reference = attend(input);
-              double largest = 0;
-              for (std::size_t k = 0; k < trace.output.data.size(); ++k)
-                largest = std::max(largest, std::abs(trace.output.data[k] - reference.output.data[k]));
-              fmt::print("output (tiled kernel, {}; no score grid is built)\n", to_string(best_isa()));
-              for (std::size_t i = 0; i < trace.tokens.size(); ++i)
-                fmt::print("  {:>3} {:<12} {}\n", i, trace.tokens[i], format_vector(trace.output.row(i), 3));
-              fmt::print("largest |tiled - reference| = {:.2g}\n", largest);
+            Experiment experiment = load_experiment(state->flags);
+            experiment.kernel = kernel_named(state->kernel, "--kernel");
+            ExperimentResult result;
+            try {
+              result = run_experiment(experiment);
+            } catch (const InputError& e) {  // the request's "kernel" is the flag here
+              if (e.field() == "kernel") throw e.renamed("--kernel " + state->kernel);
+              throw;
+            }
+            const Trace& trace = result.trace;
+            if (state->json) {
+              nlohmann::json reply = trace_to_json(result.scenario, trace);
+              reply["kernel"] = std::string(to_string(result.kernel));
+              if (result.kernel == KernelKind::reference)
+                reply["intervention"] = result.intervention ? intervention_to_json(*result.intervention) : nlohmann::json(nullptr);
+              fmt::print("{}\n", reply.dump());
               return 0;
             }
-            if (state->kernel != "reference")
-              throw InputError(fmt::format("--kernel: \"{}\" is not a kernel; use reference or tiled", state->kernel));
-            std::optional<InterventionResult> intervention;
-            if (!experiment.interventions.empty()) intervention = intervene(experiment.baseline, experiment.interventions);
-            const Scenario& scenario = intervention ? intervention->after_scenario : experiment.baseline;
-            const Trace trace = intervention ? intervention->after : run_scenario(scenario);
-            if (state->json) {
-              nlohmann::json reply = trace_to_json(scenario, trace);
-              reply["intervention"] = intervention ? intervention_to_json(*intervention) : nlohmann::json(nullptr);
-              fmt::print("{}\n", reply.dump());
+            if (result.kernel == KernelKind::tiled) {
+              print_tiled_outputs(result);
               return 0;
             }
             for (std::size_t h = 0; h < trace.heads.size(); ++h) {
               fmt::print("head {} \"{}\" weights (rows: queries, columns: keys)\n", h, trace.heads[h].name);
-              for (std::size_t i = 0; i < trace.tokens.size(); ++i)
-                fmt::print("  {:>3} {:<12} {}\n", i, trace.tokens[i], format_vector(trace.heads[h].weights.row(i), 3));
+              print_rows(trace.tokens, trace.heads[h].weights);
             }
             fmt::print("output\n");
-            for (std::size_t i = 0; i < trace.tokens.size(); ++i)
-              fmt::print("  {:>3} {:<12} {}\n", i, trace.tokens[i], format_vector(trace.output.row(i), 3));
-            if (intervention) fmt::print("\n{}", format_intervention(*intervention, 3));
+            print_rows(trace.tokens, trace.output);
+            if (result.intervention) fmt::print("\n{}", format_intervention(*result.intervention, 3));
             return 0;
           }};
 }

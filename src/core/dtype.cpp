@@ -38,7 +38,7 @@ DType parse_dtype(std::string_view text, std::string_view field) {
   if (text == "f32" || text == "fp32" || text == "float32") return DType::f32;
   if (text == "f16" || text == "fp16" || text == "float16" || text == "half") return DType::f16;
   if (text == "bf16" || text == "bfloat16") return DType::bf16;
-  throw InputError(fmt::format("{}: unknown dtype \"{}\"; use f32 (4 bytes), f16 (2 bytes) or bf16 (2 bytes)", field, text));
+  fail(field, fmt::format("unknown dtype \"{}\"; use f32 (4 bytes), f16 (2 bytes) or bf16 (2 bytes)", text));
 }
 
 std::uint16_t f32_to_f16(float x) {

@@ -15,8 +15,8 @@ std::vector<float> to_floats(const Matrix& m) { return std::vector<float>(m.data
 
 Trace attend_tiled(const AttentionInput& input, AttentionOptions options) {
   if (!input.mask.hidden_keys.empty())
-    throw InputError("mask_tokens: the tiled kernel takes causal and window masks only; hide tokens with the reference "
-                     "kernel (--kernel reference)");
+    fail("mask_tokens", "the tiled kernel takes causal and window masks only; hide tokens with the reference kernel "
+                        "(--kernel reference, or \"kernel\": \"reference\" in the API)");
   options.causal = input.mask.causal;
   options.window = input.mask.window;
   options.temperature = input.temperature;

@@ -8,11 +8,20 @@
 #include <fmt/format.h>
 
 #include "attnlab/core/attention.hpp"
+#include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/peak.hpp"
 #include "kernel_impl.hpp"
 
 namespace attnlab {
+
+std::string_view to_string(KernelKind kind) { return kind == KernelKind::tiled ? "tiled" : "reference"; }
+
+KernelKind kernel_named(std::string_view name, std::string_view field) {
+  for (const KernelKind kind : {KernelKind::reference, KernelKind::tiled})
+    if (name == to_string(kind)) return kind;
+  fail(field, fmt::format("\"{}\" is not a kernel; use reference (every intermediate) or tiled (outputs only)", name));
+}
 
 Isa best_isa() {
   // ATTNLAB_ISA=generic|avx2|avx512 forces a narrower path (never a wider one).

@@ -1,5 +1,5 @@
 // Writes and reads the input document (include/attnlab/report/input_document.hpp). The reading
-// half is what the page's WebAssembly engine runs, so it raises through raise_input_error.
+// half is what the page's WebAssembly engine runs, so it raises through fail() (attnlab/core/error.hpp).
 #include "attnlab/report/input_document.hpp"
 
 #include <cmath>
@@ -40,26 +40,26 @@ json input_document(const Scenario& scenario, const AttentionInput& input,
 
 namespace {
 
-[[noreturn]] void fail(std::string_view field, std::string_view message) {
-  raise_input_error(fmt::format("input document: {}: {}", field, message));
+[[noreturn]] void bad_field(std::string_view field, std::string_view message) {
+  fail(fmt::format("input document: {}", field), message);
 }
 
 // object[name]; `at` is where object sits in the document ("" or "heads[2].").
 const json& field(const json& object, const char* name, const std::string& at = "") {
-  if (!object.is_object() || !object.contains(name)) fail(at + name, "missing");
+  if (!object.is_object() || !object.contains(name)) bad_field(at + name, "missing");
   return object[name];
 }
 
 std::size_t index_of(const json& j, std::string_view name) {
-  if (!j.is_number_unsigned()) fail(name, fmt::format("{} is not a whole number >= 0", j.dump()));
+  if (!j.is_number_unsigned()) bad_field(name, fmt::format("{} is not a whole number >= 0", j.dump()));
   return j.get<std::size_t>();
 }
 
 std::vector<std::string> strings(const json& j, const char* name) {
-  if (!j.is_array()) fail(name, "expected a list of strings");
+  if (!j.is_array()) bad_field(name, "expected a list of strings");
   std::vector<std::string> out;
   for (const json& s : j) {
-    if (!s.is_string()) fail(name, fmt::format("{} is not a string", s.dump()));
+    if (!s.is_string()) bad_field(name, fmt::format("{} is not a string", s.dump()));
     out.push_back(s.get<std::string>());
   }
   return out;
@@ -70,10 +70,10 @@ Matrix finite_matrix(const PackedDocument& doc, const json& ref, const std::stri
                      std::size_t cols) {
   Matrix m = doc.matrix(ref, name);
   if ((rows && m.rows != rows) || (cols && m.cols != cols))
-    fail(name, fmt::format("is {} × {}, expected {} × {}", m.rows, m.cols, rows ? std::to_string(rows) : "any",
+    bad_field(name, fmt::format("is {} × {}, expected {} × {}", m.rows, m.cols, rows ? std::to_string(rows) : "any",
                            cols ? std::to_string(cols) : "any"));
   for (double x : m.data)
-    if (!std::isfinite(x)) fail(name, "holds a value that is not finite");
+    if (!std::isfinite(x)) bad_field(name, "holds a value that is not finite");
   return m;
 }
 
@@ -87,70 +87,70 @@ std::string attend_document(std::string_view packed_input) {
   const std::vector<std::string> source_tokens = strings(field(h, "source_tokens"), "source_tokens");
   const std::size_t n = tokens.size(), m = source_tokens.size();
   if (n == 0 || m == 0 || n > kMaxTokens || m > kMaxTokens)
-    fail("tokens", fmt::format("{} queries and {} keys; each must be 1 to {}", n, m, kMaxTokens));
+    bad_field("tokens", fmt::format("{} queries and {} keys; each must be 1 to {}", n, m, kMaxTokens));
   in.queries_from = finite_matrix(doc, field(h, "queries_from"), "queries_from", n, 0);
   const std::size_t d_in = in.queries_from.cols;
-  if (d_in == 0 || d_in > kMaxWidth) fail("queries_from", fmt::format("{} columns; d_in must be 1 to {}", d_in, kMaxWidth));
+  if (d_in == 0 || d_in > kMaxWidth) bad_field("queries_from", fmt::format("{} columns; d_in must be 1 to {}", d_in, kMaxWidth));
   in.keys_from = finite_matrix(doc, field(h, "keys_from"), "keys_from", m, d_in);
-  if (!field(h, "rope").is_boolean()) fail("rope", "expected true or false");
+  if (!field(h, "rope").is_boolean()) bad_field("rope", "expected true or false");
   in.rope = h["rope"];
 
   const json& heads = field(h, "heads");
   if (!heads.is_array() || heads.empty() || heads.size() > kMaxHeads)
-    fail("heads", fmt::format("expected a list of 1 to {} heads", kMaxHeads));
-  if (heads.size() * n * m > kMaxTraceCells) fail("heads", fmt::format("more than {} score cells", kMaxTraceCells));
+    bad_field("heads", fmt::format("expected a list of 1 to {} heads", kMaxHeads));
+  if (heads.size() * n * m > kMaxTraceCells) bad_field("heads", fmt::format("more than {} score cells", kMaxTraceCells));
   std::size_t sum_d_v = 0;
   for (std::size_t k = 0; k < heads.size(); ++k) {
     const json& spec = heads[k];
     const std::string at = fmt::format("heads[{}]", k);
     HeadWeights w;
-    if (!field(spec, "name", at + ".").is_string()) fail(at + ".name", "expected a string");
+    if (!field(spec, "name", at + ".").is_string()) bad_field(at + ".name", "expected a string");
     w.name = spec["name"];
     w.w_q = finite_matrix(doc, field(spec, "w_q", at + "."), at + ".w_q", d_in, 0);
     w.w_k = finite_matrix(doc, field(spec, "w_k", at + "."), at + ".w_k", d_in, w.w_q.cols);
     w.w_v = finite_matrix(doc, field(spec, "w_v", at + "."), at + ".w_v", d_in, 0);
-    if (w.w_q.cols == 0 || w.w_v.cols == 0) fail(at, "d_k and d_v must be at least 1");
-    if (in.rope && w.w_q.cols % 2 != 0) fail(at + ".w_q", "rope needs an even d_k");
+    if (w.w_q.cols == 0 || w.w_v.cols == 0) bad_field(at, "d_k and d_v must be at least 1");
+    if (in.rope && w.w_q.cols % 2 != 0) bad_field(at + ".w_q", "rope needs an even d_k");
     const json& ablation = field(spec, "ablation", at + ".");
     const auto kind = ablation.is_string() ? head_ablation_named(ablation.get<std::string>()) : std::nullopt;
-    if (!kind) fail(at + ".ablation", "expected \"none\", \"zero\", \"mean\" or \"uniform\"");
+    if (!kind) bad_field(at + ".ablation", "expected \"none\", \"zero\", \"mean\" or \"uniform\"");
     w.ablation = *kind;
     if (!field(spec, "scale", at + ".").is_number() || !std::isfinite(spec["scale"].get<double>()))
-      fail(at + ".scale", "expected a finite number");
+      bad_field(at + ".scale", "expected a finite number");
     w.scale = spec["scale"];
     sum_d_v += w.w_v.cols;
     in.heads.push_back(std::move(w));
   }
   if (!field(h, "w_o").is_null()) in.w_o = finite_matrix(doc, h["w_o"], "w_o", sum_d_v, 0);
 
-  if (!field(h, "causal").is_boolean()) fail("causal", "expected true or false");
+  if (!field(h, "causal").is_boolean()) bad_field("causal", "expected true or false");
   in.mask.causal = h["causal"];
   if (!field(h, "window").is_null()) in.mask.window = index_of(h["window"], "window");
   const json& hidden = field(h, "mask_tokens");
-  if (!hidden.is_array()) fail("mask_tokens", "expected a list of key indices");
+  if (!hidden.is_array()) bad_field("mask_tokens", "expected a list of key indices");
   for (const json& j : hidden) {
     const std::size_t key = index_of(j, "mask_tokens");
-    if (key >= m) fail("mask_tokens", fmt::format("key {} does not exist; keys run from 0 to {}", key, m - 1));
+    if (key >= m) bad_field("mask_tokens", fmt::format("key {} does not exist; keys run from 0 to {}", key, m - 1));
     in.mask.hidden_keys.push_back(key);
   }
   const json& t = field(h, "temperature");
   if (!t.is_number() || !(t.get<double>() > 0) || !std::isfinite(t.get<double>()))
-    fail("temperature", fmt::format("{} is not a number > 0", t.dump()));
+    bad_field("temperature", fmt::format("{} is not a number > 0", t.dump()));
   in.temperature = t;
 
   TraceJsonOptions written;
   if (h.contains("detail_heads")) {
-    if (!h["detail_heads"].is_array()) fail("detail_heads", "expected a list of head indices");
+    if (!h["detail_heads"].is_array()) bad_field("detail_heads", "expected a list of head indices");
     std::vector<std::size_t> keep;
     for (const json& j : h["detail_heads"]) {
       keep.push_back(index_of(j, "detail_heads"));
       if (keep.back() >= in.heads.size())
-        fail("detail_heads", fmt::format("head {} does not exist; heads run from 0 to {}", keep.back(), in.heads.size() - 1));
+        bad_field("detail_heads", fmt::format("head {} does not exist; heads run from 0 to {}", keep.back(), in.heads.size() - 1));
     }
     written.detail_heads = keep;
   }
   if (!field(h, "scenario").is_string() || !field(h, "positions").is_string())
-    fail("scenario", "\"scenario\" and \"positions\" must be strings");
+    bad_field("scenario", "\"scenario\" and \"positions\" must be strings");
 
   Trace trace = attend(in);
   trace.tokens = tokens;

@@ -1,5 +1,5 @@
 // Writes and reads the packed reply (include/attnlab/report/packed_reply.hpp has the layout).
-// The page's WebAssembly engine shares this file, so errors go through raise_input_error.
+// The page's WebAssembly engine shares this file, so errors go through fail() (attnlab/core/error.hpp).
 #include "attnlab/report/packed_reply.hpp"
 
 #include <bit>
@@ -28,7 +28,7 @@ std::uint32_t get_u32(std::string_view in, std::size_t at) {
   return x;
 }
 
-[[noreturn]] void bad(std::string_view what) { raise_input_error(fmt::format("packed document: {}", what)); }
+[[noreturn]] void bad(std::string_view what) { fail("packed document", what); }
 
 bool is_reference(const json& j) { return j.is_object() && j.size() == 2 && j.contains("f64") && j.contains("shape"); }
 

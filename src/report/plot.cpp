@@ -178,13 +178,12 @@ void write_text_file(const std::string& path, const std::string& text, std::stri
   if (out) out << text;
   out.close();
   if (!out)
-    throw InputError(fmt::format("{}: cannot write \"{}\" ({}); give a path in a directory that exists and is writable",
-                                 field, path, std::strerror(errno)));
+    fail(field, fmt::format("cannot write \"{}\" ({}); give a path in a directory that exists and is writable", path, std::strerror(errno)));
 }
 
 void require_plot_path(std::string_view path, std::string_view field) {
   if (!path.ends_with(".svg") && !path.ends_with(".png"))
-    throw InputError(fmt::format("{}: \"{}\" ends in neither .svg nor .png; give e.g. plot.svg or plot.png", field, path));
+    fail(field, fmt::format("\"{}\" ends in neither .svg nor .png; give e.g. plot.svg or plot.png", path));
 }
 
 void write_plot(const std::string& path, const std::string& svg, std::string_view field) {
@@ -192,17 +191,15 @@ void write_plot(const std::string& path, const std::string& svg, std::string_vie
   if (path.ends_with(".svg")) return write_text_file(path, svg, field);
   // PNG: the same SVG, rasterised by librsvg's rsvg-convert (Debian package librsvg2-bin).
   if (std::system("command -v rsvg-convert >/dev/null 2>&1") != 0)
-    throw InputError(fmt::format("{}: writing a PNG needs rsvg-convert (apt-get install librsvg2-bin); or write {}.svg",
-                                 field, path.substr(0, path.size() - 4)));
+    fail(field, fmt::format("writing a PNG needs rsvg-convert (apt-get install librsvg2-bin); or write {}.svg", path.substr(0, path.size() - 4)));
   const std::string svg_path = path + ".tmp.svg";
   write_text_file(svg_path, svg, field);
   const std::string command = fmt::format("rsvg-convert --background-color=white -o '{}' '{}' 2>&1", path, svg_path);
   const int status = path.find('\'') == std::string::npos ? std::system(command.c_str()) : -1;
   std::remove(svg_path.c_str());
   if (status != 0)
-    throw InputError(fmt::format("{}: could not write the PNG \"{}\" (rsvg-convert failed; the path must be writable and "
-                                 "contain no quote)",
-                                 field, path));
+    fail(field, fmt::format("could not write the PNG \"{}\" (rsvg-convert failed; the path must be writable and "
+                                 "contain no quote)", path));
 }
 
 }  // namespace attnlab

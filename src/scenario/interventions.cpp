@@ -15,10 +15,6 @@ namespace attnlab {
 
 namespace {
 
-[[noreturn]] void fail(std::string_view origin, std::string_view message) {
-  throw InputError(fmt::format("{}: {}", origin, message));
-}
-
 // A whole number written with digits only ("12"), or nothing.
 std::optional<std::size_t> whole_number(std::string_view text) {
   if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string_view::npos)
@@ -77,16 +73,22 @@ HeadAblationRequest parse_ablate_head(std::string_view text, std::string_view or
     fail(origin, fmt::format("\"{}\" is not a head; write H or H:KIND with H a head index and KIND zero, mean or "
                              "uniform, e.g. 0:mean",
                              text));
-  HeadAblationRequest r{*index, HeadAblation::zero, std::string(origin)};
-  if (kind) {
-    const auto named = head_ablation_named(*kind);
-    if (!named || *named == HeadAblation::none)
-      fail(origin, fmt::format("unknown ablation \"{}\"; use zero (the head's output is 0), mean (its mean output "
-                               "over the tokens) or uniform (uniform weights), e.g. {}:mean",
-                               *kind, *index));
-    r.ablation = *named;
-  }
-  return r;
+  return {*index, kind ? ablation_kind(*kind, origin) : HeadAblation::zero, std::string(origin)};
+}
+
+HeadAblation ablation_kind(std::string_view kind, std::string_view origin) {
+  const auto named = head_ablation_named(kind);
+  if (!named || *named == HeadAblation::none)
+    fail(origin, fmt::format("unknown ablation \"{}\"; use zero (the head's output is 0), mean (its mean output "
+                             "over the tokens) or uniform (uniform weights)",
+                             kind));
+  return *named;
+}
+
+std::string checked_word(std::string_view word, std::string_view origin) {
+  if (word.empty() || word.find_first_of(" \t\n\r") != std::string_view::npos)
+    fail(origin, fmt::format("\"{}\" is not one word; write a single word without spaces, e.g. dog", word));
+  return std::string(word);
 }
 
 HeadScaling parse_scale_head(std::string_view text, std::string_view origin) {
@@ -104,9 +106,7 @@ TokenReplacement parse_replace_token(std::string_view text, std::string_view ori
   const auto index = whole_number(token);
   if (!index || !word)
     fail(origin, fmt::format("\"{}\" is not J:WORD; write a token index and the word to put there, e.g. 2:dog", text));
-  if (word->empty() || word->find_first_of(" \t\n\r") != std::string_view::npos)
-    fail(origin, fmt::format("\"{}\" is not one word; write a single word without spaces, e.g. {}:dog", *word, *index));
-  return {*index, std::string(*word), std::nullopt, std::string(origin)};
+  return {*index, checked_word(*word, origin), std::nullopt, std::string(origin)};
 }
 
 TokenReplacement parse_replace_embedding(std::string_view text, std::string_view origin) {
@@ -199,9 +199,8 @@ Scenario apply_interventions(const Scenario& s, const Interventions& iv) {
   }
 
   if (iv.permute) {
-    std::string text;
-    for (std::size_t k : *iv.permute) text += (text.empty() ? "" : ",") + std::to_string(k);
-    out = permute_tokens(out, parse_permutation(text, out.n()));
+    check_permutation(*iv.permute, out.n());
+    out = permute_tokens(out, *iv.permute);
   }
   validate(out);
   return out;

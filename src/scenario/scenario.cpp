@@ -22,10 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void fail(std::string_view field, std::string_view message) {
-  throw InputError(fmt::format("{}: {}", field, message));
-}
-
 std::string kind_of(const json& j) {
   if (j.is_null()) return "null";
   if (j.is_boolean()) return "a boolean";
@@ -363,14 +359,13 @@ json parse_json_document(std::string_view text, std::string_view origin) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    throw InputError(fmt::format(
-        "{}: malformed JSON at {}: expected one JSON object (check for a missing comma, quote or bracket; "
-        "NaN and Infinity are not JSON numbers)",
-        origin, line_and_column(text, e.byte == 0 ? 0 : e.byte - 1)));
+    fail(origin, fmt::format(
+        "malformed JSON at {}: expected one JSON object (check for a missing comma, quote or bracket; "
+        "NaN and Infinity are not JSON numbers)", line_and_column(text, e.byte == 0 ? 0 : e.byte - 1)));
   } catch (const json::exception& e) {  // e.g. 1e999: a number too large for a double
     std::string what = e.what();
     if (const auto end = what.find("] "); end != std::string::npos) what.erase(0, end + 2);
-    throw InputError(fmt::format("{}: {}; every number must be finite", origin, what));
+    fail(origin, fmt::format("{}; every number must be finite", what));
   }
 }
 
@@ -379,7 +374,7 @@ Scenario parse_scenario(std::string_view text, std::string_view origin) {
   try {
     return scenario_from_json(doc);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", origin, e.what()));
+    throw e.field().empty() ? e.under(origin) : InputError(fmt::format("{}: {}", origin, e.field()), e.message());
   }
 }
 
@@ -397,10 +392,10 @@ Scenario load_scenario(std::string_view name_or_path) {
   }
   const std::string path(name_or_path);
   std::ifstream file(path, std::ios::binary);
-  if (!file) throw InputError(fmt::format("{}: cannot open the file: {}", path, std::strerror(errno)));
+  if (!file) fail(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
   std::ostringstream text;
   text << file.rdbuf();
-  if (text.str().size() > 512u << 20) throw InputError(fmt::format("{}: the file is larger than 512 MiB", path));
+  if (text.str().size() > 512u << 20) fail(path, "the file is larger than 512 MiB");
   return parse_scenario(text.str(), path);
 }
 
@@ -431,6 +426,11 @@ std::vector<std::size_t> parse_permutation(std::string_view text, std::size_t n)
       fail("permute", fmt::format("\"{}\" is not a token index; write the new order as old indices, e.g. 2,0,1", item));
     order.push_back(value);
   }
+  check_permutation(order, n);
+  return order;
+}
+
+void check_permutation(std::span<const std::size_t> order, std::size_t n) {
   if (order.size() != n)
     fail("permute", fmt::format("expected {} indices (one per token) but got {}; e.g. for 3 tokens: 2,0,1", n, order.size()));
   std::vector<bool> seen(n, false);
@@ -439,7 +439,6 @@ std::vector<std::size_t> parse_permutation(std::string_view text, std::size_t n)
     if (seen[v]) fail("permute", fmt::format("index {} appears twice; each token must appear exactly once", v));
     seen[v] = true;
   }
-  return order;
 }
 
 Scenario permute_tokens(const Scenario& s, std::span<const std::size_t> order) {

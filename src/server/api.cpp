@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "attnlab/analysis/cost.hpp"
+#include "attnlab/analysis/experiment.hpp"
 #include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
@@ -29,10 +30,6 @@ namespace attnlab {
 using nlohmann::json;
 
 namespace {
-
-[[noreturn]] void fail(std::string_view field, std::string_view message) {
-  throw InputError(fmt::format("{}: {}", field, message));
-}
 
 // Refuses any key of `object` not in `known`, naming it (after `prefix`) and listing the
 // known ones, so a misspelt field never passes silently.
@@ -72,173 +69,138 @@ Scenario requested_scenario(const json& request) {
   try {
     return scenario_from_json(s);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("scenario.{}", e.what()));
+    throw e.under("scenario");
   }
 }
 
-// Applies the options that set the scenario up, in a fixed order: sentence,
-// remove_heads, add_random_heads, then causal/temperature/window.
-// The interventions (mask_tokens, ablate_heads, scale_heads, replace_tokens, permute) are
-// read by requested_interventions and applied to the result.
-Scenario apply_settings(Scenario s, const json& options) {
-  if (!options.is_object()) fail("options", "expected an object");
-  refuse_unknown_keys(options,
-                      {"causal", "temperature", "window", "mask_tokens", "permute", "sentence", "add_random_heads",
-                       "remove_heads", "ablate_heads", "scale_heads", "replace_tokens"},
-                      "options.", "option");
+// A finite number, or InputError naming `field`.
+double as_finite_number(const json& j, std::string_view field) {
+  if (!j.is_number() || !std::isfinite(j.get<double>())) fail(field, "expected a finite number");
+  return j.get<double>();
+}
 
+// A list option.
+const json& as_list(const json& options, const char* key) {
+  const json& list = options[key];
+  if (!list.is_array()) fail(fmt::format("options.{}", key), "expected a list");
+  return list;
+}
+
+// The options that set the scenario up (docs/api.md): sentence, remove_heads,
+// add_random_heads, causal, temperature, window. Field names in errors are "options.X".
+ScenarioEdits requested_edits(const json& options) {
+  ScenarioEdits edits;
   if (options.contains("sentence")) {
     if (!options["sentence"].is_string()) fail("options.sentence", "expected a string of words");
-    s = with_sentence(s, options["sentence"].get<std::string>());
+    edits.sentence = options["sentence"].get<std::string>();
   }
-  if (options.contains("remove_heads")) {
-    std::vector<std::size_t> drop = as_index_list(options["remove_heads"], "options.remove_heads");
-    std::sort(drop.begin(), drop.end());
-    drop.erase(std::unique(drop.begin(), drop.end()), drop.end());
-    for (std::size_t h : drop)
-      if (h >= s.heads.size())
-        fail("options.remove_heads", fmt::format("head {} does not exist; heads run from 0 to {}", h, s.heads.size() - 1));
-    for (auto it = drop.rbegin(); it != drop.rend(); ++it) s.heads.erase(s.heads.begin() + *it);
-  }
+  if (options.contains("remove_heads")) edits.remove_heads = as_index_list(options["remove_heads"], "options.remove_heads");
   if (options.contains("add_random_heads")) {
     const json& add = options["add_random_heads"];
     if (!add.is_array()) fail("options.add_random_heads", "expected a list like [{\"seed\": 7}]");
     for (std::size_t k = 0; k < add.size(); ++k) {
       const std::string field = fmt::format("options.add_random_heads[{}]", k);
       if (!add[k].is_object() || !add[k].contains("seed")) fail(field, "expected {\"seed\": N} (optionally \"d_k\", \"d_v\")");
-      const auto width = [&](const char* key) {
-        if (!add[k].contains(key)) return s.d_in();
-        const std::size_t w = as_index(add[k][key], field + "." + key);
-        if (w < 1 || w > kMaxWidth) fail(field + "." + key, fmt::format("{} is outside 1..{}", w, kMaxWidth));
-        return w;
-      };
-      if (s.heads.size() >= kMaxHeads) fail(field, fmt::format("a scenario has at most {} heads", kMaxHeads));
-      s.heads.push_back(random_head(as_index(add[k]["seed"], field + ".seed"), s.d_in(), width("d_k"), width("d_v")));
+      refuse_unknown_keys(add[k], {"seed", "d_k", "d_v"}, field + ".");
+      RandomHeadRequest r{as_index(add[k]["seed"], field + ".seed"), std::nullopt, std::nullopt};
+      if (add[k].contains("d_k")) r.d_k = as_index(add[k]["d_k"], field + ".d_k");
+      if (add[k].contains("d_v")) r.d_v = as_index(add[k]["d_v"], field + ".d_v");
+      edits.add_random_heads.push_back(r);
     }
   }
-  if (s.heads.empty()) fail("options.remove_heads", "every head would be removed; keep at least one");
-  if (s.w_o && (options.contains("remove_heads") || options.contains("add_random_heads")))
-    s.w_o.reset();  // W_O's rows belong to the original heads' outputs
-  if (s.readout && s.readout->matrix.rows != s.d_out()) s.readout.reset();  // so do the readout's
-
-  Overrides o;
   if (options.contains("causal")) {
     if (!options["causal"].is_boolean()) fail("options.causal", "expected true or false");
-    o.causal = options["causal"].get<bool>();
+    edits.overrides.causal = options["causal"].get<bool>();
   }
   if (options.contains("temperature")) {
     if (!options["temperature"].is_number()) fail("options.temperature", "expected a number > 0, e.g. 0.1 to 3");
-    o.temperature = options["temperature"].get<double>();
+    edits.overrides.temperature = options["temperature"].get<double>();
   }
-  if (options.contains("window") && !options["window"].is_null()) o.window = as_index(options["window"], "options.window");
-  try {
-    apply_overrides(s, o);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("options: {}", e.what()));
-  }
-  return s;
+  if (options.contains("window") && !options["window"].is_null())
+    edits.overrides.window = as_index(options["window"], "options.window");
+  return edits;
 }
 
-// A list option: each item an object or the CLI's text form.
-const json& as_list(const json& options, const char* key) {
-  const json& list = options[key];
-  if (!list.is_array()) fail(fmt::format("options.{}", key), fmt::format("expected a list but got {}", list.dump()));
-  return list;
+HeadAblationRequest requested_ablation(const json& item, const std::string& field) {
+  if (item.is_string()) return parse_ablate_head(item.get<std::string>(), field);  // the text form "H:KIND"
+  if (item.is_number()) return {as_index(item, field), HeadAblation::zero, field};
+  if (!item.is_object() || !item.contains("head"))
+    fail(field, "expected {\"head\": H, \"kind\": \"zero\" | \"mean\" | \"uniform\"} (or \"H:KIND\")");
+  refuse_unknown_keys(item, {"head", "kind"}, field + ".");
+  HeadAblationRequest r{as_index(item["head"], field + ".head"), HeadAblation::zero, field};
+  if (item.contains("kind")) {
+    if (!item["kind"].is_string()) fail(field + ".kind", "expected \"zero\", \"mean\" or \"uniform\"");
+    r.ablation = ablation_kind(item["kind"].get<std::string>(), field + ".kind");
+  }
+  return r;
+}
+
+HeadScaling requested_scaling(const json& item, const std::string& field) {
+  if (item.is_string()) return parse_scale_head(item.get<std::string>(), field);  // the text form "H:F"
+  if (!item.is_object() || !item.contains("head") || !item.contains("factor"))
+    fail(field, "expected {\"head\": H, \"factor\": F} (or \"H:F\")");
+  refuse_unknown_keys(item, {"head", "factor"}, field + ".");
+  return {as_index(item["head"], field + ".head"), as_finite_number(item["factor"], field + ".factor"), field};
+}
+
+TokenReplacement requested_replacement(const json& item, const std::string& field) {
+  if (item.is_string()) return parse_replace_token(item.get<std::string>(), field);  // the text form "J:WORD"
+  if (!item.is_object() || !item.contains("index") || (!item.contains("word") && !item.contains("embedding")))
+    fail(field, "expected {\"index\": J, \"word\": \"dog\"} or {\"index\": J, \"embedding\": [...]} (or \"J:WORD\")");
+  refuse_unknown_keys(item, {"index", "word", "embedding"}, field + ".");
+  TokenReplacement r{as_index(item["index"], field + ".index"), std::nullopt, std::nullopt, field};
+  if (item.contains("word")) {
+    if (!item["word"].is_string()) fail(field + ".word", "expected one word as a string");
+    r.word = checked_word(item["word"].get<std::string>(), field + ".word");
+  }
+  if (item.contains("embedding")) {
+    const json& e = item["embedding"];
+    if (!e.is_array()) fail(field + ".embedding", "expected a list of d_model numbers");
+    std::vector<double> row;
+    for (std::size_t c = 0; c < e.size(); ++c) row.push_back(as_finite_number(e[c], fmt::format("{}.embedding[{}]", field, c)));
+    r.embedding = std::move(row);
+  }
+  return r;
 }
 
 // The interventions the options ask for (docs/api.md); indices refer to the scenario
-// after the settings, before the permutation.
-Interventions requested_interventions(const json& options, const Scenario& s) {
+// after its edits, before the permutation.
+Interventions requested_interventions(const json& options) {
   Interventions iv;
-  if (!options.is_object()) return iv;
   if (options.contains("mask_tokens"))
     for (const json& item : as_list(options, "mask_tokens")) {
       const std::string field = fmt::format("options.mask_tokens[{}]", iv.knock_out.size());
       iv.knock_out.push_back({as_index(item, field), field});
     }
-  if (options.contains("ablate_heads")) {
-    const json& list = as_list(options, "ablate_heads");
-    for (std::size_t k = 0; k < list.size(); ++k) {
-      const std::string field = fmt::format("options.ablate_heads[{}]", k);
-      const json& item = list[k];
-      if (item.is_string()) {
-        iv.ablate.push_back(parse_ablate_head(item.get<std::string>(), field));
-      } else if (item.is_number()) {
-        iv.ablate.push_back({as_index(item, field), HeadAblation::zero, field});
-      } else {
-        if (!item.is_object() || !item.contains("head"))
-          fail(field, "expected {\"head\": H, \"kind\": \"zero\" | \"mean\" | \"uniform\"} (or \"H:KIND\")");
-        std::string text = std::to_string(as_index(item["head"], field + ".head"));
-        if (item.contains("kind")) {
-          if (!item["kind"].is_string()) fail(field + ".kind", "expected \"zero\", \"mean\" or \"uniform\"");
-          text += ":" + item["kind"].get<std::string>();
-        }
-        iv.ablate.push_back(parse_ablate_head(text, field));
-      }
-    }
-  }
-  if (options.contains("scale_heads")) {
-    const json& list = as_list(options, "scale_heads");
-    for (std::size_t k = 0; k < list.size(); ++k) {
-      const std::string field = fmt::format("options.scale_heads[{}]", k);
-      const json& item = list[k];
-      if (item.is_string()) {
-        iv.scale.push_back(parse_scale_head(item.get<std::string>(), field));
-        continue;
-      }
-      if (!item.is_object() || !item.contains("head") || !item.contains("factor"))
-        fail(field, "expected {\"head\": H, \"factor\": F} (or \"H:F\")");
-      if (!item["factor"].is_number() || !std::isfinite(item["factor"].get<double>()))
-        fail(field + ".factor", fmt::format("expected a finite number but got {}", item["factor"].dump()));
-      iv.scale.push_back({as_index(item["head"], field + ".head"), item["factor"].get<double>(), field});
-    }
-  }
-  if (options.contains("replace_tokens")) {
-    const json& list = as_list(options, "replace_tokens");
-    for (std::size_t k = 0; k < list.size(); ++k) {
-      const std::string field = fmt::format("options.replace_tokens[{}]", k);
-      const json& item = list[k];
-      if (item.is_string()) {
-        iv.replace.push_back(parse_replace_token(item.get<std::string>(), field));
-        continue;
-      }
-      if (!item.is_object() || !item.contains("index") || (!item.contains("word") && !item.contains("embedding")))
-        fail(field, "expected {\"index\": J, \"word\": \"dog\"} or {\"index\": J, \"embedding\": [...]} (or \"J:WORD\")");
-      TokenReplacement r{as_index(item["index"], field + ".index"), std::nullopt, std::nullopt, field};
-      if (item.contains("word")) {
-        if (!item["word"].is_string()) fail(field + ".word", "expected one word as a string");
-        r.word = parse_replace_token(fmt::format("{}:{}", r.index, item["word"].get<std::string>()), field + ".word").word;
-      }
-      if (item.contains("embedding")) {
-        const json& e = item["embedding"];
-        if (!e.is_array()) fail(field + ".embedding", "expected a list of d_model numbers");
-        std::vector<double> row;
-        for (std::size_t c = 0; c < e.size(); ++c) {
-          if (!e[c].is_number() || !std::isfinite(e[c].get<double>()))
-            fail(fmt::format("{}.embedding[{}]", field, c), fmt::format("expected a finite number but got {}", e[c].dump()));
-          row.push_back(e[c].get<double>());
-        }
-        r.embedding = std::move(row);
-      }
-      iv.replace.push_back(std::move(r));
-    }
-  }
-  if (options.contains("permute")) {
-    const std::vector<std::size_t> order = as_index_list(options["permute"], "options.permute");
-    std::string text;
-    for (std::size_t k : order) text += (text.empty() ? "" : ",") + std::to_string(k);
-    iv.permute = parse_permutation(text, s.n());
-  }
+  const auto each = [&](const char* key, auto&& read) {
+    if (!options.contains(key)) return;
+    const json& list = as_list(options, key);
+    for (std::size_t k = 0; k < list.size(); ++k) read(list[k], fmt::format("options.{}[{}]", key, k));
+  };
+  each("ablate_heads", [&](const json& item, const std::string& field) { iv.ablate.push_back(requested_ablation(item, field)); });
+  each("scale_heads", [&](const json& item, const std::string& field) { iv.scale.push_back(requested_scaling(item, field)); });
+  each("replace_tokens", [&](const json& item, const std::string& field) { iv.replace.push_back(requested_replacement(item, field)); });
+  if (options.contains("permute")) iv.permute = as_index_list(options["permute"], "options.permute");
   return iv;
 }
 
-// The scenario a request describes, and the interventions on it (options applied).
-std::pair<Scenario, Interventions> requested_experiment(const json& request) {
-  Scenario s = requested_scenario(request);
-  const json options = request.contains("options") ? request["options"] : json::object();
-  s = apply_settings(std::move(s), options);
-  Interventions iv = requested_interventions(options, s);
-  return {std::move(s), std::move(iv)};
+// The experiment a request describes: its scenario, edits, interventions and kernel.
+Experiment requested_experiment(const json& request) {
+  Experiment e{requested_scenario(request), {}, {}, KernelKind::reference, "options"};
+  if (request.contains("kernel")) {
+    if (!request["kernel"].is_string()) fail("kernel", "expected \"reference\" or \"tiled\"");
+    e.kernel = kernel_named(request["kernel"].get<std::string>(), "kernel");
+  }
+  if (!request.contains("options")) return e;
+  const json& options = request["options"];
+  if (!options.is_object()) fail("options", "expected an object");
+  refuse_unknown_keys(options,
+                      {"causal", "temperature", "window", "mask_tokens", "permute", "sentence", "add_random_heads",
+                       "remove_heads", "ablate_heads", "scale_heads", "replace_tokens"},
+                      "options.", "option");
+  e.edits = requested_edits(options);
+  e.interventions = requested_interventions(options);
+  return e;
 }
 
 }  // namespace
@@ -261,15 +223,6 @@ std::optional<std::string_view> api_scenario_file(std::string_view name) {
 }
 
 namespace {
-
-// "kernel": "reference" (default: every intermediate) or "tiled" (outputs only).
-KernelKind requested_kernel(const json& request) {
-  if (!request.contains("kernel")) return KernelKind::reference;
-  const json& k = request["kernel"];
-  if (k == "reference") return KernelKind::reference;
-  if (k == "tiled") return KernelKind::tiled;
-  fail("kernel", fmt::format("{} is not a kernel; use \"reference\" or \"tiled\"", k.dump()));
-}
 
 // "detail": "full" (default) or "weights"; with "weights", only the heads listed in
 // "detail_heads" keep every intermediate, the others keep what a heatmap needs.
@@ -301,33 +254,28 @@ json attention_reply(const json& request, const std::function<json(const Matrix&
     if (!request["attention_input"].is_boolean()) fail("attention_input", "expected true or false");
     with_input = request["attention_input"];
   }
-  const KernelKind kernel = requested_kernel(request);
   const TraceJsonOptions written{.detail_heads = requested_detail_heads(request), .write_matrix = write_matrix};
-  auto [baseline, interventions] = requested_experiment(request);
-  check_detail_heads(written.detail_heads, baseline.heads.size());
-  // Interventions keep the shape, so the limit is checked before anything runs.
-  const std::size_t cells = baseline.heads.size() * baseline.n() * baseline.m();
-  if (cells > kMaxApiTraceCells)
-    fail("scenario", fmt::format("{} heads × {} × {} tokens is {} score cells; the API returns at most {} (e.g. 8 heads "
-                                 "of 180 tokens); use `attnlab run --json` for larger traces",
-                                 baseline.heads.size(), baseline.n(), baseline.m(), cells, kMaxApiTraceCells));
-  if (kernel == KernelKind::tiled) {  // outputs only: the tiled kernel keeps no grid
-    if (!interventions.empty())
-      fail("kernel", "interventions run on the reference kernel, which keeps the weights they change; drop \"kernel\"");
-    if (with_input) fail("attention_input", "is given with the reference kernel only; drop \"kernel\"");
-    json reply = trace_to_json(baseline, attend_tiled(attention_input(baseline)), written);
-    reply["kernel"] = "tiled";
-    return reply;
-  }
-  std::optional<InterventionResult> intervention;
-  if (!interventions.empty()) intervention = intervene(baseline, interventions);
-  const Scenario& s = intervention ? intervention->after_scenario : baseline;
-  json reply = trace_to_json(s, intervention ? intervention->after : run_scenario(s), written);
+  const Experiment experiment = requested_experiment(request);
+  if (with_input && experiment.kernel == KernelKind::tiled)
+    fail("attention_input", "is given with the reference kernel only; drop \"kernel\"");
+  // Priced before anything runs (interventions keep the shape).
+  const auto price = [&](Scenario& s) {
+    check_detail_heads(written.detail_heads, s.heads.size());
+    const std::size_t cells = s.heads.size() * s.n() * s.m();
+    if (cells > kMaxApiTraceCells)
+      fail("scenario", fmt::format("{} heads × {} × {} tokens is {} score cells; the API returns at most {} (e.g. 8 heads "
+                                   "of 180 tokens); use `attnlab run --json` for larger traces",
+                                   s.heads.size(), s.n(), s.m(), cells, kMaxApiTraceCells));
+  };
+  const ExperimentResult result = run_experiment(experiment, price);
+  const Scenario& s = result.scenario;
+  json reply = trace_to_json(s, result.trace, written);
+  reply["kernel"] = std::string(to_string(result.kernel));
+  if (result.kernel == KernelKind::tiled) return reply;  // outputs only: the tiled kernel keeps no grid
   for (std::size_t h = 0; h < s.heads.size(); ++h)
     reply["heads"][h]["random_seed"] = s.heads[h].random_seed ? json(*s.heads[h].random_seed) : json(nullptr);
   reply["scenario_json"] = scenario_to_json(s);
-  reply["intervention"] = intervention ? intervention_to_json(*intervention) : json(nullptr);
-  reply["kernel"] = "reference";
+  reply["intervention"] = result.intervention ? intervention_to_json(*result.intervention) : json(nullptr);
   if (with_input) reply["attention_input"] = input_document(s, attention_input(s), write_matrix);
   return reply;
 }
@@ -359,15 +307,14 @@ json api_probe(const json& request) {
   std::optional<std::size_t> query;
   if (request.contains("query") && !request["query"].is_null()) query = as_index(request["query"], "query");
   // The query names a token of the scenario before any permutation; the permutation carries it.
-  auto [baseline, interventions] = requested_experiment(request);
-  if (query) {
+  const ExperimentResult experiment = run_experiment(requested_experiment(request), [&](Scenario& baseline) {
+    if (!query) return;
     if (*query >= baseline.n())
       fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", *query, baseline.n() - 1));
     baseline.query = query;
-  }
-  std::optional<InterventionResult> intervention;
-  if (!interventions.empty()) intervention = intervene(baseline, interventions);
-  const Scenario& s = intervention ? intervention->after_scenario : baseline;
+  });
+  const std::optional<InterventionResult>& intervention = experiment.intervention;
+  const Scenario& s = experiment.scenario;
 
   ProbeOptions options;
   if (request.contains("readout") && !request["readout"].is_null()) {

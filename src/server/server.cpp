@@ -35,6 +35,12 @@ void reply_error(httplib::Response& res, int status, const std::string& message)
   reply_json(res, status, {{"error", message}});
 }
 
+// 400 with {"error": "field: message", "field": field} (field null when the error is about
+// no one field).
+void reply_input_error(httplib::Response& res, const InputError& e) {
+  reply_json(res, 400, {{"error", e.what()}, {"field", e.field().empty() ? json(nullptr) : json(e.field())}});
+}
+
 std::string content_type(std::string_view name) {
   if (name.ends_with(".html")) return "text/html; charset=utf-8";
   if (name.ends_with(".js")) return "application/javascript; charset=utf-8";
@@ -81,7 +87,7 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
       else
         reply_json(res, 200, api_attention(request));
     } catch (const InputError& e) {
-      reply_error(res, 400, e.what());
+      reply_input_error(res, e);
     }
   });
   // The other POST endpoints: a JSON body in, the API function's JSON out.
@@ -91,7 +97,7 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
       try {
         reply_json(res, 200, api(parse_json_document(req.body, "request body")));
       } catch (const InputError& e) {
-        reply_error(res, 400, e.what());
+        reply_input_error(res, e);
       }
     });
 
@@ -134,7 +140,7 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
 LabServer::~LabServer() = default;
 
 int LabServer::bind(const std::string& host, int port) {
-  if (port < 0 || port > 65535) throw InputError(fmt::format("--port: {} is not a port; use 1 to 65535, or 0 for any free port", port));
+  if (port < 0 || port > 65535) fail("--port", fmt::format("{} is not a port; use 1 to 65535, or 0 for any free port", port));
   const int bound = port == 0 ? impl_->http.bind_to_any_port(host) : (impl_->http.bind_to_port(host, port) ? port : -1);
   if (bound < 0)
     throw InputError(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine); try --port 0 "

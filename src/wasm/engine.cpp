@@ -22,8 +22,8 @@ namespace attnlab {
 
 // No exceptions here: keep the message for attnlab_error, then stop (a trap in the page,
 // which then asks the server, whose answer names what was wrong).
-void raise_input_error(const std::string& message) {
-  last_error = message;
+void fail(std::string_view field, std::string_view message) {
+  last_error = field.empty() ? std::string(message) : std::string(field) + ": " + std::string(message);
   std::abort();
 }
 

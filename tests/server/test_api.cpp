@@ -52,6 +52,12 @@ class Api : public ::testing::Test {
     const json reply = post_json(body, 400);
     ASSERT_TRUE(reply.contains("error"));
     EXPECT_NE(reply["error"].get<std::string>().find(message), std::string::npos) << reply["error"];
+    // The field comes apart from the message: the error text is "field: message".
+    ASSERT_TRUE(reply.contains("field"));
+    if (!reply["field"].is_null()) {
+      const std::string field = reply["field"];
+      EXPECT_EQ(reply["error"].get<std::string>().rfind(field + ": ", 0), 0u) << reply;
+    }
   }
 
   static attnlab::LabServer* server_;
@@ -438,7 +444,7 @@ TEST_F(Api, BadInterventionAndProbeRequestsGet400WithTheFieldNamed) {
     expect_bad_request({{"scenario", "three-tokens"}, {"options", options}}, message);
   };
   bad_attention({{"ablate_heads", {{{"head", 4}}}}}, "options.ablate_heads[0]: head 4 does not exist");
-  bad_attention({{"ablate_heads", {{{"head", 0}, {"kind", "half"}}}}}, "options.ablate_heads[0]: unknown ablation \"half\"");
+  bad_attention({{"ablate_heads", {{{"head", 0}, {"kind", "half"}}}}}, "options.ablate_heads[0].kind: unknown ablation \"half\"");
   bad_attention({{"ablate_heads", 0}}, "options.ablate_heads: expected a list");
   bad_attention({{"scale_heads", {{{"head", 0}}}}}, "options.scale_heads[0]: expected {\"head\": H, \"factor\": F}");
   bad_attention({{"scale_heads", {{{"head", 0}, {"factor", "big"}}}}}, "options.scale_heads[0].factor: expected a finite number");
@@ -470,6 +476,12 @@ TEST_F(Api, TheTiledKernelAndLeanTracesAreOptions) {
   EXPECT_EQ(tiled["kernel"], "tiled");
   EXPECT_EQ(reference["kernel"], "reference");
   EXPECT_NEAR(tiled["output"][5][0].get<double>(), reference["output"][5][0].get<double>(), 1e-4);
+  // The tiled reply names its tokens, as the reference's does (one experiment path for both).
+  EXPECT_EQ(tiled["tokens"], reference["tokens"]);
+  EXPECT_FALSE(tiled["tokens"].empty());
+  const json cross = post_json({{"scenario", "cross-attention"}, {"kernel", "tiled"}});
+  EXPECT_EQ(cross["source_tokens"], post_json({{"scenario", "cross-attention"}})["source_tokens"]);
+  EXPECT_EQ(cross["source_tokens"].size(), 4u);
   const json lean = post_json({{"scenario", "multi-head"}, {"detail", "weights"}, {"detail_heads", {1}}});
   EXPECT_FALSE(lean["heads"][0].contains("scores"));
   EXPECT_TRUE(lean["heads"][0].contains("weights"));

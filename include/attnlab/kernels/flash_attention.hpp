@@ -6,6 +6,7 @@
 // with every mask this kernel knows giving each query row a contiguous range of visible
 // keys (causal, sliding window, both). Fully masked rows give a zero output.
 #pragma once
+#include <string_view>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -15,7 +16,12 @@
 
 namespace attnlab {
 
+// The kernels a trace can be computed with, by the names every face uses: "reference"
+// (core's attention: every intermediate kept) and "tiled" (the fast kernel: outputs only).
 enum class KernelKind { reference, tiled };
+std::string_view to_string(KernelKind kind);
+// The kernel called `name`; InputError naming `field` (and the kernels) for any other name.
+KernelKind kernel_named(std::string_view name, std::string_view field);
 enum class Precision { f32, bf16 };
 
 // Which SIMD code the kernels run, chosen at run time from what the CPU supports.

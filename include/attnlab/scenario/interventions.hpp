@@ -73,6 +73,9 @@ HeadAblationRequest parse_ablate_head(std::string_view text, std::string_view or
 HeadScaling parse_scale_head(std::string_view text, std::string_view origin);             // "H:F"
 TokenReplacement parse_replace_token(std::string_view text, std::string_view origin);     // "J:WORD"
 TokenReplacement parse_replace_embedding(std::string_view text, std::string_view origin); // "J:x1,x2,..."
+// The pieces those forms are made of, for requests that give them as typed fields:
+HeadAblation ablation_kind(std::string_view kind, std::string_view origin);  // "zero", "mean" or "uniform"
+std::string checked_word(std::string_view word, std::string_view origin);   // one word, no spaces
 
 // One line per intervention, in the order they are applied, e.g.
 // `knock out key 1 "t2"`, `ablate head 0 "worked example": mean output over the tokens`.

@@ -134,6 +134,8 @@ Scenario permute_tokens(const Scenario& scenario, std::span<const std::size_t> o
 
 // Reads "2,0,1" into {2, 0, 1}, checking it is a permutation of 0..n-1.
 std::vector<std::size_t> parse_permutation(std::string_view text, std::size_t n);
+// Throws InputError (field "permute") unless `order` is a permutation of 0..n-1.
+void check_permutation(std::span<const std::size_t> order, std::size_t n);
 
 // The layer's input for the reference kernel: positions applied, heads, mask, T.
 AttentionInput attention_input(const Scenario& scenario);

@@ -24,10 +24,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-[[noreturn]] void fail(std::string_view field, std::string_view message) {
-  throw InputError(fmt::format("{}: {}", field, message));
-}
-
 
 // z = o · matrix, then a numerically stable softmax.
 std::vector<double> class_probabilities(const Readout& r, std::span<const double> o) {

@@ -82,7 +82,7 @@ void validate_cost_shape(const CostShape& s) {
   require_in_range("layers", s.layers, kMaxCostLayers);
   require_in_range("window", s.window, std::uint64_t{1} << 62);
   if (s.d_model % s.heads != 0)
-    throw InputError(fmt::format("heads: {} heads do not divide d_model {} into equal heads (d_k = d_model / heads); "
+    fail("heads", fmt::format("{} heads do not divide d_model {} into equal heads (d_k = d_model / heads); "
                                  "give a number of heads that divides it, e.g. {}",
                                  s.heads, s.d_model, s.d_model % 32 == 0 ? 32 : 1));
 }
@@ -99,11 +99,11 @@ std::uint64_t largest_costable_tokens(const CostShape& s) {
 
 GridCost grid_cost(std::uint64_t n, const CostShape& s) {
   validate_cost_shape(s);
-  if (n == 0) throw InputError("tokens: 0 tokens has no grid; give lengths >= 1");
+  if (n == 0) fail("tokens", "0 tokens has no grid; give lengths >= 1");
   try {
     return compute(n, s);
   } catch (const Overflow&) {
-    throw InputError(fmt::format("tokens: {} tokens make the FLOPs (4·n²·d_k·H·L = 4·n²·{}·{}·{}) overflow 64 bits "
+    fail("tokens", fmt::format("{} tokens make the FLOPs (4·n²·d_k·H·L = 4·n²·{}·{}·{}) overflow 64 bits "
                                  "(more than {}); the largest n with this shape is {}",
                                  format_count(n), s.d_k(), s.heads, s.layers, format_count(UINT64_MAX),
                                  format_count(largest_costable_tokens(s))));

@@ -14,7 +14,7 @@ void validate_model_shape(const ModelShape& m) {
   require_in_range("kv_heads", m.kv_heads, kMaxModelHeads);
   require_in_range("head_dim", m.head_dim, kMaxHeadDim);
   if (m.heads % m.kv_heads != 0)
-    throw InputError(fmt::format("kv_heads: {} KV heads do not divide {} query heads; each KV head serves H / H_kv "
+    fail("kv_heads", fmt::format("{} KV heads do not divide {} query heads; each KV head serves H / H_kv "
                                  "query heads, so give a divisor of {} (H_kv = H without grouped-query attention)",
                                  m.kv_heads, m.heads, m.heads));
 }
@@ -31,13 +31,12 @@ ModelShape resolve_model_shape(const std::optional<std::string>& model, const Sh
     }
   } else {
     if (!shape_given && !o.parameters)
-      throw InputError(fmt::format("model: give a model (one of: {}) or a shape: layers, KV heads and head dim",
+      fail("model", fmt::format("give a model (one of: {}) or a shape: layers, KV heads and head dim",
                                    model_names()));
     for (const auto& [field, value] : {std::pair{"layers", o.layers}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}})
       if (!value)
-        throw InputError(fmt::format("{}: missing; a shape without a model needs layers, KV heads and head dim "
-                                     "(or give a model: {})",
-                                     field, model_names()));
+        fail(field, fmt::format("missing; a shape without a model needs layers, KV heads and head dim "
+                                     "(or give a model: {})", model_names()));
     m.name = "custom";
     m.source = "given by hand";
   }
@@ -51,7 +50,7 @@ ModelShape resolve_model_shape(const std::optional<std::string>& model, const Sh
   if (o.d_model) m.d_model = *o.d_model;
   else if (!model || !m.d_model) m.d_model = m.heads * m.head_dim;
   if (m.d_model < 1 || m.d_model > kMaxModelHeads * kMaxHeadDim)
-    throw InputError(fmt::format("d_model: {} is outside 1..{}", m.d_model, format_count(kMaxModelHeads * kMaxHeadDim)));
+    fail("d_model", fmt::format("{} is outside 1..{}", m.d_model, format_count(kMaxModelHeads * kMaxHeadDim)));
   return m;
 }
 
@@ -63,14 +62,14 @@ std::uint64_t kv_bytes_per_token(const ModelShape& m, DType dtype) {
 std::uint64_t kv_cache_bytes(const ModelShape& m, DType dtype, std::uint64_t context) {
   const std::uint64_t per_token = kv_bytes_per_token(m, dtype);
   if (const auto bytes = checked_mul(per_token, context)) return *bytes;
-  throw InputError(fmt::format("context: {} tokens × {} bytes per token overflows 64 bits; the largest context "
+  fail("context", fmt::format("{} tokens × {} bytes per token overflows 64 bits; the largest context "
                                "this shape can count is {}",
                                format_count(context), format_count(per_token), format_count(UINT64_MAX / per_token)));
 }
 
 std::uint64_t weight_bytes(const ModelShape& m, DType dtype) {
   if (const auto bytes = checked_mul(m.parameters, dtype_bytes(dtype))) return *bytes;
-  throw InputError(fmt::format("params: {} parameters × {} bytes overflows 64 bits", format_count(m.parameters),
+  fail("params", fmt::format("{} parameters × {} bytes overflows 64 bits", format_count(m.parameters),
                                dtype_bytes(dtype)));
 }
 
@@ -84,13 +83,13 @@ KVReport kv_report(const ModelShape& model, DType dtype, std::span<const std::ui
   r.weight_bytes = weight_bytes(model, dtype);
   if (r.weight_bytes > 0) r.crossover_context = r.weight_bytes / r.bytes_per_token + 1;
   for (const std::uint64_t context : contexts) {
-    if (context == 0) throw InputError("context: 0 tokens has no cache; give context lengths >= 1");
+    if (context == 0) fail("context", "0 tokens has no cache; give context lengths >= 1");
     KVRow row;
     row.context = context;
     row.cache_bytes = kv_cache_bytes(model, dtype, context);
     const auto total = checked_add(row.cache_bytes, r.weight_bytes);
     if (!total)
-      throw InputError(fmt::format("context: {} tokens: cache plus weights overflows 64 bits", format_count(context)));
+      fail("context", fmt::format("{} tokens: cache plus weights overflows 64 bits", format_count(context)));
     row.total_bytes = *total;
     if (r.weight_bytes > 0) {
       row.cache_over_weights = static_cast<double>(row.cache_bytes) / static_cast<double>(r.weight_bytes);

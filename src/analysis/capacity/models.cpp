@@ -43,9 +43,8 @@ std::string model_names() {
 const ModelShape& find_model(std::string_view name, std::string_view field) {
   for (const ModelShape& m : model_presets())
     if (m.name == name) return m;
-  throw InputError(fmt::format("{}: unknown model \"{}\"; the known models are: {} (or give the shape itself: "
-                               "layers, KV heads, head dim)",
-                               field, name, model_names()));
+  fail(field, fmt::format("unknown model \"{}\"; the known models are: {} (or give the shape itself: "
+                               "layers, KV heads, head dim)", name, model_names()));
 }
 
 }  // namespace attnlab

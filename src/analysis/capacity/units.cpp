@@ -46,8 +46,7 @@ std::string format_bytes(std::uint64_t bytes) {
 
 std::uint64_t parse_byte_size(std::string_view text, std::string_view field) {
   const auto refuse = [&](std::string_view why) -> std::uint64_t {
-    throw InputError(fmt::format("{}: \"{}\" {}; give a size such as 24GiB, 512MiB, 1.5GB or 8000000000 (bytes)",
-                                 field, text, why));
+    fail(field, fmt::format("\"{}\" {}; give a size such as 24GiB, 512MiB, 1.5GB or 8000000000 (bytes)", text, why));
   };
   std::size_t k = 0;
   while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
@@ -100,7 +99,7 @@ std::uint64_t parse_byte_size(std::string_view text, std::string_view field) {
 
 void require_in_range(std::string_view field, std::uint64_t value, std::uint64_t limit) {
   if (value < 1 || value > limit)
-    throw InputError(fmt::format("{}: {} is outside 1..{}; give a whole number in that range", field, value, format_count(limit)));
+    fail(field, fmt::format("{} is outside 1..{}; give a whole number in that range", value, format_count(limit)));
 }
 
 }  // namespace attnlab

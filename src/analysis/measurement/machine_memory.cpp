@@ -45,9 +45,8 @@ void require_available_memory(std::uint64_t needed, std::string_view field, std:
                               std::string_view fix) {
   const std::uint64_t available = available_memory();
   if (available == 0 || needed <= available) return;
-  throw InputError(fmt::format("{}: {} needs {} ({} bytes) and this machine has {} available (MemAvailable in "
-                               "/proc/meminfo); {}",
-                               field, what, format_bytes(needed), format_count(needed), format_bytes(available), fix));
+  fail(field, fmt::format("{} needs {} ({} bytes) and this machine has {} available (MemAvailable in "
+                               "/proc/meminfo); {}", what, format_bytes(needed), format_count(needed), format_bytes(available), fix));
 }
 
 }  // namespace attnlab

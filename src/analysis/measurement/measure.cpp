@@ -35,12 +35,12 @@ std::vector<float> random_floats(SplitMix64& rng, std::size_t count) {
 
 std::uint64_t add_bytes(std::uint64_t a, std::uint64_t b) {
   if (const auto s = checked_add(a, b)) return *s;
-  throw InputError("measure: the memory the measure needs overflows 64 bits; measure a smaller size");
+  fail("measure", "the memory the measure needs overflows 64 bits; measure a smaller size");
 }
 
 std::uint64_t mul_bytes(std::uint64_t a, std::uint64_t b) {
   if (const auto p = checked_mul(a, b)) return *p;
-  throw InputError("measure: the memory the measure needs overflows 64 bits; measure a smaller size");
+  fail("measure", "the memory the measure needs overflows 64 bits; measure a smaller size");
 }
 
 }  // namespace
@@ -106,7 +106,7 @@ const MeasuredKernel& find_measured_kernel(std::string_view name, std::string_vi
     if (k.name == name) return k;
     names += (names.empty() ? "" : ", ") + k.name;
   }
-  throw InputError(fmt::format("{}: unknown kernel \"{}\"; the kernels are: {}", field, name, names));
+  fail(field, fmt::format("unknown kernel \"{}\"; the kernels are: {}", name, names));
 }
 
 // ---- timing any kernel ------------------------------------------------------------------
@@ -140,7 +140,7 @@ std::uint64_t cost_measure_bytes(const CostMeasureOptions& o, const MeasuredKern
 }
 
 CostMeasurement measure_attention_cost(const CostMeasureOptions& o, const MeasuredKernel& kernel) {
-  if (o.max_tokens == 0 || o.d_k == 0) throw InputError("tokens: measure at least 1 token of width d_k >= 1");
+  if (o.max_tokens == 0 || o.d_k == 0) fail("tokens", "measure at least 1 token of width d_k >= 1");
   const std::uint64_t available = available_memory();
   if (available && cost_measure_bytes(o, kernel) > available) {
     // The longest n whose measure would fit, for the message.
@@ -232,11 +232,11 @@ std::uint64_t kv_measure_bytes(const KVMeasureOptions& o, std::uint64_t layers) 
 
 KVMeasurement measure_kv_cache(const KVMeasureOptions& o) {
   validate_model_shape(o.model);
-  if (o.max_context == 0) throw InputError("context: measure at least 1 token");
+  if (o.max_context == 0) fail("context", "measure at least 1 token");
   const ModelShape& m = o.model;
   const std::uint64_t layers = o.layers.value_or(kv_measure_layers(o));
   if (layers < 1 || layers > m.layers)
-    throw InputError(fmt::format("measure_layers: {} is outside 1..{} (the model's layers)", layers, m.layers));
+    fail("measure_layers", fmt::format("{} is outside 1..{} (the model's layers)", layers, m.layers));
   require_available_memory(kv_measure_bytes(o, layers), "measure",
                            fmt::format("decoding {} layer{} to {} tokens", layers, layers == 1 ? "" : "s",
                                        format_count(o.max_context)),
