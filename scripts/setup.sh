@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake g++ pkg-config git
+packages=(build-essential cmake g++ pkg-config git clang-format python3
           libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
           libhwy-dev libcpp-httplib-dev librsvg2-bin
           # the page's engine: the attention code compiled to WebAssembly (src/wasm/)

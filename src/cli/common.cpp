@@ -13,23 +13,23 @@ void add_scenario_flags(CLI::App& app, ScenarioFlags& flags) {
       ->capture_default_str();
   app.add_flag("--causal", flags.causal, "Causal mask: query i sees only keys j <= i");
   app.add_flag("--no-causal", flags.no_causal, "No causal mask, whatever the scenario says");
-  flags.temperature_flag = app.add_option("--temperature,-T", flags.temperature,
-                                          "Attention temperature T > 0: logits = scaled scores / T");
+  flags.temperature_flag =
+      app.add_option("--temperature,-T", flags.temperature, "Attention temperature T > 0: logits = scaled scores / T");
   flags.window_flag = app.add_option("--window", flags.window,
                                      "Sliding window w: query i sees keys with |i - j| < w (0 removes a window)");
   app.add_option("--mask-token", flags.mask_tokens, "Hide key token J from every query (repeatable)")
       ->allow_extra_args(false);
   flags.query_flag = app.add_option("--query,-q", flags.query, "The query token (0-based) to work in full");
-  app.add_option("--permute", flags.permute,
-                 "Reorder the tokens: the new order as old 0-based indices, e.g. 2,0,1");
+  app.add_option("--permute", flags.permute, "Reorder the tokens: the new order as old 0-based indices, e.g. 2,0,1");
   app.add_option("--ablate-head", flags.ablate_heads,
                  "Ablate head H: zero its output (H or H:zero), replace it by its mean output over the tokens "
                  "(H:mean), or give it uniform weights (H:uniform) (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--scale-head", flags.scale_heads, "Multiply head H's output by F, written H:F (repeatable)")
       ->allow_extra_args(false);
-  app.add_option("--replace-token", flags.replace_tokens,
-                 "Replace token J by WORD, written J:WORD (a known token's embedding, else the word table's) (repeatable)")
+  app.add_option(
+         "--replace-token", flags.replace_tokens,
+         "Replace token J by WORD, written J:WORD (a known token's embedding, else the word table's) (repeatable)")
       ->allow_extra_args(false);
   app.add_option("--replace-embedding", flags.replace_embeddings,
                  "Give token J a new embedding, written J:x1,x2,... (d_model numbers) (repeatable)")
@@ -41,9 +41,12 @@ Experiment load_experiment(const ScenarioFlags& flags) {
   settings.mask_tokens.clear();  // knock-outs are interventions, reported before and after
   Experiment e{load_with_flags(settings), {}, {}, KernelKind::reference, ""};
   Interventions& iv = e.interventions;
-  for (std::size_t j : flags.mask_tokens) iv.knock_out.push_back({j, fmt::format("--mask-token {}", j)});
-  for (const std::string& text : flags.ablate_heads) iv.ablate.push_back(parse_ablate_head(text, "--ablate-head " + text));
-  for (const std::string& text : flags.scale_heads) iv.scale.push_back(parse_scale_head(text, "--scale-head " + text));
+  for (std::size_t j : flags.mask_tokens)
+    iv.knock_out.push_back({j, fmt::format("--mask-token {}", j)});
+  for (const std::string& text : flags.ablate_heads)
+    iv.ablate.push_back(parse_ablate_head(text, "--ablate-head " + text));
+  for (const std::string& text : flags.scale_heads)
+    iv.scale.push_back(parse_scale_head(text, "--scale-head " + text));
   for (const std::string& text : flags.replace_tokens)
     iv.replace.push_back(parse_replace_token(text, "--replace-token " + text));
   for (const std::string& text : flags.replace_embeddings)
@@ -66,7 +69,8 @@ Scenario load_with_flags(const ScenarioFlags& flags) {
   try {
     apply_overrides(scenario, o);
   } catch (const InputError& e) {
-    throw InputError(e.field(), fmt::format("{} (after applying the command-line flags to {})", e.message(), flags.scenario));
+    throw InputError(e.field(),
+                     fmt::format("{} (after applying the command-line flags to {})", e.message(), flags.scenario));
   }
   return scenario;
 }

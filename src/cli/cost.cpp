@@ -9,8 +9,8 @@
 
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/measure.hpp"
-#include "attnlab/report/plot.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/report/plot.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
 
@@ -30,12 +30,12 @@ std::string print_costs(const std::vector<GridCost>& costs, const CostShape& sha
       "A cell is one query-key dot product. FLOPs per cell per head: 4·d_k (2·d_k for q·k, 2·d_v for weight·v).\n\n",
       shape.d_model, shape.heads, shape.d_k(), shape.layers, dtype_name(shape.dtype), dtype_bytes(shape.dtype));
 
-  std::vector<std::vector<std::string>> cells{
-      {"n", "dense n²", "causal n(n+1)/2", fmt::format("window w={}", format_count(shape.window)), "strided √n (Child)",
-       "stride l"}};
-  std::vector<std::vector<std::string>> flops{
-      {"n", "dense", "causal", fmt::format("window w={}", format_count(shape.window)), "strided",
-       fmt::format("dense, all {} layers", shape.layers)}};
+  std::vector<std::vector<std::string>> cells{{"n", "dense n²", "causal n(n+1)/2",
+                                               fmt::format("window w={}", format_count(shape.window)),
+                                               "strided √n (Child)", "stride l"}};
+  std::vector<std::vector<std::string>> flops{{"n", "dense", "causal",
+                                               fmt::format("window w={}", format_count(shape.window)), "strided",
+                                               fmt::format("dense, all {} layers", shape.layers)}};
   std::vector<std::vector<std::string>> bytes{{"n", "one head", fmt::format("one layer ({} heads)", shape.heads)}};
   for (const GridCost& c : costs) {
     const std::string n = format_count(c.n);
@@ -59,16 +59,18 @@ std::string print_measurement(const CostMeasurement& m, const MeasuredKernel& ke
   std::vector<std::vector<std::string>> rows{
       {"n", "time (best)", "runs", "kernel memory (peak)", "grid n²·4 B (f32)", "peak RSS above start"}};
   for (const CostPoint& p : m.points)
-    rows.push_back({format_count(p.n), seconds_text(p.seconds), std::to_string(p.runs), format_bytes(p.scratch_peak_bytes),
-                    format_bytes(p.n * p.n * 4), m.rss_peak_measured ? format_bytes(p.rss_peak_bytes) : "n/a"});
+    rows.push_back({format_count(p.n), seconds_text(p.seconds), std::to_string(p.runs),
+                    format_bytes(p.scratch_peak_bytes), format_bytes(p.n * p.n * 4),
+                    m.rss_peak_measured ? format_bytes(p.rss_peak_bytes) : "n/a"});
   out += format_table(rows);
   if (!m.time_exponent || !m.memory_exponent)
     return out + fmt::format("one length only: no exponent to fit (give a largest --tokens of at least {})\n",
                              2 * kMinMeasuredTokens);
   out += fmt::format("time grows as n^{:.2f} (least-squares fit of log time on log n; 2 for a dense grid)\n",
                      *m.time_exponent);
-  out += fmt::format("kernel memory grows as n^{:.2f} (2 when the n×n grid is materialised, 1 or less when it is not)\n",
-                     *m.memory_exponent);
+  out +=
+      fmt::format("kernel memory grows as n^{:.2f} (2 when the n×n grid is materialised, 1 or less when it is not)\n",
+                  *m.memory_exponent);
   return out;
 }
 
@@ -99,7 +101,8 @@ void plot_costs(const std::string& path, const std::vector<GridCost>& costs, con
     }
     std::vector<PlotSeries> timing{time};
     if (m->time_exponent) timing.push_back(fit);
-    panels.push_back({"time of one head's attention", "n (tokens)", "time", AxisUnit::count, AxisUnit::seconds, timing});
+    panels.push_back(
+        {"time of one head's attention", "n (tokens)", "time", AxisUnit::count, AxisUnit::seconds, timing});
     panels.push_back({"memory", "n (tokens)", "bytes", AxisUnit::count, AxisUnit::bytes, {scratch, rss, grid}});
   } else {
     PlotSeries dense{"dense n²", {}, {}, "#d62728", true, false};
@@ -111,13 +114,18 @@ void plot_costs(const std::string& path, const std::vector<GridCost>& costs, con
       window.x.push_back(n), window.y.push_back(static_cast<double>(c.window_cells));
       strided.x.push_back(n), strided.y.push_back(static_cast<double>(c.strided_cells));
     }
-    panels.push_back({"cells in one head's grid", "n (tokens)", "dot products", AxisUnit::count, AxisUnit::count,
+    panels.push_back({"cells in one head's grid",
+                      "n (tokens)",
+                      "dot products",
+                      AxisUnit::count,
+                      AxisUnit::count,
                       {dense, window, strided}});
   }
-  write_plot(path, loglog_svg(m ? fmt::format("attnlab cost --measure: the {} kernel, d_k {}", m->kernel, m->d_k)
-                                     : "attnlab cost: what n tokens cost in attention",
-                                   panels),
-                  "--plot");
+  write_plot(path,
+             loglog_svg(m ? fmt::format("attnlab cost --measure: the {} kernel, d_k {}", m->kernel, m->d_k)
+                          : "attnlab cost: what n tokens cost in attention",
+                        panels),
+             "--plot");
 }
 
 }  // namespace
@@ -156,7 +164,8 @@ Command cost_command(CLI::App& parent) {
               if (!state->plot.empty()) require_plot_path(state->plot, "--plot");
               validate_cost_shape(shape);
               std::vector<GridCost> costs;
-              for (std::uint64_t n : tokens) costs.push_back(grid_cost(n, shape));
+              for (std::uint64_t n : tokens)
+                costs.push_back(grid_cost(n, shape));
               const MeasuredKernel& kernel = find_measured_kernel(state->kernel, "--kernel");
 
               // Everything that can be refused is refused before anything is printed.

@@ -18,18 +18,19 @@ Command explain_command(CLI::App& parent) {
   };
   auto state = std::make_shared<State>();
   CLI::App* app = parent.add_subcommand(
-      "explain", "Compute attention for a scenario and write out every step, the way docs/worked-example.md does by hand");
+      "explain",
+      "Compute attention for a scenario and write out every step, the way docs/worked-example.md does by hand");
   add_scenario_flags(*app, state->flags);
   app->add_option("--head", state->head, "Which head's steps to show (0-based)")->capture_default_str();
-  state->precision_flag = app->add_option("--precision", state->precision,
-                                          "Decimals to show (default 2, or the scenario's own)");
+  state->precision_flag =
+      app->add_option("--precision", state->precision, "Decimals to show (default 2, or the scenario's own)");
   return {app, [state]() {
             const Experiment experiment = load_experiment(state->flags);
             const Scenario& scenario = experiment.scenario;
             const Interventions& interventions = experiment.interventions;
             if (state->head >= scenario.heads.size())
-              fail("--head", fmt::format("head {} does not exist; {} has heads 0 to {}", state->head,
-                                           scenario.name, scenario.heads.size() - 1));
+              fail("--head", fmt::format("head {} does not exist; {} has heads 0 to {}", state->head, scenario.name,
+                                         scenario.heads.size() - 1));
             const int precision = *state->precision_flag ? state->precision : scenario.precision;
             if (precision < 0 || precision > 12)
               fail("--precision", fmt::format("must be 0 to 12 but is {}", precision));

@@ -9,8 +9,8 @@
 
 #include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/analysis/measure.hpp"
-#include "attnlab/report/plot.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/report/plot.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
 
@@ -23,20 +23,25 @@ std::string bytes_text(std::uint64_t b) { return fmt::format("{} ({})", format_c
 std::string print_report(const KVReport& r) {
   const ModelShape& m = r.model;
   const std::uint64_t group = m.heads / m.kv_heads;
-  const auto plural = [](std::uint64_t k, const char* word) { return fmt::format("{} {}{}", k, word, k == 1 ? "" : "s"); };
-  std::string out = fmt::format("{}{}: {}, {} {}, d_head {}; KV cache in {}\n", m.name,
-                                m.source.empty() || m.source == "given by hand" ? "" : " (" + m.source + ")",
-                                plural(m.layers, "layer"), plural(m.heads, "query head"),
-                                group == 1 ? fmt::format("with as many KV heads (no grouping)")
-                                           : fmt::format("sharing {} KV heads ({} query heads per KV head)", m.kv_heads, group),
-                                m.head_dim, dtype_name(r.dtype));
-  out += fmt::format("KV cache = 2 × L × H_kv × d_head × context × bytes = 2 × {} × {} × {} × context × {} = {} bytes ({}) "
-                     "per token\n",
-                     m.layers, m.kv_heads, m.head_dim, dtype_bytes(r.dtype), format_count(r.bytes_per_token),
-                     format_bytes(r.bytes_per_token));
+  const auto plural = [](std::uint64_t k, const char* word) {
+    return fmt::format("{} {}{}", k, word, k == 1 ? "" : "s");
+  };
+  std::string out =
+      fmt::format("{}{}: {}, {} {}, d_head {}; KV cache in {}\n", m.name,
+                  m.source.empty() || m.source == "given by hand" ? "" : " (" + m.source + ")",
+                  plural(m.layers, "layer"), plural(m.heads, "query head"),
+                  group == 1 ? fmt::format("with as many KV heads (no grouping)")
+                             : fmt::format("sharing {} KV heads ({} query heads per KV head)", m.kv_heads, group),
+                  m.head_dim, dtype_name(r.dtype));
+  out += fmt::format(
+      "KV cache = 2 × L × H_kv × d_head × context × bytes = 2 × {} × {} × {} × context × {} = {} bytes ({}) "
+      "per token\n",
+      m.layers, m.kv_heads, m.head_dim, dtype_bytes(r.dtype), format_count(r.bytes_per_token),
+      format_bytes(r.bytes_per_token));
   if (r.weight_bytes)
     out += fmt::format("weights: {} parameters × {} bytes ({}) = {} bytes ({})\n", format_count(m.parameters),
-                       dtype_bytes(r.dtype), dtype_name(r.dtype), format_count(r.weight_bytes), format_bytes(r.weight_bytes));
+                       dtype_bytes(r.dtype), dtype_name(r.dtype), format_count(r.weight_bytes),
+                       format_bytes(r.weight_bytes));
   else
     out += "weights: unknown (give --params N to compare the cache with the weights)\n";
   if (!m.note.empty()) out += "note: " + m.note + "\n";
@@ -53,28 +58,31 @@ std::string print_report(const KVReport& r) {
   if (r.budget) {
     const KVBudget& b = *r.budget;
     if (!r.weight_bytes)
-      out += fmt::format("Budget {}: the longest context that fits (weights unknown, so the whole budget holds cache) is "
-                         "{} tokens.\n",
-                         format_bytes(b.budget_bytes), format_count(b.max_context));
+      out += fmt::format(
+          "Budget {}: the longest context that fits (weights unknown, so the whole budget holds cache) is "
+          "{} tokens.\n",
+          format_bytes(b.budget_bytes), format_count(b.max_context));
     else if (!b.weights_fit)
       out += fmt::format("Budget {}: the weights alone take {}; no context fits.\n", format_bytes(b.budget_bytes),
                          format_bytes(r.weight_bytes));
     else
-      out += fmt::format("Budget {}: the weights take {}, leaving {} for the cache: the longest context that fits is {} "
-                         "tokens.\n",
-                         format_bytes(b.budget_bytes), format_bytes(r.weight_bytes), format_bytes(b.left_for_cache),
-                         format_count(b.max_context));
+      out += fmt::format(
+          "Budget {}: the weights take {}, leaving {} for the cache: the longest context that fits is {} "
+          "tokens.\n",
+          format_bytes(b.budget_bytes), format_bytes(r.weight_bytes), format_bytes(b.left_for_cache),
+          format_count(b.max_context));
   }
   return out;
 }
 
 std::string print_measurement(const KVMeasurement& m, const KVReport& r) {
   std::string out = fmt::format(
-      "\nMeasured on this machine: {} decoded with random weights (d_model {}) in {} of its {} layers, KV cache in {}:\n",
+      "\nMeasured on this machine: {} decoded with random weights (d_model {}) in {} of its {} layers, KV cache in "
+      "{}:\n",
       r.model.name, m.d_model, m.layers, r.model.layers, dtype_name(r.dtype));
   std::vector<std::vector<std::string>> rows{
-      {"context", fmt::format("formula ({} layer{})", m.layers, m.layers == 1 ? "" : "s"), "KVCache::bytes", "malloc in use", "resident (RSS)",
-       "RSS ÷ formula", "decode step"}};
+      {"context", fmt::format("formula ({} layer{})", m.layers, m.layers == 1 ? "" : "s"), "KVCache::bytes",
+       "malloc in use", "resident (RSS)", "RSS ÷ formula", "decode step"}};
   for (const KVPoint& p : m.points)
     rows.push_back({format_count(p.context), format_bytes(p.formula_bytes), format_bytes(p.cache_bytes),
                     format_bytes(p.allocator_bytes), format_bytes(p.rss_bytes),
@@ -84,8 +92,9 @@ std::string print_measurement(const KVMeasurement& m, const KVReport& r) {
   const KVPoint& last = m.points.back();
   const double rss = static_cast<double>(last.rss_bytes) / static_cast<double>(last.formula_bytes) - 1;
   const double heap = static_cast<double>(last.allocator_bytes) / static_cast<double>(last.formula_bytes) - 1;
-  out += fmt::format("At {} tokens the measured cache differs from the formula by {:+.2f}% (malloc) and {:+.2f}% (RSS).\n",
-                     format_count(last.context), heap * 100, rss * 100);
+  out +=
+      fmt::format("At {} tokens the measured cache differs from the formula by {:+.2f}% (malloc) and {:+.2f}% (RSS).\n",
+                  format_count(last.context), heap * 100, rss * 100);
   return out;
 }
 
@@ -94,7 +103,8 @@ void plot_kv(const std::string& path, const KVReport& r, const KVMeasurement* m)
   // The formula as a line over the contexts' range (from 1/64 of the largest when there is
   // one context), the contexts asked for as points on it, the weights as a level line.
   std::uint64_t lo = UINT64_MAX, hi = 0;
-  for (const KVRow& row : r.rows) lo = std::min(lo, row.context), hi = std::max(hi, row.context);
+  for (const KVRow& row : r.rows)
+    lo = std::min(lo, row.context), hi = std::max(hi, row.context);
   if (lo == hi) lo = std::max<std::uint64_t>(1, hi / 64);
   PlotSeries formula{fmt::format("formula, {} layers", r.model.layers), {}, {}, "#d62728", false, true};
   PlotSeries asked{"the contexts asked for", {}, {}, "#d62728", true, false, false, false};
@@ -106,12 +116,17 @@ void plot_kv(const std::string& path, const KVReport& r, const KVMeasurement* m)
   }
   for (const KVRow& row : r.rows)
     asked.x.push_back(static_cast<double>(row.context)), asked.y.push_back(static_cast<double>(row.cache_bytes));
-  PlotPanel model{fmt::format("{}: KV cache and weights ({})", r.model.name, dtype_name(r.dtype)), "context (tokens)",
-                  "bytes", AxisUnit::count, AxisUnit::bytes, {formula, asked}};
+  PlotPanel model{fmt::format("{}: KV cache and weights ({})", r.model.name, dtype_name(r.dtype)),
+                  "context (tokens)",
+                  "bytes",
+                  AxisUnit::count,
+                  AxisUnit::bytes,
+                  {formula, asked}};
   if (r.weight_bytes) model.series.push_back(weights);
   panels.push_back(model);
   if (m) {
-    PlotSeries f{fmt::format("formula, {} layer{}", m->layers, m->layers == 1 ? "" : "s"), {}, {}, "#d62728", false, true};
+    PlotSeries f{
+        fmt::format("formula, {} layer{}", m->layers, m->layers == 1 ? "" : "s"), {}, {}, "#d62728", false, true};
     PlotSeries heap{"malloc in use", {}, {}, "#1f77b4", true, false, true, false};
     PlotSeries rss{"resident (RSS)", {}, {}, "#2ca02c", true, false};
     for (const KVPoint& p : m->points) {
@@ -121,7 +136,11 @@ void plot_kv(const std::string& path, const KVReport& r, const KVMeasurement* m)
       rss.x.push_back(c), rss.y.push_back(static_cast<double>(p.rss_bytes));
     }
     panels.push_back({fmt::format("measured: {} layer{} decoded", m->layers, m->layers == 1 ? "" : "s"),
-                      "context (tokens)", "bytes", AxisUnit::count, AxisUnit::bytes, {f, heap, rss}});
+                      "context (tokens)",
+                      "bytes",
+                      AxisUnit::count,
+                      AxisUnit::bytes,
+                      {f, heap, rss}});
   }
   write_plot(path, loglog_svg(fmt::format("attnlab kv{}: {}", m ? " --measure" : "", r.model.name), panels), "--plot");
 }
@@ -141,7 +160,8 @@ Command kv_command(CLI::App& parent) {
   app->add_option("--context,-c", state->context, "Context lengths, comma-separated")->capture_default_str();
   app->add_option("--dtype", state->dtype, "Storage dtype of the cache and the weights: f32, f16 or bf16")
       ->capture_default_str();
-  app->add_option("--budget", state->budget, "Memory budget (e.g. 24GiB, 512MiB, 1.5GB): the longest context that fits");
+  app->add_option("--budget", state->budget,
+                  "Memory budget (e.g. 24GiB, 512MiB, 1.5GB): the longest context that fits");
   app->add_option("--layers", state->layers, "Layers L (any other shape, or override the preset)");
   app->add_option("--kv-heads", state->kv_heads, "Key/value heads H_kv");
   app->add_option("--head-dim", state->head_dim, "Width d_head of one head's keys and values");
@@ -165,7 +185,8 @@ Command kv_command(CLI::App& parent) {
               overrides.head_dim = optional_count(state->head_dim, "--head-dim");
               overrides.d_model = optional_count(state->d_model, "--d-model");
               overrides.parameters = optional_count(state->params, "--params");
-              const std::optional<std::uint64_t> measure_layers = optional_count(state->measure_layers, "--measure-layers");
+              const std::optional<std::uint64_t> measure_layers =
+                  optional_count(state->measure_layers, "--measure-layers");
               const DType dtype = parse_dtype(state->dtype, "--dtype");
               const std::vector<std::uint64_t> contexts = parse_count_list(state->context, "--context");
               const std::optional<std::uint64_t> budget =

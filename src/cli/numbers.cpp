@@ -1,18 +1,16 @@
 // Size flags, flag names in errors, and aligned tables for cost and kv.
 #include "numbers.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cctype>
-#include <fmt/format.h>
 
 namespace attnlab::cli {
 
 std::uint64_t parse_count(std::string_view text, std::string_view flag) {
-  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c));
-  });
-  if (!digits)
-    fail(flag, fmt::format("expected a whole number >= 1 in digits (e.g. 4096) but got \"{}\"", text));
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(),
+                                                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  if (!digits) fail(flag, fmt::format("expected a whole number >= 1 in digits (e.g. 4096) but got \"{}\"", text));
   std::uint64_t value = 0;
   for (char c : text) {
     const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
@@ -67,7 +65,8 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows, bool
       line += "  ";
       line += (c == 0 && first_left) ? row[c] + pad : pad + row[c];
     }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
+    while (!line.empty() && line.back() == ' ')
+      line.pop_back();
     out += line + "\n";
   }
   return out;

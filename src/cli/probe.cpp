@@ -5,11 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/analysis/probe.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/report/intervention_report.hpp"
-#include "attnlab/scenario/interventions.hpp"
-#include "attnlab/analysis/probe.hpp"
 #include "attnlab/report/trace_json.hpp"
+#include "attnlab/scenario/interventions.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {
@@ -26,15 +26,18 @@ Command probe_command(CLI::App& parent) {
   };
   auto state = std::make_shared<State>();
   CLI::App* app = parent.add_subcommand(
-      "probe", "What drove this output? Weights beside erasure, gradient × input, and a counterfactual (docs/interventions.md)");
+      "probe",
+      "What drove this output? Weights beside erasure, gradient × input, and a counterfactual (docs/interventions.md)");
   add_scenario_flags(*app, state->flags);
   app->add_option("--readout", state->readout,
                   "What to read off the query's output: norm, coordinate:C, direction:u1,u2,..., class or class:LABEL "
                   "(default: class when the scenario has a readout, else norm)");
-  app->add_option("--head", state->head, "The head whose weights the counterfactual replaces (0-based)")->capture_default_str();
+  app->add_option("--head", state->head, "The head whose weights the counterfactual replaces (0-based)")
+      ->capture_default_str();
   app->add_option("--epsilon", state->epsilon, "How far the counterfactual's readout may move: |Δ readout| <= epsilon")
       ->capture_default_str();
-  state->precision_flag = app->add_option("--precision", state->precision, "Decimals to show (default 2, or the scenario's own)");
+  state->precision_flag =
+      app->add_option("--precision", state->precision, "Decimals to show (default 2, or the scenario's own)");
   app->add_flag("--json", state->json, "Print the probe as JSON (full precision; the same as POST /api/probe)");
   return {app, [state]() {
             const ExperimentResult experiment = run_experiment(load_experiment(state->flags));

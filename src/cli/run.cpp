@@ -5,11 +5,11 @@
 
 #include "attnlab/analysis/experiment.hpp"
 #include "attnlab/core/error.hpp"
-#include "attnlab/report/explain.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/report/explain.hpp"
 #include "attnlab/report/intervention_report.hpp"
-#include "attnlab/scenario/interventions.hpp"
 #include "attnlab/report/trace_json.hpp"
+#include "attnlab/scenario/interventions.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {
@@ -18,7 +18,8 @@ namespace {
 
 // One line per token: its index, its name and the row of `m`, at 3 decimals.
 void print_rows(const std::vector<std::string>& tokens, const Matrix& m) {
-  for (std::size_t i = 0; i < tokens.size(); ++i) fmt::print("  {:>3} {:<12} {}\n", i, tokens[i], format_vector(m.row(i), 3));
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    fmt::print("  {:>3} {:<12} {}\n", i, tokens[i], format_vector(m.row(i), 3));
 }
 
 // The tiled kernel's outputs, and how far they are from the reference's on the same input.
@@ -44,8 +45,9 @@ Command run_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand("run", "Compute attention for a scenario and print the trace");
   add_scenario_flags(*app, state->flags);
   app->add_flag("--json", state->json, "Print the full trace as JSON (every intermediate, full precision)");
-  app->add_option("--kernel", state->kernel,
-                  "reference (every intermediate) or tiled (the fast kernel: outputs only, compared with the reference)")
+  app->add_option(
+         "--kernel", state->kernel,
+         "reference (every intermediate) or tiled (the fast kernel: outputs only, compared with the reference)")
       ->capture_default_str();
   return {app, [state]() {
             Experiment experiment = load_experiment(state->flags);
@@ -62,7 +64,8 @@ Command run_command(CLI::App& parent) {
               nlohmann::json reply = trace_to_json(result.scenario, trace);
               reply["kernel"] = std::string(to_string(result.kernel));
               if (result.kernel == KernelKind::reference)
-                reply["intervention"] = result.intervention ? intervention_to_json(*result.intervention) : nlohmann::json(nullptr);
+                reply["intervention"] =
+                    result.intervention ? intervention_to_json(*result.intervention) : nlohmann::json(nullptr);
               fmt::print("{}\n", reply.dump());
               return 0;
             }

@@ -10,9 +10,11 @@ Command scenarios_command(CLI::App& parent) {
   return {app, []() {
             const auto all = bundled_scenarios();
             std::size_t width = 0;
-            for (const auto& s : all) width = std::max(width, s.name.size());
             for (const auto& s : all)
-              fmt::print("{:<{}}  {}{}\n", s.name, width, s.description, s.name == kDefaultScenario ? " (default)" : "");
+              width = std::max(width, s.name.size());
+            for (const auto& s : all)
+              fmt::print("{:<{}}  {}{}\n", s.name, width, s.description,
+                         s.name == kDefaultScenario ? " (default)" : "");
             return 0;
           }};
 }

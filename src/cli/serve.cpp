@@ -1,8 +1,8 @@
 // attnlab serve [--host 127.0.0.1] [--port 8080] [--open]: the lab in a browser.
+#include <malloc.h>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
-#include <malloc.h>
 #include <thread>
 
 #include <fmt/format.h>

@@ -31,7 +31,8 @@ SoftmaxRow softmax(std::span<const double> logits) {
     row.exponentials[j] = std::exp(logits[j] - row.shift);  // exp(-inf) = 0 exactly
     row.sum += row.exponentials[j];
   }
-  for (std::size_t j = 0; j < logits.size(); ++j) row.weights[j] = row.exponentials[j] / row.sum;
+  for (std::size_t j = 0; j < logits.size(); ++j)
+    row.weights[j] = row.exponentials[j] / row.sum;
   return row;
 }
 
@@ -77,7 +78,8 @@ HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
   // Step 3, scale: divide by √d_k.
   const double sqrt_d_k = std::sqrt(static_cast<double>(t.d_k));
   t.scaled = t.scores;
-  for (double& s : t.scaled.data) s /= sqrt_d_k;
+  for (double& s : t.scaled.data)
+    s /= sqrt_d_k;
 
   // Step 4, mask and temperature: logits = scaled / T where visible, -inf where not.
   const Mask mask(input.mask, n, m);
@@ -105,8 +107,10 @@ HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
   if (head.ablation == HeadAblation::uniform)
     for (std::size_t i = 0; i < n; ++i) {
       std::size_t visible = 0;
-      for (std::size_t j = 0; j < m; ++j) visible += mask.visible(i, j);
-      for (std::size_t j = 0; j < m; ++j) t.weights(i, j) = mask.visible(i, j) ? 1.0 / visible : 0.0;
+      for (std::size_t j = 0; j < m; ++j)
+        visible += mask.visible(i, j);
+      for (std::size_t j = 0; j < m; ++j)
+        t.weights(i, j) = mask.visible(i, j) ? 1.0 / visible : 0.0;
     }
 
   // Step 6, mix: mixed_i = Σ_j weights_ij · v_j.
@@ -119,17 +123,21 @@ HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
   } else if (head.ablation == HeadAblation::mean) {
     std::vector<double> mean(t.d_v, 0.0);
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t c = 0; c < t.d_v; ++c) mean[c] += t.mixed(i, c) / static_cast<double>(n);
-    for (std::size_t i = 0; i < n; ++i) std::copy(mean.begin(), mean.end(), t.output.row(i).begin());
+      for (std::size_t c = 0; c < t.d_v; ++c)
+        mean[c] += t.mixed(i, c) / static_cast<double>(n);
+    for (std::size_t i = 0; i < n; ++i)
+      std::copy(mean.begin(), mean.end(), t.output.row(i).begin());
   }
   if (head.scale != 1.0)
-    for (double& x : t.output.data) x *= head.scale;
+    for (double& x : t.output.data)
+      x *= head.scale;
   return t;
 }
 
 Trace attend(const AttentionInput& input) {
   Trace trace;
-  for (const HeadWeights& head : input.heads) trace.heads.push_back(attend_head(input, head));
+  for (const HeadWeights& head : input.heads)
+    trace.heads.push_back(attend_head(input, head));
 
   // Concatenate the heads' outputs, then project with W_O when there is one.
   trace.concatenated = Matrix(input.queries_from.rows, 0);

@@ -22,10 +22,13 @@ float dot_f32(const float* a, const float* b, std::size_t d) {
   float partial[16] = {};
   std::size_t c = 0;
   for (; c + 16 <= d; c += 16)
-    for (std::size_t l = 0; l < 16; ++l) partial[l] += a[c + l] * b[c + l];
+    for (std::size_t l = 0; l < 16; ++l)
+      partial[l] += a[c + l] * b[c + l];
   float sum = 0.0f;
-  for (; c < d; ++c) sum += a[c] * b[c];
-  for (float p : partial) sum += p;
+  for (; c < d; ++c)
+    sum += a[c] * b[c];
+  for (float p : partial)
+    sum += p;
   return sum;
 }
 
@@ -38,7 +41,7 @@ void decode_attention(const KVCache& cache, std::size_t layer, std::size_t heads
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 
   std::vector<float> chunk(kChunkRows * d);
-  std::vector<float> scores;           // [group × visible]
+  std::vector<float> scores;  // [group × visible]
   std::vector<double> mixed(group * d);
   for (std::size_t t = 0; t < n_new; ++t) {
     const std::size_t visible = m - n_new + t + 1;  // keys 0..p
@@ -66,7 +69,8 @@ void decode_attention(const KVCache& cache, std::size_t layer, std::size_t heads
           sum += e;
         }
         const double inverse = 1.0 / sum;
-        for (std::size_t j = 0; j < visible; ++j) s[j] = static_cast<float>(s[j] * inverse);
+        for (std::size_t j = 0; j < visible; ++j)
+          s[j] = static_cast<float>(s[j] * inverse);
       }
 
       // Mix: out_h = Σ_j w_hj · v_j.
@@ -79,7 +83,8 @@ void decode_attention(const KVCache& cache, std::size_t layer, std::size_t heads
           for (std::size_t r = 0; r < rows; ++r) {
             const float w = scores[h * visible + first + r];
             const float* v = chunk.data() + r * d;
-            for (std::size_t c = 0; c < d; ++c) o[c] += static_cast<double>(w * v[c]);
+            for (std::size_t c = 0; c < d; ++c)
+              o[c] += static_cast<double>(w * v[c]);
           }
         }
       }
@@ -96,7 +101,8 @@ AttentionLayerWeights random_attention_weights(std::size_t d_model, std::size_t 
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_model));
   const auto draw = [&](std::size_t cols) {
     std::vector<float> w(d_model * cols);
-    for (float& x : w) x = static_cast<float>(rng.normal()) * scale;
+    for (float& x : w)
+      x = static_cast<float>(rng.normal()) * scale;
     return w;
   };
   AttentionLayerWeights weights{d_model, heads, kv_heads, head_dim, {}, {}, {}};
@@ -112,7 +118,8 @@ void project_row(std::span<const float> x, const std::vector<float>& w, std::siz
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float xi = x[i];
     const float* row = w.data() + i * cols;
-    for (std::size_t c = 0; c < cols; ++c) out[c] += xi * row[c];
+    for (std::size_t c = 0; c < cols; ++c)
+      out[c] += xi * row[c];
   }
 }
 

@@ -2,9 +2,9 @@
 // names the range of values it handles; docs: include/attnlab/core/dtype.hpp.
 #include "attnlab/core/dtype.hpp"
 
+#include <fmt/format.h>
 #include <bit>
 #include <cassert>
-#include <fmt/format.h>
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -112,12 +112,14 @@ void f16_to_f32(std::span<const std::uint16_t> in, std::span<float> out) {
   for (; i + 8 <= in.size(); i += 8)
     _mm256_storeu_ps(out.data() + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in.data() + i))));
 #endif
-  for (; i < in.size(); ++i) out[i] = f16_to_f32(in[i]);
+  for (; i < in.size(); ++i)
+    out[i] = f16_to_f32(in[i]);
 }
 
 void bf16_to_f32(std::span<const std::uint16_t> in, std::span<float> out) {
   assert(in.size() == out.size());
-  for (std::size_t i = 0; i < in.size(); ++i) out[i] = bf16_to_f32(in[i]);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    out[i] = bf16_to_f32(in[i]);
 }
 
 void f32_to_f16(std::span<const float> in, std::span<std::uint16_t> out) {
@@ -129,12 +131,14 @@ void f32_to_f16(std::span<const float> in, std::span<std::uint16_t> out) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out.data() + i),
                      _mm256_cvtps_ph(_mm256_loadu_ps(in.data() + i), _MM_FROUND_TO_NEAREST_INT));
 #endif
-  for (; i < in.size(); ++i) out[i] = f32_to_f16(in[i]);
+  for (; i < in.size(); ++i)
+    out[i] = f32_to_f16(in[i]);
 }
 
 void f32_to_bf16(std::span<const float> in, std::span<std::uint16_t> out) {
   assert(in.size() == out.size());
-  for (std::size_t i = 0; i < in.size(); ++i) out[i] = f32_to_bf16(in[i]);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    out[i] = f32_to_bf16(in[i]);
 }
 
 }  // namespace attnlab

@@ -13,7 +13,8 @@ json matrix_to_json(const Matrix& m) {
   json rows = json::array();
   for (std::size_t i = 0; i < m.rows; ++i) {
     json row = json::array();
-    for (double x : m.row(i)) row.push_back(number_or_null(x));
+    for (double x : m.row(i))
+      row.push_back(number_or_null(x));
     rows.push_back(std::move(row));
   }
   return rows;

@@ -11,7 +11,11 @@
 namespace attnlab {
 
 KVCache::KVCache(std::size_t layers, std::size_t kv_heads, std::size_t head_dim, DType dtype)
-    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), dtype_(dtype), lengths_(layers, 0),
+    : layers_(layers),
+      kv_heads_(kv_heads),
+      head_dim_(head_dim),
+      dtype_(dtype),
+      lengths_(layers, 0),
       arrays_(layers * kv_heads * 2, nullptr) {
   assert(layers > 0 && kv_heads > 0 && head_dim > 0);
 }
@@ -63,9 +67,7 @@ void KVCache::append(std::size_t layer, std::span<const float> keys, std::span<c
       const float* src = (which == 0 ? keys : values).data() + g * head_dim_;
       void* base = array(layer, g, which);
       switch (dtype_) {
-        case DType::f32:
-          std::memcpy(static_cast<float*>(base) + t * head_dim_, src, head_dim_ * sizeof(float));
-          break;
+        case DType::f32: std::memcpy(static_cast<float*>(base) + t * head_dim_, src, head_dim_ * sizeof(float)); break;
         case DType::f16:
           f32_to_f16({src, head_dim_}, {static_cast<std::uint16_t*>(base) + t * head_dim_, head_dim_});
           break;
@@ -84,15 +86,9 @@ void KVCache::load(int which, std::size_t layer, std::size_t kv_head, std::size_
   const void* base = array(layer, kv_head, which);
   const std::size_t offset = first * head_dim_, size = count * head_dim_;
   switch (dtype_) {
-    case DType::f32:
-      std::memcpy(out.data(), static_cast<const float*>(base) + offset, size * sizeof(float));
-      break;
-    case DType::f16:
-      f16_to_f32({static_cast<const std::uint16_t*>(base) + offset, size}, out);
-      break;
-    case DType::bf16:
-      bf16_to_f32({static_cast<const std::uint16_t*>(base) + offset, size}, out);
-      break;
+    case DType::f32: std::memcpy(out.data(), static_cast<const float*>(base) + offset, size * sizeof(float)); break;
+    case DType::f16: f16_to_f32({static_cast<const std::uint16_t*>(base) + offset, size}, out); break;
+    case DType::bf16: bf16_to_f32({static_cast<const std::uint16_t*>(base) + offset, size}, out); break;
   }
 }
 
@@ -110,7 +106,8 @@ std::size_t KVCache::bytes() const { return arrays_.size() * capacity_ * head_di
 
 std::size_t KVCache::used_bytes() const {
   std::size_t tokens = 0;
-  for (std::size_t l : lengths_) tokens += l;
+  for (std::size_t l : lengths_)
+    tokens += l;
   return 2 * kv_heads_ * tokens * head_dim_ * dtype_bytes(dtype_);
 }
 

@@ -15,7 +15,8 @@ Matrix::Matrix(std::initializer_list<std::initializer_list<double>> list)
 double dot(std::span<const double> a, std::span<const double> b) {
   assert(a.size() == b.size());
   double sum = 0.0;
-  for (std::size_t t = 0; t < a.size(); ++t) sum += a[t] * b[t];
+  for (std::size_t t = 0; t < a.size(); ++t)
+    sum += a[t] * b[t];
   return sum;
 }
 
@@ -25,7 +26,8 @@ Matrix matmul(const Matrix& a, const Matrix& b) {
   for (std::size_t i = 0; i < a.rows; ++i)
     for (std::size_t t = 0; t < a.cols; ++t) {
       const double a_it = a(i, t);
-      for (std::size_t j = 0; j < b.cols; ++j) out(i, j) += a_it * b(t, j);
+      for (std::size_t j = 0; j < b.cols; ++j)
+        out(i, j) += a_it * b(t, j);
     }
   return out;
 }
@@ -34,7 +36,8 @@ Matrix matmul_transposed(const Matrix& a, const Matrix& b) {
   assert(a.cols == b.cols);
   Matrix out(a.rows, b.rows);
   for (std::size_t i = 0; i < a.rows; ++i)
-    for (std::size_t j = 0; j < b.rows; ++j) out(i, j) = dot(a.row(i), b.row(j));
+    for (std::size_t j = 0; j < b.rows; ++j)
+      out(i, j) = dot(a.row(i), b.row(j));
   return out;
 }
 
@@ -42,8 +45,10 @@ Matrix concat_columns(const Matrix& a, const Matrix& b) {
   assert(a.rows == b.rows);
   Matrix out(a.rows, a.cols + b.cols);
   for (std::size_t i = 0; i < a.rows; ++i) {
-    for (std::size_t j = 0; j < a.cols; ++j) out(i, j) = a(i, j);
-    for (std::size_t j = 0; j < b.cols; ++j) out(i, a.cols + j) = b(i, j);
+    for (std::size_t j = 0; j < a.cols; ++j)
+      out(i, j) = a(i, j);
+    for (std::size_t j = 0; j < b.cols; ++j)
+      out(i, a.cols + j) = b(i, j);
   }
   return out;
 }
@@ -52,7 +57,8 @@ Matrix take_rows(const Matrix& m, std::span<const std::size_t> order) {
   Matrix out(order.size(), m.cols);
   for (std::size_t k = 0; k < order.size(); ++k) {
     assert(order[k] < m.rows);
-    for (std::size_t j = 0; j < m.cols; ++j) out(k, j) = m(order[k], j);
+    for (std::size_t j = 0; j < m.cols; ++j)
+      out(k, j) = m(order[k], j);
   }
   return out;
 }

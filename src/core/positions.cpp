@@ -1,9 +1,10 @@
 // Positional information: the one thing attention cannot see on its own (without it the
-// operation is permutation-equivariant: docs/worked-example.md, Yun et al. 2020). Each kind is a few lines of the formula it implements.
+// operation is permutation-equivariant: docs/worked-example.md, Yun et al. 2020). Each kind is a few lines of the
+// formula it implements.
 #include "attnlab/core/positions.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 namespace attnlab {
 
@@ -25,15 +26,13 @@ Matrix apply_positions(const Matrix& embeddings, const Positions& positions) {
   const std::size_t n = embeddings.rows, d_model = embeddings.cols;
   switch (positions.kind) {
     case PositionKind::none:
-    case PositionKind::rope:
-      return embeddings;
+    case PositionKind::rope: return embeddings;
     case PositionKind::sinusoidal: {
       Matrix out = embeddings;
       for (std::size_t p = 0; p < n; ++p)
         for (std::size_t dim = 0; dim < d_model; ++dim) {
           const std::size_t two_i = dim - dim % 2;  // 2i for both dims of the pair
-          const double angle =
-              static_cast<double>(p) / std::pow(10000.0, static_cast<double>(two_i) / d_model);
+          const double angle = static_cast<double>(p) / std::pow(10000.0, static_cast<double>(two_i) / d_model);
           out(p, dim) += dim % 2 == 0 ? std::sin(angle) : std::cos(angle);
         }
       return out;
@@ -55,8 +54,7 @@ void rotate_rope(Matrix& rows) {
   assert(d % 2 == 0);
   for (std::size_t p = 0; p < rows.rows; ++p)
     for (std::size_t two_i = 0; two_i < d; two_i += 2) {
-      const double theta =
-          static_cast<double>(p) * std::pow(10000.0, -static_cast<double>(two_i) / d);
+      const double theta = static_cast<double>(p) * std::pow(10000.0, -static_cast<double>(two_i) / d);
       const double a = rows(p, two_i), b = rows(p, two_i + 1);
       rows(p, two_i) = a * std::cos(theta) - b * std::sin(theta);
       rows(p, two_i + 1) = a * std::sin(theta) + b * std::cos(theta);

@@ -1,8 +1,8 @@
 // A layer's attention through the tiled kernel: the same AttentionInput the reference
 // takes, the outputs only (the tiled kernel never builds the score grid, so a trace from it
 // has projections and outputs but no scores, logits or weights).
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
@@ -15,8 +15,9 @@ std::vector<float> to_floats(const Matrix& m) { return std::vector<float>(m.data
 
 Trace attend_tiled(const AttentionInput& input, AttentionOptions options) {
   if (!input.mask.hidden_keys.empty())
-    fail("mask_tokens", "the tiled kernel takes causal and window masks only; hide tokens with the reference kernel "
-                        "(--kernel reference, or \"kernel\": \"reference\" in the API)");
+    fail("mask_tokens",
+         "the tiled kernel takes causal and window masks only; hide tokens with the reference kernel "
+         "(--kernel reference, or \"kernel\": \"reference\" in the API)");
   options.causal = input.mask.causal;
   options.window = input.mask.window;
   options.temperature = input.temperature;
@@ -33,7 +34,8 @@ Trace attend_tiled(const AttentionInput& input, AttentionOptions options) {
     trace.heads.push_back(std::move(h));
   }
   trace.concatenated = Matrix(n, 0);
-  for (const HeadTrace& head : trace.heads) trace.concatenated = concat_columns(trace.concatenated, head.output);
+  for (const HeadTrace& head : trace.heads)
+    trace.concatenated = concat_columns(trace.concatenated, head.output);
   trace.output = input.w_o ? matmul(trace.concatenated, *input.w_o) : trace.concatenated;
   return trace;
 }

@@ -41,8 +41,10 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
   for (std::size_t g = 0; g < kv_heads; ++g)
     for (std::size_t t = 0; t < n_new; ++t)
       for (std::size_t k = 0; k < group; ++k)
-        std::copy_n(queries.data() + (t * heads + g * group + k) * d, d, grouped.data() + (g * count + t * group + k) * d);
-  for (std::size_t i = 0; i < count; ++i) last_visible[i] = m - n_new + i / group;
+        std::copy_n(queries.data() + (t * heads + g * group + k) * d, d,
+                    grouped.data() + (g * count + t * group + k) * d);
+  for (std::size_t i = 0; i < count; ++i)
+    last_visible[i] = m - n_new + i / group;
 
   // Partial states per (KV head, chunk): max and sum per query, output per query.
   const std::size_t items = kv_heads * chunks;
@@ -79,7 +81,8 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
   for (std::size_t g = 0; g < kv_heads; ++g)
     for (std::size_t i = 0; i < count; ++i) {
       float top = -std::numeric_limits<float>::infinity();
-      for (std::size_t c = 0; c < chunks; ++c) top = std::max(top, part_max[(g * chunks + c) * count + i]);
+      for (std::size_t c = 0; c < chunks; ++c)
+        top = std::max(top, part_max[(g * chunks + c) * count + i]);
       float* dst = out.data() + ((i / group) * heads + g * group + i % group) * d;
       std::fill(dst, dst + d, 0.0f);
       if (top == -std::numeric_limits<float>::infinity()) continue;
@@ -90,9 +93,11 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
         const float weight = std::exp2(part_max[item * count + i] - top);
         total += part_sum[item * count + i] * weight;
         const float* o = part_out.data() + (item * count + i) * d_pad;
-        for (std::size_t col = 0; col < d; ++col) dst[col] += o[col] * weight;
+        for (std::size_t col = 0; col < d; ++col)
+          dst[col] += o[col] * weight;
       }
-      for (std::size_t col = 0; col < d; ++col) dst[col] /= total;
+      for (std::size_t col = 0; col < d; ++col)
+        dst[col] /= total;
     }
 }
 

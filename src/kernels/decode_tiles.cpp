@@ -35,7 +35,9 @@ inline float reduce(VF v, Op op) {
   return v[0];
 }
 inline VF max_vec(VF a, VF b) { return a > b ? a : b; }
-inline float reduce_add(VF v) { return reduce(v, [](VF a, VF b) { return a + b; }); }
+inline float reduce_add(VF v) {
+  return reduce(v, [](VF a, VF b) { return a + b; });
+}
 inline float reduce_max(VF v) { return reduce(v, max_vec); }
 
 // GCC 12's own _mm512_cvtph_ps trips its -Wmaybe-uninitialized; the code here is fine.
@@ -48,7 +50,8 @@ inline VF load_row16(const void* row, DType dtype, std::size_t offset) {
     case DType::bf16: {
       VI wide;
       const std::uint16_t* p = static_cast<const std::uint16_t*>(row) + offset;
-      for (int l = 0; l < W; ++l) wide[l] = static_cast<int>(p[l]) << 16;
+      for (int l = 0; l < W; ++l)
+        wide[l] = static_cast<int>(p[l]) << 16;
       VF out;
       std::memcpy(&out, &wide, sizeof out);
       return out;
@@ -69,7 +72,8 @@ inline VF load_row16(const void* row, DType dtype, std::size_t offset) {
       return out;
 #else
       VF out;
-      for (int l = 0; l < W; ++l) out[l] = f16_to_f32(p[l]);
+      for (int l = 0; l < W; ++l)
+        out[l] = f16_to_f32(p[l]);
       return out;
 #endif
     }
@@ -101,8 +105,10 @@ void convert_rows(const void* array, std::size_t d, std::size_t d_pad, std::size
   for (std::size_t r = 0; r < count; ++r) {
     const char* row = bytes + (first + r) * row_bytes;
     if (first + count + r < prefetch_end)
-      for (std::size_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + count * row_bytes + line, 0, 1);
-    for (std::size_t v = 0; v < full; ++v) store(converted_at(out, layout, r, v, vectors), load_row16(row, dtype, v * W));
+      for (std::size_t line = 0; line < row_bytes; line += 64)
+        __builtin_prefetch(row + count * row_bytes + line, 0, 1);
+    for (std::size_t v = 0; v < full; ++v)
+      store(converted_at(out, layout, r, v, vectors), load_row16(row, dtype, v * W));
     if (full < vectors) {  // the last, partial vector: the rest of the row, then zeros
       VF x = VF{};
       for (std::size_t c = full * W; c < d; ++c)
@@ -114,8 +120,8 @@ void convert_rows(const void* array, std::size_t d, std::size_t d_pad, std::size
   }
 }
 
-void convert_rows(const void* array, DType dtype, std::size_t d, std::size_t d_pad, std::size_t first, std::size_t count,
-                  std::size_t prefetch_end, Layout layout, float* out) {
+void convert_rows(const void* array, DType dtype, std::size_t d, std::size_t d_pad, std::size_t first,
+                  std::size_t count, std::size_t prefetch_end, Layout layout, float* out) {
   switch (dtype) {
     case DType::f32: return convert_rows<DType::f32>(array, d, d_pad, first, count, prefetch_end, layout, out);
     case DType::f16: return convert_rows<DType::f16>(array, d, d_pad, first, count, prefetch_end, layout, out);
@@ -129,8 +135,9 @@ void convert_rows(const void* array, DType dtype, std::size_t d, std::size_t d_p
 inline VF sum16(const VF (&acc)[W]) {
   VF t8[8], t4[4], t2[2];
   for (int k = 0; k < 8; ++k)  // lanes 0-7: key 2k, 8-15: key 2k+1
-    t8[k] = __builtin_shuffle(acc[2 * k], acc[2 * k + 1], VI{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) +
-            __builtin_shuffle(acc[2 * k], acc[2 * k + 1], VI{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+    t8[k] =
+        __builtin_shuffle(acc[2 * k], acc[2 * k + 1], VI{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) +
+        __builtin_shuffle(acc[2 * k], acc[2 * k + 1], VI{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
   for (int k = 0; k < 4; ++k)  // four lanes a key: keys 4k .. 4k+3
     t4[k] = __builtin_shuffle(t8[2 * k], t8[2 * k + 1], VI{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) +
             __builtin_shuffle(t8[2 * k], t8[2 * k + 1], VI{4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
@@ -150,26 +157,33 @@ void mix_values(const float* values, std::size_t rows, std::size_t d_pad, const 
   for (; c + 4 * W <= d_pad; c += 4 * W) {
     VF acc[NQ][4];
     for (int q = 0; q < NQ; ++q)
-      for (int k = 0; k < 4; ++k) acc[q][k] = load(out + q * d_pad + c + k * W) * correction[q];
+      for (int k = 0; k < 4; ++k)
+        acc[q][k] = load(out + q * d_pad + c + k * W) * correction[q];
     for (std::size_t r = 0; r < rows; ++r) {
       VF v[4];
-      for (int k = 0; k < 4; ++k) v[k] = load(values + r * d_pad + c + k * W);
+      for (int k = 0; k < 4; ++k)
+        v[k] = load(values + r * d_pad + c + k * W);
       for (int q = 0; q < NQ; ++q) {
         const VF pr = splat(p[q * p_stride + r]);
-        for (int k = 0; k < 4; ++k) acc[q][k] += pr * v[k];
+        for (int k = 0; k < 4; ++k)
+          acc[q][k] += pr * v[k];
       }
     }
     for (int q = 0; q < NQ; ++q)
-      for (int k = 0; k < 4; ++k) store(out + q * d_pad + c + k * W, acc[q][k]);
+      for (int k = 0; k < 4; ++k)
+        store(out + q * d_pad + c + k * W, acc[q][k]);
   }
   for (; c < d_pad; c += W) {
     VF acc[NQ];
-    for (int q = 0; q < NQ; ++q) acc[q] = load(out + q * d_pad + c) * correction[q];
+    for (int q = 0; q < NQ; ++q)
+      acc[q] = load(out + q * d_pad + c) * correction[q];
     for (std::size_t r = 0; r < rows; ++r) {
       const VF v = load(values + r * d_pad + c);
-      for (int q = 0; q < NQ; ++q) acc[q] += splat(p[q * p_stride + r]) * v;
+      for (int q = 0; q < NQ; ++q)
+        acc[q] += splat(p[q * p_stride + r]) * v;
     }
-    for (int q = 0; q < NQ; ++q) store(out + q * d_pad + c, acc[q]);
+    for (int q = 0; q < NQ; ++q)
+      store(out + q * d_pad + c, acc[q]);
   }
 }
 
@@ -186,7 +200,8 @@ void decode_run(const DecodeRun& run) {
   p.resize(run.count * kBlock);  // scores, then 2^(score - max), per query
   correction.resize(run.count);
   for (std::size_t i = 0; i < run.count; ++i)
-    for (std::size_t c = 0; c < d; ++c) q[i * d_pad + c] = run.queries[i * d + c] * run.log2_scale;
+    for (std::size_t c = 0; c < d; ++c)
+      q[i * d_pad + c] = run.queries[i * d + c] * run.log2_scale;
   for (std::size_t i = 0; i < run.count; ++i) {
     run.max[i] = kMinusInf;
     run.sum[i] = 0.0f;
@@ -208,7 +223,8 @@ void decode_run(const DecodeRun& run) {
         for (std::size_t c = 0; c < d_pad; c += W, kg += W * W) {
           const VF qc = load(qi + c);
 #pragma GCC unroll 16
-          for (int k = 0; k < W; ++k) acc[k] += qc * load(kg + k * W);
+          for (int k = 0; k < W; ++k)
+            acc[k] += qc * load(kg + k * W);
         }
         store(p.data() + i * kBlock + g * W, sum16(acc));
       }

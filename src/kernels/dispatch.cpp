@@ -1,11 +1,11 @@
 // Chooses the kernel and the instruction set at run time, and wraps the reference kernel
 // (src/core/attention.cpp) for raw Q, K, V so the two can be compared and timed alike.
+#include <fmt/format.h>
 #include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "attnlab/core/attention.hpp"
 #include "attnlab/core/error.hpp"
@@ -85,28 +85,36 @@ void reference_attention(const float* q, const float* k, const float* v, float* 
     input.queries_from = Matrix(n, d_in);
     input.keys_from = Matrix(m, d_in);
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t t = 0; t < d_k; ++t) input.queries_from(i, t) = q[(h * n + i) * d_k + t];
+      for (std::size_t t = 0; t < d_k; ++t)
+        input.queries_from(i, t) = q[(h * n + i) * d_k + t];
     for (std::size_t j = 0; j < m; ++j) {
-      for (std::size_t t = 0; t < d_k; ++t) input.keys_from(j, t) = k[(g * m + j) * d_k + t];
-      for (std::size_t t = 0; t < d_v; ++t) input.keys_from(j, d_k + t) = v[(g * m + j) * d_v + t];
+      for (std::size_t t = 0; t < d_k; ++t)
+        input.keys_from(j, t) = k[(g * m + j) * d_k + t];
+      for (std::size_t t = 0; t < d_v; ++t)
+        input.keys_from(j, d_k + t) = v[(g * m + j) * d_v + t];
     }
     HeadWeights w{"h", Matrix(d_in, d_k), Matrix(d_in, d_k), Matrix(d_in, d_v)};
-    for (std::size_t t = 0; t < d_k; ++t) w.w_q(t, t) = w.w_k(t, t) = 1.0;
-    for (std::size_t t = 0; t < d_v; ++t) w.w_v(d_k + t, t) = 1.0;
+    for (std::size_t t = 0; t < d_k; ++t)
+      w.w_q(t, t) = w.w_k(t, t) = 1.0;
+    for (std::size_t t = 0; t < d_v; ++t)
+      w.w_v(d_k + t, t) = 1.0;
     input.mask.causal = options.causal;
     input.mask.window = options.window;
     // The reference divides by √d_k and by T; a custom scale is folded into T.
     input.temperature = options.temperature / (scale * std::sqrt(static_cast<double>(d_k)));
     const HeadTrace trace = attend_head(input, w);
     for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t t = 0; t < d_v; ++t) out[(h * n + i) * d_v + t] = static_cast<float>(trace.output(i, t));
+      for (std::size_t t = 0; t < d_v; ++t)
+        out[(h * n + i) * d_v + t] = static_cast<float>(trace.output(i, t));
   }
 }
 
 void run_attention_kernel(KernelKind kind, const float* q, const float* k, const float* v, float* out,
                           const AttentionShape& shape, const AttentionOptions& options) {
-  if (kind == KernelKind::reference) reference_attention(q, k, v, out, shape, options);
-  else flash_attention(q, k, v, out, shape, options);
+  if (kind == KernelKind::reference)
+    reference_attention(q, k, v, out, shape, options);
+  else
+    flash_attention(q, k, v, out, shape, options);
 }
 
 double attention_flops(const AttentionShape& shape, bool causal) {

@@ -39,8 +39,8 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
 
-constexpr std::size_t MR = 6;       // rows per micro-tile
-constexpr std::size_t NR = 2;       // vectors per micro-tile row (32 columns)
+constexpr std::size_t MR = 6;  // rows per micro-tile
+constexpr std::size_t NR = 2;  // vectors per micro-tile row (32 columns)
 
 // The multiply-accumulate step of the GEMMs, acc += a·b, in three flavours. Every operand
 // is 32 bits wide: one float, or (bf16) a pair of bf16 numbers along the summed dimension,
@@ -137,22 +137,26 @@ inline void micro_gemm(const float* A, std::size_t a_row, std::size_t a_col, con
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < MR_; ++r)
 #pragma GCC unroll 8
-    for (std::size_t c = 0; c < NR_; ++c) acc[r][c] = Accumulate ? load(C + r * ldc + c * W) : VF{};
+    for (std::size_t c = 0; c < NR_; ++c)
+      acc[r][c] = Accumulate ? load(C + r * ldc + c * W) : VF{};
   for (std::size_t t = 0; t < K; ++t) {
     VF b[NR_];
 #pragma GCC unroll 8
-    for (std::size_t c = 0; c < NR_; ++c) b[c] = load(B + t * ldb + c * W);
+    for (std::size_t c = 0; c < NR_; ++c)
+      b[c] = load(B + t * ldb + c * W);
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < MR_; ++r) {
       const float a = A[r * a_row + t * a_col];
 #pragma GCC unroll 8
-      for (std::size_t c = 0; c < NR_; ++c) Madd::apply(acc[r][c], a, b[c]);
+      for (std::size_t c = 0; c < NR_; ++c)
+        Madd::apply(acc[r][c], a, b[c]);
     }
   }
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < MR_; ++r)
 #pragma GCC unroll 8
-    for (std::size_t c = 0; c < NR_; ++c) store(C + r * ldc + c * W, acc[r][c]);
+    for (std::size_t c = 0; c < NR_; ++c)
+      store(C + r * ldc + c * W, acc[r][c]);
 }
 
 // One row block of up to MR rows (a tail block has fewer) across NR_ vectors of columns.
@@ -177,25 +181,25 @@ void block_gemm(const float* A, std::size_t a_row, std::size_t a_col, const floa
   std::size_t c0 = 0;
   for (; c0 + NR * W <= cols; c0 += NR * W)
     for (std::size_t r0 = 0; r0 < rows; r0 += MR)
-      row_block<Madd, NR, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb, C + r0 * ldc + c0,
-                                ldc, K);
+      row_block<Madd, NR, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb,
+                                      C + r0 * ldc + c0, ldc, K);
   for (; c0 < cols; c0 += W)
     for (std::size_t r0 = 0; r0 < rows; r0 += MR)
-      row_block<Madd, 1, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb, C + r0 * ldc + c0,
-                               ldc, K);
+      row_block<Madd, 1, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb,
+                                     C + r0 * ldc + c0, ldc, K);
 }
 
 // Per-thread scratch: a few tiles, never O(n·m).
 // With bf16, each 32-bit slot of qt, k, pt and v holds a pair along the summed dimension.
 struct Scratch {
-  std::vector<float> qt;       // [d_k][rows_pad]   Q blockᵀ, pre-multiplied by c
-  std::vector<float> k;        // [cols][d_k / 2]   K tile as bf16 pairs (bf16 only)
-  std::vector<float> st;       // [cols][rows_pad]  S tileᵀ (keys × queries), then Pᵀ
-  std::vector<float> pt;       // [cols / 2][rows_pad] Pᵀ as bf16 pairs (bf16 only)
-  std::vector<float> v;        // [cols][dv_pad]    V tile, when not used in place
-  std::vector<float> o;        // [rows_pad][dv_pad] running output
-  std::vector<float> row_max;  // [rows_pad] running max per query, in log2 units
-  std::vector<float> row_sum;  // [rows_pad] running sum per query
+  std::vector<float> qt;         // [d_k][rows_pad]   Q blockᵀ, pre-multiplied by c
+  std::vector<float> k;          // [cols][d_k / 2]   K tile as bf16 pairs (bf16 only)
+  std::vector<float> st;         // [cols][rows_pad]  S tileᵀ (keys × queries), then Pᵀ
+  std::vector<float> pt;         // [cols / 2][rows_pad] Pᵀ as bf16 pairs (bf16 only)
+  std::vector<float> v;          // [cols][dv_pad]    V tile, when not used in place
+  std::vector<float> o;          // [rows_pad][dv_pad] running output
+  std::vector<float> row_max;    // [rows_pad] running max per query, in log2 units
+  std::vector<float> row_sum;    // [rows_pad] running sum per query
   std::vector<int> first, last;  // [rows_pad] each query's visible keys
 };
 
@@ -281,12 +285,15 @@ void flash_kernel(const float* q, const float* k, const float* v, float* out, co
             const float* row = k_tile + j * d_k;
             float* pairs = t.k.data() + j * dk_slots;
             std::size_t d = 0;
-            for (; 2 * d + 2 * W <= d_k; d += W) store(pairs + d, bf16_pairs_of(row + 2 * d));
-            for (; d < dk_slots; ++d) pairs[d] = bf16_pair(row[2 * d], 2 * d + 1 < d_k ? row[2 * d + 1] : 0.0f);
+            for (; 2 * d + 2 * W <= d_k; d += W)
+              store(pairs + d, bf16_pairs_of(row + 2 * d));
+            for (; d < dk_slots; ++d)
+              pairs[d] = bf16_pair(row[2 * d], 2 * d + 1 < d_k ? row[2 * d + 1] : 0.0f);
           }
           k_rows = t.k.data();
         }
-        block_gemm<Madd, false>(k_rows, dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols, rows_pad, dk_slots);
+        block_gemm<Madd, false>(k_rows, dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols, rows_pad,
+                                dk_slots);
 
         // Online softmax, 16 queries at a time: mask, new max, rescale, exponentials.
         for (std::size_t r0 = 0; r0 < rows_pad; r0 += W) {
@@ -325,7 +332,8 @@ void flash_kernel(const float* q, const float* k, const float* v, float* out, co
             if (correction[l] == 1.0f) continue;
             float* o = t.o.data() + (r0 + l) * dv_pad;
             const VF factor = splat(correction[l]);
-            for (std::size_t c0 = 0; c0 < dv_pad; c0 += W) store(o + c0, load(o + c0) * factor);
+            for (std::size_t c0 = 0; c0 < dv_pad; c0 += W)
+              store(o + c0, load(o + c0) * factor);
           }
         }
 
@@ -368,7 +376,8 @@ void flash_kernel(const float* q, const float* k, const float* v, float* out, co
       for (std::size_t r = 0; r < rows; ++r) {
         float* dst = out + (h * n + i0 + r) * d_v;
         const float inv = t.row_sum[r] > 0 ? 1.0f / t.row_sum[r] : 0.0f;
-        for (std::size_t col = 0; col < d_v; ++col) dst[col] = t.o[r * dv_pad + col] * inv;
+        for (std::size_t col = 0; col < d_v; ++col)
+          dst[col] = t.o[r * dv_pad + col] * inv;
       }
     }
   }

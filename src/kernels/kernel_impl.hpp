@@ -13,31 +13,31 @@ struct DecodeRun {
   const void* keys = nullptr;    // the cache's key array for this KV head (storage dtype)
   const void* values = nullptr;  // its value array
   DType dtype = DType::f32;
-  std::size_t d = 0;             // head width
+  std::size_t d = 0;               // head width
   const float* queries = nullptr;  // [count × d]
   std::size_t count = 0;
-  float log2_scale = 0;          // scale / T · log2 e: logits come out in log2 units
+  float log2_scale = 0;                       // scale / T · log2 e: logits come out in log2 units
   const std::size_t* last_visible = nullptr;  // [count] each query's last visible key
   std::size_t first = 0, end = 0;
-  float* max = nullptr;          // [count] out: the run's largest logit (log2 units), -inf if none
-  float* sum = nullptr;          // [count] out: Σ 2^(logit - max)
-  float* out = nullptr;          // [count × round_up(d, 16)] out: Σ 2^(logit - max) · v
+  float* max = nullptr;  // [count] out: the run's largest logit (log2 units), -inf if none
+  float* sum = nullptr;  // [count] out: Σ 2^(logit - max)
+  float* out = nullptr;  // [count × round_up(d, 16)] out: Σ 2^(logit - max) · v
 };
 
 }  // namespace attnlab::kernels
 
-#define ATTNLAB_DECLARE_KERNELS(ns)                                                                          \
-  namespace attnlab::kernels::ns {                                                                         \
-  void flash_attention_f32(const float* q, const float* k, const float* v, float* out,                     \
-                           const AttentionShape& shape, const AttentionOptions& options);                  \
-  /* bf16 operands, f32 accumulation: the CPU's bf16 dot product where options.isa is */                  \
-  /* avx512_bf16 (and the build has it), else a portable step that computes the same. */                  \
-  void flash_attention_bf16(const float* q, const float* k, const float* v, float* out,                    \
-                            const AttentionShape& shape, const AttentionOptions& options);                 \
-  void decode_run(const DecodeRun& run);                                                                    \
-  double fma_peak_gflops(int threads, long iterations);                                                    \
-  double bf16_peak_gflops(int threads, long iterations);                                                   \
-  double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);               \
+#define ATTNLAB_DECLARE_KERNELS(ns)                                                                                  \
+  namespace attnlab::kernels::ns {                                                                                   \
+  void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,  \
+                           const AttentionOptions& options);                                                         \
+  /* bf16 operands, f32 accumulation: the CPU's bf16 dot product where options.isa is */                             \
+  /* avx512_bf16 (and the build has it), else a portable step that computes the same. */                             \
+  void flash_attention_bf16(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape, \
+                            const AttentionOptions& options);                                                        \
+  void decode_run(const DecodeRun& run);                                                                             \
+  double fma_peak_gflops(int threads, long iterations);                                                              \
+  double bf16_peak_gflops(int threads, long iterations);                                                             \
+  double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                         \
   }
 
 ATTNLAB_DECLARE_KERNELS(generic)

@@ -29,13 +29,16 @@ double fma_peak_gflops(int threads, long iterations) {
 #pragma omp parallel num_threads(threads) reduction(+ : total_flops)
   {
     VF acc[kChains];
-    for (int c = 0; c < kChains; ++c) acc[c] = VF{} + (1.0f + c * 1e-3f);
+    for (int c = 0; c < kChains; ++c)
+      acc[c] = VF{} + (1.0f + c * 1e-3f);
     const VF a = VF{} + 0.999999f, b = VF{} + 1e-7f;
     for (long it = 0; it < iterations; ++it)
 #pragma GCC unroll 12
-      for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
+      for (int c = 0; c < kChains; ++c)
+        acc[c] = acc[c] * a + b;
     float sink = 0;
-    for (int c = 0; c < kChains; ++c) sink += acc[c][0];
+    for (int c = 0; c < kChains; ++c)
+      sink += acc[c][0];
     volatile float keep = sink;
     (void)keep;
     total_flops += 2.0 * W * kChains * iterations;
@@ -51,11 +54,13 @@ double bf16_peak_gflops(int threads, long iterations) {
 #pragma omp parallel num_threads(threads) reduction(+ : total_flops)
   {
     __m512 acc[kChains];
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + c);
+    for (int c = 0; c < kChains; ++c)
+      acc[c] = _mm512_set1_ps(1.0f + c);
     const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);
     for (long it = 0; it < iterations; ++it)
 #pragma GCC unroll 12
-      for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+      for (int c = 0; c < kChains; ++c)
+        acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
     float sink = 0;
     for (int c = 0; c < kChains; ++c) {
       float lanes[W];

@@ -51,6 +51,5 @@ inline VF exp2_vec(VF x) {
   return x < -126.0f ? splat(0.0f) : result;
 }
 
-
 }  // namespace
 }  // namespace attnlab::kernels::ATTNLAB_ISA

@@ -2,18 +2,18 @@
 // arithmetic written out in full, in the notation of docs/worked-example.md.
 #include "attnlab/report/explain.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <vector>
 
 namespace attnlab {
 
 namespace {
 
-constexpr std::size_t kMaxGridRows = 24;   // larger grids are cut, with a note
+constexpr std::size_t kMaxGridRows = 24;  // larger grids are cut, with a note
 constexpr std::size_t kMaxGridCols = 12;
-constexpr std::size_t kMaxTermsShown = 16; // per written-out sum
+constexpr std::size_t kMaxTermsShown = 16;  // per written-out sum
 
 std::string token_label(std::size_t index, const std::string& name) { return fmt::format("{} {}", index, name); }
 
@@ -28,7 +28,8 @@ std::string render_grid(const Matrix& grid, const Trace& trace, int precision) {
   const std::size_t rows = std::min(grid.rows, kMaxGridRows), cols = std::min(grid.cols, kMaxGridCols);
   std::vector<std::vector<std::string>> table;
   std::vector<std::string> header{""};
-  for (std::size_t j = 0; j < cols; ++j) header.push_back("key " + token_label(j, trace.source_tokens[j]));
+  for (std::size_t j = 0; j < cols; ++j)
+    header.push_back("key " + token_label(j, trace.source_tokens[j]));
   table.push_back(header);
   for (std::size_t i = 0; i < rows; ++i) {
     std::vector<std::string> line{"query " + token_label(i, trace.tokens[i])};
@@ -46,7 +47,8 @@ std::string render_grid(const Matrix& grid, const Trace& trace, int precision) {
 // "a + b + c" over at most kMaxTermsShown terms, noting how many were left out.
 std::string join_terms(const std::vector<std::string>& terms, std::string_view separator) {
   std::string out;
-  for (std::size_t k = 0; k < terms.size() && k < kMaxTermsShown; ++k) out += (k ? std::string(separator) : "") + terms[k];
+  for (std::size_t k = 0; k < terms.size() && k < kMaxTermsShown; ++k)
+    out += (k ? std::string(separator) : "") + terms[k];
   if (terms.size() > kMaxTermsShown) out += fmt::format("{}... ({} terms in all)", separator, terms.size());
   return out;
 }
@@ -69,7 +71,8 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
   std::vector<std::vector<std::string>> steps;
   for (std::size_t j = 0; j < m && j < kMaxTermsShown; ++j) {
     std::vector<std::string> products;
-    for (std::size_t t = 0; t < h.d_k; ++t) products.push_back(factor(h.queries(i, t), p) + "×" + factor(h.keys(j, t), p));
+    for (std::size_t t = 0; t < h.d_k; ++t)
+      products.push_back(factor(h.queries(i, t), p) + "×" + factor(h.keys(j, t), p));
     steps.push_back({j == 0 ? "score" : "", fmt::format("q·k_{} = {} = {}", j, join_terms(products, " + "),
                                                         format_number(h.scores(i, j), p))});
   }
@@ -87,16 +90,18 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
     }
     logits.push_back(fmt::format("{} / {} = {}", format_number(h.scaled(i, j), p), format_number(s.temperature, p),
                                  format_number(h.logits(i, j), p)));
-    const std::string power = h.shifts[i] == 0.0
-                                  ? format_number(h.logits(i, j), p)
-                                  : fmt::format("({} - {})", format_number(h.logits(i, j), p), format_number(h.shifts[i], p));
+    const std::string power =
+        h.shifts[i] == 0.0 ? format_number(h.logits(i, j), p)
+                           : fmt::format("({} - {})", format_number(h.logits(i, j), p), format_number(h.shifts[i], p));
     exps.push_back(fmt::format("e^{} = {}", power, format_number(h.exponentials(i, j), p)));
     exp_values.push_back(format_number(h.exponentials(i, j), p));
-    weights.push_back(fmt::format("{} / {} = {}", format_number(h.exponentials(i, j), p), format_number(h.row_sums[i], p),
+    weights.push_back(fmt::format("{} / {} = {}", format_number(h.exponentials(i, j), p),
+                                  format_number(h.row_sums[i], p),
                                   format_number(h.exponentials(i, j) / h.row_sums[i], p)));
     mix.push_back(fmt::format("{}×({})", format_number(h.weights(i, j), p), format_vector(h.values.row(j), p)));
   }
-  steps.push_back({"scale", fmt::format("÷ √d_k = √{} ≈ {}:   {}", h.d_k, format_number(sqrt_d_k, p), join_terms(scaled, ",   "))});
+  steps.push_back(
+      {"scale", fmt::format("÷ √d_k = √{} ≈ {}:   {}", h.d_k, format_number(sqrt_d_k, p), join_terms(scaled, ",   "))});
   steps.push_back({"temperature", fmt::format("÷ T:   {}", join_terms(logits, ",   "))});
   if (h.fully_masked[i]) {
     steps.push_back({"softmax", "every key is hidden from this query: all weights are 0 and the output is 0"});
@@ -104,15 +109,19 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
     return out;
   }
   if (h.shifts[i] != 0.0)
-    steps.push_back({"shift", fmt::format("the largest logit, {}, is subtracted first so e^x stays finite (the weights do "
-                                          "not change)", format_number(h.shifts[i], p))});
+    steps.push_back(
+        {"shift", fmt::format("the largest logit, {}, is subtracted first so e^x stays finite (the weights do "
+                              "not change)",
+                              format_number(h.shifts[i], p))});
   steps.push_back({"exp", join_terms(exps, ",   ")});
   steps.push_back({"sum", fmt::format("{} = {}", join_terms(exp_values, " + "), format_number(h.row_sums[i], p))});
   double weight_sum = 0;  // of the softmax's weights (a uniform ablation replaces them below)
-  for (double e : h.exponentials.row(i)) weight_sum += e / h.row_sums[i];
+  for (double e : h.exponentials.row(i))
+    weight_sum += e / h.row_sums[i];
   if (h.ablation == HeadAblation::uniform) {
     const std::size_t visible = exp_values.size();
-    steps.push_back({"weights", fmt::format("{}   (softmax: sum {:.{}f})", join_terms(weights, ",   "), weight_sum, p)});
+    steps.push_back(
+        {"weights", fmt::format("{}   (softmax: sum {:.{}f})", join_terms(weights, ",   "), weight_sum, p)});
     steps.push_back({"ablated", fmt::format("uniform weights instead: 1/{} = {} on each visible key", visible,
                                             format_number(1.0 / static_cast<double>(visible), p))});
     mix.clear();
@@ -127,11 +136,13 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
   if (h.ablation == HeadAblation::mean)
     steps.push_back({"ablated", "the head's output is its mean mixed output over the tokens"});
   if (h.ablation == HeadAblation::zero || h.ablation == HeadAblation::mean || h.scale != 1.0)
-    steps.push_back({"output", fmt::format("{}{}", h.scale != 1.0 ? fmt::format("× {} = ", format_number(h.scale, p)) : "",
-                                           format_vector(h.output.row(i), p))});
+    steps.push_back(
+        {"output", fmt::format("{}{}", h.scale != 1.0 ? fmt::format("× {} = ", format_number(h.scale, p)) : "",
+                               format_vector(h.output.row(i), p))});
   out += render_table(steps);
   const std::size_t top = argmax(h.weights.row(i));
-  out += fmt::format("   largest weight: key {} \"{}\" ({})\n", top, trace.source_tokens[top], format_number(h.weights(i, top), p));
+  out += fmt::format("   largest weight: key {} \"{}\" ({})\n", top, trace.source_tokens[top],
+                     format_number(h.weights(i, top), p));
   return out;
 }
 
@@ -148,14 +159,16 @@ std::string format_number(double x, int precision) {
 
 std::string format_vector(std::span<const double> v, int precision) {
   std::string out;
-  for (std::size_t k = 0; k < v.size(); ++k) out += (k ? " " : "") + format_number(v[k], precision);
+  for (std::size_t k = 0; k < v.size(); ++k)
+    out += (k ? " " : "") + format_number(v[k], precision);
   return out;
 }
 
 // Display width of a UTF-8 string (counts code points, which is right for our symbols).
 std::size_t display_width(const std::string& s) {
   std::size_t w = 0;
-  for (unsigned char c : s) w += (c & 0xC0) != 0x80;
+  for (unsigned char c : s)
+    w += (c & 0xC0) != 0x80;
   return w;
 }
 
@@ -196,11 +209,12 @@ std::string explain(const Scenario& s, const Trace& trace, const ExplainOptions&
   for (std::size_t k = 0; k < trace.heads.size(); ++k) {
     const HeadTrace& other = trace.heads[k];
     if (other.ablation != HeadAblation::none || other.scale != 1.0)
-      out += fmt::format("Intervention on head {} \"{}\": {}{}\n", k, other.name,
-                         other.ablation == HeadAblation::none ? "" : fmt::format("{} ablation", to_string(other.ablation)),
-                         other.scale == 1.0 ? ""
-                                            : fmt::format("{}output × {}", other.ablation == HeadAblation::none ? "" : ", ",
-                                                          format_number(other.scale, p)));
+      out += fmt::format(
+          "Intervention on head {} \"{}\": {}{}\n", k, other.name,
+          other.ablation == HeadAblation::none ? "" : fmt::format("{} ablation", to_string(other.ablation)),
+          other.scale == 1.0 ? ""
+                             : fmt::format("{}output × {}", other.ablation == HeadAblation::none ? "" : ", ",
+                                           format_number(other.scale, p)));
   }
   const AttentionInput input = attention_input(s);
   out += fmt::format("\n1. Project: query q = x·W_Q, key k = x·W_K, value v = x·W_V{}{}\n",
@@ -211,8 +225,9 @@ std::string explain(const Scenario& s, const Trace& trace, const ExplainOptions&
   for (std::size_t i = 0; i < n && i < kMaxGridRows; ++i) {
     projection.push_back({token_label(i, trace.tokens[i]), format_vector(input.queries_from.row(i), p),
                           format_vector(h.queries.row(i), p)});
-    if (!s.source) projection.back().insert(projection.back().end(),
-                                            {format_vector(h.keys.row(i), p), format_vector(h.values.row(i), p)});
+    if (!s.source)
+      projection.back().insert(projection.back().end(),
+                               {format_vector(h.keys.row(i), p), format_vector(h.values.row(i), p)});
   }
   out += render_table(projection);
   if (s.source) {
@@ -247,32 +262,34 @@ std::string explain_permutation(const Scenario& s, std::span<const std::size_t> 
   const Trace after = run_scenario(permute_tokens(s, order));
   const std::size_t n = s.n();
   std::vector<std::size_t> new_row(n);
-  for (std::size_t k = 0; k < n; ++k) new_row[order[k]] = k;
+  for (std::size_t k = 0; k < n; ++k)
+    new_row[order[k]] = k;
 
-  std::string out = fmt::format("Permutation {}: new row k holds old token order[k]\n",
-                                fmt::join(order, ","));
+  std::string out = fmt::format("Permutation {}: new row k holds old token order[k]\n", fmt::join(order, ","));
   std::vector<std::vector<std::string>> table{{"token", "output before (row)", "output after (row)", "largest |Δ|"}};
   double largest = 0.0;
   std::size_t largest_at = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto a = before.output.row(i), b = after.output.row(new_row[i]);
     double delta = 0.0;
-    for (std::size_t c = 0; c < a.size(); ++c) delta = std::max(delta, std::abs(a[c] - b[c]));
+    for (std::size_t c = 0; c < a.size(); ++c)
+      delta = std::max(delta, std::abs(a[c] - b[c]));
     if (delta > largest) largest = delta, largest_at = i;
     table.push_back({token_label(i, s.tokens[i]), fmt::format("row {}: {}", i, format_vector(a, p)),
                      fmt::format("row {}: {}", new_row[i], format_vector(b, p)), format_number(delta, p + 2)});
   }
   out += render_table(table);
   double scale = 1.0;
-  for (double x : before.output.data) scale = std::max(scale, std::abs(x));
+  for (double x : before.output.data)
+    scale = std::max(scale, std::abs(x));
   if (largest <= 1e-9 * scale) {
     out += "Every token's output is unchanged; only its row moved. ";
     out += s.positions.kind == PositionKind::none
                ? "Without positions, attention cannot tell the two orders apart (it is permutation-equivariant).\n"
                : "\n";
   } else {
-    out += fmt::format("Outputs changed (largest |Δ| = {} at token {} \"{}\"): ", format_number(largest, p + 2), largest_at,
-                       s.tokens[largest_at]);
+    out += fmt::format("Outputs changed (largest |Δ| = {} at token {} \"{}\"): ", format_number(largest, p + 2),
+                       largest_at, s.tokens[largest_at]);
     if (s.positions.kind != PositionKind::none)
       out += fmt::format("with {} positions, where a token stands is part of its input.\n", describe(s.positions));
     else

@@ -2,8 +2,8 @@
 // half is what the page's WebAssembly engine runs, so it raises through fail() (attnlab/core/error.hpp).
 #include "attnlab/report/input_document.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/report/packed_reply.hpp"
@@ -71,7 +71,7 @@ Matrix finite_matrix(const PackedDocument& doc, const json& ref, const std::stri
   Matrix m = doc.matrix(ref, name);
   if ((rows && m.rows != rows) || (cols && m.cols != cols))
     bad_field(name, fmt::format("is {} × {}, expected {} × {}", m.rows, m.cols, rows ? std::to_string(rows) : "any",
-                           cols ? std::to_string(cols) : "any"));
+                                cols ? std::to_string(cols) : "any"));
   for (double x : m.data)
     if (!std::isfinite(x)) bad_field(name, "holds a value that is not finite");
   return m;
@@ -90,7 +90,8 @@ std::string attend_document(std::string_view packed_input) {
     bad_field("tokens", fmt::format("{} queries and {} keys; each must be 1 to {}", n, m, kMaxTokens));
   in.queries_from = finite_matrix(doc, field(h, "queries_from"), "queries_from", n, 0);
   const std::size_t d_in = in.queries_from.cols;
-  if (d_in == 0 || d_in > kMaxWidth) bad_field("queries_from", fmt::format("{} columns; d_in must be 1 to {}", d_in, kMaxWidth));
+  if (d_in == 0 || d_in > kMaxWidth)
+    bad_field("queries_from", fmt::format("{} columns; d_in must be 1 to {}", d_in, kMaxWidth));
   in.keys_from = finite_matrix(doc, field(h, "keys_from"), "keys_from", m, d_in);
   if (!field(h, "rope").is_boolean()) bad_field("rope", "expected true or false");
   in.rope = h["rope"];
@@ -98,7 +99,8 @@ std::string attend_document(std::string_view packed_input) {
   const json& heads = field(h, "heads");
   if (!heads.is_array() || heads.empty() || heads.size() > kMaxHeads)
     bad_field("heads", fmt::format("expected a list of 1 to {} heads", kMaxHeads));
-  if (heads.size() * n * m > kMaxTraceCells) bad_field("heads", fmt::format("more than {} score cells", kMaxTraceCells));
+  if (heads.size() * n * m > kMaxTraceCells)
+    bad_field("heads", fmt::format("more than {} score cells", kMaxTraceCells));
   std::size_t sum_d_v = 0;
   for (std::size_t k = 0; k < heads.size(); ++k) {
     const json& spec = heads[k];
@@ -145,7 +147,8 @@ std::string attend_document(std::string_view packed_input) {
     for (const json& j : h["detail_heads"]) {
       keep.push_back(index_of(j, "detail_heads"));
       if (keep.back() >= in.heads.size())
-        bad_field("detail_heads", fmt::format("head {} does not exist; heads run from 0 to {}", keep.back(), in.heads.size() - 1));
+        bad_field("detail_heads",
+                  fmt::format("head {} does not exist; heads run from 0 to {}", keep.back(), in.heads.size() - 1));
     }
     written.detail_heads = keep;
   }

@@ -11,7 +11,8 @@ namespace attnlab {
 
 std::string format_intervention(const InterventionResult& r, int p) {
   std::string out = "Interventions (applied in this order):\n";
-  for (const std::string& line : r.applied) out += "   - " + line + "\n";
+  for (const std::string& line : r.applied)
+    out += "   - " + line + "\n";
   out += "Each token's output before and after (Δ = after − before; a permuted token is compared with itself):\n";
   std::vector<std::vector<std::string>> rows{{"token", "before", "after", "Δ", "‖Δ‖"}};
   std::size_t largest = 0;
@@ -29,11 +30,13 @@ std::string format_intervention(const InterventionResult& r, int p) {
   std::vector<std::size_t> widths(rows[0].size(), 0);
   const auto width = [](const std::string& s) {
     std::size_t w = 0;
-    for (unsigned char c : s) w += (c & 0xC0) != 0x80;
+    for (unsigned char c : s)
+      w += (c & 0xC0) != 0x80;
     return w;
   };
   for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], width(row[c]));
+    for (std::size_t c = 0; c < row.size(); ++c)
+      widths[c] = std::max(widths[c], width(row[c]));
   for (const auto& row : rows) {
     std::string line = "   ";
     for (std::size_t c = 0; c < row.size(); ++c)

@@ -2,10 +2,10 @@
 // The page's WebAssembly engine shares this file, so errors go through fail() (attnlab/core/error.hpp).
 #include "attnlab/report/packed_reply.hpp"
 
+#include <fmt/format.h>
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/report/trace_json.hpp"
@@ -38,7 +38,8 @@ void expand(json& j, const PackedDocument& doc) {
     return;
   }
   if (j.is_structured())
-    for (json& child : j) expand(child, doc);
+    for (json& child : j)
+      expand(child, doc);
 }
 
 }  // namespace
@@ -69,7 +70,8 @@ Matrix PackedDocument::matrix(const json& reference, std::string_view field) con
     Matrix m(reference.size(), reference.empty() || !reference[0].is_array() ? 0 : reference[0].size());
     for (std::size_t i = 0; i < m.rows; ++i) {
       const json& row = reference[i];
-      if (!row.is_array() || row.size() != m.cols) bad(fmt::format("{}: row {} is not a list of {} numbers", field, i, m.cols));
+      if (!row.is_array() || row.size() != m.cols)
+        bad(fmt::format("{}: row {} is not a list of {} numbers", field, i, m.cols));
       for (std::size_t c = 0; c < m.cols; ++c) {
         if (!row[c].is_number()) bad(fmt::format("{}: row {} holds {}, not a number", field, i, row[c].dump()));
         m(i, c) = row[c].get<double>();
@@ -87,7 +89,8 @@ Matrix PackedDocument::matrix(const json& reference, std::string_view field) con
   const json& shape = reference["shape"];
   const std::size_t offset = reference["f64"], rows = shape[0], cols = shape[1];
   if (offset > values.size() || (cols != 0 && rows > (values.size() - offset) / cols))
-    bad(fmt::format("{}: {} reaches past the {} values that follow the header", field, reference.dump(), values.size()));
+    bad(fmt::format("{}: {} reaches past the {} values that follow the header", field, reference.dump(),
+                    values.size()));
   Matrix m(rows, cols);
   std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(offset), rows * cols, m.data.begin());
   return m;

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/report/explain.hpp"
 #include "attnlab/analysis/probe.hpp"
+#include "attnlab/report/explain.hpp"
 #include "attnlab/report/trace_json.hpp"
 
 namespace attnlab {
@@ -40,13 +40,15 @@ std::string format_probe(const ProbeResult& r, int p) {
   const std::size_t heads = r.head_names.size();
   std::string out = fmt::format("Probe: {}, query {} \"{}\", readout {}\n", r.scenario, r.query, r.query_token,
                                 r.readout.description);
-  out += fmt::format("   output {}  →  readout {}{}\n", format_vector(r.output, p), format_number(r.readout_value, p + 2),
-                     r.decision ? fmt::format(", decision {}", *r.decision) : "");
+  out +=
+      fmt::format("   output {}  →  readout {}{}\n", format_vector(r.output, p), format_number(r.readout_value, p + 2),
+                  r.decision ? fmt::format(", decision {}", *r.decision) : "");
 
   out += "\nPer key token j, side by side:\n";
   std::vector<std::string> header{"key"};
   if (heads > 1) header.push_back(fmt::format("weight per head (0..{})", heads - 1));
-  header.insert(header.end(), {heads > 1 ? "avg weight" : "weight", "weight·‖v‖", "erasure Δ", "without j", "grad×input"});
+  header.insert(header.end(),
+                {heads > 1 ? "avg weight" : "weight", "weight·‖v‖", "erasure Δ", "without j", "grad×input"});
   std::vector<std::vector<std::string>> rows{header};
   for (const TokenMeasures& t : r.tokens) {
     std::vector<std::string> row{fmt::format("{} {}{}", t.index, t.token, t.visible ? "" : " (hidden)")};
@@ -60,37 +62,45 @@ std::string format_probe(const ProbeResult& r, int p) {
     rows.push_back(row);
   }
   out += render_table(rows);
-  out += "   weight·‖v‖: how much of the mix comes from j; erasure: the readout's change when j is knocked out "
-         "(the engine run again);\n   grad×input: the exact gradient of the readout with respect to x_j, dotted with x_j.\n";
+  out +=
+      "   weight·‖v‖: how much of the mix comes from j; erasure: the readout's change when j is knocked out "
+      "(the engine run again);\n   grad×input: the exact gradient of the readout with respect to x_j, dotted with "
+      "x_j.\n";
 
   std::size_t visible = 0;
-  for (const TokenMeasures& t : r.tokens) visible += t.visible;
+  for (const TokenMeasures& t : r.tokens)
+    visible += t.visible;
   out += fmt::format("\nKendall τ between the {}weights and each measure (over the {} keys the query sees):\n",
                      heads > 1 ? "averaged " : "", visible);
   out += fmt::format("   weight·‖v‖ {},   |erasure| {},   |grad×input| {}\n", tau_text(r.tau_value_weighted),
                      tau_text(r.tau_erasure), tau_text(r.tau_grad_x_input));
-  out += "   (1: the same order; 0: unrelated; -1: reversed. Jain & Wallace found learned weights often "
-         "uncorrelated with such measures.)\n";
+  out +=
+      "   (1: the same order; 0: unrelated; -1: reversed. Jain & Wallace found learned weights often "
+      "uncorrelated with such measures.)\n";
 
   out += "\nSerrano & Smith's test (erase the highest-weighted token):\n   " + r.serrano_smith.verdict + "\n";
 
   const Counterfactual& c = r.counterfactual;
-  out += fmt::format("\nJain & Wallace's counterfactual: the most different weights for head {} \"{}\" and this query with "
-                     "the readout within ε = {}\n",
-                     c.head, r.head_names[c.head], format_number(c.epsilon, std::max(p, 3)));
+  out += fmt::format(
+      "\nJain & Wallace's counterfactual: the most different weights for head {} \"{}\" and this query with "
+      "the readout within ε = {}\n",
+      c.head, r.head_names[c.head], format_number(c.epsilon, std::max(p, 3)));
   std::vector<std::vector<std::string>> cf{{"key", "weights", "counterfactual"}};
   for (std::size_t j = 0; j < c.original.size(); ++j)
-    cf.push_back({fmt::format("{} {}", j, r.source_tokens[j]), format_number(c.original[j], p), format_number(c.found[j], p)});
+    cf.push_back(
+        {fmt::format("{} {}", j, r.source_tokens[j]), format_number(c.original[j], p), format_number(c.found[j], p)});
   out += render_table(cf);
   out += fmt::format("   Jensen–Shannon divergence {} bits (0: the same, 1: disjoint); readout {} → {}{}\n",
                      format_number(c.divergence, p + 1), format_number(c.readout_before, p + 2),
                      format_number(c.readout_after, p + 2),
                      c.decision_before ? fmt::format(", decision {} → {}", *c.decision_before, *c.decision_after) : "");
   out += c.exact ? "   (the readout is linear in the weights: this is the largest divergence possible)\n"
-                 : "   (found by searching the edges of the simplex and moves from the original weights; a larger one may exist)\n";
+                 : "   (found by searching the edges of the simplex and moves from the original weights; a larger one "
+                   "may exist)\n";
   if (!c.note.empty()) out += "   " + c.note + "\n";
-  out += "\nA weight shows where the head mixed from (plausible); erasure and the gradient test what the output "
-         "depends on (faithful).\nNone of these alone is the model's reason: see docs/interventions.md.\n";
+  out +=
+      "\nA weight shows where the head mixed from (plausible); erasure and the gradient test what the output "
+      "depends on (faithful).\nNone of these alone is the model's reason: see docs/interventions.md.\n";
   return out;
 }
 

@@ -16,15 +16,17 @@ json trace_to_json(const Scenario& scenario, const Trace& trace, const TraceJson
   for (std::size_t h = 0; h < trace.heads.size(); ++h) {
     const HeadTrace& head = trace.heads[h];
     json fully_masked = json::array();
-    for (bool b : head.fully_masked) fully_masked.push_back(b);
-    json out = {{"name", head.name},
-                {"d_k", head.d_k},
-                {"d_v", head.d_v},
-                {"weights", write(head.weights)},
-                {"output", write(head.output)},
-                {"fully_masked", fully_masked},
-                {"ablation", head.ablation == HeadAblation::none ? json(nullptr) : json(std::string(to_string(head.ablation)))},
-                {"scale", head.scale}};
+    for (bool b : head.fully_masked)
+      fully_masked.push_back(b);
+    json out = {
+        {"name", head.name},
+        {"d_k", head.d_k},
+        {"d_v", head.d_v},
+        {"weights", write(head.weights)},
+        {"output", write(head.output)},
+        {"fully_masked", fully_masked},
+        {"ablation", head.ablation == HeadAblation::none ? json(nullptr) : json(std::string(to_string(head.ablation)))},
+        {"scale", head.scale}};
     const auto& keep = options.detail_heads;
     if (!keep || std::find(keep->begin(), keep->end(), h) != keep->end()) {
       out["queries"] = write(head.queries);

@@ -2,8 +2,8 @@
 // overrides, applied in that order and validated.
 #include "attnlab/scenario/edits.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "attnlab/core/error.hpp"
 
@@ -22,7 +22,8 @@ void remove_heads(Scenario& s, std::vector<std::size_t> drop) {
   for (std::size_t h : drop)
     if (h >= s.heads.size())
       fail("remove_heads", fmt::format("head {} does not exist; heads run from 0 to {}", h, s.heads.size() - 1));
-  for (auto it = drop.rbegin(); it != drop.rend(); ++it) s.heads.erase(s.heads.begin() + static_cast<std::ptrdiff_t>(*it));
+  for (auto it = drop.rbegin(); it != drop.rend(); ++it)
+    s.heads.erase(s.heads.begin() + static_cast<std::ptrdiff_t>(*it));
 }
 
 void add_random_heads(Scenario& s, const std::vector<RandomHeadRequest>& requests) {
@@ -34,7 +35,8 @@ void add_random_heads(Scenario& s, const std::vector<RandomHeadRequest>& request
       return *w;
     };
     if (s.heads.size() >= kMaxHeads) fail(field, fmt::format("a scenario has at most {} heads", kMaxHeads));
-    s.heads.push_back(random_head(requests[k].seed, s.d_in(), width(requests[k].d_k, "d_k"), width(requests[k].d_v, "d_v")));
+    s.heads.push_back(
+        random_head(requests[k].seed, s.d_in(), width(requests[k].d_k, "d_k"), width(requests[k].d_v, "d_v")));
   }
 }
 

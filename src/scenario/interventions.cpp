@@ -31,7 +31,9 @@ std::pair<std::string_view, std::optional<std::string_view>> split_colon(std::st
 
 std::string quoted(const std::string& token) { return fmt::format("\"{}\"", token); }
 
-std::string head_label(const Scenario& s, std::size_t h) { return fmt::format("head {} {}", h, quoted(s.heads[h].name)); }
+std::string head_label(const Scenario& s, std::size_t h) {
+  return fmt::format("head {} {}", h, quoted(s.heads[h].name));
+}
 
 std::string ablation_meaning(HeadAblation a) {
   switch (a) {
@@ -65,7 +67,6 @@ std::optional<double> finite_number(std::string_view text) {
   return value;
 }
 
-
 HeadAblationRequest parse_ablate_head(std::string_view text, std::string_view origin) {
   const auto [head, kind] = split_colon(text);
   const auto index = whole_number(head);
@@ -95,9 +96,12 @@ HeadScaling parse_scale_head(std::string_view text, std::string_view origin) {
   const auto [head, factor] = split_colon(text);
   const auto index = whole_number(head);
   if (!index || !factor)
-    fail(origin, fmt::format("\"{}\" is not H:F; write a head index and a factor, e.g. 1:0.5 (halve head 1) or 0:2", text));
+    fail(origin,
+         fmt::format("\"{}\" is not H:F; write a head index and a factor, e.g. 1:0.5 (halve head 1) or 0:2", text));
   const auto f = finite_number(*factor);
-  if (!f) fail(origin, fmt::format("\"{}\" is not a finite number; write the factor as a number, e.g. {}:0.5", *factor, *index));
+  if (!f)
+    fail(origin,
+         fmt::format("\"{}\" is not a finite number; write the factor as a number, e.g. {}:0.5", *factor, *index));
   return {*index, *f, std::string(origin)};
 }
 
@@ -113,13 +117,16 @@ TokenReplacement parse_replace_embedding(std::string_view text, std::string_view
   const auto [token, numbers] = split_colon(text);
   const auto index = whole_number(token);
   if (!index || !numbers || numbers->empty())
-    fail(origin, fmt::format("\"{}\" is not J:x1,x2,...; write a token index and its new embedding, e.g. 1:0.5,-1", text));
+    fail(origin,
+         fmt::format("\"{}\" is not J:x1,x2,...; write a token index and its new embedding, e.g. 1:0.5,-1", text));
   std::vector<double> embedding;
   std::string item;
   std::istringstream in{std::string(*numbers)};
   while (std::getline(in, item, ',')) {
     const auto x = finite_number(item);
-    if (!x) fail(origin, fmt::format("\"{}\" is not a finite number; write the embedding as numbers separated by commas", item));
+    if (!x)
+      fail(origin,
+           fmt::format("\"{}\" is not a finite number; write the embedding as numbers separated by commas", item));
     embedding.push_back(*x);
   }
   return {*index, std::nullopt, std::move(embedding), std::string(origin)};
@@ -139,11 +146,12 @@ std::vector<std::string> describe(const Interventions& iv, const Scenario& s) {
   for (const KnockOut& k : iv.knock_out)
     out.push_back(fmt::format("knock out key {} {}", k.key, k.key < keys.size() ? quoted(keys[k.key]) : "?"));
   for (const HeadAblationRequest& a : iv.ablate)
-    out.push_back(fmt::format("ablate {}: {}", a.head < s.heads.size() ? head_label(s, a.head) : fmt::format("head {}", a.head),
+    out.push_back(fmt::format("ablate {}: {}",
+                              a.head < s.heads.size() ? head_label(s, a.head) : fmt::format("head {}", a.head),
                               ablation_meaning(a.ablation)));
   for (const HeadScaling& c : iv.scale)
-    out.push_back(fmt::format("scale {} by {}", c.head < s.heads.size() ? head_label(s, c.head) : fmt::format("head {}", c.head),
-                              c.factor));
+    out.push_back(fmt::format(
+        "scale {} by {}", c.head < s.heads.size() ? head_label(s, c.head) : fmt::format("head {}", c.head), c.factor));
   if (iv.permute) out.push_back(fmt::format("permute the tokens: new order {}", fmt::join(*iv.permute, ",")));
   return out;
 }

@@ -3,8 +3,8 @@
 #include "attnlab/scenario/scenario.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,12 +36,12 @@ std::string brief(const json& j) {
   return s.size() > 40 ? s.substr(0, 37) + "..." : s;
 }
 
-void check_known_fields(const json& object, std::string_view where,
-                        std::initializer_list<std::string_view> known) {
+void check_known_fields(const json& object, std::string_view where, std::initializer_list<std::string_view> known) {
   for (const auto& [key, value] : object.items()) {
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       std::string list;
-      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      for (std::string_view k : known)
+        list += (list.empty() ? "" : ", ") + std::string(k);
       fail(where.empty() ? key : fmt::format("{}.{}", where, key),
            fmt::format("unknown field (known fields: {})", list));
     }
@@ -77,7 +77,8 @@ std::vector<std::string> as_tokens(const json& j, std::string_view field) {
   if (j.size() > kMaxTokens)
     fail(field, fmt::format("{} tokens is more than the limit of {}; use a shorter sequence", j.size(), kMaxTokens));
   std::vector<std::string> tokens;
-  for (std::size_t i = 0; i < j.size(); ++i) tokens.push_back(as_string(j[i], fmt::format("{}[{}]", field, i)));
+  for (std::size_t i = 0; i < j.size(); ++i)
+    tokens.push_back(as_string(j[i], fmt::format("{}[{}]", field, i)));
   return tokens;
 }
 
@@ -87,7 +88,8 @@ Matrix as_matrix(const json& j, std::string_view field, std::size_t max_rows) {
   if (j.empty()) fail(field, "the matrix has no rows");
   if (j.size() > max_rows) fail(field, fmt::format("{} rows is more than the limit of {}", j.size(), max_rows));
   const json& first = j[0];
-  if (!first.is_array()) fail(fmt::format("{}[0]", field), fmt::format("expected a row (a list of numbers) but got {}", kind_of(first)));
+  if (!first.is_array())
+    fail(fmt::format("{}[0]", field), fmt::format("expected a row (a list of numbers) but got {}", kind_of(first)));
   const std::size_t cols = first.size();
   if (cols == 0) fail(fmt::format("{}[0]", field), "the row is empty");
   if (cols > kMaxWidth)
@@ -98,9 +100,11 @@ Matrix as_matrix(const json& j, std::string_view field, std::size_t max_rows) {
     const json& row = j[r];
     if (!row.is_array()) fail(row_field, fmt::format("expected a row (a list of numbers) but got {}", kind_of(row)));
     if (row.size() != cols)
-      fail(row_field, fmt::format("ragged matrix: this row has {} numbers but row 0 has {}; every row needs the same length",
-                                  row.size(), cols));
-    for (std::size_t c = 0; c < cols; ++c) m(r, c) = as_number(row[c], fmt::format("{}[{}]", row_field, c));
+      fail(row_field,
+           fmt::format("ragged matrix: this row has {} numbers but row 0 has {}; every row needs the same length",
+                       row.size(), cols));
+    for (std::size_t c = 0; c < cols; ++c)
+      m(r, c) = as_number(row[c], fmt::format("{}[{}]", row_field, c));
   }
   return m;
 }
@@ -139,7 +143,8 @@ void read_head_interventions(const json& j, const std::string& field, HeadSpec& 
   if (j.contains("ablation")) {
     const std::string name = as_string(j["ablation"], field + ".ablation");
     const auto kind = head_ablation_named(name);
-    if (!kind) fail(field + ".ablation", fmt::format("unknown ablation \"{}\" (known: none, zero, mean, uniform)", name));
+    if (!kind)
+      fail(field + ".ablation", fmt::format("unknown ablation \"{}\" (known: none, zero, mean, uniform)", name));
     head.ablation = *kind;
   }
   if (j.contains("scale")) head.scale = as_number(j["scale"], field + ".scale");
@@ -147,7 +152,8 @@ void read_head_interventions(const json& j, const std::string& field, HeadSpec& 
 
 HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   const std::string field = fmt::format("heads[{}]", index);
-  if (!j.is_object()) fail(field, fmt::format("expected an object with w_q, w_k, w_v (or {{\"random\": SEED}}) but got {}", kind_of(j)));
+  if (!j.is_object())
+    fail(field, fmt::format("expected an object with w_q, w_k, w_v (or {{\"random\": SEED}}) but got {}", kind_of(j)));
   HeadSpec head;
   head.name = j.contains("name") ? as_string(j["name"], field + ".name") : fmt::format("head {}", index);
   if (j.contains("random")) {
@@ -156,7 +162,8 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
     const auto width = [&](const char* key) -> std::size_t {
       if (!j.contains(key)) return d_in;
       const std::uint64_t w = as_count(j[key], fmt::format("{}.{}", field, key));
-      if (w < 1 || w > kMaxWidth) fail(fmt::format("{}.{}", field, key), fmt::format("{} is outside 1..{}", w, kMaxWidth));
+      if (w < 1 || w > kMaxWidth)
+        fail(fmt::format("{}.{}", field, key), fmt::format("{} is outside 1..{}", w, kMaxWidth));
       return w;
     };
     const std::size_t d_k = width("d_k"), d_v = width("d_v");
@@ -168,7 +175,8 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   check_known_fields(j, field, {"name", "w_q", "w_k", "w_v", "ablation", "scale"});
   read_head_interventions(j, field, head);
   for (const char* key : {"w_q", "w_k", "w_v"})
-    if (!j.contains(key)) fail(fmt::format("{}.{}", field, key), "missing; a head needs w_q, w_k and w_v, or {\"random\": SEED}");
+    if (!j.contains(key))
+      fail(fmt::format("{}.{}", field, key), "missing; a head needs w_q, w_k and w_v, or {\"random\": SEED}");
   head.w_q = as_matrix(j["w_q"], field + ".w_q", kMaxWidth + 2);
   head.w_k = as_matrix(j["w_k"], field + ".w_k", kMaxWidth + 2);
   head.w_v = as_matrix(j["w_v"], field + ".w_v", kMaxWidth + 2);
@@ -184,11 +192,13 @@ ReadoutSpec as_readout(const json& j) {
   r.matrix = as_matrix(j["matrix"], "readout.matrix", kMaxHeads * kMaxWidth);
   if (j.contains("labels")) {
     const json& labels = j["labels"];
-    if (!labels.is_array()) fail("readout.labels", fmt::format("expected a list of class names but got {}", kind_of(labels)));
+    if (!labels.is_array())
+      fail("readout.labels", fmt::format("expected a list of class names but got {}", kind_of(labels)));
     for (std::size_t k = 0; k < labels.size(); ++k)
       r.labels.push_back(as_string(labels[k], fmt::format("readout.labels[{}]", k)));
   } else {
-    for (std::size_t k = 0; k < r.matrix.cols; ++k) r.labels.push_back(fmt::format("class {}", k));
+    for (std::size_t k = 0; k < r.matrix.cols; ++k)
+      r.labels.push_back(fmt::format("class {}", k));
   }
   return r;
 }
@@ -196,7 +206,8 @@ ReadoutSpec as_readout(const json& j) {
 std::vector<std::size_t> as_indices(const json& j, std::string_view field) {
   if (!j.is_array()) fail(field, fmt::format("expected a list of token indices but got {}", kind_of(j)));
   std::vector<std::size_t> out;
-  for (std::size_t k = 0; k < j.size(); ++k) out.push_back(as_count(j[k], fmt::format("{}[{}]", field, k)));
+  for (std::size_t k = 0; k < j.size(); ++k)
+    out.push_back(as_count(j[k], fmt::format("{}[{}]", field, k)));
   return out;
 }
 
@@ -225,7 +236,8 @@ std::string line_and_column(std::string_view text, std::size_t byte) {
 std::size_t Scenario::d_out() const {
   if (w_o) return w_o->cols;
   std::size_t total = 0;
-  for (const HeadSpec& h : heads) total += h.w_v.cols;
+  for (const HeadSpec& h : heads)
+    total += h.w_v.cols;
   return total;
 }
 
@@ -234,7 +246,8 @@ HeadSpec random_head(std::uint64_t seed, std::size_t d_in, std::size_t d_k, std:
   SplitMix64 rng(seed);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d_in));
   for (Matrix* w : {&head.w_q, &head.w_k, &head.w_v})
-    for (double& x : w->data) x = rng.normal() * scale;
+    for (double& x : w->data)
+      x = rng.normal() * scale;
   return head;
 }
 
@@ -247,16 +260,20 @@ void validate(const Scenario& s) {
   if (s.source) {
     if (m > kMaxTokens) fail("source.tokens", fmt::format("{} tokens is more than the limit of {}", m, kMaxTokens));
     if (s.source->embeddings.rows != m)
-      fail("source.embeddings", fmt::format("expected {} rows (one per source token) but got {}", m, s.source->embeddings.rows));
+      fail("source.embeddings",
+           fmt::format("expected {} rows (one per source token) but got {}", m, s.source->embeddings.rows));
     if (s.source->embeddings.cols != s.d_model())
       fail("source.embeddings", fmt::format("expected width {} (d_model, as in embeddings) but got {}", s.d_model(),
                                             s.source->embeddings.cols));
   }
   if (s.heads.empty()) fail("heads", "no heads; give at least one head");
-  if (s.heads.size() > kMaxHeads) fail("heads", fmt::format("{} heads is more than the limit of {}", s.heads.size(), kMaxHeads));
+  if (s.heads.size() > kMaxHeads)
+    fail("heads", fmt::format("{} heads is more than the limit of {}", s.heads.size(), kMaxHeads));
   if (s.heads.size() * n * m > kMaxTraceCells)
-    fail("heads", fmt::format("{} heads × {} × {} tokens is {} score cells, more than the limit of {}; use fewer heads or tokens",
-                              s.heads.size(), n, m, s.heads.size() * n * m, kMaxTraceCells));
+    fail(
+        "heads",
+        fmt::format("{} heads × {} × {} tokens is {} score cells, more than the limit of {}; use fewer heads or tokens",
+                    s.heads.size(), n, m, s.heads.size() * n * m, kMaxTraceCells));
   std::size_t total_d_v = 0;
   for (std::size_t h = 0; h < s.heads.size(); ++h) {
     const HeadSpec& head = s.heads[h];
@@ -264,12 +281,14 @@ void validate(const Scenario& s) {
     for (const auto& [w, matrix] : {std::pair{"w_q", &head.w_q}, {"w_k", &head.w_k}, {"w_v", &head.w_v}}) {
       if (matrix->rows != d_in)
         fail(field(w), fmt::format("expected {} rows ({}) but got {}", d_in, input_rows_reason(s), matrix->rows));
-      if (matrix->cols > kMaxWidth) fail(field(w), fmt::format("width {} is more than the limit of {}", matrix->cols, kMaxWidth));
+      if (matrix->cols > kMaxWidth)
+        fail(field(w), fmt::format("width {} is more than the limit of {}", matrix->cols, kMaxWidth));
     }
     if (head.w_k.cols != head.w_q.cols)
       fail(field("w_k"), fmt::format("expected {} columns (d_k, as in w_q) but got {}", head.w_q.cols, head.w_k.cols));
     if (s.positions.kind == PositionKind::rope && head.w_q.cols % 2 != 0)
-      fail(field("w_q"), fmt::format("rope rotates pairs of dimensions, so d_k must be even, but it is {}", head.w_q.cols));
+      fail(field("w_q"),
+           fmt::format("rope rotates pairs of dimensions, so d_k must be even, but it is {}", head.w_q.cols));
     total_d_v += head.w_v.cols;
   }
   if (s.w_o && s.w_o->rows != total_d_v)
@@ -289,14 +308,17 @@ void validate(const Scenario& s) {
       if (r.labels[a].empty()) fail(fmt::format("readout.labels[{}]", a), "a class label must not be empty");
       for (std::size_t b = 0; b < a; ++b)
         if (r.labels[a] == r.labels[b])
-          fail(fmt::format("readout.labels[{}]", a), fmt::format("\"{}\" is also label {}; labels must differ", r.labels[a], b));
+          fail(fmt::format("readout.labels[{}]", a),
+               fmt::format("\"{}\" is also label {}; labels must differ", r.labels[a], b));
     }
   }
   if (s.mask.causal && n != m)
-    fail("causal", fmt::format("a causal mask needs as many queries as keys, but there are {} queries and {} source tokens; "
-                               "turn causal off for this cross-attention",
-                               n, m));
-  if (s.mask.window && *s.mask.window == 0) fail("window", "must be at least 1 (a window of w lets query i see |i - j| < w)");
+    fail("causal",
+         fmt::format("a causal mask needs as many queries as keys, but there are {} queries and {} source tokens; "
+                     "turn causal off for this cross-attention",
+                     n, m));
+  if (s.mask.window && *s.mask.window == 0)
+    fail("window", "must be at least 1 (a window of w lets query i see |i - j| < w)");
   for (std::size_t k = 0; k < s.mask.hidden_keys.size(); ++k)
     if (s.mask.hidden_keys[k] >= m)
       fail(fmt::format("mask_tokens[{}]", k),
@@ -310,9 +332,9 @@ void validate(const Scenario& s) {
 
 Scenario scenario_from_json(const json& doc) {
   if (!doc.is_object()) fail("scenario", fmt::format("expected a JSON object but got {}", kind_of(doc)));
-  check_known_fields(doc, "", {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads",
-                               "w_o", "source", "causal", "window", "mask_tokens", "temperature", "query", "precision",
-                               "readout"});
+  check_known_fields(doc, "",
+                     {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads", "w_o",
+                      "source", "causal", "window", "mask_tokens", "temperature", "query", "precision", "readout"});
   if (!doc.contains("format")) fail("format", fmt::format("missing; add \"format\": \"{}\"", kScenarioFormat));
   if (const std::string format = as_string(doc["format"], "format"); format != kScenarioFormat)
     fail("format", fmt::format("\"{}\" is not a format this attnlab reads; expected \"{}\"", format, kScenarioFormat));
@@ -329,7 +351,9 @@ Scenario scenario_from_json(const json& doc) {
 
   if (doc.contains("source") && !doc["source"].is_null()) {
     const json& src = doc["source"];
-    if (!src.is_object()) fail("source", fmt::format("expected {{\"tokens\": [...], \"embeddings\": [[...]]}} or null but got {}", kind_of(src)));
+    if (!src.is_object())
+      fail("source",
+           fmt::format("expected {{\"tokens\": [...], \"embeddings\": [[...]]}} or null but got {}", kind_of(src)));
     check_known_fields(src, "source", {"tokens", "embeddings"});
     for (const char* key : {"tokens", "embeddings"})
       if (!src.contains(key)) fail(fmt::format("source.{}", key), "missing; a source needs tokens and embeddings");
@@ -340,8 +364,10 @@ Scenario scenario_from_json(const json& doc) {
   const json& heads = doc["heads"];
   if (!heads.is_array()) fail("heads", fmt::format("expected a list of heads but got {}", kind_of(heads)));
   if (heads.empty()) fail("heads", "no heads; give at least one head");
-  if (heads.size() > kMaxHeads) fail("heads", fmt::format("{} heads is more than the limit of {}", heads.size(), kMaxHeads));
-  for (std::size_t h = 0; h < heads.size(); ++h) s.heads.push_back(as_head(heads[h], h, s.d_in()));
+  if (heads.size() > kMaxHeads)
+    fail("heads", fmt::format("{} heads is more than the limit of {}", heads.size(), kMaxHeads));
+  for (std::size_t h = 0; h < heads.size(); ++h)
+    s.heads.push_back(as_head(heads[h], h, s.d_in()));
 
   if (doc.contains("w_o") && !doc["w_o"].is_null()) s.w_o = as_matrix(doc["w_o"], "w_o", kMaxHeads * kMaxWidth);
   if (doc.contains("causal")) s.mask.causal = as_bool(doc["causal"], "causal");
@@ -349,7 +375,8 @@ Scenario scenario_from_json(const json& doc) {
   if (doc.contains("mask_tokens")) s.mask.hidden_keys = as_indices(doc["mask_tokens"], "mask_tokens");
   if (doc.contains("temperature")) s.temperature = as_number(doc["temperature"], "temperature");
   if (doc.contains("query") && !doc["query"].is_null()) s.query = as_count(doc["query"], "query");
-  if (doc.contains("precision")) s.precision = static_cast<int>(std::min<std::uint64_t>(as_count(doc["precision"], "precision"), 99));
+  if (doc.contains("precision"))
+    s.precision = static_cast<int>(std::min<std::uint64_t>(as_count(doc["precision"], "precision"), 99));
   if (doc.contains("readout") && !doc["readout"].is_null()) s.readout = as_readout(doc["readout"]);
   validate(s);
   return s;
@@ -359,9 +386,10 @@ json parse_json_document(std::string_view text, std::string_view origin) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    fail(origin, fmt::format(
-        "malformed JSON at {}: expected one JSON object (check for a missing comma, quote or bracket; "
-        "NaN and Infinity are not JSON numbers)", line_and_column(text, e.byte == 0 ? 0 : e.byte - 1)));
+    fail(origin,
+         fmt::format("malformed JSON at {}: expected one JSON object (check for a missing comma, quote or bracket; "
+                     "NaN and Infinity are not JSON numbers)",
+                     line_and_column(text, e.byte == 0 ? 0 : e.byte - 1)));
   } catch (const json::exception& e) {  // e.g. 1e999: a number too large for a double
     std::string what = e.what();
     if (const auto end = what.find("] "); end != std::string::npos) what.erase(0, end + 2);
@@ -386,7 +414,8 @@ Scenario load_scenario(std::string_view name_or_path) {
   const bool looks_like_path = name_or_path.ends_with(".json") || name_or_path.find('/') != std::string_view::npos;
   if (!looks_like_path) {
     std::string names;
-    for (const BundledScenario& b : bundled) names += (names.empty() ? "" : ", ") + b.name;
+    for (const BundledScenario& b : bundled)
+      names += (names.empty() ? "" : ", ") + b.name;
     throw InputError(fmt::format("unknown scenario \"{}\"; the bundled ones are: {} (or give a path to a .json file)",
                                  name_or_path, names));
   }
@@ -432,7 +461,8 @@ std::vector<std::size_t> parse_permutation(std::string_view text, std::size_t n)
 
 void check_permutation(std::span<const std::size_t> order, std::size_t n) {
   if (order.size() != n)
-    fail("permute", fmt::format("expected {} indices (one per token) but got {}; e.g. for 3 tokens: 2,0,1", n, order.size()));
+    fail("permute",
+         fmt::format("expected {} indices (one per token) but got {}; e.g. for 3 tokens: 2,0,1", n, order.size()));
   std::vector<bool> seen(n, false);
   for (std::size_t v : order) {
     if (v >= n) fail("permute", fmt::format("index {} does not exist; token indices run from 0 to {}", v, n - 1));
@@ -445,12 +475,15 @@ Scenario permute_tokens(const Scenario& s, std::span<const std::size_t> order) {
   assert(order.size() == s.n());
   Scenario out = s;
   out.tokens.clear();
-  for (std::size_t k : order) out.tokens.push_back(s.tokens[k]);
+  for (std::size_t k : order)
+    out.tokens.push_back(s.tokens[k]);
   out.embeddings = take_rows(s.embeddings, order);
   if (!s.source) {  // keys are the same tokens: masked key indices follow their tokens
     std::vector<std::size_t> new_index(order.size());
-    for (std::size_t k = 0; k < order.size(); ++k) new_index[order[k]] = k;
-    for (std::size_t& j : out.mask.hidden_keys) j = new_index[j];
+    for (std::size_t k = 0; k < order.size(); ++k)
+      new_index[order[k]] = k;
+    for (std::size_t& j : out.mask.hidden_keys)
+      j = new_index[j];
   }
   if (s.query) out.query = std::find(order.begin(), order.end(), *s.query) - order.begin();
   return out;

@@ -1,8 +1,8 @@
 // A Scenario written back as a scenario document (docs/scenario-format.md).
 #include <nlohmann/json.hpp>
 
-#include "attnlab/scenario/scenario.hpp"
 #include "attnlab/core/json.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 
@@ -10,34 +10,39 @@ using nlohmann::json;
 
 json scenario_to_json(const Scenario& s) {
   json positions = describe(s.positions);
-  if (s.positions.kind == PositionKind::sincos_pair) positions = {{"kind", "sincos-pair"}, {"omega", s.positions.omega}};
-  else if (s.positions.kind == PositionKind::sinusoidal) positions = "sinusoidal";
+  if (s.positions.kind == PositionKind::sincos_pair)
+    positions = {{"kind", "sincos-pair"}, {"omega", s.positions.omega}};
+  else if (s.positions.kind == PositionKind::sinusoidal)
+    positions = "sinusoidal";
 
   json heads = json::array();
   for (const HeadSpec& h : s.heads) {
     if (h.random_seed)
       heads.push_back({{"name", h.name}, {"random", *h.random_seed}, {"d_k", h.w_q.cols}, {"d_v", h.w_v.cols}});
     else
-      heads.push_back({{"name", h.name}, {"w_q", matrix_to_json(h.w_q)}, {"w_k", matrix_to_json(h.w_k)},
+      heads.push_back({{"name", h.name},
+                       {"w_q", matrix_to_json(h.w_q)},
+                       {"w_k", matrix_to_json(h.w_k)},
                        {"w_v", matrix_to_json(h.w_v)}});
     if (h.ablation != HeadAblation::none) heads.back()["ablation"] = std::string(to_string(h.ablation));
     if (h.scale != 1.0) heads.back()["scale"] = h.scale;
   }
-  json doc = {{"format", kScenarioFormat},
-              {"name", s.name},
-              {"description", s.description},
-              {"tokens", s.tokens},
-              {"embeddings", matrix_to_json(s.embeddings)},
-              {"positions", positions},
-              {"heads", heads},
-              {"w_o", s.w_o ? matrix_to_json(*s.w_o) : json(nullptr)},
-              {"source", s.source ? json{{"tokens", s.source->tokens}, {"embeddings", matrix_to_json(s.source->embeddings)}}
-                                  : json(nullptr)},
-              {"causal", s.mask.causal},
-              {"window", s.mask.window ? json(*s.mask.window) : json(nullptr)},
-              {"mask_tokens", s.mask.hidden_keys},
-              {"temperature", s.temperature},
-              {"precision", s.precision}};
+  json doc = {
+      {"format", kScenarioFormat},
+      {"name", s.name},
+      {"description", s.description},
+      {"tokens", s.tokens},
+      {"embeddings", matrix_to_json(s.embeddings)},
+      {"positions", positions},
+      {"heads", heads},
+      {"w_o", s.w_o ? matrix_to_json(*s.w_o) : json(nullptr)},
+      {"source", s.source ? json{{"tokens", s.source->tokens}, {"embeddings", matrix_to_json(s.source->embeddings)}}
+                          : json(nullptr)},
+      {"causal", s.mask.causal},
+      {"window", s.mask.window ? json(*s.mask.window) : json(nullptr)},
+      {"mask_tokens", s.mask.hidden_keys},
+      {"temperature", s.temperature},
+      {"precision", s.precision}};
   if (!s.notes.empty()) doc["notes"] = s.notes;
   if (s.query) doc["query"] = *s.query;
   if (s.readout) doc["readout"] = {{"matrix", matrix_to_json(s.readout->matrix)}, {"labels", s.readout->labels}};

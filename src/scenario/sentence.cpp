@@ -46,7 +46,8 @@ std::vector<double> word_embedding(const Scenario& scenario, std::string_view wo
 Scenario with_sentence(const Scenario& scenario, std::string_view sentence) {
   std::vector<std::string> words;
   std::istringstream in{std::string(sentence)};
-  for (std::string w; in >> w;) words.push_back(w);
+  for (std::string w; in >> w;)
+    words.push_back(w);
   if (words.empty()) fail("sentence", "no words; type at least one word");
   if (words.size() > kMaxTokens)
     fail("sentence", fmt::format("{} words is more than the limit of {} tokens", words.size(), kMaxTokens));

@@ -2,28 +2,28 @@
 // the reference computation, and return the trace.
 #include "attnlab/server/api.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <functional>
 #include <mutex>
 
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/experiment.hpp"
+#include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/analysis/measure.hpp"
+#include "attnlab/analysis/models.hpp"
+#include "attnlab/analysis/probe.hpp"
+#include "attnlab/analysis/units.hpp"
 #include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/report/input_document.hpp"
 #include "attnlab/report/intervention_report.hpp"
-#include "attnlab/scenario/interventions.hpp"
-#include "attnlab/analysis/kv_memory.hpp"
-#include "attnlab/analysis/measure.hpp"
-#include "attnlab/analysis/models.hpp"
 #include "attnlab/report/packed_reply.hpp"
-#include "attnlab/analysis/probe.hpp"
-#include "attnlab/scenario/scenario.hpp"
 #include "attnlab/report/trace_json.hpp"
-#include "attnlab/analysis/units.hpp"
+#include "attnlab/scenario/interventions.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 
@@ -36,7 +36,8 @@ namespace {
 void refuse_unknown_keys(const json& object, std::initializer_list<const char*> known, const std::string& prefix = "",
                          std::string_view what = "field") {
   std::string names;
-  for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+  for (const char* k : known)
+    names += (names.empty() ? "" : ", ") + std::string(k);
   for (const auto& [key, value] : object.items())
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
       fail(prefix + key, fmt::format("unknown {} (known: {})", what, names));
@@ -51,18 +52,21 @@ std::size_t as_index(const json& j, std::string_view field) {
 std::vector<std::size_t> as_index_list(const json& j, std::string_view field) {
   if (!j.is_array()) fail(field, fmt::format("expected a list of indices but got {}", j.dump()));
   std::vector<std::size_t> out;
-  for (std::size_t k = 0; k < j.size(); ++k) out.push_back(as_index(j[k], fmt::format("{}[{}]", field, k)));
+  for (std::size_t k = 0; k < j.size(); ++k)
+    out.push_back(as_index(j[k], fmt::format("{}[{}]", field, k)));
   return out;
 }
 
 Scenario requested_scenario(const json& request) {
-  if (!request.contains("scenario")) fail("scenario", "missing; give a bundled name (e.g. \"three-tokens\") or a scenario object");
+  if (!request.contains("scenario"))
+    fail("scenario", "missing; give a bundled name (e.g. \"three-tokens\") or a scenario object");
   const json& s = request["scenario"];
   if (s.is_string()) {
     const std::string name = s.get<std::string>();
     if (const auto text = api_scenario_file(name)) return parse_scenario(*text, name + ".json");
     std::string names;
-    for (const auto& b : bundled_scenarios()) names += (names.empty() ? "" : ", ") + b.name;
+    for (const auto& b : bundled_scenarios())
+      names += (names.empty() ? "" : ", ") + b.name;
     fail("scenario", fmt::format("unknown scenario \"{}\"; the bundled ones are: {}", name, names));
   }
   if (!s.is_object()) fail("scenario", "expected a bundled scenario name or a scenario object");
@@ -94,13 +98,15 @@ ScenarioEdits requested_edits(const json& options) {
     if (!options["sentence"].is_string()) fail("options.sentence", "expected a string of words");
     edits.sentence = options["sentence"].get<std::string>();
   }
-  if (options.contains("remove_heads")) edits.remove_heads = as_index_list(options["remove_heads"], "options.remove_heads");
+  if (options.contains("remove_heads"))
+    edits.remove_heads = as_index_list(options["remove_heads"], "options.remove_heads");
   if (options.contains("add_random_heads")) {
     const json& add = options["add_random_heads"];
     if (!add.is_array()) fail("options.add_random_heads", "expected a list like [{\"seed\": 7}]");
     for (std::size_t k = 0; k < add.size(); ++k) {
       const std::string field = fmt::format("options.add_random_heads[{}]", k);
-      if (!add[k].is_object() || !add[k].contains("seed")) fail(field, "expected {\"seed\": N} (optionally \"d_k\", \"d_v\")");
+      if (!add[k].is_object() || !add[k].contains("seed"))
+        fail(field, "expected {\"seed\": N} (optionally \"d_k\", \"d_v\")");
       refuse_unknown_keys(add[k], {"seed", "d_k", "d_v"}, field + ".");
       RandomHeadRequest r{as_index(add[k]["seed"], field + ".seed"), std::nullopt, std::nullopt};
       if (add[k].contains("d_k")) r.d_k = as_index(add[k]["d_k"], field + ".d_k");
@@ -157,7 +163,8 @@ TokenReplacement requested_replacement(const json& item, const std::string& fiel
     const json& e = item["embedding"];
     if (!e.is_array()) fail(field + ".embedding", "expected a list of d_model numbers");
     std::vector<double> row;
-    for (std::size_t c = 0; c < e.size(); ++c) row.push_back(as_finite_number(e[c], fmt::format("{}.embedding[{}]", field, c)));
+    for (std::size_t c = 0; c < e.size(); ++c)
+      row.push_back(as_finite_number(e[c], fmt::format("{}.embedding[{}]", field, c)));
     r.embedding = std::move(row);
   }
   return r;
@@ -175,11 +182,15 @@ Interventions requested_interventions(const json& options) {
   const auto each = [&](const char* key, auto&& read) {
     if (!options.contains(key)) return;
     const json& list = as_list(options, key);
-    for (std::size_t k = 0; k < list.size(); ++k) read(list[k], fmt::format("options.{}[{}]", key, k));
+    for (std::size_t k = 0; k < list.size(); ++k)
+      read(list[k], fmt::format("options.{}[{}]", key, k));
   };
-  each("ablate_heads", [&](const json& item, const std::string& field) { iv.ablate.push_back(requested_ablation(item, field)); });
-  each("scale_heads", [&](const json& item, const std::string& field) { iv.scale.push_back(requested_scaling(item, field)); });
-  each("replace_tokens", [&](const json& item, const std::string& field) { iv.replace.push_back(requested_replacement(item, field)); });
+  each("ablate_heads",
+       [&](const json& item, const std::string& field) { iv.ablate.push_back(requested_ablation(item, field)); });
+  each("scale_heads",
+       [&](const json& item, const std::string& field) { iv.scale.push_back(requested_scaling(item, field)); });
+  each("replace_tokens",
+       [&](const json& item, const std::string& field) { iv.replace.push_back(requested_replacement(item, field)); });
   if (options.contains("permute")) iv.permute = as_index_list(options["permute"], "options.permute");
   return iv;
 }
@@ -241,14 +252,14 @@ std::optional<std::vector<std::size_t>> requested_detail_heads(const json& reque
 void check_detail_heads(const std::optional<std::vector<std::size_t>>& keep, std::size_t heads) {
   if (keep)
     for (std::size_t h : *keep)
-      if (h >= heads)
-        fail("detail_heads", fmt::format("head {} does not exist; heads run from 0 to {}", h, heads - 1));
+      if (h >= heads) fail("detail_heads", fmt::format("head {} does not exist; heads run from 0 to {}", h, heads - 1));
 }
 
 // The reply of POST /api/attention, its matrices written by write_matrix.
 json attention_reply(const json& request, const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
-  refuse_unknown_keys(request, {"scenario", "options", "kernel", "detail", "detail_heads", "encoding", "attention_input"});
+  refuse_unknown_keys(request,
+                      {"scenario", "options", "kernel", "detail", "detail_heads", "encoding", "attention_input"});
   bool with_input = false;
   if (request.contains("attention_input")) {
     if (!request["attention_input"].is_boolean()) fail("attention_input", "expected true or false");
@@ -263,9 +274,10 @@ json attention_reply(const json& request, const std::function<json(const Matrix&
     check_detail_heads(written.detail_heads, s.heads.size());
     const std::size_t cells = s.heads.size() * s.n() * s.m();
     if (cells > kMaxApiTraceCells)
-      fail("scenario", fmt::format("{} heads × {} × {} tokens is {} score cells; the API returns at most {} (e.g. 8 heads "
-                                   "of 180 tokens); use `attnlab run --json` for larger traces",
-                                   s.heads.size(), s.n(), s.m(), cells, kMaxApiTraceCells));
+      fail("scenario",
+           fmt::format("{} heads × {} × {} tokens is {} score cells; the API returns at most {} (e.g. 8 heads "
+                       "of 180 tokens); use `attnlab run --json` for larger traces",
+                       s.heads.size(), s.n(), s.m(), cells, kMaxApiTraceCells));
   };
   const ExperimentResult result = run_experiment(experiment, price);
   const Scenario& s = result.scenario;
@@ -362,12 +374,14 @@ std::optional<std::uint64_t> optional_count(const json& request, const char* fie
 
 // A number or a list of 1 to 64 numbers.
 std::vector<std::uint64_t> as_count_list(const json& request, const char* field, std::string_view example) {
-  if (!request.contains(field)) fail(field, fmt::format("missing; give a length or a list of lengths, e.g. {}", example));
+  if (!request.contains(field))
+    fail(field, fmt::format("missing; give a length or a list of lengths, e.g. {}", example));
   const json& j = request[field];
   if (!j.is_array()) return {as_count(j, field)};
   if (j.empty() || j.size() > 64) fail(field, fmt::format("give 1 to 64 lengths, not {}", j.size()));
   std::vector<std::uint64_t> out;
-  for (std::size_t k = 0; k < j.size(); ++k) out.push_back(as_count(j[k], fmt::format("{}[{}]", field, k)));
+  for (std::size_t k = 0; k < j.size(); ++k)
+    out.push_back(as_count(j[k], fmt::format("{}[{}]", field, k)));
   return out;
 }
 
@@ -386,21 +400,18 @@ std::string as_text(const json& request, const char* field, std::string fallback
 json optional_number(const std::optional<double>& x) { return x ? json(*x) : json(nullptr); }
 
 json model_to_json(const ModelShape& model) {
-  return {{"name", model.name},
-          {"source", model.source},
-          {"layers", model.layers},
-          {"d_model", model.d_model},
-          {"heads", model.heads},
-          {"kv_heads", model.kv_heads},
-          {"head_dim", model.head_dim},
-          {"parameters", model.parameters ? json(model.parameters) : json(nullptr)},
+  return {{"name", model.name},         {"source", model.source},
+          {"layers", model.layers},     {"d_model", model.d_model},
+          {"heads", model.heads},       {"kv_heads", model.kv_heads},
+          {"head_dim", model.head_dim}, {"parameters", model.parameters ? json(model.parameters) : json(nullptr)},
           {"note", model.note}};
 }
 
 }  // namespace
 
 json api_cost(const json& request) {
-  refuse_unknown_fields(request, {"tokens", "d_model", "heads", "layers", "dtype", "window", "measure", "kernel", "causal"});
+  refuse_unknown_fields(request,
+                        {"tokens", "d_model", "heads", "layers", "dtype", "window", "measure", "kernel", "causal"});
   CostShape shape;
   shape.d_model = optional_count(request, "d_model").value_or(shape.d_model);
   shape.heads = optional_count(request, "heads").value_or(shape.heads);
@@ -470,7 +481,8 @@ json api_cost(const json& request) {
 
 json api_models() {
   json models = json::array();
-  for (const ModelShape& m : model_presets()) models.push_back(model_to_json(m));
+  for (const ModelShape& m : model_presets())
+    models.push_back(model_to_json(m));
   return {{"models", models}};
 }
 
@@ -534,11 +546,11 @@ json api_kv(const json& request) {
     measured_shape.layers = *options.layers;
     if (*options.layers <= model.layers &&
         kv_cache_bytes(measured_shape, dtype, options.max_context) > kMaxApiMeasureCacheBytes)
-      fail("measure", fmt::format("the server measures caches up to {}, and {} layers at {} tokens take {}; run `attnlab "
-                                  "kv --measure` for more, or fewer measure_layers or a shorter context",
-                                  format_bytes(kMaxApiMeasureCacheBytes), *options.layers,
-                                  format_count(options.max_context),
-                                  format_bytes(kv_cache_bytes(measured_shape, dtype, options.max_context))));
+      fail("measure",
+           fmt::format("the server measures caches up to {}, and {} layers at {} tokens take {}; run `attnlab "
+                       "kv --measure` for more, or fewer measure_layers or a shorter context",
+                       format_bytes(kMaxApiMeasureCacheBytes), *options.layers, format_count(options.max_context),
+                       format_bytes(kv_cache_bytes(measured_shape, dtype, options.max_context))));
     const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
     const KVMeasurement m = measure_kv_cache(options);
     json points = json::array();

@@ -7,10 +7,10 @@
 
 #include <fmt/format.h>
 
-#include "attnlab/server/api.hpp"
 #include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/scenario/scenario.hpp"
+#include "attnlab/server/api.hpp"
 
 namespace attnlab {
 
@@ -69,7 +69,8 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
   http.set_keep_alive_max_count(10000);
 
   http.Get("/api/health", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_health()); });
-  http.Get("/api/scenarios", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_scenarios()); });
+  http.Get("/api/scenarios",
+           [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_scenarios()); });
   http.Get("/api/models", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_models()); });
   http.Get(R"(/api/scenarios/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.matches[1];
@@ -91,8 +92,8 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
     }
   });
   // The other POST endpoints: a JSON body in, the API function's JSON out.
-  for (const auto& [path, api] : {std::pair{"/api/probe", &api_probe}, std::pair{"/api/cost", &api_cost},
-                                  std::pair{"/api/kv", &api_kv}})
+  for (const auto& [path, api] :
+       {std::pair{"/api/probe", &api_probe}, std::pair{"/api/cost", &api_cost}, std::pair{"/api/kv", &api_kv}})
     http.Post(path, [api](const httplib::Request& req, httplib::Response& res) {
       try {
         reply_json(res, 200, api(parse_json_document(req.body, "request body")));
@@ -119,9 +120,11 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413)
-      reply_error(res, 413, fmt::format("the request body is larger than {} bytes; send a smaller scenario", kMaxRequestBytes));
+      reply_error(res, 413,
+                  fmt::format("the request body is larger than {} bytes; send a smaller scenario", kMaxRequestBytes));
     else if (res.status == 404)
-      reply_error(res, 404, fmt::format("no such path: {} {} (the API is under /api/, see docs/api.md)", req.method, req.path));
+      reply_error(res, 404,
+                  fmt::format("no such path: {} {} (the API is under /api/, see docs/api.md)", req.method, req.path));
     else
       reply_error(res, res.status, fmt::format("the request could not be served (HTTP {})", res.status));
   });
@@ -140,12 +143,14 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
 LabServer::~LabServer() = default;
 
 int LabServer::bind(const std::string& host, int port) {
-  if (port < 0 || port > 65535) fail("--port", fmt::format("{} is not a port; use 1 to 65535, or 0 for any free port", port));
+  if (port < 0 || port > 65535)
+    fail("--port", fmt::format("{} is not a port; use 1 to 65535, or 0 for any free port", port));
   const int bound = port == 0 ? impl_->http.bind_to_any_port(host) : (impl_->http.bind_to_port(host, port) ? port : -1);
   if (bound < 0)
-    throw InputError(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine); try --port 0 "
-                                 "for any free port",
-                                 host, port));
+    throw InputError(
+        fmt::format("cannot listen on {}:{} (in use, or not an address of this machine); try --port 0 "
+                    "for any free port",
+                    host, port));
   return bound;
 }
 

@@ -122,7 +122,8 @@ TEST(Cli, RunTakesTheSameFlagsAsExplain) {
 TEST(Cli, ScenariosListsTheBundledOnesOneLineEach) {
   const Result r = attnlab("scenarios");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* s : {"three-tokens", "softmax-row", "previous-token", "random-head", "multi-head", "cross-attention"})
+  for (const char* s :
+       {"three-tokens", "softmax-row", "previous-token", "random-head", "multi-head", "cross-attention"})
     EXPECT_CONTAINS(r.out, s);
   EXPECT_EQ(r.out.rfind("three-tokens", 0), 0u) << "the default comes first";
 }
@@ -144,7 +145,9 @@ TEST(CliBadInput, MalformedAndInvalidFiles) {
   expect_refused("explain " + write_temp("nan.json", "{\"embeddings\": [[NaN]]}").string(), "malformed JSON");
   expect_refused("explain /no/such/scenario.json", "cannot open the file");
   expect_refused("explain " + write_temp("ragged.json", R"({"format": "attnlab-scenario/1", "tokens": ["a", "b"],
-    "embeddings": [[1, 0], [0]], "heads": [{"random": 1}]})").string(), "embeddings[1]: ragged matrix");
+    "embeddings": [[1, 0], [0]], "heads": [{"random": 1}]})")
+                                  .string(),
+                 "embeddings[1]: ragged matrix");
 }
 
 TEST(CliBadInput, BadFlagValues) {
@@ -176,7 +179,9 @@ TEST(CliInterventions, ExplainShowsTheIntervenedStepsAndWhatMoved) {
 }
 
 TEST(CliInterventions, RunJsonCarriesBeforeAfterAndDeltaPerToken) {
-  const Result r = attnlab("run multi-head --json --ablate-head 1:mean --scale-head 2:0.5 --replace-token 3:cat --permute 1,0,2,3,4,5,6,7,8,9");
+  const Result r = attnlab(
+      "run multi-head --json --ablate-head 1:mean --scale-head 2:0.5 --replace-token 3:cat --permute "
+      "1,0,2,3,4,5,6,7,8,9");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["heads"][1]["ablation"], "mean");
@@ -189,7 +194,8 @@ TEST(CliInterventions, RunJsonCarriesBeforeAfterAndDeltaPerToken) {
   ASSERT_EQ(iv["delta_norm"].size(), 10u);
   for (std::size_t i = 0; i < 10; ++i)
     for (std::size_t c = 0; c < 6; ++c)
-      EXPECT_NEAR(iv["delta"][i][c].get<double>(), iv["after"][i][c].get<double>() - iv["before"][i][c].get<double>(), 1e-12);
+      EXPECT_NEAR(iv["delta"][i][c].get<double>(), iv["after"][i][c].get<double>() - iv["before"][i][c].get<double>(),
+                  1e-12);
   const Result plain = attnlab("run three-tokens --json");
   EXPECT_TRUE(nlohmann::json::parse(plain.out)["intervention"].is_null());
 }
@@ -204,8 +210,8 @@ TEST(CliInterventions, RunSummaryAddsTheBeforeAfterTable) {
 TEST(CliProbe, WeightsMisleadShowsAllFiveMeasuresAndTheCounterfactual) {
   const Result r = attnlab("probe weights-mislead");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* s : {"query 5 \"good\", readout p(negative)", "decision negative", "weight·‖v‖", "erasure Δ", "grad×input",
-                        "Kendall τ", "0.288 (positive, flips)",
+  for (const char* s : {"query 5 \"good\", readout p(negative)", "decision negative", "weight·‖v‖", "erasure Δ",
+                        "grad×input", "Kendall τ", "0.288 (positive, flips)",
                         "Knocking out the highest-weighted key 0 \"<s>\" (weight 0.50) leaves the decision negative",
                         "here the largest weight misleads", "Jain & Wallace", "Jensen–Shannon divergence",
                         "decision negative → negative", "plausible", "faithful"})
@@ -221,7 +227,8 @@ TEST(CliProbe, WeightsAgreeAndJsonMatchTheApiContract) {
   EXPECT_EQ(j["source_tokens"][j["serrano_smith"]["top_weight"].get<std::size_t>()], "not");
   EXPECT_EQ(j["counterfactual"]["epsilon"].get<double>(), 0.02);
   double sum = 0;
-  for (const auto& w : j["counterfactual"]["found"]) sum += w.get<double>();
+  for (const auto& w : j["counterfactual"]["found"])
+    sum += w.get<double>();
   EXPECT_NEAR(sum, 1.0, 1e-12);
   EXPECT_LE(std::abs(j["counterfactual"]["readout_after"].get<double>() - j["value"].get<double>()), 0.02);
 }
@@ -334,8 +341,9 @@ TEST(Cli, KvMeasureDecodesAndItsHeapBytesAgreeWithTheFormulaWithinFivePercent) {
 }
 
 TEST(CliBadInput, CostAndKvRefuseBadSizesNamingTheFlag) {
-  expect_refused("kv --model llama-9", "--model: unknown model \"llama-9\"; the known models are: gpt2, gpt2-xl, "
-                                       "llama-2-7b, llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-7b, gemma-2-9b");
+  expect_refused("kv --model llama-9",
+                 "--model: unknown model \"llama-9\"; the known models are: gpt2, gpt2-xl, "
+                 "llama-2-7b, llama-3-8b, llama-3-70b, mistral-7b, qwen2.5-7b, gemma-2-9b");
   expect_refused("kv", "--model: give a model");
   expect_refused("kv --layers 2 --head-dim 64", "--kv-heads: missing");
   expect_refused("cost --tokens 0", "--tokens: 0 tokens has no grid");
@@ -352,13 +360,16 @@ TEST(CliBadInput, CostAndKvRefuseBadSizesNamingTheFlag) {
 TEST(CliBadInput, CostAndKvRefuseCountsThatOverflow64Bits) {
   expect_refused("cost --tokens 100000000", "--tokens: 100,000,000 tokens make the FLOPs");
   expect_refused("cost --tokens 100000000", "the largest n with this shape is 5,931,641");
-  expect_refused("kv --model llama-3-70b --context 18446744073709551615", "--context: 18,446,744,073,709,551,615 tokens "
-                                                                           "× 327,680 bytes per token overflows 64 bits");
-  expect_refused("kv --model gpt2 --context 99999999999999999999", "--context: 99999999999999999999 is more than 2^64 - 1");
+  expect_refused("kv --model llama-3-70b --context 18446744073709551615",
+                 "--context: 18,446,744,073,709,551,615 tokens "
+                 "× 327,680 bytes per token overflows 64 bits");
+  expect_refused("kv --model gpt2 --context 99999999999999999999",
+                 "--context: 99999999999999999999 is more than 2^64 - 1");
 }
 
 TEST(CliBadInput, CostAndKvRefuseBadDtypesBudgetsAndPlots) {
-  expect_refused("kv --model gpt2 --dtype f8", "--dtype: unknown dtype \"f8\"; use f32 (4 bytes), f16 (2 bytes) or bf16");
+  expect_refused("kv --model gpt2 --dtype f8",
+                 "--dtype: unknown dtype \"f8\"; use f32 (4 bytes), f16 (2 bytes) or bf16");
   expect_refused("cost --tokens 3 --dtype int4", "--dtype: unknown dtype \"int4\"");
   expect_refused("kv --model gpt2 --budget 24parsecs", "--budget: \"24parsecs\" has an unknown unit \"parsecs\"");
   expect_refused("kv --model gpt2 --budget -1GiB", "--budget: \"-1GiB\" is negative");
@@ -369,11 +380,13 @@ TEST(CliBadInput, CostAndKvRefuseBadDtypesBudgetsAndPlots) {
 }
 
 TEST(CliBadInput, MeasuresThatWouldNotFitAreRefusedUpFront) {
-  expect_refused("cost --tokens 1000000 --measure", "--measure: timing the grid kernel at n = 1,000,000 (d_k 128) needs");
+  expect_refused("cost --tokens 1000000 --measure",
+                 "--measure: timing the grid kernel at n = 1,000,000 (d_k 128) needs");
   expect_refused("cost --tokens 1000000 --measure", "available (MemAvailable in /proc/meminfo)");
   expect_refused("kv --model llama-3-70b --context 10000000 --measure --measure-layers 80",
                  "--measure: decoding 80 layers to 10,000,000 tokens needs");
-  expect_refused("kv --model gpt2 --context 1000 --measure --measure-layers 13", "--measure-layers: 13 is outside 1..12");
+  expect_refused("kv --model gpt2 --context 1000 --measure --measure-layers 13",
+                 "--measure-layers: 13 is outside 1..12");
 }
 
 TEST(CliKernels, RunWithTheTiledKernelMatchesTheReference) {

@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "attnlab/server/api.hpp"
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/report/input_document.hpp"
 #include "attnlab/report/packed_reply.hpp"
+#include "attnlab/server/api.hpp"
 #include "attnlab/server/server.hpp"
 
 using nlohmann::json;
@@ -98,7 +98,8 @@ TEST_F(Api, ScenarioFileIsTheBundledFileAndUnknownIs404) {
   auto missing = client().Get("/api/scenarios/nope");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
-  EXPECT_NE(json::parse(missing->body)["error"].get<std::string>().find("unknown scenario \"nope\""), std::string::npos);
+  EXPECT_NE(json::parse(missing->body)["error"].get<std::string>().find("unknown scenario \"nope\""),
+            std::string::npos);
 }
 
 TEST_F(Api, AttentionOnThreeTokensReturnsTheWorkedExamplesWeights) {
@@ -153,11 +154,15 @@ TEST_F(Api, RandomHeadsAreReproducibleAndRemovable) {
 TEST_F(Api, BadRequestsGet400WithTheFieldNamed) {
   expect_bad_request({{"scenario", "nope"}}, "scenario: unknown scenario \"nope\"");
   expect_bad_request({{"options", json::object()}}, "scenario: missing");
-  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"temperature", 0}}}}, "temperature: must be a finite number > 0");
+  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"temperature", 0}}}},
+                     "temperature: must be a finite number > 0");
   expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"temperature", "hot"}}}}, "options.temperature");
-  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"mask_tokens", {9}}}}}, "mask_tokens[0]: token 9 does not exist");
-  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"permute", {0, 0, 1}}}}}, "permute: index 0 appears twice");
-  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"colour", "red"}}}}, "options.colour: unknown option");
+  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"mask_tokens", {9}}}}},
+                     "mask_tokens[0]: token 9 does not exist");
+  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"permute", {0, 0, 1}}}}},
+                     "permute: index 0 appears twice");
+  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"colour", "red"}}}},
+                     "options.colour: unknown option");
   expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"remove_heads", {0}}}}}, "keep at least one");
   expect_bad_request({{"scenario", "cross-attention"}, {"options", {{"causal", true}}}}, "causal: a causal mask needs");
   json ragged = three_tokens_object();
@@ -282,8 +287,8 @@ TEST_F(Api, CostMeasuresOnRequestAndTheGridGrowsAsNSquared) {
 }
 
 TEST_F(Api, KvGivesTheFormulaTheWeightsAndTheBudgetsLongestContext) {
-  const json reply =
-      post_to(client(), "/api/kv", {{"model", "llama-3-8b"}, {"context", {4096, 8192, 131072}}, {"budget", "24GiB"}}, 200);
+  const json reply = post_to(client(), "/api/kv",
+                             {{"model", "llama-3-8b"}, {"context", {4096, 8192, 131072}}, {"budget", "24GiB"}}, 200);
   EXPECT_EQ(reply["bytes_per_token"], 131'072);
   EXPECT_EQ(reply["rows"][1]["cache_bytes"], 1ull << 30) << "llama-3-8b at 8192 tokens in f16 is exactly 1 GiB";
   EXPECT_EQ(reply["weight_bytes"], 16'060'522'496ull);
@@ -291,8 +296,8 @@ TEST_F(Api, KvGivesTheFormulaTheWeightsAndTheBudgetsLongestContext) {
   EXPECT_EQ(reply["crossover_context"], 122'533);
   EXPECT_EQ(reply["budget"]["max_context"], 74'075);
   EXPECT_EQ(reply["model"]["kv_heads"], 8);
-  const json custom = post_to(client(), "/api/kv",
-                              {{"layers", 2}, {"kv_heads", 1}, {"head_dim", 64}, {"context", 10}, {"dtype", "f32"}}, 200);
+  const json custom = post_to(
+      client(), "/api/kv", {{"layers", 2}, {"kv_heads", 1}, {"head_dim", 64}, {"context", 10}, {"dtype", "f32"}}, 200);
   EXPECT_EQ(custom["rows"][0]["cache_bytes"], 2 * 2 * 1 * 64 * 10 * 4);
   EXPECT_TRUE(custom["weight_bytes"].is_null());
 }
@@ -363,11 +368,13 @@ TEST_F(Api, AttentionInterventionOptionsReportBeforeAfterAndDelta) {
   EXPECT_EQ(plain["heads"][0]["scale"], 1.0);
   EXPECT_EQ(plain["heads"][0]["mixed"], plain["heads"][0]["output"]);
 
-  const json t = post_json({{"scenario", "multi-head"},
-                            {"options", {{"ablate_heads", {{{"head", 0}, {"kind", "uniform"}}, "1:mean"}},
-                                         {"scale_heads", {{{"head", 2}, {"factor", 0.5}}}},
-                                         {"replace_tokens", {{{"index", 3}, {"word", "cat"}}, {{"index", 4}, {"embedding", {1, 0, 0}}}}},
-                                         {"mask_tokens", {2}}}}});
+  const json t =
+      post_json({{"scenario", "multi-head"},
+                 {"options",
+                  {{"ablate_heads", {{{"head", 0}, {"kind", "uniform"}}, "1:mean"}},
+                   {"scale_heads", {{{"head", 2}, {"factor", 0.5}}}},
+                   {"replace_tokens", {{{"index", 3}, {"word", "cat"}}, {{"index", 4}, {"embedding", {1, 0, 0}}}}},
+                   {"mask_tokens", {2}}}}});
   EXPECT_EQ(t["heads"][0]["ablation"], "uniform");
   EXPECT_EQ(t["heads"][1]["ablation"], "mean");
   EXPECT_EQ(t["heads"][2]["scale"], 0.5);
@@ -413,7 +420,8 @@ TEST_F(Api, ProbeGivesTheMeasuresSerranoSmithAndTheCounterfactual) {
   EXPECT_TRUE(mislead["kendall_tau"]["erasure"].is_number());
   const json& cf = mislead["counterfactual"];
   double sum = 0;
-  for (const json& w : cf["found"]) sum += w.get<double>();
+  for (const json& w : cf["found"])
+    sum += w.get<double>();
   EXPECT_NEAR(sum, 1.0, 1e-12);
   EXPECT_LE(std::abs(cf["readout_after"].get<double>() - cf["readout_before"].get<double>()), 0.01);
   EXPECT_GT(cf["divergence"].get<double>(), 0.0);
@@ -426,17 +434,18 @@ TEST_F(Api, ProbeGivesTheMeasuresSerranoSmithAndTheCounterfactual) {
 
 TEST_F(Api, ProbeTakesAQueryAReadoutAndTheInterventionOptions) {
   const json r = post_to(client(), "/api/probe",
-                           {{"scenario", "three-tokens"},
-                            {"query", 0},
-                            {"readout", "direction:1,-1"},
-                            {"head", 0},
-                            {"options", {{"permute", {2, 0, 1}}, {"ablate_heads", {"0:uniform"}}}}},
-                           200);
+                         {{"scenario", "three-tokens"},
+                          {"query", 0},
+                          {"readout", "direction:1,-1"},
+                          {"head", 0},
+                          {"options", {{"permute", {2, 0, 1}}, {"ablate_heads", {"0:uniform"}}}}},
+                         200);
   EXPECT_EQ(r["query"], 1) << "token 0 (t1) is row 1 after the permutation";
   EXPECT_EQ(r["query_token"], "t1");
   EXPECT_EQ(r["readout"]["kind"], "direction");
   EXPECT_FALSE(r["intervention"].is_null());
-  for (const json& t : r["tokens"]) EXPECT_NEAR(t["weight"].get<double>(), 1.0 / 3.0, 1e-15);
+  for (const json& t : r["tokens"])
+    EXPECT_NEAR(t["weight"].get<double>(), 1.0 / 3.0, 1e-15);
 }
 
 TEST_F(Api, BadInterventionAndProbeRequestsGet400WithTheFieldNamed) {
@@ -444,13 +453,17 @@ TEST_F(Api, BadInterventionAndProbeRequestsGet400WithTheFieldNamed) {
     expect_bad_request({{"scenario", "three-tokens"}, {"options", options}}, message);
   };
   bad_attention({{"ablate_heads", {{{"head", 4}}}}}, "options.ablate_heads[0]: head 4 does not exist");
-  bad_attention({{"ablate_heads", {{{"head", 0}, {"kind", "half"}}}}}, "options.ablate_heads[0].kind: unknown ablation \"half\"");
+  bad_attention({{"ablate_heads", {{{"head", 0}, {"kind", "half"}}}}},
+                "options.ablate_heads[0].kind: unknown ablation \"half\"");
   bad_attention({{"ablate_heads", 0}}, "options.ablate_heads: expected a list");
   bad_attention({{"scale_heads", {{{"head", 0}}}}}, "options.scale_heads[0]: expected {\"head\": H, \"factor\": F}");
-  bad_attention({{"scale_heads", {{{"head", 0}, {"factor", "big"}}}}}, "options.scale_heads[0].factor: expected a finite number");
-  bad_attention({{"replace_tokens", {{{"index", 9}, {"word", "dog"}}}}}, "options.replace_tokens[0]: token 9 does not exist");
+  bad_attention({{"scale_heads", {{{"head", 0}, {"factor", "big"}}}}},
+                "options.scale_heads[0].factor: expected a finite number");
+  bad_attention({{"replace_tokens", {{{"index", 9}, {"word", "dog"}}}}},
+                "options.replace_tokens[0]: token 9 does not exist");
   bad_attention({{"replace_tokens", {{{"index", 0}, {"word", "two words"}}}}}, "is not one word");
-  bad_attention({{"replace_tokens", {{{"index", 0}, {"embedding", {1, 2, 3}}}}}}, "the embedding has 3 numbers but d_model is 2");
+  bad_attention({{"replace_tokens", {{{"index", 0}, {"embedding", {1, 2, 3}}}}}},
+                "the embedding has 3 numbers but d_model is 2");
   bad_attention({{"replace_tokens", {{{"index", 0}}}}}, "expected {\"index\": J, \"word\": \"dog\"}");
   const auto bad_probe = [&](const json& body, const std::string& message) {
     SCOPED_TRACE(body.dump());
@@ -526,8 +539,10 @@ TEST_F(Api, PackedRepliesCarryTheSameTraceAsJsonBitForBit) {
 namespace {
 // The reply's fields the input document does not carry (the server adds them).
 json without_server_fields(json reply) {
-  for (const char* key : {"scenario_json", "intervention", "attention_input"}) reply.erase(key);
-  for (json& head : reply["heads"]) head.erase("random_seed");
+  for (const char* key : {"scenario_json", "intervention", "attention_input"})
+    reply.erase(key);
+  for (json& head : reply["heads"])
+    head.erase("random_seed");
   return reply;
 }
 }  // namespace
@@ -540,10 +555,11 @@ TEST(InputDocument, AttendingTheDocumentGivesTheApisTraceBitForBit) {
        {json{{"scenario", "three-tokens"}},
         json{{"scenario", "multi-head"}, {"options", {{"temperature", 0.37}, {"causal", true}, {"window", 3}}}},
         json{{"scenario", "previous-token"}, {"options", {{"sentence", "a cat sat on the warm mat"}}}},
-        json{{"scenario", "random-head"}, {"options", {{"add_random_heads", {{{"seed", 9}}}}}}, {"detail", "weights"},
+        json{{"scenario", "random-head"},
+             {"options", {{"add_random_heads", {{{"seed", 9}}}}}},
+             {"detail", "weights"},
              {"detail_heads", {2}}},
-        json{{"scenario", "cross-attention"}, {"options", {{"temperature", 2.5}}}},
-        json{{"scenario", rope}}}) {
+        json{{"scenario", "cross-attention"}, {"options", {{"temperature", 2.5}}}}, json{{"scenario", rope}}}) {
     SCOPED_TRACE(request.dump().substr(0, 120));
     json with_input = request;
     with_input["attention_input"] = true;
@@ -563,17 +579,21 @@ TEST(InputDocument, ChangingTemperatureOrMaskInTheDocumentEqualsAskingTheApi) {
   document["causal"] = true;
   attnlab::PackedArrays none;
   const json recomputed = attnlab::unpack_reply(attnlab::attend_document(attnlab::pack_reply(document, none)));
-  const json asked = attnlab::api_attention({{"scenario", "multi-head"}, {"options", {{"temperature", 0.2}, {"causal", true}}}});
+  const json asked =
+      attnlab::api_attention({{"scenario", "multi-head"}, {"options", {{"temperature", 0.2}, {"causal", true}}}});
   EXPECT_EQ(recomputed, without_server_fields(asked));
 }
 
 TEST(InputDocument, BadDocumentsAreRefusedNamingTheField) {
-  const json good = attnlab::api_attention({{"scenario", "three-tokens"}, {"attention_input", true}})["attention_input"];
+  const json good =
+      attnlab::api_attention({{"scenario", "three-tokens"}, {"attention_input", true}})["attention_input"];
   const auto error_with = [&](const std::string& pointer, const json& value) {
     json doc = good;
     const json::json_pointer at(pointer);
-    if (value.is_discarded()) doc[at.parent_pointer()].erase(at.back());  // discarded: remove the field
-    else doc[at] = value;
+    if (value.is_discarded())
+      doc[at.parent_pointer()].erase(at.back());  // discarded: remove the field
+    else
+      doc[at] = value;
     attnlab::PackedArrays none;
     try {
       (void)attnlab::attend_document(attnlab::pack_reply(doc, none));
@@ -584,12 +604,14 @@ TEST(InputDocument, BadDocumentsAreRefusedNamingTheField) {
   };
   EXPECT_THAT(error_with("/temperature", 0), ::testing::HasSubstr("temperature: 0 is not a number > 0"));
   EXPECT_THAT(error_with("/temperature", json::value_t::discarded), ::testing::HasSubstr("temperature: missing"));
-  EXPECT_THAT(error_with("/heads/0/w_k", json::parse("[[1, 2]]")), ::testing::HasSubstr("heads[0].w_k: is 1 × 2, expected 2 × 2"));
+  EXPECT_THAT(error_with("/heads/0/w_k", json::parse("[[1, 2]]")),
+              ::testing::HasSubstr("heads[0].w_k: is 1 × 2, expected 2 × 2"));
   EXPECT_THAT(error_with("/mask_tokens", {7}), ::testing::HasSubstr("mask_tokens: key 7 does not exist"));
   EXPECT_THAT(error_with("/queries_from/0/0", "x"), ::testing::HasSubstr("queries_from: row 0 holds \"x\""));
   EXPECT_THAT(error_with("/heads/0/ablation", "half"), ::testing::HasSubstr("heads[0].ablation"));
   EXPECT_THAT(error_with("/heads/0/w_v", json::value_t::discarded), ::testing::HasSubstr("heads[0].w_v: missing"));
   EXPECT_THAT(error_with("/detail_heads", {0, 3}), ::testing::HasSubstr("detail_heads: head 3 does not exist"));
   EXPECT_THAT(error_with("/tokens", json::array()), ::testing::HasSubstr("tokens: 0 queries"));
-  EXPECT_THAT(error_with("/queries_from", json::parse("[[], [], []]")), ::testing::HasSubstr("queries_from: 0 columns"));
+  EXPECT_THAT(error_with("/queries_from", json::parse("[[], [], []]")),
+              ::testing::HasSubstr("queries_from: 0 columns"));
 }

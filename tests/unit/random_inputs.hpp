@@ -7,7 +7,8 @@ namespace attnlab::test {
 
 inline Matrix random_matrix(SplitMix64& rng, std::size_t rows, std::size_t cols, double scale = 1.0) {
   Matrix m(rows, cols);
-  for (double& x : m.data) x = rng.normal() * scale;
+  for (double& x : m.data)
+    x = rng.normal() * scale;
   return m;
 }
 
@@ -19,7 +20,8 @@ inline AttentionInput random_input(std::uint64_t seed, std::size_t n, std::size_
   input.queries_from = random_matrix(rng, n, d_in);
   input.keys_from = input.queries_from;
   for (std::size_t h = 0; h < heads; ++h)
-    input.heads.push_back({"h", random_matrix(rng, d_in, d_k), random_matrix(rng, d_in, d_k), random_matrix(rng, d_in, d_v)});
+    input.heads.push_back(
+        {"h", random_matrix(rng, d_in, d_k), random_matrix(rng, d_in, d_k), random_matrix(rng, d_in, d_v)});
   return input;
 }
 

@@ -15,9 +15,9 @@ struct RandomScenarioShape {
   std::size_t n = 5, d_model = 4, heads = 3, d_k = 2, d_v = 3;
   Positions positions{};
   bool causal = false;
-  bool w_o = true;                // an output projection to d_out = d_model
-  std::size_t classes = 3;        // a readout with this many classes (0: none)
-  std::optional<std::size_t> m;   // cross-attention with m source tokens
+  bool w_o = true;               // an output projection to d_out = d_model
+  std::size_t classes = 3;       // a readout with this many classes (0: none)
+  std::optional<std::size_t> m;  // cross-attention with m source tokens
   double temperature = 0.8;
 };
 
@@ -25,12 +25,14 @@ inline Scenario random_scenario(std::uint64_t seed, const RandomScenarioShape& s
   SplitMix64 rng(seed);
   Scenario s;
   s.name = fmt::format("random-{}", seed);
-  for (std::size_t i = 0; i < shape.n; ++i) s.tokens.push_back(fmt::format("x{}", i));
+  for (std::size_t i = 0; i < shape.n; ++i)
+    s.tokens.push_back(fmt::format("x{}", i));
   s.embeddings = random_matrix(rng, shape.n, shape.d_model);
   s.positions = shape.positions;
   if (shape.m) {
     SourceSequence source;
-    for (std::size_t j = 0; j < *shape.m; ++j) source.tokens.push_back(fmt::format("s{}", j));
+    for (std::size_t j = 0; j < *shape.m; ++j)
+      source.tokens.push_back(fmt::format("s{}", j));
     source.embeddings = random_matrix(rng, *shape.m, shape.d_model);
     s.source = source;
   }
@@ -44,7 +46,8 @@ inline Scenario random_scenario(std::uint64_t seed, const RandomScenarioShape& s
   if (shape.w_o) s.w_o = random_matrix(rng, shape.heads * shape.d_v, shape.d_model, 0.5);
   if (shape.classes > 0) {
     ReadoutSpec r{random_matrix(rng, s.d_out(), shape.classes, 0.3), {}};  // p far from 0 and 1
-    for (std::size_t k = 0; k < shape.classes; ++k) r.labels.push_back(fmt::format("c{}", k));
+    for (std::size_t k = 0; k < shape.classes; ++k)
+      r.labels.push_back(fmt::format("c{}", k));
     s.readout = r;
   }
   s.mask.causal = shape.causal;

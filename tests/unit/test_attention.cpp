@@ -51,7 +51,8 @@ TEST(Softmax, ScoresOfPlusAndMinusTenThousandGiveFiniteCorrectWeights) {
   const SoftmaxRow b = softmax(low);
   EXPECT_EQ(b.shift, -1e4) << "without the shift every e^x underflows to 0 and the row is 0/0";
   EXPECT_NEAR(b.weights[0], 1.0 / (1.0 + std::exp(-2.0)), 1e-15);
-  for (double w : b.weights) EXPECT_TRUE(std::isfinite(w));
+  for (double w : b.weights)
+    EXPECT_TRUE(std::isfinite(w));
 }
 
 TEST(Softmax, MaskedEntriesGetExactlyZeroAndAFullyMaskedRowIsZeroNotNaN) {
@@ -129,21 +130,24 @@ TEST(Masks, FullyMaskedRowGivesZeroWeightsZeroOutputAndIsFlagged) {
   const HeadTrace t = attend_head(input, input.heads[0]);
   EXPECT_TRUE(t.fully_masked[0]);
   EXPECT_FALSE(t.fully_masked[1]);
-  for (std::size_t c = 0; c < 3; ++c) EXPECT_EQ(t.output(0, c), 0.0);
-  for (double x : t.output.data) EXPECT_FALSE(std::isnan(x));
+  for (std::size_t c = 0; c < 3; ++c)
+    EXPECT_EQ(t.output(0, c), 0.0);
+  for (double x : t.output.data)
+    EXPECT_FALSE(std::isnan(x));
   EXPECT_EQ(t.weights(1, 1), 1.0);
 }
 
 TEST(MultiHead, OutputIsConcatenationTimesWOAndHeadsMayDifferInWidth) {
   AttentionInput input = random_input(6, 4, 5, 1, 2, 3);
   SplitMix64 rng(60);
-  input.heads.push_back({"wide", test::random_matrix(rng, 5, 4), test::random_matrix(rng, 5, 4),
-                         test::random_matrix(rng, 5, 1)});
+  input.heads.push_back(
+      {"wide", test::random_matrix(rng, 5, 4), test::random_matrix(rng, 5, 4), test::random_matrix(rng, 5, 1)});
   input.w_o = test::random_matrix(rng, 4, 2);
   const Trace trace = attend(input);
   ASSERT_EQ(trace.concatenated.cols, 4u);
   for (std::size_t i = 0; i < 4; ++i) {
-    for (std::size_t c = 0; c < 3; ++c) EXPECT_EQ(trace.concatenated(i, c), trace.heads[0].output(i, c));
+    for (std::size_t c = 0; c < 3; ++c)
+      EXPECT_EQ(trace.concatenated(i, c), trace.heads[0].output(i, c));
     EXPECT_EQ(trace.concatenated(i, 3), trace.heads[1].output(i, 0));
   }
   EXPECT_TRUE(all_close(trace.output, matmul(trace.concatenated, *input.w_o)));
@@ -157,7 +161,8 @@ TEST(CrossAttention, KeysAndValuesComeFromTheSourceWithNDifferentFromM) {
   EXPECT_EQ(t.weights.rows, 3u);
   EXPECT_EQ(t.weights.cols, 5u);
   EXPECT_TRUE(all_close(t.keys, matmul(input.keys_from, input.heads[0].w_k)));
-  for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(row_sum(t.weights, i), 1.0, 1e-12);
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(row_sum(t.weights, i), 1.0, 1e-12);
 }
 
 // Properties over many random inputs.
@@ -170,7 +175,8 @@ TEST_P(RandomProperties, RowsSumToOneAndOutputsAreConvexCombinationsOfValues) {
       EXPECT_NEAR(row_sum(t.weights, i), 1.0, 1e-12);
       for (std::size_t c = 0; c < 3; ++c) {
         double lo = INFINITY, hi = -INFINITY;
-        for (std::size_t j = 0; j < 9; ++j) lo = std::min(lo, t.values(j, c)), hi = std::max(hi, t.values(j, c));
+        for (std::size_t j = 0; j < 9; ++j)
+          lo = std::min(lo, t.values(j, c)), hi = std::max(hi, t.values(j, c));
         EXPECT_GE(t.output(i, c), lo - 1e-12);
         EXPECT_LE(t.output(i, c), hi + 1e-12);
       }
@@ -193,11 +199,14 @@ TEST_P(RandomProperties, LowerTemperatureNeverRaisesARowsEntropy) {
 
 TEST_P(RandomProperties, ExtremeScoresStayFinite) {
   AttentionInput input = random_input(GetParam(), 6, 4, 1, 4, 2);
-  for (double& x : input.heads[0].w_q.data) x *= 1e3;  // scores around 1e3..1e4
+  for (double& x : input.heads[0].w_q.data)
+    x *= 1e3;  // scores around 1e3..1e4
   input.temperature = 0.01;
   const HeadTrace t = attend_head(input, input.heads[0]);
-  for (double w : t.weights.data) EXPECT_TRUE(std::isfinite(w));
-  for (std::size_t i = 0; i < 6; ++i) EXPECT_NEAR(row_sum(t.weights, i), 1.0, 1e-12);
+  for (double w : t.weights.data)
+    EXPECT_TRUE(std::isfinite(w));
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_NEAR(row_sum(t.weights, i), 1.0, 1e-12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, RandomProperties, ::testing::Values(11, 12, 13, 14, 15, 16, 17, 18));

@@ -22,7 +22,8 @@ std::uint64_t visible_cells(std::uint64_t n, std::optional<std::size_t> window) 
   const Mask mask(spec, n, n);
   std::uint64_t cells = 0;
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < n; ++j) cells += mask.visible(i, j);
+    for (std::size_t j = 0; j < n; ++j)
+      cells += mask.visible(i, j);
   return cells;
 }
 
@@ -31,7 +32,8 @@ std::uint64_t strided_by_definition(std::uint64_t n, std::uint64_t l) {
   std::uint64_t cells = 0;
   for (std::uint64_t i = 0; i < n; ++i) {
     std::set<std::uint64_t> seen;
-    for (std::uint64_t j = i >= l ? i - l : 0; j <= i; ++j) seen.insert(j);
+    for (std::uint64_t j = i >= l ? i - l : 0; j <= i; ++j)
+      seen.insert(j);
     for (std::uint64_t j = 0; j <= i; ++j)
       if ((i - j) % l == 0) seen.insert(j);
     cells += seen.size();

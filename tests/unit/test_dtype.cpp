@@ -42,13 +42,18 @@ TEST(DType, AnUnknownDtypeIsRefusedWithTheAcceptedNames) {
 }
 
 TEST(F16, KnownBitPatterns) {
-  const std::vector<std::pair<float, std::uint16_t>> known{
-      {0.0f, 0x0000},        {-0.0f, 0x8000},          {1.0f, 0x3c00},        {-2.0f, 0xc000},
-      {0.5f, 0x3800},        {65504.0f, 0x7bff},
-      {3.140625f, 0x4248},   {std::ldexp(1.0f, -14), 0x0400},  // smallest normal
-      {std::ldexp(1.0f, -24), 0x0001},                          // smallest subnormal
-      {std::ldexp(1023.0f, -24), 0x03ff},                       // largest subnormal
-      {kInf, 0x7c00},        {-kInf, 0xfc00}};
+  const std::vector<std::pair<float, std::uint16_t>> known{{0.0f, 0x0000},
+                                                           {-0.0f, 0x8000},
+                                                           {1.0f, 0x3c00},
+                                                           {-2.0f, 0xc000},
+                                                           {0.5f, 0x3800},
+                                                           {65504.0f, 0x7bff},
+                                                           {3.140625f, 0x4248},
+                                                           {std::ldexp(1.0f, -14), 0x0400},     // smallest normal
+                                                           {std::ldexp(1.0f, -24), 0x0001},     // smallest subnormal
+                                                           {std::ldexp(1023.0f, -24), 0x03ff},  // largest subnormal
+                                                           {kInf, 0x7c00},
+                                                           {-kInf, 0xfc00}};
   for (const auto& [value, pattern] : known) {
     EXPECT_EQ(f32_to_f16(value), pattern) << value;
     EXPECT_EQ(bits(f16_to_f32(pattern)), bits(value)) << value;
@@ -81,12 +86,12 @@ TEST(F16, OverflowGoesToInfinityFromHalfwayPastTheLargest) {
 }
 
 TEST(F16, SubnormalsAndUnderflowRoundToNearestEven) {
-  const float tiny = std::ldexp(1.0f, -24);                 // 0x0001
-  EXPECT_EQ(f32_to_f16(tiny / 2), 0x0000);                  // the tie between 0 and 0x0001: 0
+  const float tiny = std::ldexp(1.0f, -24);  // 0x0001
+  EXPECT_EQ(f32_to_f16(tiny / 2), 0x0000);   // the tie between 0 and 0x0001: 0
   EXPECT_EQ(f32_to_f16(-tiny / 2), 0x8000);
   EXPECT_EQ(f32_to_f16(std::nextafter(tiny / 2, 1.0f)), 0x0001);
-  EXPECT_EQ(f32_to_f16(1.5f * tiny), 0x0002);               // tie between 1 and 2: even 2
-  EXPECT_EQ(f32_to_f16(2.5f * tiny), 0x0002);               // tie between 2 and 3: even 2
+  EXPECT_EQ(f32_to_f16(1.5f * tiny), 0x0002);  // tie between 1 and 2: even 2
+  EXPECT_EQ(f32_to_f16(2.5f * tiny), 0x0002);  // tie between 2 and 3: even 2
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -30)), 0x0000);
   EXPECT_EQ(f32_to_f16(std::numeric_limits<float>::denorm_min()), 0x0000);
   // The largest subnormal plus half a step rounds up into the smallest normal.
@@ -136,11 +141,18 @@ TEST(F16, MatchesTheCompilersFloat16ConversionOnAMillionFloats) {
 
 TEST(BF16, KnownBitPatterns) {
   const std::vector<std::pair<float, std::uint16_t>> known{
-      {0.0f, 0x0000}, {-0.0f, 0x8000}, {1.0f, 0x3f80},  {-2.0f, 0xc000},
-      {0.1f, 0x3dcd}, {3.14159265f, 0x4049},  {kInf, 0x7f80}, {-kInf, 0xff80},
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {1.0f, 0x3f80},
+      {-2.0f, 0xc000},
+      {0.1f, 0x3dcd},
+      {3.14159265f, 0x4049},
+      {kInf, 0x7f80},
+      {-kInf, 0xff80},
       {std::numeric_limits<float>::max(), 0x7f80},  // rounds past the largest bf16
       {from_bits(0x7f7f0000u), 0x7f7f}};            // the largest bf16, exact
-  for (const auto& [value, pattern] : known) EXPECT_EQ(f32_to_bf16(value), pattern) << value;
+  for (const auto& [value, pattern] : known)
+    EXPECT_EQ(f32_to_bf16(value), pattern) << value;
   EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
   EXPECT_EQ(bf16_to_f32(0x4049), 3.140625f);
 }
@@ -191,7 +203,8 @@ TEST(RowConversion, F32RowsRoundExactlyAsTheScalarConversion) {
   SplitMix64 rng(11);
   for (int round = 0; round < 300; ++round) {
     std::vector<float> in(1003);
-    for (float& x : in) x = from_bits(static_cast<std::uint32_t>(rng.next()));
+    for (float& x : in)
+      x = from_bits(static_cast<std::uint32_t>(rng.next()));
     in[0] = 65520.0f, in[1] = std::ldexp(1.0f, -25), in[2] = from_bits(0x7f800001u), in[3] = -kInf;
     std::vector<std::uint16_t> f16(in.size()), bf16(in.size());
     f32_to_f16(in, f16);
@@ -205,7 +218,8 @@ TEST(RowConversion, F32RowsRoundExactlyAsTheScalarConversion) {
 
 TEST(RowConversion, MatchesTheScalarConversionForEveryPattern) {
   std::vector<std::uint16_t> all(0x10000 + 5);  // not a multiple of 8: the tail path too
-  for (std::size_t k = 0; k < all.size(); ++k) all[k] = static_cast<std::uint16_t>(k);
+  for (std::size_t k = 0; k < all.size(); ++k)
+    all[k] = static_cast<std::uint16_t>(k);
   std::vector<float> f16(all.size()), bf16(all.size());
   f16_to_f32(all, f16);
   bf16_to_f32(all, bf16);

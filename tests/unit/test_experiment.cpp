@@ -49,7 +49,8 @@ TEST(Experiment, EditsComeFirstThenThePriceCheckThenTheInterventions) {
   EXPECT_EQ(r.baseline.heads.size(), 3u);
   EXPECT_EQ(r.baseline.temperature, 0.5);
   ASSERT_TRUE(r.intervention);
-  for (double x : r.trace.heads[0].output.data) EXPECT_EQ(x, 0.0) << "head 0 ablated to zero after the edits";
+  for (double x : r.trace.heads[0].output.data)
+    EXPECT_EQ(x, 0.0) << "head 0 ablated to zero after the edits";
 }
 
 TEST(Experiment, ErrorsNameTheFieldWhereTheRequestPutIt) {

@@ -71,7 +71,8 @@ TEST(ExplainPermutation, WithoutPositionsSaysOnlyTheRowMoved) {
 TEST(ExplainPermutation, WithPositionsSaysTheOutputsChanged) {
   const Scenario s = load_scenario("previous-token");
   std::vector<std::size_t> order(s.n());
-  for (std::size_t k = 0; k < order.size(); ++k) order[k] = (k + 1) % order.size();
+  for (std::size_t k = 0; k < order.size(); ++k)
+    order[k] = (k + 1) % order.size();
   const std::string text = explain_permutation(s, order, 2);
   EXPECT_CONTAINS(text, "Outputs changed");
   EXPECT_CONTAINS(text, "with sincos-pair (ω = 0.5) positions");

@@ -9,14 +9,14 @@
 // becomes a relative weight error ε, and logits are scores / T, so the bound grows as 1/T.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 #include <vector>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/scenario/scenario.hpp"
-#include "attnlab/core/rng.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;
@@ -25,7 +25,8 @@ namespace {
 
 std::vector<float> random_floats(SplitMix64& rng, std::size_t count, double scale = 1.0) {
   std::vector<float> x(count);
-  for (float& v : x) v = static_cast<float>(rng.normal() * scale);
+  for (float& v : x)
+    v = static_cast<float>(rng.normal() * scale);
   return x;
 }
 
@@ -42,10 +43,10 @@ struct Case {
   AttentionOptions options;
   double input_scale = 1.0;
   std::string describe() const {
-    return fmt::format("H={} H_kv={} n={} m={} d_k={} d_v={} causal={} window={} T={} tiles={}x{} threads={} isa={} x{}",
-                       shape.heads, shape.kv_heads, shape.n, shape.m, shape.d_k, shape.d_v, options.causal,
-                       options.window.value_or(0), options.temperature, options.block_q, options.block_k, options.threads,
-                       to_string(*options.isa), input_scale);
+    return fmt::format(
+        "H={} H_kv={} n={} m={} d_k={} d_v={} causal={} window={} T={} tiles={}x{} threads={} isa={} x{}", shape.heads,
+        shape.kv_heads, shape.n, shape.m, shape.d_k, shape.d_v, options.causal, options.window.value_or(0),
+        options.temperature, options.block_q, options.block_k, options.threads, to_string(*options.isa), input_scale);
   }
 };
 
@@ -60,8 +61,8 @@ void expect_tiled_matches_reference(const Case& c) {
   flash_attention(q.data(), k.data(), v.data(), fast.data(), s, c.options);
   reference_attention(q.data(), k.data(), v.data(), slow.data(), s, c.options);
   const double loosen = 1.0 / std::min(1.0, c.options.temperature) * c.input_scale * c.input_scale;
-  EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()), std::vector<double>(slow.begin(), slow.end()),
-                              {3e-5 * loosen, 3e-4 * loosen}));
+  EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
+                              std::vector<double>(slow.begin(), slow.end()), {3e-5 * loosen, 3e-4 * loosen}));
 }
 
 }  // namespace
@@ -103,7 +104,8 @@ TEST(FlashAttention, RowsThatSeeNoKeyGiveZeroNotNaN) {
     const auto q = random_floats(rng, 2 * 113 * 64), k = random_floats(rng, 75 * 64), v = random_floats(rng, 75 * 64);
     std::vector<float> out(2 * 113 * 64, NAN);
     flash_attention(q.data(), k.data(), v.data(), out.data(), c.shape, c.options);
-    for (std::size_t i = 0; i < 113 - 75; ++i) EXPECT_EQ(out[i * 64], 0.0f) << "row " << i;
+    for (std::size_t i = 0; i < 113 - 75; ++i)
+      EXPECT_EQ(out[i * 64], 0.0f) << "row " << i;
   }
 }
 
@@ -153,8 +155,8 @@ TEST(FlashAttentionBf16, MatchesTheReferenceWithinBf16Precision) {
       std::vector<float> fast(s.heads * s.n * s.d_v), slow(fast.size());
       flash_attention(q.data(), k.data(), v.data(), fast.data(), s, c.options);
       reference_attention(q.data(), k.data(), v.data(), slow.data(), s, c.options);
-      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()), std::vector<double>(slow.begin(), slow.end()),
-                                  {2e-2, 2e-2}));
+      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
+                                  std::vector<double>(slow.begin(), slow.end()), {2e-2, 2e-2}));
     }
 }
 
@@ -174,7 +176,8 @@ TEST(FlashAttentionBf16, PortableFallbackGivesTheSameResultsAsTheNativeInstructi
   std::vector<float> a(s.heads * s.n * s.d_v), b(a.size());
   flash_attention(q.data(), k.data(), v.data(), a.data(), s, native);
   flash_attention(q.data(), k.data(), v.data(), b.data(), s, portable);
-  EXPECT_TRUE(test::all_close(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()), {1e-6, 1e-5}));
+  EXPECT_TRUE(
+      test::all_close(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()), {1e-6, 1e-5}));
 }
 
 TEST(AttendTiled, EveryBundledScenarioGivesTheReferenceOutputs) {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "attnlab/core/decode.hpp"
-#include "attnlab/kernels/flash_decode.hpp"
 #include "attnlab/core/rng.hpp"
+#include "attnlab/kernels/flash_decode.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;
@@ -20,8 +20,10 @@ KVCache random_cache(std::size_t kv_heads, std::size_t d, std::size_t m, DType d
   SplitMix64 rng(seed);
   std::vector<float> k(kv_heads * d), v(kv_heads * d);
   for (std::size_t t = 0; t < m; ++t) {
-    for (float& x : k) x = static_cast<float>(rng.normal());
-    for (float& x : v) x = static_cast<float>(rng.normal());
+    for (float& x : k)
+      x = static_cast<float>(rng.normal());
+    for (float& x : v)
+      x = static_cast<float>(rng.normal());
     cache.append(0, k, v);
   }
   return cache;
@@ -46,17 +48,19 @@ TEST(FlashDecode, MatchesTheReferenceDecodeOverShapesDtypesChunksThreadsAndInstr
       options.chunk = chunks[counter % 3];
       options.threads = 1 + counter % 2;
       options.isa = isas[counter % isas.size()];
-      SCOPED_TRACE(fmt::format("H={} H_kv={} d={} m={} n_new={} dtype={} chunk={} threads={} isa={}", heads, kv_heads, d, m,
-                               n_new, dtype_name(dtype), options.chunk, options.threads, to_string(*options.isa)));
+      SCOPED_TRACE(fmt::format("H={} H_kv={} d={} m={} n_new={} dtype={} chunk={} threads={} isa={}", heads, kv_heads,
+                               d, m, n_new, dtype_name(dtype), options.chunk, options.threads,
+                               to_string(*options.isa)));
       ++counter;
       const KVCache cache = random_cache(kv_heads, d, m, dtype, m + d);
       SplitMix64 rng(counter);
       std::vector<float> q(n_new * heads * d);
-      for (float& x : q) x = static_cast<float>(rng.normal());
+      for (float& x : q)
+        x = static_cast<float>(rng.normal());
       std::vector<float> fast(q.size()), slow(q.size());
       flash_decode(cache, 0, heads, q, n_new, fast, options);
       decode_attention(cache, 0, heads, q, n_new, slow);
-      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()), std::vector<double>(slow.begin(), slow.end()),
-                                  {2e-5, 2e-4}));
+      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
+                                  std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
     }
 }

@@ -15,8 +15,8 @@
 #include "random_scenario.hpp"
 
 using namespace attnlab;
-using attnlab::test::error_of_call;
 using attnlab::test::all_close;
+using attnlab::test::error_of_call;
 using attnlab::test::random_scenario;
 using attnlab::test::RandomScenarioShape;
 
@@ -30,15 +30,18 @@ Matrix column_means(const Matrix& m) {
   Matrix out(m.rows, m.cols);
   for (std::size_t c = 0; c < m.cols; ++c) {
     double mean = 0;
-    for (std::size_t r = 0; r < m.rows; ++r) mean += m(r, c) / static_cast<double>(m.rows);
-    for (std::size_t r = 0; r < m.rows; ++r) out(r, c) = mean;
+    for (std::size_t r = 0; r < m.rows; ++r)
+      mean += m(r, c) / static_cast<double>(m.rows);
+    for (std::size_t r = 0; r < m.rows; ++r)
+      out(r, c) = mean;
   }
   return out;
 }
 
 Interventions ablate_all(const Scenario& s, HeadAblation kind) {
   Interventions iv;
-  for (std::size_t h = 0; h < s.heads.size(); ++h) iv.ablate.push_back({h, kind});
+  for (std::size_t h = 0; h < s.heads.size(); ++h)
+    iv.ablate.push_back({h, kind});
   return iv;
 }
 
@@ -50,11 +53,13 @@ TEST(HeadAblation, ZeroingEveryHeadGivesTheZeroOutput) {
   EXPECT_TRUE(all_close(r.after.output, Matrix(s.n(), s.d_out()), {0, 0}));
   for (const HeadTrace& h : r.after.heads) {
     EXPECT_EQ(h.ablation, HeadAblation::zero);
-    EXPECT_TRUE(all_close(h.mixed, r.before.heads[&h - &r.after.heads[0]].output)) << "the mix is still computed and shown";
+    EXPECT_TRUE(all_close(h.mixed, r.before.heads[&h - &r.after.heads[0]].output))
+        << "the mix is still computed and shown";
   }
   for (std::size_t i = 0; i < s.n(); ++i) {
     double norm = 0;
-    for (double x : r.output_before.row(i)) norm += x * x;
+    for (double x : r.output_before.row(i))
+      norm += x * x;
     EXPECT_NEAR(r.delta_norm[i], std::sqrt(norm), 1e-12) << "the whole output went";
   }
 }
@@ -79,7 +84,8 @@ TEST(HeadAblation, UniformGivesOneOverTheVisibleCountAndKeepsTheSoftmaxInTheTrac
   const InterventionResult r = intervene(s, iv);
   const HeadTrace& h = r.after.heads[1];
   for (std::size_t i = 0; i < s.n(); ++i)
-    for (std::size_t j = 0; j < s.n(); ++j) EXPECT_EQ(h.weights(i, j), j <= i ? 1.0 / static_cast<double>(i + 1) : 0.0);
+    for (std::size_t j = 0; j < s.n(); ++j)
+      EXPECT_EQ(h.weights(i, j), j <= i ? 1.0 / static_cast<double>(i + 1) : 0.0);
   EXPECT_EQ(h.exponentials, r.before.heads[1].exponentials) << "the softmax the ablation replaced is still shown";
   EXPECT_TRUE(all_close(h.output, matmul(h.weights, h.values)));
   EXPECT_EQ(r.after.heads[0].output, r.before.heads[0].output) << "other heads are untouched";
@@ -91,7 +97,8 @@ TEST(HeadScaling, MultipliesTheHeadOutputAndZeroEqualsTheZeroAblation) {
   scale.scale.push_back({2, 0.5});
   const InterventionResult r = intervene(s, scale);
   Matrix half = r.before.heads[2].output;
-  for (double& x : half.data) x *= 0.5;
+  for (double& x : half.data)
+    x *= 0.5;
   EXPECT_TRUE(all_close(r.after.heads[2].output, half));
   EXPECT_EQ(r.after.heads[2].scale, 0.5);
 
@@ -104,7 +111,8 @@ TEST(HeadScaling, MultipliesTheHeadOutputAndZeroEqualsTheZeroAblation) {
   Interventions both = scale;
   both.ablate.push_back({2, HeadAblation::mean});
   Matrix expected = column_means(r.before.heads[2].output);
-  for (double& x : expected.data) x *= 0.5;
+  for (double& x : expected.data)
+    x *= 0.5;
   EXPECT_TRUE(all_close(intervene(s, both).after.heads[2].output, expected, {1e-12, 1e-12}));
 }
 
@@ -117,7 +125,8 @@ TEST(KnockOut, TheRemainingWeightsRenormalise) {
   const Matrix& after = r.after.heads[0].weights;
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(after(i, 2), 0.0);
-    for (std::size_t j = 0; j < 2; ++j) EXPECT_NEAR(after(i, j), before(i, j) / (1.0 - before(i, 2)), 1e-15);
+    for (std::size_t j = 0; j < 2; ++j)
+      EXPECT_NEAR(after(i, j), before(i, j) / (1.0 - before(i, 2)), 1e-15);
   }
   EXPECT_EQ(r.applied, std::vector<std::string>{"knock out key 2 \"t3\""});
 }
@@ -174,7 +183,8 @@ TEST(Interventions, CombineAndAPermutedTokenIsComparedWithItself) {
   permute_only.permute = std::vector<std::size_t>{2, 0, 1};
   const InterventionResult moved = intervene(s, permute_only);
   EXPECT_EQ(moved.after_row, (std::vector<std::size_t>{1, 2, 0}));
-  for (double d : moved.delta_norm) EXPECT_NEAR(d, 0.0, 1e-15) << "no positions: each output only moved row";
+  for (double d : moved.delta_norm)
+    EXPECT_NEAR(d, 0.0, 1e-15) << "no positions: each output only moved row";
 
   // Knock out t2, scale the head, then permute: the same as doing each by hand in order.
   Interventions iv = permute_only;
@@ -199,7 +209,8 @@ TEST(Interventions, TheReportShowsBeforeAfterAndTheChange) {
   const InterventionResult r = intervene(load_scenario("three-tokens"), iv);
   const std::string text = format_intervention(r, 2);
   EXPECT_NE(text.find("knock out key 1 \"t2\""), std::string::npos) << text;
-  EXPECT_NE(text.find("0.69 0.93"), std::string::npos) << text;  // the worked example's output before (docs/worked-example.md)
+  EXPECT_NE(text.find("0.69 0.93"), std::string::npos)
+      << text;  // the worked example's output before (docs/worked-example.md)
   const nlohmann::json j = intervention_to_json(r);
   for (const char* key : {"applied", "tokens", "after_row", "before", "after", "delta", "delta_norm"})
     EXPECT_TRUE(j.contains(key)) << key;
@@ -213,16 +224,22 @@ TEST(InterventionErrors, EachBadRequestNamesItsOriginAndTheFix) {
     setup(iv);
     return error_of(s, iv);
   };
-  EXPECT_ERROR_CONTAINS(with([](Interventions& iv) { iv.ablate.push_back({3, HeadAblation::zero, "--ablate-head 3"}); }),
+  EXPECT_ERROR_CONTAINS(with([](Interventions& iv) {
+                          iv.ablate.push_back({3, HeadAblation::zero, "--ablate-head 3"});
+                        }),
                         "--ablate-head 3: head 3 does not exist; three-tokens has heads 0 to 0");
   EXPECT_ERROR_CONTAINS(with([](Interventions& iv) {
                           iv.ablate.push_back({0, HeadAblation::zero, "a"});
                           iv.ablate.push_back({0, HeadAblation::mean, "b"});
                         }),
                         "b: head 0 is ablated twice");
-  EXPECT_ERROR_CONTAINS(with([](Interventions& iv) { iv.scale.push_back({1, 2.0, "--scale-head 1:2"}); }),
+  EXPECT_ERROR_CONTAINS(with([](Interventions& iv) {
+                          iv.scale.push_back({1, 2.0, "--scale-head 1:2"});
+                        }),
                         "--scale-head 1:2: head 1 does not exist");
-  EXPECT_ERROR_CONTAINS(with([](Interventions& iv) { iv.knock_out.push_back({7, "--mask-token 7"}); }),
+  EXPECT_ERROR_CONTAINS(with([](Interventions& iv) {
+                          iv.knock_out.push_back({7, "--mask-token 7"});
+                        }),
                         "--mask-token 7: token 7 does not exist; key indices run from 0 to 2");
   EXPECT_ERROR_CONTAINS(with([](Interventions& iv) { iv.replace.push_back(parse_replace_token("5:dog", "r")); }),
                         "r: token 5 does not exist; token indices run from 0 to 2");
@@ -264,18 +281,27 @@ TEST(ScenarioFormat, BadReadoutsAndHeadInterventionsAreRefusedNamingTheField) {
     edit(doc);
     return error_of_call([&] { scenario_from_json(doc); });
   };
-  EXPECT_ERROR_CONTAINS(error_for([](auto& d) { d["readout"] = {{"matrix", {{1, 0}, {0, 1}, {1, 1}}}}; }),
+  EXPECT_ERROR_CONTAINS(error_for([](auto& d) {
+                          d["readout"] = {{"matrix", {{1, 0}, {0, 1}, {1, 1}}}};
+                        }),
                         "readout.matrix: expected 2 rows (d_out: Σ d_v over the heads) but got 3");
-  EXPECT_ERROR_CONTAINS(error_for([](auto& d) { d["readout"] = {{"matrix", {{1, 0}, {0, 1}}}, {"labels", {"yes"}}}; }),
+  EXPECT_ERROR_CONTAINS(error_for([](auto& d) {
+                          d["readout"] = {{"matrix", {{1, 0}, {0, 1}}}, {"labels", {"yes"}}};
+                        }),
                         "readout.labels: expected 2 labels (one per column of readout.matrix) but got 1");
-  EXPECT_ERROR_CONTAINS(error_for([](auto& d) { d["readout"] = {{"matrix", {{1, 0}, {0, 1}}}, {"labels", {"a", "a"}}}; }),
+  EXPECT_ERROR_CONTAINS(error_for([](auto& d) {
+                          d["readout"] = {{"matrix", {{1, 0}, {0, 1}}}, {"labels", {"a", "a"}}};
+                        }),
                         "readout.labels[1]: \"a\" is also label 0");
-  EXPECT_ERROR_CONTAINS(error_for([](auto& d) { d["readout"] = {{"matrix", {{1, 0}, {0, 1}}}, {"colour", 1}}; }),
+  EXPECT_ERROR_CONTAINS(error_for([](auto& d) {
+                          d["readout"] = {{"matrix", {{1, 0}, {0, 1}}}, {"colour", 1}};
+                        }),
                         "readout.colour: unknown field");
   EXPECT_ERROR_CONTAINS(error_for([](auto& d) { d["readout"] = {{"labels", {"a"}}}; }), "readout.matrix: missing");
   EXPECT_ERROR_CONTAINS(error_for([](auto& d) { d["heads"][0]["ablation"] = "half"; }),
                         "heads[0].ablation: unknown ablation \"half\" (known: none, zero, mean, uniform)");
-  EXPECT_ERROR_CONTAINS(error_for([](auto& d) { d["heads"][0]["scale"] = "big"; }), "heads[0].scale: expected a number");
+  EXPECT_ERROR_CONTAINS(error_for([](auto& d) { d["heads"][0]["scale"] = "big"; }),
+                        "heads[0].scale: expected a number");
   const std::string fine = error_for([](auto& d) { d["readout"] = {{"matrix", {{1, 0}, {0, 1}}}}; });
   EXPECT_EQ(fine, "") << "labels default to class 0, class 1";
 }
@@ -287,7 +313,8 @@ TEST(ExplainIntervened, TheWorkedQueryShowsTheMixThenTheAblationAndScale) {
   iv.scale.push_back({0, 2.0});
   const InterventionResult r = intervene(s, iv);
   const std::string text = explain(r.after_scenario, r.after, {0, std::nullopt, 2});
-  EXPECT_NE(text.find("Intervention on head 0 \"worked example\": uniform ablation, output × 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("Intervention on head 0 \"worked example\": uniform ablation, output × 2"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("8.34 / 27.29 = 0.31"), std::string::npos) << "the softmax is still worked:\n" << text;
   EXPECT_NE(text.find("uniform weights instead: 1/3 = 0.33"), std::string::npos) << text;
   EXPECT_NE(text.find("× 2 = 1.33 1.33"), std::string::npos) << text;  // 2 · (1/3)(0 1 + 1 0 + 1 1)

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/core/attention.hpp"
 #include "attnlab/core/decode.hpp"
 #include "attnlab/core/kv_cache.hpp"
-#include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/core/rng.hpp"
 #include "compare.hpp"
 
@@ -22,16 +22,19 @@ namespace {
 
 std::vector<float> random_row(SplitMix64& rng, std::size_t count) {
   std::vector<float> row(count);
-  for (float& x : row) x = static_cast<float>(rng.normal());
+  for (float& x : row)
+    x = static_cast<float>(rng.normal());
   return row;
 }
 
 // Columns [first, first + count) of a row-major f32 matrix with `cols` columns, as the
 // reference path's double Matrix.
-Matrix column_block(const std::vector<float>& w, std::size_t rows, std::size_t cols, std::size_t first, std::size_t count) {
+Matrix column_block(const std::vector<float>& w, std::size_t rows, std::size_t cols, std::size_t first,
+                    std::size_t count) {
   Matrix out(rows, count);
   for (std::size_t i = 0; i < rows; ++i)
-    for (std::size_t c = 0; c < count; ++c) out(i, c) = w[i * cols + first + c];
+    for (std::size_t c = 0; c < count; ++c)
+      out(i, c) = w[i * cols + first + c];
   return out;
 }
 
@@ -118,7 +121,8 @@ TEST(KVCache, BytesComeFromTheAllocationsAndUsedBytesIsTheFormula) {
     EXPECT_EQ(cache.bytes(), kv_cache_bytes(shape, dtype, 100)) << "reserve is exact";
     const std::vector<float> row(32, 1.0f);
     for (std::size_t l = 0; l < 3; ++l)
-      for (int t = 0; t < 40; ++t) cache.append(l, row, row);
+      for (int t = 0; t < 40; ++t)
+        cache.append(l, row, row);
     EXPECT_EQ(cache.used_bytes(), kv_cache_bytes(shape, dtype, 40));
     EXPECT_EQ(cache.bytes(), kv_cache_bytes(shape, dtype, 100));
   }
@@ -135,7 +139,8 @@ TEST(KVCache, GrowingPastTheCapacityKeepsEveryRow) {
   EXPECT_EQ(cache.bytes(), 2 * cache.capacity() * 3 * 2);
   std::vector<float> rows(1000 * 3);
   cache.load_keys(0, 0, 0, 1000, rows);
-  for (int t = 0; t < 1000; ++t) EXPECT_EQ(rows[t * 3], f16_to_f32(f32_to_f16(float(t)))) << t;
+  for (int t = 0; t < 1000; ++t)
+    EXPECT_EQ(rows[t * 3], f16_to_f32(f32_to_f16(float(t)))) << t;
 }
 
 TEST(Decode, TokenByTokenEqualsFullCausalAttentionEveryShapeGQARatioAndDtype) {
@@ -156,7 +161,8 @@ TEST(Decode, TokenByTokenEqualsFullCausalAttentionEveryShapeGQARatioAndDtype) {
       Matrix x(s.n, s.d_model);
       for (std::size_t t = 0; t < s.n; ++t) {
         tokens.push_back(random_row(rng, s.d_model));
-        for (std::size_t c = 0; c < s.d_model; ++c) x(t, c) = tokens[t][c];
+        for (std::size_t c = 0; c < s.d_model; ++c)
+          x(t, c) = tokens[t][c];
       }
       const Trace oracle = attend(oracle_input(w, x));
 
@@ -165,7 +171,8 @@ TEST(Decode, TokenByTokenEqualsFullCausalAttentionEveryShapeGQARatioAndDtype) {
       std::vector<float> out(s.heads * s.head_dim);
       for (std::size_t t = 0; t < s.n; ++t) {
         decode_step(w, cache, 0, tokens[t], out);
-        for (std::size_t c = 0; c < out.size(); ++c) decoded(t, c) = out[c];
+        for (std::size_t c = 0; c < out.size(); ++c)
+          decoded(t, c) = out[c];
       }
       EXPECT_EQ(cache.length(0), s.n);
       EXPECT_TRUE(all_close(decoded, oracle.output, tolerance_for(dtype)));
@@ -193,7 +200,8 @@ TEST(Decode, SeveralNewTokensAtOnceEqualOneAtATime) {
   }
   std::vector<float> together(4 * 64);
   decode_attention(batch, 0, 8, queries, 4, together);
-  for (std::size_t c = 0; c < together.size(); ++c) EXPECT_FLOAT_EQ(together[c], one_by_one[c]) << c;
+  for (std::size_t c = 0; c < together.size(); ++c)
+    EXPECT_FLOAT_EQ(together[c], one_by_one[c]) << c;
 }
 
 TEST(Decode, ManyLayersKeepSeparateCaches) {
@@ -201,7 +209,8 @@ TEST(Decode, ManyLayersKeepSeparateCaches) {
   KVCache cache(3, 1, 4, DType::f32);
   std::vector<float> out(8);
   SplitMix64 rng(4);
-  for (int t = 0; t < 5; ++t) decode_step(w, cache, 0, random_row(rng, 8), out);
+  for (int t = 0; t < 5; ++t)
+    decode_step(w, cache, 0, random_row(rng, 8), out);
   decode_step(w, cache, 2, random_row(rng, 8), out);
   EXPECT_EQ(cache.length(0), 5u);
   EXPECT_EQ(cache.length(1), 0u);
@@ -209,5 +218,6 @@ TEST(Decode, ManyLayersKeepSeparateCaches) {
   // One token attending only to itself returns its own value (weight 1).
   std::vector<float> v(4);
   cache.load_values(2, 0, 0, 1, v);
-  for (std::size_t c = 0; c < 4; ++c) EXPECT_FLOAT_EQ(out[c], v[c]);
+  for (std::size_t c = 0; c < 4; ++c)
+    EXPECT_FLOAT_EQ(out[c], v[c]);
 }

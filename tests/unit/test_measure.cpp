@@ -5,13 +5,13 @@
 
 #include <cmath>
 
-#include "attnlab/core/attention.hpp"
-#include "attnlab/core/error.hpp"
 #include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/measure.hpp"
 #include "attnlab/analysis/memory.hpp"
 #include "attnlab/analysis/models.hpp"
+#include "attnlab/core/attention.hpp"
+#include "attnlab/core/error.hpp"
 #include "compare.hpp"
 #include "random_inputs.hpp"
 
@@ -22,17 +22,20 @@ namespace {
 
 // The grid kernel's output against attnlab::attend on the same q, k, v (identity weights).
 Matrix kernel_output(const MeasuredKernel& kernel, const Matrix& q, const Matrix& k, const Matrix& v, bool causal) {
-  std::vector<float> qf(q.data.begin(), q.data.end()), kf(k.data.begin(), k.data.end()), vf(v.data.begin(), v.data.end());
+  std::vector<float> qf(q.data.begin(), q.data.end()), kf(k.data.begin(), k.data.end()),
+      vf(v.data.begin(), v.data.end());
   std::vector<float> out(q.rows * q.cols);
   kernel.run({q.rows, k.rows, q.cols, qf.data(), kf.data(), vf.data(), causal}, out);
   Matrix m(q.rows, q.cols);
-  for (std::size_t i = 0; i < out.size(); ++i) m.data[i] = out[i];
+  for (std::size_t i = 0; i < out.size(); ++i)
+    m.data[i] = out[i];
   return m;
 }
 
 Matrix identity(std::size_t d) {
   Matrix m(d, d);
-  for (std::size_t i = 0; i < d; ++i) m(i, i) = 1;
+  for (std::size_t i = 0; i < d; ++i)
+    m(i, i) = 1;
   return m;
 }
 
@@ -46,7 +49,8 @@ TEST(Measure, EveryKernelMatchesTheReferenceAttention) {
         SCOPED_TRACE(kernel.name + (causal ? " causal n=" : " n=") + std::to_string(n));
         // Inputs rounded to f32 first, so both sides see the same numbers.
         auto f32 = [](Matrix m) {
-          for (double& x : m.data) x = static_cast<float>(x);
+          for (double& x : m.data)
+            x = static_cast<float>(x);
           return m;
         };
         const Matrix q = f32(test::random_matrix(rng, n, 16)), k = f32(test::random_matrix(rng, n, 16)),
@@ -155,7 +159,9 @@ TEST(Measure, WorkTooLargeForTheMachineIsRefusedUpFront) {
     measure_attention_cost(cost, find_measured_kernel("grid", "kernel"));
     FAIL() << "a 64 TiB grid was not refused";
   } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("measure: timing the grid kernel at n = 4,194,304 (d_k 128) needs 64.01 TiB", 0), 0u)
+    EXPECT_EQ(
+        std::string(e.what()).rfind("measure: timing the grid kernel at n = 4,194,304 (d_k 128) needs 64.01 TiB", 0),
+        0u)
         << e.what();
   }
 }

@@ -3,9 +3,9 @@
 // a budget allows.
 #include <gtest/gtest.h>
 
-#include "attnlab/core/error.hpp"
 #include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/analysis/models.hpp"
+#include "attnlab/core/error.hpp"
 
 using namespace attnlab;
 
@@ -101,9 +101,10 @@ TEST(KVMemory, BadShapesZeroContextAndOverflowAreRefusedNamingTheField) {
   };
   ModelShape m = find_model("llama-3-8b", "model");
   EXPECT_EQ(refusal(m, 0).rfind("context: 0 tokens", 0), 0u);
-  EXPECT_EQ(refusal(m, UINT64_MAX).rfind("context: 18,446,744,073,709,551,615 tokens × 131,072 bytes per token "
-                                         "overflows 64 bits",
-                                         0),
+  EXPECT_EQ(refusal(m, UINT64_MAX)
+                .rfind("context: 18,446,744,073,709,551,615 tokens × 131,072 bytes per token "
+                       "overflows 64 bits",
+                       0),
             0u)
       << refusal(m, UINT64_MAX);
   m.kv_heads = 3;

@@ -74,6 +74,5 @@ TEST(PackedReply, MalformedBytesAreRefusedWithTheReason) {
   PackedArrays none;
   EXPECT_ERROR_CONTAINS(error_of(pack_reply({{"m", {{"f64", 0}, {"shape", {1, 2}}}}}, none)),
                         "reaches past the 0 values");
-  EXPECT_ERROR_CONTAINS(error_of(pack_reply({{"m", {{"f64", -1}, {"shape", {1, 2}}}}}, none)),
-                        "is not a reference");
+  EXPECT_ERROR_CONTAINS(error_of(pack_reply({{"m", {{"f64", -1}, {"shape", {1, 2}}}}}, none)), "is not a reference");
 }

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "attnlab/report/explain.hpp"
 #include "attnlab/core/positions.hpp"
+#include "attnlab/report/explain.hpp"
 #include "compare.hpp"
 #include "random_inputs.hpp"
 
@@ -59,10 +59,12 @@ TEST(Positions, RopeKeepsLengthsAndScoresDependOnlyOnRelativePosition) {
   // The same q at every position and the same k at every position.
   Matrix q(8, 6), k(8, 6);
   for (std::size_t p = 0; p < 8; ++p)
-    for (std::size_t c = 0; c < 6; ++c) q(p, c) = v(0, c), k(p, c) = w(0, c);
+    for (std::size_t c = 0; c < 6; ++c)
+      q(p, c) = v(0, c), k(p, c) = w(0, c);
   rotate_rope(q);
   rotate_rope(k);
-  for (std::size_t p = 0; p < 8; ++p) EXPECT_NEAR(dot(q.row(p), q.row(p)), dot(v.row(0), v.row(0)), 1e-12);
+  for (std::size_t p = 0; p < 8; ++p)
+    EXPECT_NEAR(dot(q.row(p), q.row(p)), dot(v.row(0), v.row(0)), 1e-12);
   // q at 5 · k at 3 equals q at 4 · k at 2 (offset 2 both times), and differs from offset 0.
   EXPECT_NEAR(dot(q.row(5), k.row(3)), dot(q.row(4), k.row(2)), 1e-12);
   EXPECT_GT(std::abs(dot(q.row(5), k.row(3)) - dot(q.row(3), k.row(3))), 1e-6);

@@ -7,23 +7,22 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "attnlab/analysis/probe.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/scenario/interventions.hpp"
-#include "attnlab/analysis/probe.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "compare.hpp"
 #include "random_scenario.hpp"
 
 using namespace attnlab;
-using attnlab::test::error_of_call;
 using attnlab::test::all_close;
+using attnlab::test::error_of_call;
 using attnlab::test::random_scenario;
 using attnlab::test::RandomScenarioShape;
 
 namespace {
 
 std::vector<double> row_of(const Matrix& m, std::size_t i) { return {m.row(i).begin(), m.row(i).end()}; }
-
 
 // The gradient of the readout with respect to every embedding coordinate, by hand and by
 // central differences ((f(x + h) - f(x - h)) / 2h, each run through the whole engine).
@@ -56,7 +55,8 @@ void expect_gradient_matches_finite_differences(const Scenario& s, std::size_t q
       }
   EXPECT_TRUE(all_close(analytic, numeric, {1e-7, 1e-6}));
   double largest = 0;
-  for (double x : analytic) largest = std::max(largest, std::abs(x));
+  for (double x : analytic)
+    largest = std::max(largest, std::abs(x));
   EXPECT_GT(largest, 1e-3) << "a test of a gradient that is zero everywhere proves little";
 }
 
@@ -67,14 +67,17 @@ std::vector<double> output_by_hand(const Scenario& s, const Trace& t, std::size_
   std::vector<double> concat = row_of(t.concatenated, query);
   const HeadTrace& h = t.heads[head];
   std::size_t offset = 0;
-  for (std::size_t k = 0; k < head; ++k) offset += t.heads[k].d_v;
+  for (std::size_t k = 0; k < head; ++k)
+    offset += t.heads[k].d_v;
   for (std::size_t c = 0; c < h.d_v; ++c) {
     double mixed = 0;
-    for (std::size_t j = 0; j < weights.size(); ++j) mixed += weights[j] * h.values(j, c);
+    for (std::size_t j = 0; j < weights.size(); ++j)
+      mixed += weights[j] * h.values(j, c);
     if (h.ablation == HeadAblation::zero) mixed = 0;
     if (h.ablation == HeadAblation::mean) {  // the mean over the queries, with this query's row replaced
       double sum = 0;
-      for (std::size_t r = 0; r < t.tokens.size(); ++r) sum += r == query ? mixed : h.mixed(r, c);
+      for (std::size_t r = 0; r < t.tokens.size(); ++r)
+        sum += r == query ? mixed : h.mixed(r, c);
       mixed = sum / static_cast<double>(t.tokens.size());
     }
     concat[offset + c] = h.scale * mixed;
@@ -82,7 +85,8 @@ std::vector<double> output_by_hand(const Scenario& s, const Trace& t, std::size_
   if (!s.w_o) return concat;
   std::vector<double> out(s.w_o->cols, 0.0);
   for (std::size_t k = 0; k < out.size(); ++k)
-    for (std::size_t c = 0; c < concat.size(); ++c) out[k] += concat[c] * (*s.w_o)(c, k);
+    for (std::size_t c = 0; c < concat.size(); ++c)
+      out[k] += concat[c] * (*s.w_o)(c, k);
   return out;
 }
 
@@ -173,7 +177,8 @@ TEST(KendallTau, MatchesTextbookValues) {
   EXPECT_NEAR(kendall_tau(std::vector<double>{1, 2, 3, 4}, std::vector<double>{1, 3, 2, 4}), 4.0 / 6.0, 1e-15);
   EXPECT_EQ(kendall_tau(std::vector<double>{1, 2, 3}, std::vector<double>{10, 20, 30}), 1.0);
   EXPECT_EQ(kendall_tau(std::vector<double>{1, 2, 3}, std::vector<double>{3, 2, 1}), -1.0);
-  EXPECT_TRUE(std::isnan(kendall_tau(std::vector<double>{1, 1, 1}, std::vector<double>{1, 2, 3}))) << "undefined, not 0";
+  EXPECT_TRUE(std::isnan(kendall_tau(std::vector<double>{1, 1, 1}, std::vector<double>{1, 2, 3})))
+      << "undefined, not 0";
   EXPECT_TRUE(std::isnan(kendall_tau(std::vector<double>{1}, std::vector<double>{2})));
 }
 
@@ -183,8 +188,8 @@ TEST(JensenShannon, IsZeroForEqualOneForDisjointAndSymmetric) {
   EXPECT_NEAR(jensen_shannon(p, q), 1.0, 1e-15);
   EXPECT_DOUBLE_EQ(jensen_shannon(p, r), jensen_shannon(r, p));
   // (1, 0) against (0.5, 0.5): ½·log2(1/0.75) + ½·(0.25·log2(0.25/0.75)... written out:
-  const double expected = 0.5 * (1.0 * std::log2(1.0 / 0.75)) +
-                          0.5 * (0.5 * std::log2(0.5 / 0.75) + 0.5 * std::log2(0.5 / 0.25));
+  const double expected =
+      0.5 * (1.0 * std::log2(1.0 / 0.75)) + 0.5 * (0.5 * std::log2(0.5 / 0.75) + 0.5 * std::log2(0.5 / 0.25));
   EXPECT_NEAR(jensen_shannon(std::vector<double>{1, 0}, std::vector<double>{0.5, 0.5}), expected, 1e-15);
 }
 
@@ -208,7 +213,8 @@ TEST(Counterfactual, SumsToOneKeepsTheReadoutWithinEpsilonAndFindsADivergence) {
       const Readout readout = parse_readout(c.readout, s, t.output.row(query));
       const Counterfactual cf = counterfactual(s, t, query, c.head, readout, epsilon);
       EXPECT_NEAR(std::accumulate(cf.found.begin(), cf.found.end(), 0.0), 1.0, 1e-12);
-      for (double w : cf.found) EXPECT_GE(w, 0.0);
+      for (double w : cf.found)
+        EXPECT_GE(w, 0.0);
       for (std::size_t j = 0; j < cf.found.size(); ++j) {
         if (!std::isfinite(t.heads[c.head].logits(query, j))) {
           EXPECT_EQ(cf.found[j], 0.0) << "a hidden key stays hidden";
@@ -280,7 +286,8 @@ TEST(Probe, ErasingAKeyWithWeightExactlyZeroChangesNothing) {
     EXPECT_FALSE(t.flips);
     EXPECT_EQ(t.grad_x_input, 0.0);
   }
-  for (std::size_t j : {0u, 1u, 2u}) EXPECT_NE(r.tokens[j].erasure, 0.0);
+  for (std::size_t j : {0u, 1u, 2u})
+    EXPECT_NE(r.tokens[j].erasure, 0.0);
 }
 
 TEST(Probe, MeasuresOnSeed000AreTheDocumentedFormulas) {
@@ -299,14 +306,16 @@ TEST(Probe, MeasuresOnSeed000AreTheDocumentedFormulas) {
   const Readout readout = parse_readout("coordinate:0", s, t.output.row(2));
   const InputGradient g = output_gradient(s, t, 2, readout.gradient(t.output.row(2)));
   for (std::size_t j = 0; j < 3; ++j)
-    EXPECT_NEAR(r.tokens[j].grad_x_input,
-                (g.queries(j, 0) + g.keys(j, 0)) * s.embeddings(j, 0) + (g.queries(j, 1) + g.keys(j, 1)) * s.embeddings(j, 1),
-                1e-15);
+    EXPECT_NEAR(
+        r.tokens[j].grad_x_input,
+        (g.queries(j, 0) + g.keys(j, 0)) * s.embeddings(j, 0) + (g.queries(j, 1) + g.keys(j, 1)) * s.embeddings(j, 1),
+        1e-15);
 }
 
 TEST(Probe, AblatingEveryHeadLeavesNothingToAttribute) {
   Scenario s = load_scenario("multi-head");
-  for (HeadSpec& h : s.heads) h.ablation = HeadAblation::zero;
+  for (HeadSpec& h : s.heads)
+    h.ablation = HeadAblation::zero;
   const ProbeResult r = probe(s, {.readout = "norm"});
   for (const TokenMeasures& t : r.tokens) {
     EXPECT_EQ(t.erasure, 0.0);
@@ -368,8 +377,8 @@ TEST(Probe, JsonAndTextCarryEveryMeasure) {
   shape.causal = true;
   const ProbeResult r = probe(random_scenario(52, shape), {.query = 0});
   const nlohmann::json j = probe_to_json(r);
-  for (const char* key : {"query", "readout", "output", "value", "decision", "tokens", "kendall_tau", "serrano_smith",
-                          "counterfactual"})
+  for (const char* key :
+       {"query", "readout", "output", "value", "decision", "tokens", "kendall_tau", "serrano_smith", "counterfactual"})
     EXPECT_TRUE(j.contains(key)) << key;
   for (const char* key : {"weights", "weight", "value_weighted", "erasure", "gradient", "grad_x_input", "flips"})
     EXPECT_TRUE(j["tokens"][0].contains(key)) << key;

@@ -54,21 +54,26 @@ TEST_P(ReferenceFixture, EveryIntermediateMatchesNumPy) {
     SCOPED_TRACE("head " + std::to_string(h));
     EXPECT_EQ(got.d_k, want["d_k"].get<std::size_t>());
     EXPECT_EQ(got.d_v, want["d_v"].get<std::size_t>());
-    const std::pair<const char*, const Matrix*> grids[] = {
-        {"queries", &got.queries}, {"keys", &got.keys},     {"values", &got.values},
-        {"scores", &got.scores},   {"scaled", &got.scaled}, {"logits", &got.logits},
-        {"exponentials", &got.exponentials}, {"weights", &got.weights}, {"output", &got.output}};
-    for (const auto& [name, matrix] : grids) EXPECT_TRUE(test::all_close(*matrix, from_json(want[name]))) << name;
+    const std::pair<const char*, const Matrix*> grids[] = {{"queries", &got.queries},
+                                                           {"keys", &got.keys},
+                                                           {"values", &got.values},
+                                                           {"scores", &got.scores},
+                                                           {"scaled", &got.scaled},
+                                                           {"logits", &got.logits},
+                                                           {"exponentials", &got.exponentials},
+                                                           {"weights", &got.weights},
+                                                           {"output", &got.output}};
+    for (const auto& [name, matrix] : grids)
+      EXPECT_TRUE(test::all_close(*matrix, from_json(want[name]))) << name;
     EXPECT_TRUE(test::all_close(got.row_sums, want["row_sums"].get<std::vector<double>>())) << "row_sums";
     EXPECT_EQ(got.fully_masked, want["fully_masked"].get<std::vector<bool>>());
   }
   EXPECT_TRUE(test::all_close(trace.output, from_json(expected["output"]))) << "layer output";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceFixture, ::testing::ValuesIn(fixture_files()),
-                         [](const auto& info) {
-                           std::string name = info.param.stem().string();
-                           for (char& c : name)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceFixture, ::testing::ValuesIn(fixture_files()), [](const auto& info) {
+  std::string name = info.param.stem().string();
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+});

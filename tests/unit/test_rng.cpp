@@ -42,6 +42,6 @@ TEST(SplitMix64, NormalsHaveMeanZeroAndVarianceOne) {
     sum_sq += x * x;
   }
   const double mean = sum / count, variance = sum_sq / count - mean * mean;
-  EXPECT_NEAR(mean, 0.0, 0.01);    // standard error 1/√200000 ≈ 0.0022
+  EXPECT_NEAR(mean, 0.0, 0.01);  // standard error 1/√200000 ≈ 0.0022
   EXPECT_NEAR(variance, 1.0, 0.02);
 }

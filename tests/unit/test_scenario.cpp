@@ -5,16 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/core/error.hpp"
-#include "attnlab/scenario/scenario.hpp"
 #include "attnlab/core/rng.hpp"
+#include "attnlab/scenario/scenario.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;
 using nlohmann::json;
 
 namespace {
-
-
 
 // A bundled scenario's file text.
 std::string load_scenario_text(std::string_view name) {
@@ -44,15 +42,14 @@ std::string error_of_text(std::string_view text) {
   return "";
 }
 
-
 }  // namespace
-
 
 TEST(Bundled, TheSixScenariosOfTheIssueAreBundledAndValidDefaultFirst) {
   const auto all = bundled_scenarios();
   ASSERT_FALSE(all.empty());
   EXPECT_EQ(all.front().name, "three-tokens");
-  for (const char* name : {"three-tokens", "softmax-row", "previous-token", "random-head", "multi-head", "cross-attention"}) {
+  for (const char* name :
+       {"three-tokens", "softmax-row", "previous-token", "random-head", "multi-head", "cross-attention"}) {
     SCOPED_TRACE(name);
     const Scenario s = load_scenario(name);
     EXPECT_EQ(s.name, name) << "the file's name field matches its file name";
@@ -134,7 +131,8 @@ TEST(Permutation, WithoutPositionsOutputsOnlyMoveRows) {
   const Trace before = run_scenario(s), after = run_scenario(permute_tokens(s, order));
   for (std::size_t k = 0; k < 3; ++k) {
     EXPECT_EQ(after.tokens[k], before.tokens[order[k]]);
-    for (std::size_t c = 0; c < 2; ++c) EXPECT_NEAR(after.output(k, c), before.output(order[k], c), 1e-12);
+    for (std::size_t c = 0; c < 2; ++c)
+      EXPECT_NEAR(after.output(k, c), before.output(order[k], c), 1e-12);
   }
 }
 
@@ -147,12 +145,14 @@ TEST(Permutation, WithEachPositionKindOutputsChange) {
     const Trace before = run_scenario(s), after = run_scenario(permute_tokens(s, order));
     double largest = 0;
     for (std::size_t k = 0; k < 3; ++k)
-      for (std::size_t c = 0; c < 2; ++c) largest = std::max(largest, std::abs(after.output(k, c) - before.output(order[k], c)));
+      for (std::size_t c = 0; c < 2; ++c)
+        largest = std::max(largest, std::abs(after.output(k, c) - before.output(order[k], c)));
     EXPECT_GT(largest, 1e-3) << kind;
   }
   const Scenario prev = load_scenario("previous-token");  // sincos-pair
   std::vector<std::size_t> order(prev.n());
-  for (std::size_t k = 0; k < order.size(); ++k) order[k] = order.size() - 1 - k;
+  for (std::size_t k = 0; k < order.size(); ++k)
+    order[k] = order.size() - 1 - k;
   const Trace before = run_scenario(prev), after = run_scenario(permute_tokens(prev, order));
   EXPECT_GT(std::abs(after.output(0, 0) - before.output(order[0], 0)), 1e-3);
 }
@@ -187,13 +187,15 @@ TEST(BadInput, RaggedMatrix) {
 
 TEST(BadInput, ShapesThatDoNotChainNameTheHeadAndMatrix) {
   json doc = three_tokens();
-  doc["heads"].push_back({{"w_q", json::parse("[[1],[1]]")}, {"w_k", json::parse("[[1],[1],[1]]")}, {"w_v", json::parse("[[1],[1]]")}});
+  doc["heads"].push_back(
+      {{"w_q", json::parse("[[1],[1]]")}, {"w_k", json::parse("[[1],[1],[1]]")}, {"w_v", json::parse("[[1],[1]]")}});
   EXPECT_ERROR_CONTAINS(error_of(doc), "heads[1].w_k: expected 2 rows (d_in = d_model) but got 3");
   doc["heads"][1]["w_k"] = json::parse("[[1, 2],[1, 2]]");
   EXPECT_ERROR_CONTAINS(error_of(doc), "heads[1].w_k: expected 1 columns (d_k, as in w_q) but got 2");
   doc = three_tokens();
   doc["positions"] = {{"kind", "sincos-pair"}, {"omega", 0.5}};
-  EXPECT_ERROR_CONTAINS(error_of(doc), "heads[0].w_q: expected 4 rows (d_in = d_model 2 + 2 for the sincos-pair positions) but got 2");
+  EXPECT_ERROR_CONTAINS(error_of(doc),
+                        "heads[0].w_q: expected 4 rows (d_in = d_model 2 + 2 for the sincos-pair positions) but got 2");
   doc = three_tokens();
   doc["embeddings"] = json::parse("[[1, 0], [0, 1]]");
   EXPECT_ERROR_CONTAINS(error_of(doc), "embeddings: expected 3 rows (one per token) but got 2");
@@ -229,7 +231,8 @@ TEST(BadInput, UnknownScenarioListsTheBundledOnes) {
     load_scenario("three-tokenz");
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_ERROR_CONTAINS(std::string(e.what()), "unknown scenario \"three-tokenz\"; the bundled ones are: three-tokens");
+    EXPECT_ERROR_CONTAINS(std::string(e.what()),
+                          "unknown scenario \"three-tokenz\"; the bundled ones are: three-tokens");
   }
   EXPECT_THROW(load_scenario("/no/such/file.json"), InputError);
 }
@@ -249,7 +252,9 @@ TEST(BadInput, UnknownFieldsAndWrongFormatAreRefused) {
 TEST(BadInput, CausalCrossAttentionWithDifferentLengthsIsRefused) {
   json doc = json::parse(load_scenario_text("cross-attention"));
   doc["causal"] = true;
-  EXPECT_ERROR_CONTAINS(error_of(doc), "causal: a causal mask needs as many queries as keys, but there are 3 queries and 4 source tokens");
+  EXPECT_ERROR_CONTAINS(
+      error_of(doc),
+      "causal: a causal mask needs as many queries as keys, but there are 3 queries and 4 source tokens");
 }
 
 TEST(BadInput, IndicesOutOfRangeAndOddRopeWidth) {
@@ -273,6 +278,7 @@ TEST(BadInput, TooManyScoreCellsIsRefusedUpFront) {
   doc["tokens"] = std::vector<std::string>(4096, "w");
   doc["embeddings"] = std::vector<std::vector<double>>(4096, {1.0, 0.0});
   doc["heads"] = json::array();
-  for (int h = 0; h < 3; ++h) doc["heads"].push_back({{"random", h}});
+  for (int h = 0; h < 3; ++h)
+    doc["heads"].push_back({{"random", h}});
   EXPECT_ERROR_CONTAINS(error_of(doc), "heads: 3 heads × 4096 × 4096 tokens is");
 }

@@ -1,17 +1,19 @@
 // The trace's JSON follows the contract of `attnlab run --json` and the API.
 #include <gtest/gtest.h>
 
-#include "attnlab/scenario/scenario.hpp"
 #include "attnlab/report/trace_json.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 using namespace attnlab;
 
 TEST(TraceJson, HasEveryFieldOfTheContract) {
   const Scenario s = load_scenario("three-tokens");
   const nlohmann::json j = trace_to_json(s, run_scenario(s));
-  for (const char* key : {"tokens", "source_tokens", "heads", "output"}) EXPECT_TRUE(j.contains(key)) << key;
+  for (const char* key : {"tokens", "source_tokens", "heads", "output"})
+    EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["tokens"], j["source_tokens"]) << "self-attention";
-  for (const char* key : {"name", "d_k", "queries", "keys", "values", "scores", "scaled", "logits", "weights", "output"})
+  for (const char* key :
+       {"name", "d_k", "queries", "keys", "values", "scores", "scaled", "logits", "weights", "output"})
     EXPECT_TRUE(j["heads"][0].contains(key)) << key;
   EXPECT_EQ(j["heads"][0]["scores"][2], nlohmann::json::parse("[3.0, 1.0, 4.0]"));
 }

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "attnlab/core/error.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/core/error.hpp"
 
 using namespace attnlab;
 

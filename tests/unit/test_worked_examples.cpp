@@ -44,9 +44,9 @@ TEST(WorkedExampleThreeTokens, QueryT3ScaledExponentialsSumWeightsAndOutput) {
 TEST(WorkedExampleThreeTokens, ExplainWritesTheArithmeticTheWayTheDocsDo) {
   const Scenario s = load_scenario("three-tokens");
   const std::string text = explain(s, run_scenario(s), {});
-  for (const char* expected : {"2×1 + 1×2 = 4", "√2 ≈ 1.41", "e^2.12 = 8.34", "e^0.71 = 2.03", "e^2.83 = 16.92",
-                               "8.34 + 2.03 + 16.92 = 27.29", "16.92 / 27.29 = 0.62", "(sum 1.00)",
-                               "0.31×(0 1) + 0.07×(1 0) + 0.62×(1 1) = 0.69 0.93"})
+  for (const char* expected :
+       {"2×1 + 1×2 = 4", "√2 ≈ 1.41", "e^2.12 = 8.34", "e^0.71 = 2.03", "e^2.83 = 16.92", "8.34 + 2.03 + 16.92 = 27.29",
+        "16.92 / 27.29 = 0.62", "(sum 1.00)", "0.31×(0 1) + 0.07×(1 0) + 0.62×(1 1) = 0.69 0.93"})
     EXPECT_NE(text.find(expected), std::string::npos) << "missing \"" << expected << "\" in:\n" << text;
 }
 

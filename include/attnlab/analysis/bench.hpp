@@ -22,23 +22,23 @@ MachinePeaks measure_peaks(int threads);
 
 struct BenchCase {
   std::string name;
-  AttentionShape shape;      // for decode: heads, kv_heads, n = new tokens, m = cached tokens, d_k = d_v
+  AttentionShape shape;  // for decode: heads, kv_heads, n = new tokens, m = cached tokens, d_k = d_v
   AttentionOptions options;
   KernelKind kernel = KernelKind::tiled;
-  bool decode = false;       // new tokens against a KV cache of m tokens (flash_decode)
+  bool decode = false;  // new tokens against a KV cache of m tokens (flash_decode)
   DType cache_dtype = DType::f16;
 };
 
 struct BenchResult {
   BenchCase bench_case;
   bool ran = false;
-  std::string skipped_because;     // why a case did not run (e.g. the grid would not fit)
-  double median_seconds = 0;       // median of the timed runs, after one warm-up
-  double gflops = 0;               // attention_flops / median_seconds
-  double percent_of_peak = 0;      // of the f32 or bf16 peak, by the case's precision
-  std::size_t extra_bytes = 0;     // peak heap bytes during a run beyond inputs and outputs
-  double gbps = 0;                 // decode: cache bytes read / median_seconds
-  double percent_of_bandwidth = 0; // decode: of the measured read bandwidth
+  std::string skipped_because;      // why a case did not run (e.g. the grid would not fit)
+  double median_seconds = 0;        // median of the timed runs, after one warm-up
+  double gflops = 0;                // attention_flops / median_seconds
+  double percent_of_peak = 0;       // of the f32 or bf16 peak, by the case's precision
+  std::size_t extra_bytes = 0;      // peak heap bytes during a run beyond inputs and outputs
+  double gbps = 0;                  // decode: cache bytes read / median_seconds
+  double percent_of_bandwidth = 0;  // decode: of the measured read bandwidth
 };
 
 // Times one case: one warm-up, then `repeats` runs; inputs are seeded random numbers.

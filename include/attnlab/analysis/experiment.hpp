@@ -21,7 +21,7 @@ struct Experiment {
   ScenarioEdits edits;          // applied first
   Interventions interventions;  // then these, on the edited scenario (indices refer to it)
   KernelKind kernel = KernelKind::reference;
-  std::string edits_origin;     // where the edits came from ("options" in the API): their errors name fields under it
+  std::string edits_origin;  // where the edits came from ("options" in the API): their errors name fields under it
 };
 
 struct ExperimentResult {

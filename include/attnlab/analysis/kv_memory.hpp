@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "attnlab/core/dtype.hpp"
 #include "attnlab/analysis/models.hpp"
+#include "attnlab/core/dtype.hpp"
 
 namespace attnlab {
 
@@ -51,8 +51,8 @@ std::uint64_t weight_bytes(const ModelShape& model, DType dtype);
 struct KVRow {
   std::uint64_t context = 0;
   std::uint64_t cache_bytes = 0;
-  std::uint64_t total_bytes = 0;         // cache + weights
-  double cache_over_weights = 0.0;       // 0 when the weights are unknown
+  std::uint64_t total_bytes = 0;    // cache + weights
+  double cache_over_weights = 0.0;  // 0 when the weights are unknown
   bool cache_exceeds_weights = false;
 };
 
@@ -60,15 +60,15 @@ struct KVBudget {
   std::uint64_t budget_bytes = 0;
   std::uint64_t left_for_cache = 0;  // budget - weights, or 0 when the weights do not fit
   bool weights_fit = false;
-  std::uint64_t max_context = 0;     // ⌊left / bytes per token⌋
+  std::uint64_t max_context = 0;  // ⌊left / bytes per token⌋
 };
 
 struct KVReport {
   ModelShape model;
   DType dtype = DType::f16;
   std::uint64_t bytes_per_token = 0;
-  std::uint64_t weight_bytes = 0;                   // 0 when unknown
-  std::optional<std::uint64_t> crossover_context;   // the first context whose cache exceeds the weights
+  std::uint64_t weight_bytes = 0;                  // 0 when unknown
+  std::optional<std::uint64_t> crossover_context;  // the first context whose cache exceeds the weights
   std::vector<KVRow> rows;
   std::optional<KVBudget> budget;
 };

@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "attnlab/core/dtype.hpp"
 #include "attnlab/analysis/models.hpp"
+#include "attnlab/core/dtype.hpp"
 
 namespace attnlab {
 
@@ -64,15 +64,15 @@ struct CostMeasureOptions {
   std::uint64_t max_tokens = 2048;  // the longest n; the others are max/2, max/4, ...
   std::uint64_t d_k = 128;
   bool causal = false;
-  std::size_t points = 6;          // at most this many lengths, none below kMinMeasuredTokens
-  double min_seconds = 0.1;        // each length runs until this much time has passed; the best run counts
+  std::size_t points = 6;    // at most this many lengths, none below kMinMeasuredTokens
+  double min_seconds = 0.1;  // each length runs until this much time has passed; the best run counts
   std::uint64_t seed = 1;
 };
 inline constexpr std::uint64_t kMinMeasuredTokens = 16;
 
 struct CostPoint {
   std::uint64_t n = 0;
-  double seconds = 0.0;              // the fastest run
+  double seconds = 0.0;  // the fastest run
   int runs = 0;
   std::uint64_t scratch_peak_bytes = 0;  // the kernel's working memory: peak operator new bytes during a run
   std::uint64_t rss_peak_bytes = 0;      // peak resident memory during the run, above the resident size before it
@@ -87,7 +87,7 @@ struct CostMeasurement {
   // with fewer than two lengths (a largest n below 2·kMinMeasuredTokens).
   std::optional<double> time_exponent;
   std::optional<double> memory_exponent;
-  bool rss_peak_measured = false; // whether the peak could be reset before each run
+  bool rss_peak_measured = false;  // whether the peak could be reset before each run
 };
 
 // max, max/2, max/4, ... (at most `points` lengths, none below `smallest` unless max is),
@@ -109,13 +109,13 @@ CostMeasurement measure_attention_cost(const CostMeasureOptions& options, const 
 // ---- the KV cache: decoded, measured --------------------------------------------------
 
 struct KVMeasureOptions {
-  ModelShape model;             // a valid shape (d_model 0 means heads × head_dim)
+  ModelShape model;  // a valid shape (d_model 0 means heads × head_dim)
   DType dtype = DType::f16;
   std::uint64_t max_context = 4096;
   std::vector<std::uint64_t> extra_contexts;  // also measured (those <= max_context)
   std::optional<std::uint64_t> layers;        // layers to decode; default: as many as fit (kv_measure_layers)
   std::uint64_t auto_layers_cap = std::uint64_t{2} << 30;  // the default layers keep the cache within this
-  std::size_t points = 6;                     // doubling steps up to max_context
+  std::size_t points = 6;                                  // doubling steps up to max_context
   std::uint64_t seed = 1;
 };
 
@@ -129,7 +129,7 @@ struct KVPoint {
 };
 
 struct KVMeasurement {
-  std::uint64_t layers = 0;   // layers decoded (the formula is for these)
+  std::uint64_t layers = 0;  // layers decoded (the formula is for these)
   std::uint64_t d_model = 0;
   std::vector<KVPoint> points;  // ascending context
 };

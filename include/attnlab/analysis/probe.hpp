@@ -26,8 +26,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "attnlab/core/matrix.hpp"
-#include "attnlab/scenario/scenario.hpp"
 #include "attnlab/core/trace.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 
@@ -35,12 +35,12 @@ namespace attnlab {
 struct Readout {
   enum class Kind { coordinate, direction, norm, class_probability };
   Kind kind = Kind::norm;
-  std::size_t coordinate = 0;         // coordinate: o[c]
-  std::vector<double> direction;      // direction: o · u (d_out numbers)
-  Matrix matrix;                      // class_probability: scores z = o · matrix [d_out × classes]
-  std::vector<std::string> labels;    //   one per class
-  std::size_t target = 0;             //   the readout is p(target) = softmax(z)[target]
-  std::string description;            // "output[0]", "output · u", "‖output‖", "p(negative)"
+  std::size_t coordinate = 0;       // coordinate: o[c]
+  std::vector<double> direction;    // direction: o · u (d_out numbers)
+  Matrix matrix;                    // class_probability: scores z = o · matrix [d_out × classes]
+  std::vector<std::string> labels;  //   one per class
+  std::size_t target = 0;           //   the readout is p(target) = softmax(z)[target]
+  std::string description;          // "output[0]", "output · u", "‖output‖", "p(negative)"
 
   double value(std::span<const double> output) const;
   // ∂value/∂o (d_out numbers); for the norm, 0 at o = 0.
@@ -80,38 +80,38 @@ double jensen_shannon(std::span<const double> p, std::span<const double> q);
 struct TokenMeasures {
   std::size_t index = 0;
   std::string token;
-  bool visible = false;                // the key takes part in query i's softmax
-  std::vector<double> weights;         // a_ij per head (after the head's ablation, if any)
-  double weight = 0;                   // averaged over heads
-  double value_weighted = 0;           // Σ_h a_ij^h ‖v_j^h‖ / H
-  double readout_without = 0;          // the readout with key j knocked out
-  double erasure = 0;                  // readout_without - readout
+  bool visible = false;         // the key takes part in query i's softmax
+  std::vector<double> weights;  // a_ij per head (after the head's ablation, if any)
+  double weight = 0;            // averaged over heads
+  double value_weighted = 0;    // Σ_h a_ij^h ‖v_j^h‖ / H
+  double readout_without = 0;   // the readout with key j knocked out
+  double erasure = 0;           // readout_without - readout
   std::optional<std::string> decision_without;
-  bool flips = false;                  // decision_without differs from the decision
-  std::vector<double> gradient;        // ∂readout/∂x_j (d_in)
-  double grad_x_input = 0;             // gradient · x_j
+  bool flips = false;            // decision_without differs from the decision
+  std::vector<double> gradient;  // ∂readout/∂x_j (d_in)
+  double grad_x_input = 0;       // gradient · x_j
 };
 
 struct Counterfactual {
   std::size_t head = 0;
   double epsilon = 0;
-  std::vector<double> original;        // the head's weights for the query (m)
-  std::vector<double> found;           // the most different row found, same support (m)
-  double divergence = 0;               // JSD(original, found) in bits
+  std::vector<double> original;  // the head's weights for the query (m)
+  std::vector<double> found;     // the most different row found, same support (m)
+  double divergence = 0;         // JSD(original, found) in bits
   double readout_before = 0, readout_after = 0;
   std::optional<std::string> decision_before, decision_after;
-  std::vector<double> output_after;    // the query's layer output with `found` (d_out)
-  bool exact = false;                  // the readout is linear in the weights: the maximum is exact
-  std::string note;                    // why nothing was found, when nothing was
+  std::vector<double> output_after;  // the query's layer output with `found` (d_out)
+  bool exact = false;                // the readout is linear in the weights: the maximum is exact
+  std::string note;                  // why nothing was found, when nothing was
 };
 
 struct SerranoSmith {
-  std::size_t top_weight = 0;          // the key with the largest averaged weight
-  std::size_t top_erasure = 0;         // the key whose knock-out moves the readout most
+  std::size_t top_weight = 0;   // the key with the largest averaged weight
+  std::size_t top_erasure = 0;  // the key whose knock-out moves the readout most
   bool has_decision = false;
-  bool top_flips = false;              // knocking out top_weight flips the decision
+  bool top_flips = false;                    // knocking out top_weight flips the decision
   std::vector<std::size_t> others_flipping;  // other keys whose knock-out flips it
-  std::string verdict;                 // one sentence
+  std::string verdict;                       // one sentence
 };
 
 struct ProbeResult {
@@ -121,10 +121,10 @@ struct ProbeResult {
   std::vector<std::string> source_tokens;
   std::vector<std::string> head_names;
   Readout readout;
-  std::vector<double> output;          // the query's layer output (d_out)
+  std::vector<double> output;  // the query's layer output (d_out)
   double readout_value = 0;
   std::optional<std::string> decision;
-  std::vector<TokenMeasures> tokens;   // one per key j
+  std::vector<TokenMeasures> tokens;  // one per key j
   // τ between the averaged weights and value_weighted, |erasure|, |grad_x_input|, over the
   // keys visible to the query (NaN: undefined, e.g. fewer than two visible keys).
   double tau_value_weighted = 0, tau_erasure = 0, tau_grad_x_input = 0;
@@ -133,10 +133,10 @@ struct ProbeResult {
 };
 
 struct ProbeOptions {
-  std::optional<std::size_t> query;    // default: the scenario's query, else the last
-  std::string readout;                 // parse_readout's text
-  std::size_t head = 0;                // the head whose weights the counterfactual replaces
-  double epsilon = 0.01;               // |readout_after - readout_before| <= epsilon
+  std::optional<std::size_t> query;  // default: the scenario's query, else the last
+  std::string readout;               // parse_readout's text
+  std::size_t head = 0;              // the head whose weights the counterfactual replaces
+  double epsilon = 0.01;             // |readout_after - readout_before| <= epsilon
 };
 
 // The probe refuses problems whose m + 1 forward passes would exceed this many score cells.

@@ -35,7 +35,7 @@ struct AttentionInput {
   std::vector<HeadWeights> heads;
   std::optional<Matrix> w_o;  // [Σ d_v × d_out]
   MaskSpec mask;
-  double temperature = 1.0;   // T > 0
+  double temperature = 1.0;  // T > 0
 };
 
 // One softmax row: logits (-inf where masked) -> exponentials, their sum, the weights.

@@ -61,8 +61,10 @@ class KVCache {
 
   // Rows [first, first + count) of keys (or values) as f32, row after row, into `out`
   // ([count × head_dim]).
-  void load_keys(std::size_t layer, std::size_t kv_head, std::size_t first, std::size_t count, std::span<float> out) const;
-  void load_values(std::size_t layer, std::size_t kv_head, std::size_t first, std::size_t count, std::span<float> out) const;
+  void load_keys(std::size_t layer, std::size_t kv_head, std::size_t first, std::size_t count,
+                 std::span<float> out) const;
+  void load_values(std::size_t layer, std::size_t kv_head, std::size_t first, std::size_t count,
+                   std::span<float> out) const;
 
   // Bytes allocated for the arrays: 2 × L × H_kv × capacity × head_dim × dtype bytes.
   std::size_t bytes() const;

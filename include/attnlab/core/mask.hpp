@@ -10,9 +10,9 @@ namespace attnlab {
 // with the last key (as when new tokens are appended after a KV cache). In
 // self-attention m = n and p_i = i.
 struct MaskSpec {
-  bool causal = false;                  // query i sees keys j <= p_i
-  std::optional<std::size_t> window;    // w: |p_i - j| < w (with causal: p_i - w < j <= p_i)
-  std::vector<std::size_t> hidden_keys; // keys no query may see ("knocked out")
+  bool causal = false;                   // query i sees keys j <= p_i
+  std::optional<std::size_t> window;     // w: |p_i - j| < w (with causal: p_i - w < j <= p_i)
+  std::vector<std::size_t> hidden_keys;  // keys no query may see ("knocked out")
 
   bool operator==(const MaskSpec&) const = default;
 };

@@ -21,21 +21,21 @@ enum class HeadAblation { none, zero, mean, uniform };
 struct HeadTrace {
   std::string name;
   std::size_t d_k = 0, d_v = 0;
-  Matrix queries;       // [n × d_k]  q_i = x_i · W_Q (then rotated, with rope)
-  Matrix keys;          // [m × d_k]  k_j = s_j · W_K (then rotated, with rope)
-  Matrix values;        // [m × d_v]  v_j = s_j · W_V
-  Matrix scores;        // [n × m]    q_i · k_j, every pair
-  Matrix scaled;        // [n × m]    scores / √d_k, every pair
-  Matrix logits;        // [n × m]    scaled / T where visible, -inf where masked
-  std::vector<double> shifts;    // [n] subtracted before exp: 0, or the row max if |max| > 60
-  Matrix exponentials;  // [n × m]    exp(logit - shift), 0 where masked
-  std::vector<double> row_sums;  // [n] Σ_j exponentials
-  Matrix weights;       // [n × m]    exponentials / row_sum; each row sums to 1 (or is all 0);
-                        //            with a uniform ablation, 1/k over the k visible keys
-  Matrix mixed;         // [n × d_v]  Σ_j weights_ij · v_j
-  Matrix output;        // [n × d_v]  mixed, then ablated (zero, mean) and scaled; = mixed when
-                        //            the head is not intervened on
-  std::vector<bool> fully_masked;  // [n] rows where every key was hidden
+  Matrix queries;                              // [n × d_k]  q_i = x_i · W_Q (then rotated, with rope)
+  Matrix keys;                                 // [m × d_k]  k_j = s_j · W_K (then rotated, with rope)
+  Matrix values;                               // [m × d_v]  v_j = s_j · W_V
+  Matrix scores;                               // [n × m]    q_i · k_j, every pair
+  Matrix scaled;                               // [n × m]    scores / √d_k, every pair
+  Matrix logits;                               // [n × m]    scaled / T where visible, -inf where masked
+  std::vector<double> shifts;                  // [n] subtracted before exp: 0, or the row max if |max| > 60
+  Matrix exponentials;                         // [n × m]    exp(logit - shift), 0 where masked
+  std::vector<double> row_sums;                // [n] Σ_j exponentials
+  Matrix weights;                              // [n × m]    exponentials / row_sum; each row sums to 1 (or is all 0);
+                                               //            with a uniform ablation, 1/k over the k visible keys
+  Matrix mixed;                                // [n × d_v]  Σ_j weights_ij · v_j
+  Matrix output;                               // [n × d_v]  mixed, then ablated (zero, mean) and scaled; = mixed when
+                                               //            the head is not intervened on
+  std::vector<bool> fully_masked;              // [n] rows where every key was hidden
   HeadAblation ablation = HeadAblation::none;  // the interventions applied to this head
   double scale = 1.0;
 };

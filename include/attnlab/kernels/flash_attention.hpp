@@ -6,11 +6,11 @@
 // with every mask this kernel knows giving each query row a contiguous range of visible
 // keys (causal, sliding window, both). Fully masked rows give a zero output.
 #pragma once
-#include <string_view>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "attnlab/core/attention.hpp"
 
@@ -43,15 +43,15 @@ struct AttentionShape {
 };
 
 struct AttentionOptions {
-  bool causal = false;                 // query i (at position i + m - n) sees keys j <= i + m - n
-  std::optional<std::size_t> window;   // and keys with |i + m - n - j| < w
-  double temperature = 1.0;            // logits = q·k · scale / T
-  std::optional<double> scale;         // default 1/√d_k
+  bool causal = false;                // query i (at position i + m - n) sees keys j <= i + m - n
+  std::optional<std::size_t> window;  // and keys with |i + m - n - j| < w
+  double temperature = 1.0;           // logits = q·k · scale / T
+  std::optional<double> scale;        // default 1/√d_k
   Precision precision = Precision::f32;
-  std::size_t block_q = 96;            // queries per tile (rounded up to a multiple of 16)
-  std::size_t block_k = 128;           // keys per tile
-  int threads = 0;                     // 0: all cores
-  std::optional<Isa> isa;              // force an instruction set (tests); default best_isa()
+  std::size_t block_q = 96;   // queries per tile (rounded up to a multiple of 16)
+  std::size_t block_k = 128;  // keys per tile
+  int threads = 0;            // 0: all cores
+  std::optional<Isa> isa;     // force an instruction set (tests); default best_isa()
 };
 
 // Tiled prefill. Layouts, all row-major and contiguous:

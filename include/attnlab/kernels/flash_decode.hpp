@@ -7,16 +7,16 @@
 #include <optional>
 #include <span>
 
-#include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/core/kv_cache.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
 
 namespace attnlab {
 
 struct DecodeOptions {
-  int threads = 0;               // 0: all cores
-  std::size_t chunk = 1024;      // cached tokens per work item (a multiple of 64 works best)
+  int threads = 0;           // 0: all cores
+  std::size_t chunk = 1024;  // cached tokens per work item (a multiple of 64 works best)
   double temperature = 1.0;
-  std::optional<Isa> isa;        // force an instruction set (tests); default best_isa()
+  std::optional<Isa> isa;  // force an instruction set (tests); default best_isa()
 };
 
 // queries and out: [n_new × heads × head_dim], token t and head h at (t·heads + h)·head_dim.

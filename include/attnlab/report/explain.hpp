@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "attnlab/scenario/scenario.hpp"
 #include "attnlab/core/trace.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 
@@ -27,8 +27,8 @@ std::size_t display_width(const std::string& text);
 std::string render_table(const std::vector<std::vector<std::string>>& rows, std::string_view indent = "   ");
 
 struct ExplainOptions {
-  std::size_t head = 0;               // which head the steps are shown for
-  std::optional<std::size_t> query;   // the query worked in full (default: scenario's, else last)
+  std::size_t head = 0;              // which head the steps are shown for
+  std::optional<std::size_t> query;  // the query worked in full (default: scenario's, else last)
   int precision = 2;
 };
 

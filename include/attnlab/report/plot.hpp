@@ -13,10 +13,10 @@ struct PlotSeries {
   std::string label;
   std::vector<double> x, y;  // points, x and y > 0 (others are skipped)
   std::string color = "#1f77b4";
-  bool markers = true;       // a circle at each point
-  bool dashed = false;       // a dashed line (formulas, fits) instead of a solid one
-  bool hollow = false;       // larger open circles, to show points that lie on another series
-  bool line = true;          // false: markers only
+  bool markers = true;  // a circle at each point
+  bool dashed = false;  // a dashed line (formulas, fits) instead of a solid one
+  bool hollow = false;  // larger open circles, to show points that lie on another series
+  bool line = true;     // false: markers only
 };
 
 enum class AxisUnit { count, seconds, bytes };

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/core/json.hpp"
-#include "attnlab/scenario/scenario.hpp"
 #include "attnlab/core/trace.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 

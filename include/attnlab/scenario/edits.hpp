@@ -19,10 +19,10 @@ struct RandomHeadRequest {
 };
 
 struct ScenarioEdits {
-  std::optional<std::string> sentence;          // words become the tokens (with_sentence)
-  std::vector<std::size_t> remove_heads;        // indices of the scenario as given
+  std::optional<std::string> sentence;    // words become the tokens (with_sentence)
+  std::vector<std::size_t> remove_heads;  // indices of the scenario as given
   std::vector<RandomHeadRequest> add_random_heads;
-  Overrides overrides;                          // causal, temperature, window
+  Overrides overrides;  // causal, temperature, window
 
   bool empty() const;
 };

@@ -15,14 +15,13 @@
 #include <vector>
 
 #include "attnlab/core/attention.hpp"
-#include "attnlab/scenario/scenario.hpp"
 #include "attnlab/core/trace.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 
 // A finite number written in full ("0.5", "-2", "1e-3"), or nothing (for flag parsing).
 std::optional<double> finite_number(std::string_view text);
-
 
 // Each intervention remembers where it was asked for (`origin`: "--ablate-head 1:mean",
 // "options.ablate_heads[0]"), so an error names what the user typed.
@@ -62,20 +61,18 @@ struct Interventions {
   std::vector<TokenReplacement> replace;
   std::optional<std::vector<std::size_t>> permute;  // new token k is old token permute[k]
 
-  bool empty() const {
-    return knock_out.empty() && ablate.empty() && scale.empty() && replace.empty() && !permute;
-  }
+  bool empty() const { return knock_out.empty() && ablate.empty() && scale.empty() && replace.empty() && !permute; }
 };
 
 // The command-line forms (the API accepts them too). Each throws InputError naming
 // `origin` and the form expected.
-HeadAblationRequest parse_ablate_head(std::string_view text, std::string_view origin);    // "H" or "H:zero|mean|uniform"
-HeadScaling parse_scale_head(std::string_view text, std::string_view origin);             // "H:F"
-TokenReplacement parse_replace_token(std::string_view text, std::string_view origin);     // "J:WORD"
-TokenReplacement parse_replace_embedding(std::string_view text, std::string_view origin); // "J:x1,x2,..."
+HeadAblationRequest parse_ablate_head(std::string_view text, std::string_view origin);  // "H" or "H:zero|mean|uniform"
+HeadScaling parse_scale_head(std::string_view text, std::string_view origin);           // "H:F"
+TokenReplacement parse_replace_token(std::string_view text, std::string_view origin);   // "J:WORD"
+TokenReplacement parse_replace_embedding(std::string_view text, std::string_view origin);  // "J:x1,x2,..."
 // The pieces those forms are made of, for requests that give them as typed fields:
 HeadAblation ablation_kind(std::string_view kind, std::string_view origin);  // "zero", "mean" or "uniform"
-std::string checked_word(std::string_view word, std::string_view origin);   // one word, no spaces
+std::string checked_word(std::string_view word, std::string_view origin);    // one word, no spaces
 
 // One line per intervention, in the order they are applied, e.g.
 // `knock out key 1 "t2"`, `ablate head 0 "worked example": mean output over the tokens`.

@@ -20,15 +20,15 @@
 namespace attnlab {
 
 inline constexpr std::string_view kScenarioFormat = "attnlab-scenario/1";
-inline constexpr std::size_t kMaxTokens = 4096;        // per sequence
-inline constexpr std::size_t kMaxWidth = 4096;         // d_model, d_k, d_v, d_out
+inline constexpr std::size_t kMaxTokens = 4096;  // per sequence
+inline constexpr std::size_t kMaxWidth = 4096;   // d_model, d_k, d_v, d_out
 inline constexpr std::size_t kMaxHeads = 64;
 inline constexpr std::size_t kMaxTraceCells = 1u << 25;  // Σ over heads of n·m
 
 struct HeadSpec {
   std::string name;
-  std::optional<std::uint64_t> random_seed;  // set for a {"random": SEED} head
-  Matrix w_q, w_k, w_v;                      // drawn at load time for a random head
+  std::optional<std::uint64_t> random_seed;    // set for a {"random": SEED} head
+  Matrix w_q, w_k, w_v;                        // drawn at load time for a random head
   HeadAblation ablation = HeadAblation::none;  // an intervention: "ablation" in the file
   double scale = 1.0;                          // an intervention: "scale" in the file
 };
@@ -57,8 +57,8 @@ struct Scenario {
   std::optional<SourceSequence> source;
   MaskSpec mask;  // causal, window, mask_tokens
   double temperature = 1.0;
-  std::optional<std::size_t> query;  // the query explain works in full (default: the last)
-  int precision = 2;                 // decimals explain shows by default
+  std::optional<std::size_t> query;    // the query explain works in full (default: the last)
+  int precision = 2;                   // decimals explain shows by default
   std::optional<ReadoutSpec> readout;  // what `attnlab probe` reads off an output by default
 
   std::size_t n() const { return tokens.size(); }
@@ -120,7 +120,7 @@ Scenario load_scenario(std::string_view name_or_path);
 struct Overrides {
   std::optional<bool> causal;
   std::optional<double> temperature;
-  std::optional<std::size_t> window;  // 0 removes the window
+  std::optional<std::size_t> window;     // 0 removes the window
   std::vector<std::size_t> mask_tokens;  // added to the scenario's own
   std::optional<std::size_t> query;
 };

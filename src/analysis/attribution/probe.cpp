@@ -3,8 +3,8 @@
 // Jain & Wallace's counterfactual weights. Every output comes from the engine: erasure
 // runs the scenario again with the key knocked out, and the gradient walks back through
 // the numbers of the engine's own trace.
-#include "attnlab/scenario/interventions.hpp"
 #include "attnlab/analysis/probe.hpp"
+#include "attnlab/scenario/interventions.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -24,23 +24,26 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-
 // z = o · matrix, then a numerically stable softmax.
 std::vector<double> class_probabilities(const Readout& r, std::span<const double> o) {
   std::vector<double> z(r.matrix.cols, 0.0);
   for (std::size_t k = 0; k < r.matrix.cols; ++k)
-    for (std::size_t c = 0; c < o.size(); ++c) z[k] += o[c] * r.matrix(c, k);
+    for (std::size_t c = 0; c < o.size(); ++c)
+      z[k] += o[c] * r.matrix(c, k);
   const double top = *std::max_element(z.begin(), z.end());
   double sum = 0.0;
-  for (double& x : z) sum += (x = std::exp(x - top));
-  for (double& x : z) x /= sum;
+  for (double& x : z)
+    sum += (x = std::exp(x - top));
+  for (double& x : z)
+    x /= sum;
   return z;
 }
 
 std::vector<double> class_scores(const Readout& r, std::span<const double> o) {
   std::vector<double> z(r.matrix.cols, 0.0);
   for (std::size_t k = 0; k < r.matrix.cols; ++k)
-    for (std::size_t c = 0; c < o.size(); ++c) z[k] += o[c] * r.matrix(c, k);
+    for (std::size_t c = 0; c < o.size(); ++c)
+      z[k] += o[c] * r.matrix(c, k);
   return z;
 }
 
@@ -60,12 +63,14 @@ void unrotate_rope(Matrix& rows) {
 Matrix transposed(const Matrix& a) {
   Matrix t(a.cols, a.rows);
   for (std::size_t r = 0; r < a.rows; ++r)
-    for (std::size_t c = 0; c < a.cols; ++c) t(c, r) = a(r, c);
+    for (std::size_t c = 0; c < a.cols; ++c)
+      t(c, r) = a(r, c);
   return t;
 }
 
 void add_into(Matrix& to, const Matrix& from) {
-  for (std::size_t k = 0; k < to.data.size(); ++k) to.data[k] += from.data[k];
+  for (std::size_t k = 0; k < to.data.size(); ++k)
+    to.data[k] += from.data[k];
 }
 
 std::string quoted(const std::string& s) { return fmt::format("\"{}\"", s); }
@@ -92,7 +97,8 @@ std::vector<double> Readout::gradient(std::span<const double> o) const {
     case Kind::norm: {
       const double norm = std::sqrt(dot(o, o));
       if (norm > 0)
-        for (std::size_t c = 0; c < o.size(); ++c) g[c] = o[c] / norm;
+        for (std::size_t c = 0; c < o.size(); ++c)
+          g[c] = o[c] / norm;
       break;
     }
     case Kind::class_probability: {
@@ -100,7 +106,8 @@ std::vector<double> Readout::gradient(std::span<const double> o) const {
       const std::vector<double> p = class_probabilities(*this, o);
       for (std::size_t k = 0; k < p.size(); ++k) {
         const double dz = p[target] * ((k == target ? 1.0 : 0.0) - p[k]);
-        for (std::size_t c = 0; c < o.size(); ++c) g[c] += matrix(c, k) * dz;
+        for (std::size_t c = 0; c < o.size(); ++c)
+          g[c] += matrix(c, k) * dz;
       }
       break;
     }
@@ -118,7 +125,8 @@ std::optional<std::string> Readout::decision(std::span<const double> o) const {
   return v > 0 ? "positive" : v < 0 ? "negative" : "zero";
 }
 
-Readout parse_readout(std::string_view text, const Scenario& s, std::span<const double> output, std::string_view field) {
+Readout parse_readout(std::string_view text, const Scenario& s, std::span<const double> output,
+                      std::string_view field) {
   const std::size_t d_out = s.d_out();
   std::string_view kind = text, argument;
   bool has_argument = false;
@@ -138,11 +146,12 @@ Readout parse_readout(std::string_view text, const Scenario& s, std::span<const 
   } else if (kind == "coordinate") {
     const std::string a(argument);
     if (a.empty() || a.find_first_not_of("0123456789") != std::string::npos || a.size() > 9)
-      fail(field, fmt::format("\"{}\": write coordinate:C with C a coordinate of the output, 0 to {}", text, d_out - 1));
+      fail(field,
+           fmt::format("\"{}\": write coordinate:C with C a coordinate of the output, 0 to {}", text, d_out - 1));
     r.coordinate = std::stoul(a);
     if (r.coordinate >= d_out)
-      fail(field, fmt::format("coordinate {} does not exist; the output has coordinates 0 to {} (d_out = {})", r.coordinate,
-                              d_out - 1, d_out));
+      fail(field, fmt::format("coordinate {} does not exist; the output has coordinates 0 to {} (d_out = {})",
+                              r.coordinate, d_out - 1, d_out));
     r.kind = Readout::Kind::coordinate;
     r.description = fmt::format("output[{}]", r.coordinate);
   } else if (kind == "direction") {
@@ -150,12 +159,15 @@ Readout parse_readout(std::string_view text, const Scenario& s, std::span<const 
     std::istringstream in{std::string(argument)};
     while (std::getline(in, item, ',')) {
       const auto x = finite_number(item);
-      if (!x) fail(field, fmt::format("\"{}\" is not a finite number; write direction:u1,u2,... with {} numbers", item, d_out));
+      if (!x)
+        fail(field,
+             fmt::format("\"{}\" is not a finite number; write direction:u1,u2,... with {} numbers", item, d_out));
       r.direction.push_back(*x);
     }
     if (r.direction.size() != d_out)
-      fail(field, fmt::format("the direction has {} numbers but the output has {} coordinates (d_out); give one per coordinate",
-                              r.direction.size(), d_out));
+      fail(field, fmt::format(
+                      "the direction has {} numbers but the output has {} coordinates (d_out); give one per coordinate",
+                      r.direction.size(), d_out));
     if (std::all_of(r.direction.begin(), r.direction.end(), [](double x) { return x == 0.0; }))
       fail(field, "the direction is all zeros; give a non-zero vector");
     r.kind = Readout::Kind::direction;
@@ -194,7 +206,8 @@ InputGradient output_gradient(const Scenario& s, const Trace& t, std::size_t que
   // Back through W_O: output_i = concatenated_i · W_O, so ∂/∂concatenated_i = d_output · W_Oᵀ.
   std::vector<double> d_concat(t.concatenated.cols, 0.0);
   if (s.w_o) {
-    for (std::size_t c = 0; c < d_concat.size(); ++c) d_concat[c] = dot(s.w_o->row(c), d_output);
+    for (std::size_t c = 0; c < d_concat.size(); ++c)
+      d_concat[c] = dot(s.w_o->row(c), d_output);
   } else {
     std::copy(d_output.begin(), d_output.end(), d_concat.begin());
   }
@@ -210,14 +223,15 @@ InputGradient output_gradient(const Scenario& s, const Trace& t, std::size_t que
       for (std::size_t c = 0; c < ht.d_v; ++c) {
         const double d = d_concat[offset + c] * ht.scale;
         if (ht.ablation == HeadAblation::mean)  // every query's mixed row feeds the mean
-          for (std::size_t r = 0; r < n; ++r) d_mixed(r, c) = d / static_cast<double>(n);
+          for (std::size_t r = 0; r < n; ++r)
+            d_mixed(r, c) = d / static_cast<double>(n);
         else
           d_mixed(query, c) = d;
       }
     offset += ht.d_v;
 
     // Back through the mix: mixed = weights · V.
-    const Matrix d_weights = matmul_transposed(d_mixed, ht.values);  // [n × m]
+    const Matrix d_weights = matmul_transposed(d_mixed, ht.values);   // [n × m]
     const Matrix d_values = matmul(transposed(ht.weights), d_mixed);  // [m × d_v]
 
     // Back through the softmax (uniform weights do not depend on the scores):
@@ -228,14 +242,15 @@ InputGradient output_gradient(const Scenario& s, const Trace& t, std::size_t que
       for (std::size_t r = 0; r < n; ++r) {
         if (ht.fully_masked[r]) continue;
         const double mean = dot(ht.weights.row(r), d_weights.row(r));
-        for (std::size_t j = 0; j < m; ++j) d_scores(r, j) = ht.weights(r, j) * (d_weights(r, j) - mean) / step;
+        for (std::size_t j = 0; j < m; ++j)
+          d_scores(r, j) = ht.weights(r, j) * (d_weights(r, j) - mean) / step;
       }
     }
 
     // Back through the scores: scores = Q · Kᵀ.
-    Matrix d_q = matmul(d_scores, ht.keys);               // [n × d_k]
+    Matrix d_q = matmul(d_scores, ht.keys);                 // [n × d_k]
     Matrix d_k = matmul(transposed(d_scores), ht.queries);  // [m × d_k]
-    if (input.rope) {  // the scored q and k were rotated after projecting
+    if (input.rope) {                                       // the scored q and k were rotated after projecting
       unrotate_rope(d_q);
       unrotate_rope(d_k);
     }
@@ -283,15 +298,16 @@ namespace {
 // How one head's weight row for one query reaches the layer output: output(α) = base +
 // Σ_j α_j P_j, affine in the row whatever the head's ablation and scale.
 struct RowToOutput {
-  std::vector<double> base;                // d_out
-  std::vector<std::vector<double>> P;      // m rows of d_out
+  std::vector<double> base;            // d_out
+  std::vector<std::vector<double>> P;  // m rows of d_out
 };
 
 RowToOutput row_to_output(const Scenario& s, const Trace& t, std::size_t query, std::size_t head) {
   const HeadTrace& ht = t.heads[head];
   const std::size_t n = t.tokens.size(), m = ht.values.rows, d_out = t.output.cols;
   std::size_t offset = 0;
-  for (std::size_t h = 0; h < head; ++h) offset += t.heads[h].d_v;
+  for (std::size_t h = 0; h < head; ++h)
+    offset += t.heads[h].d_v;
   // How much of mixed_i reaches output_i: scale, times 1/n under a mean ablation, 0 under zero.
   double coefficient = ht.scale;
   if (ht.ablation == HeadAblation::zero) coefficient = 0.0;
@@ -301,16 +317,19 @@ RowToOutput row_to_output(const Scenario& s, const Trace& t, std::size_t query, 
                 std::vector<std::vector<double>>(m, std::vector<double>(d_out, 0.0))};
   for (std::size_t j = 0; j < m; ++j) {
     std::vector<double> concat(t.concatenated.cols, 0.0);
-    for (std::size_t c = 0; c < ht.d_v; ++c) concat[offset + c] = coefficient * ht.values(j, c);
+    for (std::size_t c = 0; c < ht.d_v; ++c)
+      concat[offset + c] = coefficient * ht.values(j, c);
     for (std::size_t k = 0; k < d_out; ++k) {
       double x = 0.0;
       if (s.w_o)
-        for (std::size_t c = 0; c < concat.size(); ++c) x += concat[c] * (*s.w_o)(c, k);
+        for (std::size_t c = 0; c < concat.size(); ++c)
+          x += concat[c] * (*s.w_o)(c, k);
       else
         x = concat[k];
       r.P[j][k] = x;
     }
-    for (std::size_t k = 0; k < d_out; ++k) r.base[k] -= ht.weights(query, j) * r.P[j][k];
+    for (std::size_t k = 0; k < d_out; ++k)
+      r.base[k] -= ht.weights(query, j) * r.P[j][k];
   }
   return r;
 }
@@ -319,7 +338,8 @@ std::vector<double> apply_row(const RowToOutput& map, std::span<const double> we
   std::vector<double> o = map.base;
   for (std::size_t j = 0; j < weights.size(); ++j)
     if (weights[j] != 0)
-      for (std::size_t k = 0; k < o.size(); ++k) o[k] += weights[j] * map.P[j][k];
+      for (std::size_t k = 0; k < o.size(); ++k)
+        o[k] += weights[j] * map.P[j][k];
   return o;
 }
 
@@ -359,12 +379,14 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
 
   // Weights over the visible keys, and the output each one gives.
   std::vector<double> a(k);
-  for (std::size_t v = 0; v < k; ++v) a[v] = c.original[visible[v]];
+  for (std::size_t v = 0; v < k; ++v)
+    a[v] = c.original[visible[v]];
   const auto output_of = [&](const std::vector<double>& alpha) {
     std::vector<double> o = map.base;
     for (std::size_t v = 0; v < k; ++v)
       if (alpha[v] != 0)
-        for (std::size_t d = 0; d < d_out; ++d) o[d] += alpha[v] * map.P[visible[v]][d];
+        for (std::size_t d = 0; d < d_out; ++d)
+          o[d] += alpha[v] * map.P[visible[v]][d];
     return o;
   };
 
@@ -377,14 +399,17 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
   const auto search_segment = [&](const std::vector<double>& A, const std::vector<double>& B) {
     const std::vector<double> oA = output_of(A), oB = output_of(B);
     const auto readout_at = [&](double s_) {
-      for (std::size_t d = 0; d < d_out; ++d) o[d] = oA[d] + s_ * (oB[d] - oA[d]);
+      for (std::size_t d = 0; d < d_out; ++d)
+        o[d] = oA[d] + s_ * (oB[d] - oA[d]);
       return readout.value(o);
     };
     // Takes the point at s_ if, normalised to sum to 1, its readout is within ε.
     const auto try_point = [&](double s_) {
       double total = 0.0;
-      for (std::size_t v = 0; v < k; ++v) total += point[v] = std::max(0.0, A[v] + s_ * (B[v] - A[v]));
-      for (double& x : point) x /= total;
+      for (std::size_t v = 0; v < k; ++v)
+        total += point[v] = std::max(0.0, A[v] + s_ * (B[v] - A[v]));
+      for (double& x : point)
+        x /= total;
       if (!feasible_value(readout.value(output_of(point)))) return false;
       const double divergence = jensen_shannon(point, a);
       if (divergence > best_divergence) best_divergence = divergence, best = point;
@@ -414,7 +439,8 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
     }
     constexpr int kSamples = 48;
     std::vector<bool> ok(kSamples + 1);
-    for (int q = 0; q <= kSamples; ++q) ok[q] = feasible_value(readout_at(static_cast<double>(q) / kSamples));
+    for (int q = 0; q <= kSamples; ++q)
+      ok[q] = feasible_value(readout_at(static_cast<double>(q) / kSamples));
     // Moves the boundary between a feasible sample and an infeasible one closer.
     const auto refine = [&](double inside, double outside) {
       for (int it = 0; it < 40; ++it) {
@@ -440,12 +466,14 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
   if (k > kAllPairsUpTo) {
     const std::vector<double> slope = readout.gradient(c.output_after);
     std::vector<double> push(k);
-    for (std::size_t v = 0; v < k; ++v) push[v] = dot(map.P[visible[v]], slope);
+    for (std::size_t v = 0; v < k; ++v)
+      push[v] = dot(map.P[visible[v]], slope);
     std::vector<std::size_t> by_push = pair_keys, by_weight = pair_keys;
     std::sort(by_push.begin(), by_push.end(), [&](auto x, auto y) { return push[x] < push[y]; });
     std::sort(by_weight.begin(), by_weight.end(), [&](auto x, auto y) { return a[x] > a[y]; });
     std::vector<bool> chosen(k, false);
-    for (std::size_t q = 0; q < 16; ++q) chosen[by_push[q]] = chosen[by_push[k - 1 - q]] = chosen[by_weight[q]] = true;
+    for (std::size_t q = 0; q < 16; ++q)
+      chosen[by_push[q]] = chosen[by_push[k - 1 - q]] = chosen[by_weight[q]] = true;
     pair_keys.clear();
     for (std::size_t v = 0; v < k; ++v)
       if (chosen[v]) pair_keys.push_back(v);
@@ -460,9 +488,11 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
   // 1. The edges of the simplex (and its corners): for a linear readout the maximum is at
   //    a corner of the simplex cut by the two planes readout = r0 ± ε, which lies on an edge.
   for (std::size_t x = 0; x < pair_keys.size(); ++x)
-    for (std::size_t y = x + 1; y < pair_keys.size(); ++y) search_segment(vertex(pair_keys[x]), vertex(pair_keys[y]));
+    for (std::size_t y = x + 1; y < pair_keys.size(); ++y)
+      search_segment(vertex(pair_keys[x]), vertex(pair_keys[y]));
   // 2. From the original row towards each key, so a small ε still finds a small move.
-  for (std::size_t v = 0; v < k; ++v) search_segment(a, vertex(v));
+  for (std::size_t v = 0; v < k; ++v)
+    search_segment(a, vertex(v));
   // 3. From the original row, moving one key's weight onto another.
   for (std::size_t x : pair_keys)
     for (std::size_t y : pair_keys)
@@ -475,14 +505,14 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
 
   // The row found (normalised and checked within ε when it was taken), on all m keys.
   std::fill(c.found.begin(), c.found.end(), 0.0);
-  for (std::size_t v = 0; v < k; ++v) c.found[visible[v]] = best[v];
+  for (std::size_t v = 0; v < k; ++v)
+    c.found[visible[v]] = best[v];
   c.output_after = apply_row(map, c.found);
   c.readout_after = readout.value(c.output_after);
   assert(feasible_value(c.readout_after));
   c.decision_after = readout.decision(c.output_after);
   c.divergence = jensen_shannon(c.found, c.original);
-  if (c.divergence == 0.0)
-    c.note = "no other row on these keys keeps the readout within ε; try a larger --epsilon";
+  if (c.divergence == 0.0) c.note = "no other row on these keys keeps the readout within ε; try a larger --epsilon";
   return c;
 }
 
@@ -497,13 +527,15 @@ ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
   if (!std::isfinite(options.epsilon) || options.epsilon < 0)
     fail("epsilon", fmt::format("must be a finite number >= 0 (e.g. 0.01) but is {}", options.epsilon));
   if (m > kMaxProbeKeys)
-    fail("scenario", fmt::format("{} key tokens is more than the probe's limit of {}: it runs the scenario once per key; "
-                                 "use a shorter sequence",
-                                 m, kMaxProbeKeys));
+    fail("scenario",
+         fmt::format("{} key tokens is more than the probe's limit of {}: it runs the scenario once per key; "
+                     "use a shorter sequence",
+                     m, kMaxProbeKeys));
   if ((m + 1) * heads * n * m > kMaxProbeCells)
-    fail("scenario", fmt::format("the probe runs the scenario {} times ({} heads × {} × {} tokens each), more than its limit "
-                                 "of {} score cells; use fewer heads or tokens",
-                                 m + 1, heads, n, m, kMaxProbeCells));
+    fail("scenario",
+         fmt::format("the probe runs the scenario {} times ({} heads × {} × {} tokens each), more than its limit "
+                     "of {} score cells; use fewer heads or tokens",
+                     m + 1, heads, n, m, kMaxProbeCells));
 
   ProbeResult r;
   const Trace trace = run_scenario(s);
@@ -511,7 +543,8 @@ ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
   r.query = query;
   r.query_token = s.tokens[query];
   r.source_tokens = trace.source_tokens;
-  for (const HeadTrace& h : trace.heads) r.head_names.push_back(h.name);
+  for (const HeadTrace& h : trace.heads)
+    r.head_names.push_back(h.name);
   r.output.assign(trace.output.row(query).begin(), trace.output.row(query).end());
   r.readout = parse_readout(options.readout, s, r.output);
   r.readout_value = r.readout.value(r.output);
@@ -527,11 +560,13 @@ ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
     for (const HeadTrace& h : trace.heads) {
       t.weights.push_back(h.weights(query, j));
       t.weight += h.weights(query, j) / static_cast<double>(heads);
-      t.value_weighted += h.weights(query, j) * std::sqrt(dot(h.values.row(j), h.values.row(j))) / static_cast<double>(heads);
+      t.value_weighted +=
+          h.weights(query, j) * std::sqrt(dot(h.values.row(j), h.values.row(j))) / static_cast<double>(heads);
     }
     // Erasure: the engine again, with key j hidden from every query.
     Scenario without = s;
-    if (std::find(without.mask.hidden_keys.begin(), without.mask.hidden_keys.end(), j) == without.mask.hidden_keys.end())
+    if (std::find(without.mask.hidden_keys.begin(), without.mask.hidden_keys.end(), j) ==
+        without.mask.hidden_keys.end())
       without.mask.hidden_keys.push_back(j);
     const Trace erased = run_scenario(without);
     t.readout_without = r.readout.value(erased.output.row(query));
@@ -541,7 +576,8 @@ ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
     // Gradient × input, with x_j the vector the heads read (positions applied).
     t.gradient.assign(gradient.keys.row(j).begin(), gradient.keys.row(j).end());
     if (!s.source)
-      for (std::size_t c = 0; c < t.gradient.size(); ++c) t.gradient[c] += gradient.queries(j, c);
+      for (std::size_t c = 0; c < t.gradient.size(); ++c)
+        t.gradient[c] += gradient.queries(j, c);
     t.grad_x_input = dot(t.gradient, input.keys_from.row(j));
     r.tokens.push_back(std::move(t));
   }
@@ -576,26 +612,31 @@ ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
     flip = fmt::format("The readout {} has no decision to flip (use a class, coordinate or direction readout).",
                        r.readout.description);
   } else if (ss.top_flips && ss.others_flipping.empty()) {
-    flip = fmt::format("Knocking out the highest-weighted {} flips the decision ({} → {}), and no other single knock-out "
-                       "does: here the largest weight points at what the decision depends on.",
-                       key(ss.top_weight), *r.decision, *r.tokens[ss.top_weight].decision_without);
+    flip = fmt::format(
+        "Knocking out the highest-weighted {} flips the decision ({} → {}), and no other single knock-out "
+        "does: here the largest weight points at what the decision depends on.",
+        key(ss.top_weight), *r.decision, *r.tokens[ss.top_weight].decision_without);
   } else if (ss.top_flips) {
-    flip = fmt::format("Knocking out the highest-weighted {} flips the decision, and so does knocking out {} other "
-                       "key(s) (first: {}): the weight picks one of several tokens the decision rests on.",
-                       key(ss.top_weight), ss.others_flipping.size(), key(ss.others_flipping[0]));
+    flip = fmt::format(
+        "Knocking out the highest-weighted {} flips the decision, and so does knocking out {} other "
+        "key(s) (first: {}): the weight picks one of several tokens the decision rests on.",
+        key(ss.top_weight), ss.others_flipping.size(), key(ss.others_flipping[0]));
   } else if (!ss.others_flipping.empty()) {
-    flip = fmt::format("Knocking out the highest-weighted {} (weight {:.2f}) leaves the decision {}, but knocking out {} "
-                       "(weight {:.2f}) flips it to {}: here the largest weight misleads.",
-                       key(ss.top_weight), r.tokens[ss.top_weight].weight, *r.decision, key(ss.others_flipping[0]),
-                       r.tokens[ss.others_flipping[0]].weight, *r.tokens[ss.others_flipping[0]].decision_without);
+    flip = fmt::format(
+        "Knocking out the highest-weighted {} (weight {:.2f}) leaves the decision {}, but knocking out {} "
+        "(weight {:.2f}) flips it to {}: here the largest weight misleads.",
+        key(ss.top_weight), r.tokens[ss.top_weight].weight, *r.decision, key(ss.others_flipping[0]),
+        r.tokens[ss.others_flipping[0]].weight, *r.tokens[ss.others_flipping[0]].decision_without);
   } else {
     flip = fmt::format("No single knock-out flips the decision {}.", *r.decision);
   }
   const std::string largest =
       ss.top_erasure == ss.top_weight
-          ? fmt::format(" The largest erasure effect is the highest-weighted key's (Δ = {:+.3g}).", r.tokens[ss.top_erasure].erasure)
-          : fmt::format(" The largest erasure effect is {}'s (Δ = {:+.3g}), not the highest-weighted key's (Δ = {:+.3g}).",
-                        key(ss.top_erasure), r.tokens[ss.top_erasure].erasure, r.tokens[ss.top_weight].erasure);
+          ? fmt::format(" The largest erasure effect is the highest-weighted key's (Δ = {:+.3g}).",
+                        r.tokens[ss.top_erasure].erasure)
+          : fmt::format(
+                " The largest erasure effect is {}'s (Δ = {:+.3g}), not the highest-weighted key's (Δ = {:+.3g}).",
+                key(ss.top_erasure), r.tokens[ss.top_erasure].erasure, r.tokens[ss.top_weight].erasure);
   ss.verdict = flip + largest;
 
   r.counterfactual = counterfactual(s, trace, query, options.head, r.readout, options.epsilon);

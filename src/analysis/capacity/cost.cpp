@@ -1,11 +1,11 @@
 // The grid counts of include/attnlab/analysis/cost.hpp, in closed form with checked arithmetic.
 #include "attnlab/analysis/cost.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
+#include <cmath>
 
-#include "attnlab/core/error.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/core/error.hpp"
 
 namespace attnlab {
 
@@ -28,8 +28,10 @@ std::uint64_t triangle(std::uint64_t n) { return n % 2 == 0 ? mul(n / 2, n + 1) 
 // ⌈√n⌉ exactly (the double estimate corrected by integer checks).
 std::uint64_t ceil_sqrt(std::uint64_t n) {
   std::uint64_t r = static_cast<std::uint64_t>(std::sqrt(static_cast<double>(n)));
-  while (r > 0 && r * r >= n) --r;        // r < √n (r ≤ 2^32, r·r fits)
-  while ((r + 1) * (r + 1) < n) ++r;      // (r+1)² ≥ n
+  while (r > 0 && r * r >= n)
+    --r;  // r < √n (r ≤ 2^32, r·r fits)
+  while ((r + 1) * (r + 1) < n)
+    ++r;  // (r+1)² ≥ n
   return r + 1;
 }
 
@@ -83,16 +85,18 @@ void validate_cost_shape(const CostShape& s) {
   require_in_range("window", s.window, std::uint64_t{1} << 62);
   if (s.d_model % s.heads != 0)
     fail("heads", fmt::format("{} heads do not divide d_model {} into equal heads (d_k = d_model / heads); "
-                                 "give a number of heads that divides it, e.g. {}",
-                                 s.heads, s.d_model, s.d_model % 32 == 0 ? 32 : 1));
+                              "give a number of heads that divides it, e.g. {}",
+                              s.heads, s.d_model, s.d_model % 32 == 0 ? 32 : 1));
 }
 
 std::uint64_t largest_costable_tokens(const CostShape& s) {
   std::uint64_t lo = 1, hi = std::uint64_t{1} << 32;  // n² overflows at 2^32
   while (lo < hi) {
     const std::uint64_t mid = lo + (hi - lo + 1) / 2;
-    if (fits(mid, s)) lo = mid;
-    else hi = mid - 1;
+    if (fits(mid, s))
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -104,9 +108,9 @@ GridCost grid_cost(std::uint64_t n, const CostShape& s) {
     return compute(n, s);
   } catch (const Overflow&) {
     fail("tokens", fmt::format("{} tokens make the FLOPs (4·n²·d_k·H·L = 4·n²·{}·{}·{}) overflow 64 bits "
-                                 "(more than {}); the largest n with this shape is {}",
-                                 format_count(n), s.d_k(), s.heads, s.layers, format_count(UINT64_MAX),
-                                 format_count(largest_costable_tokens(s))));
+                               "(more than {}); the largest n with this shape is {}",
+                               format_count(n), s.d_k(), s.heads, s.layers, format_count(UINT64_MAX),
+                               format_count(largest_costable_tokens(s))));
   }
 }
 

@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "attnlab/core/error.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/core/error.hpp"
 
 namespace attnlab {
 
@@ -31,24 +31,29 @@ ModelShape resolve_model_shape(const std::optional<std::string>& model, const Sh
     }
   } else {
     if (!shape_given && !o.parameters)
-      fail("model", fmt::format("give a model (one of: {}) or a shape: layers, KV heads and head dim",
-                                   model_names()));
-    for (const auto& [field, value] : {std::pair{"layers", o.layers}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}})
+      fail("model", fmt::format("give a model (one of: {}) or a shape: layers, KV heads and head dim", model_names()));
+    for (const auto& [field, value] :
+         {std::pair{"layers", o.layers}, {"kv_heads", o.kv_heads}, {"head_dim", o.head_dim}})
       if (!value)
         fail(field, fmt::format("missing; a shape without a model needs layers, KV heads and head dim "
-                                     "(or give a model: {})", model_names()));
+                                "(or give a model: {})",
+                                model_names()));
     m.name = "custom";
     m.source = "given by hand";
   }
   if (o.layers) m.layers = *o.layers;
   if (o.kv_heads) m.kv_heads = *o.kv_heads;
   if (o.head_dim) m.head_dim = *o.head_dim;
-  if (o.heads) m.heads = *o.heads;
-  else if (!model) m.heads = m.kv_heads;
+  if (o.heads)
+    m.heads = *o.heads;
+  else if (!model)
+    m.heads = m.kv_heads;
   if (o.parameters) m.parameters = *o.parameters;
   validate_model_shape(m);
-  if (o.d_model) m.d_model = *o.d_model;
-  else if (!model || !m.d_model) m.d_model = m.heads * m.head_dim;
+  if (o.d_model)
+    m.d_model = *o.d_model;
+  else if (!model || !m.d_model)
+    m.d_model = m.heads * m.head_dim;
   if (m.d_model < 1 || m.d_model > kMaxModelHeads * kMaxHeadDim)
     fail("d_model", fmt::format("{} is outside 1..{}", m.d_model, format_count(kMaxModelHeads * kMaxHeadDim)));
   return m;
@@ -63,14 +68,14 @@ std::uint64_t kv_cache_bytes(const ModelShape& m, DType dtype, std::uint64_t con
   const std::uint64_t per_token = kv_bytes_per_token(m, dtype);
   if (const auto bytes = checked_mul(per_token, context)) return *bytes;
   fail("context", fmt::format("{} tokens × {} bytes per token overflows 64 bits; the largest context "
-                               "this shape can count is {}",
-                               format_count(context), format_count(per_token), format_count(UINT64_MAX / per_token)));
+                              "this shape can count is {}",
+                              format_count(context), format_count(per_token), format_count(UINT64_MAX / per_token)));
 }
 
 std::uint64_t weight_bytes(const ModelShape& m, DType dtype) {
   if (const auto bytes = checked_mul(m.parameters, dtype_bytes(dtype))) return *bytes;
-  fail("params", fmt::format("{} parameters × {} bytes overflows 64 bits", format_count(m.parameters),
-                               dtype_bytes(dtype)));
+  fail("params",
+       fmt::format("{} parameters × {} bytes overflows 64 bits", format_count(m.parameters), dtype_bytes(dtype)));
 }
 
 KVReport kv_report(const ModelShape& model, DType dtype, std::span<const std::uint64_t> contexts,
@@ -88,8 +93,7 @@ KVReport kv_report(const ModelShape& model, DType dtype, std::span<const std::ui
     row.context = context;
     row.cache_bytes = kv_cache_bytes(model, dtype, context);
     const auto total = checked_add(row.cache_bytes, r.weight_bytes);
-    if (!total)
-      fail("context", fmt::format("{} tokens: cache plus weights overflows 64 bits", format_count(context)));
+    if (!total) fail("context", fmt::format("{} tokens: cache plus weights overflows 64 bits", format_count(context)));
     row.total_bytes = *total;
     if (r.weight_bytes > 0) {
       row.cache_over_weights = static_cast<double>(row.cache_bytes) / static_cast<double>(r.weight_bytes);

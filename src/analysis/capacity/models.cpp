@@ -36,7 +36,8 @@ const std::vector<ModelShape>& model_presets() {
 
 std::string model_names() {
   std::string names;
-  for (const ModelShape& m : model_presets()) names += (names.empty() ? "" : ", ") + m.name;
+  for (const ModelShape& m : model_presets())
+    names += (names.empty() ? "" : ", ") + m.name;
   return names;
 }
 
@@ -44,7 +45,8 @@ const ModelShape& find_model(std::string_view name, std::string_view field) {
   for (const ModelShape& m : model_presets())
     if (m.name == name) return m;
   fail(field, fmt::format("unknown model \"{}\"; the known models are: {} (or give the shape itself: "
-                               "layers, KV heads, head dim)", name, model_names()));
+                          "layers, KV heads, head dim)",
+                          name, model_names()));
 }
 
 }  // namespace attnlab

@@ -1,10 +1,10 @@
 // Byte sizes and counts as text, and overflow-checked 64-bit arithmetic.
 #include "attnlab/analysis/units.hpp"
 
+#include <fmt/format.h>
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "attnlab/core/error.hpp"
 
@@ -35,11 +35,13 @@ std::string format_count(std::uint64_t n) {
 std::string format_bytes(std::uint64_t bytes) {
   static const std::array<const char*, 7> units{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   std::size_t u = 0;
-  while (u + 1 < units.size() && bytes >= (std::uint64_t{1} << (10 * (u + 1)))) ++u;
+  while (u + 1 < units.size() && bytes >= (std::uint64_t{1} << (10 * (u + 1))))
+    ++u;
   if (u == 0) return fmt::format("{} B", bytes);
   const double value = static_cast<double>(bytes) / static_cast<double>(std::uint64_t{1} << (10 * u));
   std::string text = fmt::format("{:.2f}", value);
-  while (text.back() == '0') text.pop_back();
+  while (text.back() == '0')
+    text.pop_back();
   if (text.back() == '.') text.pop_back();
   return text + " " + units[u];
 }
@@ -49,43 +51,50 @@ std::uint64_t parse_byte_size(std::string_view text, std::string_view field) {
     fail(field, fmt::format("\"{}\" {}; give a size such as 24GiB, 512MiB, 1.5GB or 8000000000 (bytes)", text, why));
   };
   std::size_t k = 0;
-  while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
+  while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k])))
+    ++k;
   if (k < text.size() && (text[k] == '-' || text[k] == '+'))
     return text[k] == '-' ? refuse("is negative") : refuse("has a sign");
   // The number: digits, optionally a point and more digits.
   const std::size_t number_start = k;
   std::size_t digits = 0;
-  while (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]))) ++k, ++digits;
+  while (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])))
+    ++k, ++digits;
   if (k < text.size() && text[k] == '.') {
     ++k;
-    while (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]))) ++k, ++digits;
+    while (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k])))
+      ++k, ++digits;
   }
   if (digits == 0) return refuse("does not start with a number");
   const std::string number(text.substr(number_start, k - number_start));
-  while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
+  while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k])))
+    ++k;
   std::string written(text.substr(k));
-  while (!written.empty() && std::isspace(static_cast<unsigned char>(written.back()))) written.pop_back();
+  while (!written.empty() && std::isspace(static_cast<unsigned char>(written.back())))
+    written.pop_back();
   std::string unit = written;
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : unit)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
 
   struct Unit {
     const char* name;
     long double scale;
   };
   static const std::array<Unit, 10> known{{{"", 1.0L},
-                                            {"b", 1.0L},
-                                            {"kb", 1e3L},
-                                            {"mb", 1e6L},
-                                            {"gb", 1e9L},
-                                            {"tb", 1e12L},
-                                            {"kib", 1024.0L},
-                                            {"mib", 1048576.0L},
-                                            {"gib", 1073741824.0L},
-                                            {"tib", 1099511627776.0L}}};
+                                           {"b", 1.0L},
+                                           {"kb", 1e3L},
+                                           {"mb", 1e6L},
+                                           {"gb", 1e9L},
+                                           {"tb", 1e12L},
+                                           {"kib", 1024.0L},
+                                           {"mib", 1048576.0L},
+                                           {"gib", 1073741824.0L},
+                                           {"tib", 1099511627776.0L}}};
   const Unit* found = nullptr;
   for (const Unit& u : known)
     if (unit == u.name) found = &u;
-  if (!found) return refuse(fmt::format("has an unknown unit \"{}\" (use B, kB, MB, GB, TB, KiB, MiB, GiB or TiB)", written));
+  if (!found)
+    return refuse(fmt::format("has an unknown unit \"{}\" (use B, kB, MB, GB, TB, KiB, MiB, GiB or TiB)", written));
 
   // Whole part exactly when it is an integer (so 18446744073709551615 survives), else
   // through long double, which holds 64 bits of mantissa.

@@ -29,7 +29,8 @@ ExperimentResult run_experiment(const Experiment& experiment, const std::functio
   if (before_running) before_running(result.baseline);
   if (experiment.kernel == KernelKind::tiled) {
     if (!experiment.interventions.empty())
-      fail("kernel", "interventions run on the reference kernel, which keeps the weights they change; use the reference kernel");
+      fail("kernel",
+           "interventions run on the reference kernel, which keeps the weights they change; use the reference kernel");
     result.scenario = result.baseline;
     result.trace = tiled_trace(result.scenario);
     return result;

@@ -17,7 +17,8 @@ InterventionResult intervene(const Scenario& s, const Interventions& iv) {
 
   const std::size_t n = s.n();
   r.after_row.resize(n);
-  for (std::size_t k = 0; k < n; ++k) r.after_row[iv.permute ? (*iv.permute)[k] : k] = k;
+  for (std::size_t k = 0; k < n; ++k)
+    r.after_row[iv.permute ? (*iv.permute)[k] : k] = k;
 
   r.output_before = r.before.output;
   r.output_after = Matrix(n, r.after.output.cols);

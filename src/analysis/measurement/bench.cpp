@@ -4,15 +4,15 @@
 
 #include <omp.h>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 
+#include "attnlab/analysis/memory.hpp"
+#include "attnlab/core/kv_cache.hpp"
+#include "attnlab/core/rng.hpp"
 #include "attnlab/kernels/flash_decode.hpp"
 #include "attnlab/kernels/peak.hpp"
-#include "attnlab/core/kv_cache.hpp"
-#include "attnlab/analysis/memory.hpp"
-#include "attnlab/core/rng.hpp"
 
 namespace attnlab {
 
@@ -21,7 +21,8 @@ namespace {
 std::vector<float> random_floats(std::size_t count, std::uint64_t seed) {
   SplitMix64 rng(seed);
   std::vector<float> x(count);
-  for (float& v : x) v = static_cast<float>(rng.uniform() * 2.0 - 1.0);
+  for (float& v : x)
+    v = static_cast<float>(rng.uniform() * 2.0 - 1.0);
   return x;
 }
 
@@ -96,7 +97,8 @@ BenchResult run_bench_case(const BenchCase& c, const MachinePeaks& peaks, int re
   BenchResult r{c};
   const AttentionShape& s = c.shape;
   if (c.kernel == KernelKind::reference && reference_grid_bytes(s) > 4.0 * (1u << 30)) {
-    r.skipped_because = fmt::format("the materialised grid would need {:.1f} GiB per head", reference_grid_bytes(s) / (1u << 30));
+    r.skipped_because =
+        fmt::format("the materialised grid would need {:.1f} GiB per head", reference_grid_bytes(s) / (1u << 30));
     return r;
   }
   const auto q = random_floats(s.heads * s.n * s.d_k, 2), k = random_floats(s.kv_heads * s.m * s.d_k, 3),
@@ -127,7 +129,8 @@ BenchResult run_bench_case(const BenchCase& c, const MachinePeaks& peaks, int re
 std::vector<BenchCase> standard_bench_cases(bool quick) {
   std::vector<BenchCase> cases;
   const auto prefill = [&](std::size_t n, std::size_t heads, std::size_t d, bool causal) {
-    BenchCase c{fmt::format("prefill n={} H={} d={}{}", n, heads, d, causal ? " causal" : ""), {heads, heads, n, n, d, d}};
+    BenchCase c{fmt::format("prefill n={} H={} d={}{}", n, heads, d, causal ? " causal" : ""),
+                {heads, heads, n, n, d, d}};
     c.options.causal = causal;
     cases.push_back(c);
   };
@@ -137,7 +140,8 @@ std::vector<BenchCase> standard_bench_cases(bool quick) {
     cases.push_back(c);
   };
   if (quick) {
-    for (bool causal : {false, true}) prefill(1024, 16, 128, causal);
+    for (bool causal : {false, true})
+      prefill(1024, 16, 128, causal);
     prefill(1024, 32, 64, false);
     prefill(1024, 28, 72, false);
     decode(8192);
@@ -145,15 +149,19 @@ std::vector<BenchCase> standard_bench_cases(bool quick) {
   }
   for (std::size_t d : {64, 128})
     for (std::size_t n : {512, 2048, 8192, 16384})
-      for (bool causal : {false, true}) prefill(n, 2048 / d, d, causal);
+      for (bool causal : {false, true})
+        prefill(n, 2048 / d, d, causal);
   for (bool causal : {false, true}) {
     prefill(8192, 16, 128, causal);
     cases.back().name += " bf16";
     cases.back().options.precision = Precision::bf16;
   }
-  for (std::size_t d : {72, 80, 96}) prefill(4096, 2048 / d, d, false);
-  for (std::size_t n : {65536, 131072}) prefill(n, 1, 128, true);
-  for (std::size_t cached : {4096, 32768, 131072}) decode(cached);
+  for (std::size_t d : {72, 80, 96})
+    prefill(4096, 2048 / d, d, false);
+  for (std::size_t n : {65536, 131072})
+    prefill(n, 1, 128, true);
+  for (std::size_t cached : {4096, 32768, 131072})
+    decode(cached);
   return cases;
 }
 

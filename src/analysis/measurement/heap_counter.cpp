@@ -14,8 +14,9 @@ namespace {
 
 void* counted_alloc(std::size_t size, std::size_t alignment) {
   if (size == 0) size = 1;
-  void* p = alignment <= alignof(std::max_align_t) ? std::malloc(size)
-                                                    : std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+  void* p = alignment <= alignof(std::max_align_t)
+                ? std::malloc(size)
+                : std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
   if (!p) throw std::bad_alloc();
   attnlab::memory::count_allocation(malloc_usable_size(p));
   return p;

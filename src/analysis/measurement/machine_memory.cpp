@@ -3,14 +3,14 @@
 
 #include <malloc.h>
 
-#include <cstdio>
 #include <fmt/format.h>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "attnlab/core/error.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/core/error.hpp"
 
 namespace attnlab {
 
@@ -46,7 +46,8 @@ void require_available_memory(std::uint64_t needed, std::string_view field, std:
   const std::uint64_t available = available_memory();
   if (available == 0 || needed <= available) return;
   fail(field, fmt::format("{} needs {} ({} bytes) and this machine has {} available (MemAvailable in "
-                               "/proc/meminfo); {}", what, format_bytes(needed), format_count(needed), format_bytes(available), fix));
+                          "/proc/meminfo); {}",
+                          what, format_bytes(needed), format_count(needed), format_bytes(available), fix));
 }
 
 }  // namespace attnlab

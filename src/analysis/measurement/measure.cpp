@@ -2,22 +2,22 @@
 // loop around any kernel, and the KV cache decoded step by step.
 #include "attnlab/analysis/measure.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <set>
 
+#include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/analysis/machine_memory.hpp"
+#include "attnlab/analysis/memory.hpp"
+#include "attnlab/analysis/units.hpp"
 #include "attnlab/core/decode.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/kv_cache.hpp"
-#include "attnlab/analysis/kv_memory.hpp"
-#include "attnlab/kernels/flash_attention.hpp"
-#include "attnlab/analysis/machine_memory.hpp"
-#include "attnlab/analysis/memory.hpp"
 #include "attnlab/core/rng.hpp"
-#include "attnlab/analysis/units.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
 
 namespace attnlab {
 
@@ -29,7 +29,8 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 std::vector<float> random_floats(SplitMix64& rng, std::size_t count) {
   std::vector<float> out(count);
-  for (float& x : out) x = static_cast<float>(rng.normal());
+  for (float& x : out)
+    x = static_cast<float>(rng.normal());
   return out;
 }
 
@@ -57,22 +58,27 @@ void grid_attention(const HeadProblem& p, std::span<float> out) {
     float* row = grid.data() + i * m;
     const std::size_t visible = p.causal ? std::min(m, i + 1) : m;
     // Steps 2 and 3, score and scale: row_j = (q_i · k_j) / √d_k.
-    for (std::size_t j = 0; j < visible; ++j) row[j] = dot_f32(p.q + i * d, p.k + j * d, d) * scale;
+    for (std::size_t j = 0; j < visible; ++j)
+      row[j] = dot_f32(p.q + i * d, p.k + j * d, d) * scale;
     // Step 4, mask: keys after i are -inf with a causal mask.
-    for (std::size_t j = visible; j < m; ++j) row[j] = kMinusInfinity;
+    for (std::size_t j = visible; j < m; ++j)
+      row[j] = kMinusInfinity;
     // Step 5, softmax in place: exp(row - max) / Σ.
     const float largest = *std::max_element(row, row + visible);
     float sum = 0.0f;
-    for (std::size_t j = 0; j < visible; ++j) sum += (row[j] = std::exp(row[j] - largest));
+    for (std::size_t j = 0; j < visible; ++j)
+      sum += (row[j] = std::exp(row[j] - largest));
     const float inverse = 1.0f / sum;
-    for (std::size_t j = 0; j < m; ++j) row[j] = j < visible ? row[j] * inverse : 0.0f;
+    for (std::size_t j = 0; j < m; ++j)
+      row[j] = j < visible ? row[j] * inverse : 0.0f;
     // Step 6, mix: out_i = Σ_j w_ij · v_j.
     float* o = out.data() + i * d;
     std::fill(o, o + d, 0.0f);
     for (std::size_t j = 0; j < visible; ++j) {
       const float w = row[j];
       const float* v = p.v + j * d;
-      for (std::size_t c = 0; c < d; ++c) o[c] += w * v[c];
+      for (std::size_t c = 0; c < d; ++c)
+        o[c] += w * v[c];
     }
   }
 }
@@ -122,7 +128,8 @@ std::vector<std::uint64_t> doubling_lengths(std::uint64_t max, std::size_t point
 double fit_exponent(std::span<const double> x, std::span<const double> y) {
   const std::size_t k = std::min(x.size(), y.size());
   double mean_x = 0, mean_y = 0;
-  for (std::size_t i = 0; i < k; ++i) mean_x += std::log(x[i]), mean_y += std::log(y[i]);
+  for (std::size_t i = 0; i < k; ++i)
+    mean_x += std::log(x[i]), mean_y += std::log(y[i]);
   mean_x /= static_cast<double>(k);
   mean_y /= static_cast<double>(k);
   double sxy = 0, sxx = 0;
@@ -148,8 +155,10 @@ CostMeasurement measure_attention_cost(const CostMeasureOptions& o, const Measur
     while (lo < hi) {
       CostMeasureOptions probe = o;
       probe.max_tokens = lo + (hi - lo + 1) / 2;
-      if (cost_measure_bytes(probe, kernel) <= available) lo = probe.max_tokens;
-      else hi = probe.max_tokens - 1;
+      if (cost_measure_bytes(probe, kernel) <= available)
+        lo = probe.max_tokens;
+      else
+        hi = probe.max_tokens - 1;
     }
     require_available_memory(
         cost_measure_bytes(o, kernel), "measure",
@@ -181,7 +190,8 @@ CostMeasurement measure_attention_cost(const CostMeasureOptions& o, const Measur
       ++point.runs;
     } while (seconds_since(first) < o.min_seconds && point.runs < 1000);
     for (float x : out)
-      if (!std::isfinite(x)) throw std::runtime_error(fmt::format("kernel {} gave a non-finite output at n = {}", kernel.name, n));
+      if (!std::isfinite(x))
+        throw std::runtime_error(fmt::format("kernel {} gave a non-finite output at n = {}", kernel.name, n));
     result.points.push_back(point);
   }
   std::vector<double> ns, times, memory;
@@ -224,8 +234,8 @@ std::uint64_t kv_measure_bytes(const KVMeasureOptions& o, std::uint64_t layers) 
   const std::uint64_t d_model = measured_d_model(m);
   const std::uint64_t q_cols = m.heads * m.head_dim, kv_cols = m.kv_heads * m.head_dim;
   std::uint64_t bytes = kv_cache_bytes(with_layers(m, layers), o.dtype, o.max_context);
-  bytes = add_bytes(bytes, mul_bytes(mul_bytes(d_model, q_cols + 2 * kv_cols), 4));         // weights
-  bytes = add_bytes(bytes, mul_bytes(mul_bytes(kVocabulary, d_model + 2 * kv_cols), 4));     // token table
+  bytes = add_bytes(bytes, mul_bytes(mul_bytes(d_model, q_cols + 2 * kv_cols), 4));        // weights
+  bytes = add_bytes(bytes, mul_bytes(mul_bytes(kVocabulary, d_model + 2 * kv_cols), 4));   // token table
   bytes = add_bytes(bytes, mul_bytes(mul_bytes(m.heads / m.kv_heads, o.max_context), 4));  // decode scores
   return bytes;
 }
@@ -237,13 +247,14 @@ KVMeasurement measure_kv_cache(const KVMeasureOptions& o) {
   const std::uint64_t layers = o.layers.value_or(kv_measure_layers(o));
   if (layers < 1 || layers > m.layers)
     fail("measure_layers", fmt::format("{} is outside 1..{} (the model's layers)", layers, m.layers));
-  require_available_memory(kv_measure_bytes(o, layers), "measure",
-                           fmt::format("decoding {} layer{} to {} tokens", layers, layers == 1 ? "" : "s",
-                                       format_count(o.max_context)),
-                           "measure fewer layers or a shorter context");
+  require_available_memory(
+      kv_measure_bytes(o, layers), "measure",
+      fmt::format("decoding {} layer{} to {} tokens", layers, layers == 1 ? "" : "s", format_count(o.max_context)),
+      "measure fewer layers or a shorter context");
 
   std::set<std::uint64_t> contexts;
-  for (std::uint64_t c : doubling_lengths(o.max_context, o.points, 1)) contexts.insert(c);
+  for (std::uint64_t c : doubling_lengths(o.max_context, o.points, 1))
+    contexts.insert(c);
   for (std::uint64_t c : o.extra_contexts)
     if (c >= 1 && c <= o.max_context) contexts.insert(c);
 
@@ -278,7 +289,8 @@ KVMeasurement measure_kv_cache(const KVMeasureOptions& o) {
       decode_step(weights, cache, l, {embeddings.data() + w * d_model, d_model}, out);
     const double seconds = seconds_since(start);
     for (float x : out)
-      if (!std::isfinite(x)) throw std::runtime_error(fmt::format("decode gave a non-finite output at context {}", context));
+      if (!std::isfinite(x))
+        throw std::runtime_error(fmt::format("decode gave a non-finite output at context {}", context));
     release_free_heap();  // the decode step's scratch is not the cache
     const std::uint64_t heap = heap_bytes_in_use(), rss = memory::resident_bytes();
     result.points.push_back({context, kv_cache_bytes(with_layers(m, layers), o.dtype, context), cache.bytes(),
