@@ -203,182 +203,230 @@ struct Scratch {
   std::vector<int> first, last;  // [rows_pad] each query's visible keys
 };
 
+// What every block of a call shares: the shape, the tile sizes, the logit scale.
+struct Geometry {
+  std::size_t n, m, d_k, d_v;
+  std::size_t dk_slots;  // 32-bit slots along d_k (pairs with bf16)
+  std::size_t group;     // query heads per KV head
+  std::size_t block_q, block_k, dv_pad;
+  bool pack_v;  // f32 V rows are used in place when they are whole vectors
+  float c;      // scale / T · log2 e: scores come out as logits in log2 units
+  long offset;  // m - n: query i sits at position i + offset among the keys
+  long window;  // 0: none
+  bool causal;
+};
+
+template <bool Bf16>
+Geometry geometry_of(const AttentionShape& shape, const AttentionOptions& options) {
+  Geometry g{};
+  g.n = shape.n, g.m = shape.m, g.d_k = shape.d_k, g.d_v = shape.d_v;
+  g.dk_slots = Bf16 ? (g.d_k + 1) / 2 : g.d_k;
+  g.group = shape.heads / shape.kv_heads;
+  g.block_q = round_up(std::max<std::size_t>(options.block_q, 1), W);
+  g.block_k = std::max<std::size_t>(options.block_k, 1);
+  g.dv_pad = round_up(g.d_v, W);
+  g.pack_v = Bf16 || g.dv_pad != g.d_v;
+  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(g.d_k)));
+  g.c = static_cast<float>(scale / options.temperature * M_LOG2E);
+  g.offset = static_cast<long>(g.m) - static_cast<long>(g.n);
+  g.window = options.window ? static_cast<long>(*options.window) : 0;
+  g.causal = options.causal;
+  return g;
+}
+
+template <bool Bf16>
+void allocate_scratch(Scratch& t, const Geometry& g) {
+  t.qt.resize(g.dk_slots * g.block_q);
+  t.st.resize(g.block_k * g.block_q);
+  if (Bf16) t.k.resize(g.block_k * g.dk_slots), t.pt.resize((g.block_k + 1) / 2 * g.block_q);
+  if (g.pack_v) t.v.resize(g.block_k * g.dv_pad);
+  t.o.resize(g.block_q * g.dv_pad);
+  t.row_max.resize(g.block_q);
+  t.row_sum.resize(g.block_q);
+  t.first.resize(g.block_q);
+  t.last.resize(g.block_q);
+}
+
+// Q blockᵀ times c into t.qt, padding columns 0; the running output, max and sum reset.
+template <bool Bf16>
+void start_block(Scratch& t, const Geometry& g, const float* q_h, std::size_t rows, std::size_t rows_pad) {
+  const auto q_at = [&](std::size_t r, std::size_t d) { return d < g.d_k ? q_h[r * g.d_k + d] * g.c : 0.0f; };
+  for (std::size_t d = 0; d < g.dk_slots; ++d) {
+    float* row = t.qt.data() + d * rows_pad;
+    for (std::size_t r = 0; r < rows; ++r)
+      row[r] = Bf16 ? bf16_pair(q_at(r, 2 * d), q_at(r, 2 * d + 1)) : q_at(r, d);
+    std::fill(row + rows, row + rows_pad, 0.0f);
+  }
+  std::fill(t.o.begin(), t.o.begin() + rows_pad * g.dv_pad, 0.0f);
+  std::fill(t.row_max.begin(), t.row_max.end(), kMinusInf);
+  std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
+}
+
+// Each query's visible keys [first, last] into t.first, t.last (padding queries see none);
+// returns the range of keys any query of the block sees, [block_first, block_last].
+std::pair<long, long> visible_keys(Scratch& t, const Geometry& g, std::size_t i0, std::size_t rows,
+                                   std::size_t rows_pad) {
+  long block_first = static_cast<long>(g.m), block_last = -1;
+  for (std::size_t r = 0; r < rows_pad; ++r) {
+    long first = 1, last = 0;
+    if (r < rows) {
+      const long position = static_cast<long>(i0 + r) + g.offset;
+      first = 0;
+      last = static_cast<long>(g.m) - 1;
+      if (g.causal) last = std::min(last, position);
+      if (g.window) first = std::max(first, position - g.window + 1), last = std::min(last, position + g.window - 1);
+    }
+    t.first[r] = static_cast<int>(first);
+    t.last[r] = static_cast<int>(last);
+    if (first <= last) block_first = std::min(block_first, first), block_last = std::max(block_last, last);
+  }
+  return {block_first, block_last};
+}
+
+// GEMM 1: Sᵀ = K_tile · (c·Q_b)ᵀ into t.st, keys down, queries across (bf16: K packed first).
+template <class Madd, bool Bf16>
+void score_tile(Scratch& t, const Geometry& g, const float* k_tile, std::size_t cols, std::size_t rows_pad) {
+  const float* k_rows = k_tile;
+  if (Bf16) {
+    for (std::size_t j = 0; j < cols; ++j) {
+      const float* row = k_tile + j * g.d_k;
+      float* pairs = t.k.data() + j * g.dk_slots;
+      std::size_t d = 0;
+      for (; 2 * d + 2 * W <= g.d_k; d += W)
+        store(pairs + d, bf16_pairs_of(row + 2 * d));
+      for (; d < g.dk_slots; ++d)
+        pairs[d] = bf16_pair(row[2 * d], 2 * d + 1 < g.d_k ? row[2 * d + 1] : 0.0f);
+    }
+    k_rows = t.k.data();
+  }
+  block_gemm<Madd, false>(k_rows, g.dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols, rows_pad,
+                          g.dk_slots);
+}
+
+// Online softmax over the tile, 16 queries at a time: mask, new max, rescale the running
+// sum and output by 2^(old max - new max), then Pᵀ = 2^(Sᵀ - max) in place in t.st.
+void softmax_tile(Scratch& t, const Geometry& g, long j0, std::size_t cols, std::size_t rows_pad) {
+  for (std::size_t r0 = 0; r0 < rows_pad; r0 += W) {
+    VI first, last;
+    std::memcpy(&first, t.first.data() + r0, sizeof first);
+    std::memcpy(&last, t.last.data() + r0, sizeof last);
+    bool masked = false;
+    for (int l = 0; l < W; ++l)
+      masked |= first[l] > j0 || last[l] < j0 + static_cast<long>(cols) - 1;
+    VF tile_max = splat(kMinusInf);
+    for (std::size_t j = 0; j < cols; ++j) {
+      float* s = t.st.data() + j * rows_pad + r0;
+      VF x = load(s);
+      if (masked) {
+        const int key = static_cast<int>(j0 + j);
+        x = (first > key) | (last < key) ? splat(kMinusInf) : x;
+        store(s, x);
+      }
+      tile_max = x > tile_max ? x : tile_max;
+    }
+    const VF old_max = load(t.row_max.data() + r0);
+    const VF new_max = tile_max > old_max ? tile_max : old_max;
+    // A query that has seen no key yet keeps max -inf: subtract 0 there, not -inf.
+    const VF safe_max = new_max == kMinusInf ? splat(0.0f) : new_max;
+    const VF correction = exp2_vec(old_max - safe_max);
+    store(t.row_max.data() + r0, new_max);
+    VF sum = VF{};
+    for (std::size_t j = 0; j < cols; ++j) {
+      float* s = t.st.data() + j * rows_pad + r0;
+      const VF p = exp2_vec(load(s) - safe_max);
+      store(s, p);
+      sum += p;
+    }
+    store(t.row_sum.data() + r0, load(t.row_sum.data() + r0) * correction + sum);
+    for (int l = 0; l < W; ++l) {
+      if (correction[l] == 1.0f) continue;
+      float* o = t.o.data() + (r0 + l) * g.dv_pad;
+      const VF factor = splat(correction[l]);
+      for (std::size_t c0 = 0; c0 < g.dv_pad; c0 += W)
+        store(o + c0, load(o + c0) * factor);
+    }
+  }
+}
+
+// GEMM 2: O_b += P · V_tile, with P read from Pᵀ (bf16: P and V packed as pairs of keys;
+// f32: V copied to whole vectors only when its rows are not).
+template <class Madd, bool Bf16>
+void mix_tile(Scratch& t, const Geometry& g, const float* v_tile, std::size_t cols, std::size_t rows_pad) {
+  const std::size_t key_slots = Bf16 ? (cols + 1) / 2 : cols;
+  const float* p_rows = t.st.data();
+  const float* v_rows = v_tile;
+  std::size_t ldv = g.d_v;
+  if (Bf16) {
+    for (std::size_t j = 0; j < key_slots; ++j) {
+      const float* even = t.st.data() + 2 * j * rows_pad;
+      const bool has_odd = 2 * j + 1 < cols;
+      float* pairs = t.pt.data() + j * rows_pad;
+      for (std::size_t r = 0; r < rows_pad; r += W)
+        store(pairs + r, bf16_pairs(load(even + r), has_odd ? load(even + rows_pad + r) : VF{}));
+      const float* v_even = v_tile + 2 * j * g.d_v;
+      float* row = t.v.data() + j * g.dv_pad;
+      std::size_t col = 0;
+      for (; col + W <= g.d_v; col += W)
+        store(row + col, bf16_pairs(load(v_even + col), has_odd ? load(v_even + g.d_v + col) : VF{}));
+      for (; col < g.dv_pad; ++col)
+        row[col] = col < g.d_v ? bf16_pair(v_even[col], has_odd ? v_even[g.d_v + col] : 0.0f) : 0.0f;
+    }
+    p_rows = t.pt.data();
+    v_rows = t.v.data();
+    ldv = g.dv_pad;
+  } else if (g.pack_v) {
+    for (std::size_t j = 0; j < cols; ++j) {
+      float* row = t.v.data() + j * g.dv_pad;
+      std::memcpy(row, v_tile + j * g.d_v, g.d_v * sizeof(float));
+      std::fill(row + g.d_v, row + g.dv_pad, 0.0f);
+    }
+    v_rows = t.v.data();
+    ldv = g.dv_pad;
+  }
+  block_gemm<Madd, true>(p_rows, 1, rows_pad, v_rows, ldv, t.o.data(), g.dv_pad, rows_pad, g.dv_pad, key_slots);
+}
+
+// O_b / l, written out; a query that saw no key stays 0.
+void finish_block(const Scratch& t, const Geometry& g, float* out_block, std::size_t rows) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* dst = out_block + r * g.d_v;
+    const float inv = t.row_sum[r] > 0 ? 1.0f / t.row_sum[r] : 0.0f;
+    for (std::size_t col = 0; col < g.d_v; ++col)
+      dst[col] = t.o[r * g.dv_pad + col] * inv;
+  }
+}
+
 // The kernel for one multiply-accumulate flavour; Bf16 says whether operands are packed
-// as bf16 pairs.
+// as bf16 pairs. Work is (head, query block) pairs shared among the threads; each block
+// walks its visible key tiles: score, online softmax, mix; then divides by the row sums.
 template <class Madd, bool Bf16>
 void flash_kernel(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
                   const AttentionOptions& options) {
-  const std::size_t n = shape.n, m = shape.m, d_k = shape.d_k, d_v = shape.d_v;
-  const std::size_t dk_slots = Bf16 ? (d_k + 1) / 2 : d_k;  // 32-bit slots along d_k
-  const std::size_t group = shape.heads / shape.kv_heads;
-  const std::size_t block_q = round_up(std::max<std::size_t>(options.block_q, 1), W);
-  const std::size_t block_k = std::max<std::size_t>(options.block_k, 1);
-  const std::size_t dv_pad = round_up(d_v, W);
-  const bool pack_v = Bf16 || dv_pad != d_v;  // f32 V rows are used in place when they are whole vectors
-  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(d_k)));
-  const float c = static_cast<float>(scale / options.temperature * M_LOG2E);
-  const std::size_t q_blocks = (n + block_q - 1) / block_q;
-  const long offset = static_cast<long>(m) - static_cast<long>(n);
-  const long window = options.window ? static_cast<long>(*options.window) : 0;
-
+  const Geometry g = geometry_of<Bf16>(shape, options);
+  const std::size_t q_blocks = (g.n + g.block_q - 1) / g.block_q;
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel num_threads(threads)
   {
     Scratch t;
-    t.qt.resize(dk_slots * block_q);
-    t.st.resize(block_k * block_q);
-    if (Bf16) t.k.resize(block_k * dk_slots), t.pt.resize((block_k + 1) / 2 * block_q);
-    if (pack_v) t.v.resize(block_k * dv_pad);
-    t.o.resize(block_q * dv_pad);
-    t.row_max.resize(block_q);
-    t.row_sum.resize(block_q);
-    t.first.resize(block_q);
-    t.last.resize(block_q);
-
+    allocate_scratch<Bf16>(t, g);
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t work = 0; work < shape.heads * q_blocks; ++work) {
       // Causal blocks late in the sequence cost the most: hand them out first.
       const std::size_t h = work / q_blocks, qb = q_blocks - 1 - work % q_blocks;
-      const std::size_t g = h / group;
-      const std::size_t i0 = qb * block_q, rows = std::min(block_q, n - i0), rows_pad = round_up(rows, W);
-      const float* q_h = q + (h * n + i0) * d_k;
-      const float* k_g = k + g * m * d_k;
-      const float* v_g = v + g * m * d_v;
+      const std::size_t kv_head = h / g.group;
+      const std::size_t i0 = qb * g.block_q, rows = std::min(g.block_q, g.n - i0), rows_pad = round_up(rows, W);
+      const float* k_g = k + kv_head * g.m * g.d_k;
+      const float* v_g = v + kv_head * g.m * g.d_v;
 
-      // Q blockᵀ times c, so scores come out as logits in log2 units; padding columns 0.
-      const auto q_at = [&](std::size_t r, std::size_t d) { return d < d_k ? q_h[r * d_k + d] * c : 0.0f; };
-      for (std::size_t d = 0; d < dk_slots; ++d) {
-        float* row = t.qt.data() + d * rows_pad;
-        for (std::size_t r = 0; r < rows; ++r)
-          row[r] = Bf16 ? bf16_pair(q_at(r, 2 * d), q_at(r, 2 * d + 1)) : q_at(r, d);
-        std::fill(row + rows, row + rows_pad, 0.0f);
+      start_block<Bf16>(t, g, q + (h * g.n + i0) * g.d_k, rows, rows_pad);
+      const auto [block_first, block_last] = visible_keys(t, g, i0, rows, rows_pad);
+      for (long j0 = block_first; j0 <= block_last; j0 += static_cast<long>(g.block_k)) {
+        const std::size_t cols = std::min<std::size_t>(g.block_k, static_cast<std::size_t>(block_last - j0 + 1));
+        score_tile<Madd, Bf16>(t, g, k_g + j0 * g.d_k, cols, rows_pad);
+        softmax_tile(t, g, j0, cols, rows_pad);
+        mix_tile<Madd, Bf16>(t, g, v_g + j0 * g.d_v, cols, rows_pad);
       }
-      std::fill(t.o.begin(), t.o.begin() + rows_pad * dv_pad, 0.0f);
-      std::fill(t.row_max.begin(), t.row_max.end(), kMinusInf);
-      std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
-
-      // Each query's visible keys [first, last]; padding queries see none.
-      long block_first = static_cast<long>(m), block_last = -1;
-      for (std::size_t r = 0; r < rows_pad; ++r) {
-        long first = 1, last = 0;
-        if (r < rows) {
-          const long position = static_cast<long>(i0 + r) + offset;
-          first = 0;
-          last = static_cast<long>(m) - 1;
-          if (options.causal) last = std::min(last, position);
-          if (window) first = std::max(first, position - window + 1), last = std::min(last, position + window - 1);
-        }
-        t.first[r] = static_cast<int>(first);
-        t.last[r] = static_cast<int>(last);
-        if (first <= last) block_first = std::min(block_first, first), block_last = std::max(block_last, last);
-      }
-
-      for (long j0 = block_first; j0 <= block_last; j0 += static_cast<long>(block_k)) {
-        const std::size_t cols = std::min<std::size_t>(block_k, static_cast<std::size_t>(block_last - j0 + 1));
-        const float* k_tile = k_g + j0 * d_k;
-        const float* v_tile = v_g + j0 * d_v;
-
-        // GEMM 1: Sᵀ = K_tile · (c·Q_b)ᵀ, keys down, queries across.
-        const float* k_rows = k_tile;
-        if (Bf16) {
-          for (std::size_t j = 0; j < cols; ++j) {
-            const float* row = k_tile + j * d_k;
-            float* pairs = t.k.data() + j * dk_slots;
-            std::size_t d = 0;
-            for (; 2 * d + 2 * W <= d_k; d += W)
-              store(pairs + d, bf16_pairs_of(row + 2 * d));
-            for (; d < dk_slots; ++d)
-              pairs[d] = bf16_pair(row[2 * d], 2 * d + 1 < d_k ? row[2 * d + 1] : 0.0f);
-          }
-          k_rows = t.k.data();
-        }
-        block_gemm<Madd, false>(k_rows, dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols, rows_pad,
-                                dk_slots);
-
-        // Online softmax, 16 queries at a time: mask, new max, rescale, exponentials.
-        for (std::size_t r0 = 0; r0 < rows_pad; r0 += W) {
-          VI first, last;
-          std::memcpy(&first, t.first.data() + r0, sizeof first);
-          std::memcpy(&last, t.last.data() + r0, sizeof last);
-          bool masked = false;
-          for (int l = 0; l < W; ++l)
-            masked |= first[l] > j0 || last[l] < j0 + static_cast<long>(cols) - 1;
-          VF tile_max = splat(kMinusInf);
-          for (std::size_t j = 0; j < cols; ++j) {
-            float* s = t.st.data() + j * rows_pad + r0;
-            VF x = load(s);
-            if (masked) {
-              const int key = static_cast<int>(j0 + j);
-              x = (first > key) | (last < key) ? splat(kMinusInf) : x;
-              store(s, x);
-            }
-            tile_max = x > tile_max ? x : tile_max;
-          }
-          const VF old_max = load(t.row_max.data() + r0);
-          const VF new_max = tile_max > old_max ? tile_max : old_max;
-          // A query that has seen no key yet keeps max -inf: subtract 0 there, not -inf.
-          const VF safe_max = new_max == kMinusInf ? splat(0.0f) : new_max;
-          const VF correction = exp2_vec(old_max - safe_max);
-          store(t.row_max.data() + r0, new_max);
-          VF sum = VF{};
-          for (std::size_t j = 0; j < cols; ++j) {
-            float* s = t.st.data() + j * rows_pad + r0;
-            const VF p = exp2_vec(load(s) - safe_max);
-            store(s, p);
-            sum += p;
-          }
-          store(t.row_sum.data() + r0, load(t.row_sum.data() + r0) * correction + sum);
-          for (int l = 0; l < W; ++l) {
-            if (correction[l] == 1.0f) continue;
-            float* o = t.o.data() + (r0 + l) * dv_pad;
-            const VF factor = splat(correction[l]);
-            for (std::size_t c0 = 0; c0 < dv_pad; c0 += W)
-              store(o + c0, load(o + c0) * factor);
-          }
-        }
-
-        // GEMM 2: O_b += P · V_tile, with P read from Pᵀ (with bf16: pairs of keys).
-        const std::size_t key_slots = Bf16 ? (cols + 1) / 2 : cols;
-        const float* p_rows = t.st.data();
-        const float* v_rows = v_tile;
-        std::size_t ldv = d_v;
-        if (Bf16) {
-          for (std::size_t j = 0; j < key_slots; ++j) {
-            const float* even = t.st.data() + 2 * j * rows_pad;
-            const bool has_odd = 2 * j + 1 < cols;
-            float* pairs = t.pt.data() + j * rows_pad;
-            for (std::size_t r = 0; r < rows_pad; r += W)
-              store(pairs + r, bf16_pairs(load(even + r), has_odd ? load(even + rows_pad + r) : VF{}));
-            const float* v_even = v_tile + 2 * j * d_v;
-            float* row = t.v.data() + j * dv_pad;
-            std::size_t col = 0;
-            for (; col + W <= d_v; col += W)
-              store(row + col, bf16_pairs(load(v_even + col), has_odd ? load(v_even + d_v + col) : VF{}));
-            for (; col < dv_pad; ++col)
-              row[col] = col < d_v ? bf16_pair(v_even[col], has_odd ? v_even[d_v + col] : 0.0f) : 0.0f;
-          }
-          p_rows = t.pt.data();
-          v_rows = t.v.data();
-          ldv = dv_pad;
-        } else if (pack_v) {
-          for (std::size_t j = 0; j < cols; ++j) {
-            float* row = t.v.data() + j * dv_pad;
-            std::memcpy(row, v_tile + j * d_v, d_v * sizeof(float));
-            std::fill(row + d_v, row + dv_pad, 0.0f);
-          }
-          v_rows = t.v.data();
-          ldv = dv_pad;
-        }
-        block_gemm<Madd, true>(p_rows, 1, rows_pad, v_rows, ldv, t.o.data(), dv_pad, rows_pad, dv_pad, key_slots);
-      }
-
-      // O_b / l, written out; a query that saw no key stays 0.
-      for (std::size_t r = 0; r < rows; ++r) {
-        float* dst = out + (h * n + i0 + r) * d_v;
-        const float inv = t.row_sum[r] > 0 ? 1.0f / t.row_sum[r] : 0.0f;
-        for (std::size_t col = 0; col < d_v; ++col)
-          dst[col] = t.o[r * dv_pad + col] * inv;
-      }
+      finish_block(t, g, out + (h * g.n + i0) * g.d_v, rows);
     }
   }
 }
