@@ -31,7 +31,7 @@ const SENTENCE = Array.from({ length: 64 }, (_, i) => WORDS[i % WORDS.length]).j
   try {
     const page = await browser.newPage();
     const result = await page.evaluate(async (sentence) => {
-      const app = window.Attn.app;
+      const app = window.attnlab; // the page's test hook (web/main.js)
       const flush = () => document.body.offsetHeight; // forces style and layout
       const stats = (xs) => {
         const s = xs.slice().sort((a, b) => a - b);
@@ -90,9 +90,9 @@ const SENTENCE = Array.from({ length: 64 }, (_, i) => WORDS[i % WORDS.length]).j
           const res = await fetch('api/attention', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...body, ...extra }) });
           const reply = packed ? await res.arrayBuffer() : await res.text();
           const t1 = performance.now();
-          const trace = packed ? window.Attn.packed.unpack(reply) : JSON.parse(reply);
+          const trace = packed ? app.unpack(reply) : JSON.parse(reply);
           const t2 = performance.now();
-          app.renderAllForBenchmark(trace);
+          app.showTrace(trace);
           flush();
           const t3 = performance.now();
           bytes = packed ? reply.byteLength : reply.length;

@@ -13,11 +13,11 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
+const { pathToFileURL } = require('node:url');
 const { serverUrl, postAttention } = require('./helpers.js');
 
-require(path.join(__dirname, '../../web/packed.js'));
-require(path.join(__dirname, '../../web/engine.js'));
-const engine = globalThis.Attn.engine;
+/** web/engine.js, an ES module (web/package.json says so to node), imported in before(). */
+let engine = null;
 let URL_ = '';
 let server = null;
 
@@ -54,6 +54,7 @@ function assertSame(actual, expected, where = '', count = { numbers: 0, equal: 0
 after(async () => { if (server) await server.stop(); });
 
 before(async () => {
+  engine = await import(pathToFileURL(path.join(__dirname, '../../web/engine.js')).href);
   server = await serverUrl();
   URL_ = server.url;
   const health = await (await fetch(URL_ + '/api/health')).json();

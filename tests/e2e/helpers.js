@@ -101,7 +101,7 @@ async function postAttention(url, body) {
 // The heatmap's cells as the page exposes them: [{row, col, weight, masked}].
 async function heatmapCells(page) {
   await settled(page);
-  await page.evaluate(() => window.Attn.app.tableNow()); // built on demand off the Table view
+  await page.evaluate(() => window.attnlab.tableNow()); // built on demand off the Table view
   const head = await page.getAttribute('[data-testid="heatmap"]', 'data-head');
   const tableHead = await page.getAttribute('[data-testid="weights-table"]', 'data-head');
   if (head !== tableHead) throw new Error(`the weights table shows head ${tableHead} but the heatmap head ${head}`);
@@ -120,7 +120,7 @@ async function mathsWeights(page) {
 
 async function selectScenario(page, name) {
   await page.selectOption('[data-testid="scenario-select"]', name);
-  await page.waitForFunction((n) => window.Attn.app.state.trace && window.Attn.app.state.trace.scenario === n, name);
+  await page.waitForFunction((n) => window.attnlab.state.trace && window.attnlab.state.trace.scenario === n, name);
   await settled(page);
 }
 

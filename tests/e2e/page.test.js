@@ -35,7 +35,7 @@ test('page loads without console errors and shows the three-tokens scenario', as
   const tokens = await page.$$eval('[data-testid="token-strip"] [role="option"]', (els) => els.map((e) => e.textContent));
   assert.deepEqual(tokens, ['0t1', '1t2', '2t3']);
   assert.equal(await page.inputValue('[data-testid="scenario-select"]'), 'three-tokens');
-  // seed 000's worked example for query t3: weights 0.31 0.07 0.62, output 0.69 0.93
+  // the three-token worked example (docs/worked-example.md), query t3: weights 0.31 0.07 0.62, output 0.69 0.93
   assert.equal(await page.getAttribute('[data-testid="token-strip"]', 'data-query'), '2');
   const weights = await page.$$eval('[data-testid^="math-weight-"] b', (els) => els.map((e) => e.textContent));
   assert.deepEqual(weights, ['0.31', '0.07', '0.62']);
@@ -196,7 +196,7 @@ test('editing the sentence re-tokenises: the token strip shows the new words', a
   await selectScenario(page, 'previous-token');
   await page.fill('[data-testid="sentence-input"]', 'the cat sat on the mat');
   await page.press('[data-testid="sentence-input"]', 'Enter');
-  await page.waitForFunction(() => window.Attn.app.state.trace.tokens.length === 6);
+  await page.waitForFunction(() => window.attnlab.state.trace.tokens.length === 6);
   await settled(page);
   const tokens = await page.$$eval('[data-testid="token-strip"] [role="option"]', (els) => els.map((e) => e.lastChild.textContent));
   assert.deepEqual(tokens, ['the', 'cat', 'sat', 'on', 'the', 'mat']);

@@ -1,8 +1,8 @@
-// Browser tests of the page's panels: cost (the n² grid and the KV cache, issue 4),
-// interventions and "What drove this output?" (the probe, issue 6). Each compares what the
-// page shows with the API (and, where the CLI prints the same numbers, with `attnlab cost`
-// and `attnlab kv`: ATTNLAB_BIN, which run-with-server.sh sets), and saves a screenshot
-// into tests/e2e/artifacts/.
+// Browser tests of the page's panels: cost (the n² grid and the KV cache,
+// docs/cost-and-kv.md), interventions and "What drove this output?" (the probe,
+// docs/interventions.md). Each compares what the page shows with the API (and, where the
+// CLI prints the same numbers, with `attnlab cost` and `attnlab kv`: ATTNLAB_BIN, which
+// run-with-server.sh sets), and saves a screenshot into tests/e2e/artifacts/.
 'use strict';
 
 const { test, before, after } = require('node:test');
@@ -60,7 +60,7 @@ test('cost panel: n² is 9 for three-tokens, and every count equals POST /api/co
   await page.waitForSelector('[data-testid="cost-scenario"][data-n="3"]');
   assert.equal(await fieldValue(page, 'cost-scenario-dense_cells'), '9');
   assert.equal(await fieldText(page, 'cost-scenario-dense_cells'), '9');
-  // the slider's length, typed in: 100,000 tokens (seed 000's 10^10 dot products)
+  // the slider's length, typed in: 100,000 tokens (10^10 dot products per head, docs/cost-and-kv.md)
   await setNumber(page, 'cost-n-input', 100000);
   await page.waitForSelector('[data-testid="cost-slider"][data-n="100000"]');
   assert.equal(await fieldText(page, 'cost-slider-dense_cells'), '10,000,000,000');
@@ -138,7 +138,7 @@ test('KV chart: llama-3-8b at 8,192 tokens in f16 is the formula\'s 1 GiB, as th
   assert.equal(await page.inputValue('[data-testid="kv-model"]'), 'llama-3-8b');
   assert.equal(await page.inputValue('[data-testid="kv-dtype"]'), 'f16');
   const api = await postApi(browser.url, '/api/kv', { model: 'llama-3-8b', context: [8192], dtype: 'f16' });
-  assert.equal(api.rows[0].cache_bytes, 1073741824, 'the issue\'s check: exactly 1 GiB');
+  assert.equal(api.rows[0].cache_bytes, 1073741824, 'the formula\'s 1 GiB, exactly');
   assert.equal(await page.getAttribute('[data-testid="kv-row-8192"]', 'data-cache'), String(api.rows[0].cache_bytes));
   assert.match(await page.textContent('[data-testid="kv-row-8192"]'), /1,073,741,824 \(1 GiB\)/);
   // the chart: the point at 8,192 tokens, the weights line, the label
@@ -234,7 +234,7 @@ test('ablating a head changes the output with a non-zero Δ; ablating every head
   for (const r of rows) assert.ok(r.after.every((x) => x === 0), `token ${r.i}'s output after: ${r.after}`);
   assert.ok(rows.every((r) => r.before.some((x) => x !== 0)));
   assert.equal(await page.getAttribute('[data-testid="int-summary"]', 'data-all-zero'), 'true');
-  const trace = await page.evaluate(() => window.Attn.app.state.trace.output);
+  const trace = await page.evaluate(() => window.attnlab.state.trace.output);
   assert.ok(trace.every((row) => row.every((x) => x === 0)), 'the engine\'s output is 0');
   await screenshot(page, '12-ablate-every-head');
   // mean ablation of every head: every token gets the same output, the mean
@@ -375,7 +375,7 @@ test('a 64-token, 8-head trace comes lean; switching heads brings that head\'s m
   const words = Array.from({ length: 64 }, (_, i) => `w${i}`).join(' ');
   await page.fill('[data-testid="sentence-input"]', words);
   await page.press('[data-testid="sentence-input"]', 'Enter');
-  await page.waitForFunction(() => window.Attn.app.state.trace.tokens.length === 64);
+  await page.waitForFunction(() => window.attnlab.state.trace.tokens.length === 64);
   await settled(page);
   for (let k = 0; k < 7; k++) {
     await page.fill('[data-testid="seed-input"]', String(k + 1));
@@ -383,7 +383,7 @@ test('a 64-token, 8-head trace comes lean; switching heads brings that head\'s m
     await settled(page);
   }
   const state = await page.evaluate(() => {
-    const S = window.Attn.app.state;
+    const S = window.attnlab.state;
     return { heads: S.trace.heads.length, lean: !!S.trace.lean, detail: S.lastRequest.detail, detailHeads: S.lastRequest.detail_heads };
   });
   assert.deepEqual(state, { heads: 8, lean: true, detail: 'weights', detailHeads: [7] });
@@ -403,8 +403,8 @@ test('a 64-token, 8-head trace comes lean; switching heads brings that head\'s m
   await page.check('[data-testid="causal-toggle"]');
   await settled(page);
   const lean5 = await page.evaluate(() => {
-    const head = window.Attn.app.state.trace.heads[5];
-    return { ownLogits: Array.isArray(head.logits), masked: window.Attn.render.maskGrid(head).map((row) => row.map((x) => x === null)) };
+    const head = window.attnlab.state.trace.heads[5];
+    return { ownLogits: Array.isArray(head.logits), masked: window.attnlab.maskGrid(head).map((row) => row.map((x) => x === null)) };
   });
   assert.equal(lean5.ownLogits, false, 'head 5 is lean: its mask is the shared one');
   assert.equal(lean5.masked.length, 64);

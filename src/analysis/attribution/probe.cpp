@@ -350,6 +350,157 @@ std::vector<double> output_with_weights(const Scenario& s, const Trace& t, std::
   return apply_row(row_to_output(s, t, query, head), weights);
 }
 
+namespace {
+
+// The search for a counterfactual row: rows of weights over the k visible keys are tried
+// along segments of the simplex, and the feasible one (readout within ε of the original)
+// farthest from the original row in Jensen–Shannon divergence is kept.
+class CounterfactualSearch {
+ public:
+  CounterfactualSearch(const RowToOutput& map, const std::vector<std::size_t>& visible, const Readout& readout,
+                       const std::vector<double>& original, double r0, double epsilon)
+      : map_(map),
+        visible_(visible),
+        readout_(readout),
+        original_(original),
+        best_(original),
+        r0_(r0),
+        epsilon_(epsilon),
+        point_(visible.size()),
+        o_(map.base.size()) {}
+
+  const std::vector<double>& best() const { return best_; }
+
+  // The segment A + t(B - A), t in [0, 1]: the output moves on the segment from oA to oB.
+  // The divergence is convex along it, so its largest value on a feasible stretch is at an
+  // end of that stretch; try the ends of every feasible stretch.
+  void search_segment(const std::vector<double>& A, const std::vector<double>& B) {
+    a_ = &A, b_ = &B;
+    oA_ = output_of(A), oB_ = output_of(B);
+    if (readout_.linear())
+      search_linear();
+    else
+      search_sampled();
+  }
+
+ private:
+  bool feasible(double r) const { return std::abs(r - r0_) <= epsilon_; }
+
+  // The output a row of weights over the visible keys gives.
+  std::vector<double> output_of(const std::vector<double>& alpha) const {
+    std::vector<double> o = map_.base;
+    for (std::size_t v = 0; v < alpha.size(); ++v)
+      if (alpha[v] != 0)
+        for (std::size_t d = 0; d < o.size(); ++d)
+          o[d] += alpha[v] * map_.P[visible_[v]][d];
+    return o;
+  }
+
+  double readout_at(double s) {
+    for (std::size_t d = 0; d < o_.size(); ++d)
+      o_[d] = oA_[d] + s * (oB_[d] - oA_[d]);
+    return readout_.value(o_);
+  }
+
+  // Takes the point at s if, normalised to sum to 1, its readout is within ε.
+  bool try_point(double s) {
+    const std::vector<double>&A = *a_, &B = *b_;
+    double total = 0.0;
+    for (std::size_t v = 0; v < point_.size(); ++v)
+      total += point_[v] = std::max(0.0, A[v] + s * (B[v] - A[v]));
+    for (double& x : point_)
+      x /= total;
+    if (!feasible(readout_.value(output_of(point_)))) return false;
+    const double divergence = jensen_shannon(point_, original_);
+    if (divergence > best_divergence_) best_divergence_ = divergence, best_ = point_;
+    return true;
+  }
+
+  // An end found by arithmetic can sit a hair outside ε: step towards `inside` until not.
+  void settle(double end, double inside) {
+    if (try_point(end)) return;
+    for (double step = 1e-14; step < 1; step *= 4)
+      if (try_point(end + (inside - end) * step)) return;
+    try_point(inside);
+  }
+
+  // readout(s) = rA + s (rB - rA): the feasible stretch exactly.
+  void search_linear() {
+    const double rA = readout_at(0.0), slope = readout_at(1.0) - rA;
+    double lo = 0.0, hi = 1.0;
+    if (slope != 0) {
+      const double t1 = (r0_ - epsilon_ - rA) / slope, t2 = (r0_ + epsilon_ - rA) / slope;
+      lo = std::max(0.0, std::min(t1, t2));
+      hi = std::min(1.0, std::max(t1, t2));
+    } else if (!feasible(rA)) {
+      return;
+    }
+    if (lo > hi) return;
+    settle(lo, 0.5 * (lo + hi));
+    settle(hi, 0.5 * (lo + hi));
+  }
+
+  // Any other readout: feasible stretches found by sampling, their ends refined by bisection.
+  void search_sampled() {
+    constexpr int kSamples = 48;
+    std::vector<bool> ok(kSamples + 1);
+    for (int q = 0; q <= kSamples; ++q)
+      ok[q] = feasible(readout_at(static_cast<double>(q) / kSamples));
+    // Moves the boundary between a feasible sample and an infeasible one closer.
+    const auto refine = [&](double inside, double outside) {
+      for (int it = 0; it < 40; ++it) {
+        const double mid = 0.5 * (inside + outside);
+        (feasible(readout_at(mid)) ? inside : outside) = mid;
+      }
+      return inside;
+    };
+    for (int q = 0; q <= kSamples; ++q) {
+      if (!ok[q]) continue;
+      const double here = static_cast<double>(q) / kSamples;
+      const bool start = q == 0 || !ok[q - 1], end = q == kSamples || !ok[q + 1];
+      if (start) settle(q == 0 ? 0.0 : refine(here, static_cast<double>(q - 1) / kSamples), here);
+      if (end) settle(q == kSamples ? 1.0 : refine(here, static_cast<double>(q + 1) / kSamples), here);
+    }
+  }
+
+  const RowToOutput& map_;
+  const std::vector<std::size_t>& visible_;
+  const Readout& readout_;
+  const std::vector<double>& original_;  // the original row over the visible keys
+  std::vector<double> best_;
+  double best_divergence_ = 0.0;
+  double r0_, epsilon_;
+  const std::vector<double>*a_ = nullptr, *b_ = nullptr;  // the segment being searched
+  std::vector<double> oA_, oB_, point_, o_;
+};
+
+constexpr std::size_t kAllPairsUpTo = 64;
+
+// Keys the pair searches use: all of them when there are few; otherwise those whose
+// contribution pushes the readout up or down the most, and those with the most weight.
+std::vector<std::size_t> pair_search_keys(const RowToOutput& map, const std::vector<std::size_t>& visible,
+                                          const std::vector<double>& a, const std::vector<double>& slope) {
+  const std::size_t k = visible.size();
+  std::vector<std::size_t> keys(k);
+  std::iota(keys.begin(), keys.end(), 0);
+  if (k <= kAllPairsUpTo) return keys;
+  std::vector<double> push(k);
+  for (std::size_t v = 0; v < k; ++v)
+    push[v] = dot(map.P[visible[v]], slope);
+  std::vector<std::size_t> by_push = keys, by_weight = keys;
+  std::sort(by_push.begin(), by_push.end(), [&](auto x, auto y) { return push[x] < push[y]; });
+  std::sort(by_weight.begin(), by_weight.end(), [&](auto x, auto y) { return a[x] > a[y]; });
+  std::vector<bool> chosen(k, false);
+  for (std::size_t q = 0; q < 16; ++q)
+    chosen[by_push[q]] = chosen[by_push[k - 1 - q]] = chosen[by_weight[q]] = true;
+  keys.clear();
+  for (std::size_t v = 0; v < k; ++v)
+    if (chosen[v]) keys.push_back(v);
+  return keys;
+}
+
+}  // namespace
+
 Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t query, std::size_t head,
                               const Readout& readout, double epsilon) {
   const HeadTrace& ht = t.heads[head];
@@ -373,111 +524,12 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
   }
 
   const RowToOutput map = row_to_output(s, t, query, head);
-  const std::size_t k = visible.size(), d_out = map.base.size();
-  const double r0 = c.readout_before;
-  const auto feasible_value = [&](double r) { return std::abs(r - r0) <= epsilon; };
-
-  // Weights over the visible keys, and the output each one gives.
-  std::vector<double> a(k);
+  const std::size_t k = visible.size();
+  std::vector<double> a(k);  // the original weights over the visible keys
   for (std::size_t v = 0; v < k; ++v)
     a[v] = c.original[visible[v]];
-  const auto output_of = [&](const std::vector<double>& alpha) {
-    std::vector<double> o = map.base;
-    for (std::size_t v = 0; v < k; ++v)
-      if (alpha[v] != 0)
-        for (std::size_t d = 0; d < d_out; ++d)
-          o[d] += alpha[v] * map.P[visible[v]][d];
-    return o;
-  };
-
-  std::vector<double> best = a;
-  double best_divergence = 0.0;
-  std::vector<double> point(k), o(d_out);
-  // The segment A + t(B - A), t in [0, 1]: the output moves on the segment from oA to oB.
-  // The divergence is convex along it, so its largest value on a feasible stretch is at an
-  // end of that stretch; try the ends of every feasible stretch.
-  const auto search_segment = [&](const std::vector<double>& A, const std::vector<double>& B) {
-    const std::vector<double> oA = output_of(A), oB = output_of(B);
-    const auto readout_at = [&](double s_) {
-      for (std::size_t d = 0; d < d_out; ++d)
-        o[d] = oA[d] + s_ * (oB[d] - oA[d]);
-      return readout.value(o);
-    };
-    // Takes the point at s_ if, normalised to sum to 1, its readout is within ε.
-    const auto try_point = [&](double s_) {
-      double total = 0.0;
-      for (std::size_t v = 0; v < k; ++v)
-        total += point[v] = std::max(0.0, A[v] + s_ * (B[v] - A[v]));
-      for (double& x : point)
-        x /= total;
-      if (!feasible_value(readout.value(output_of(point)))) return false;
-      const double divergence = jensen_shannon(point, a);
-      if (divergence > best_divergence) best_divergence = divergence, best = point;
-      return true;
-    };
-    // An end found by arithmetic can sit a hair outside ε: step towards `inside` until not.
-    const auto settle = [&](double end, double inside) {
-      if (try_point(end)) return;
-      for (double step = 1e-14; step < 1; step *= 4)
-        if (try_point(end + (inside - end) * step)) return;
-      try_point(inside);
-    };
-    if (readout.linear()) {  // readout(s_) = rA + s_ (rB - rA): the feasible stretch exactly
-      const double rA = readout_at(0.0), slope = readout_at(1.0) - rA;
-      double lo = 0.0, hi = 1.0;
-      if (slope != 0) {
-        const double t1 = (r0 - epsilon - rA) / slope, t2 = (r0 + epsilon - rA) / slope;
-        lo = std::max(0.0, std::min(t1, t2));
-        hi = std::min(1.0, std::max(t1, t2));
-      } else if (!feasible_value(rA)) {
-        return;
-      }
-      if (lo > hi) return;
-      settle(lo, 0.5 * (lo + hi));
-      settle(hi, 0.5 * (lo + hi));
-      return;
-    }
-    constexpr int kSamples = 48;
-    std::vector<bool> ok(kSamples + 1);
-    for (int q = 0; q <= kSamples; ++q)
-      ok[q] = feasible_value(readout_at(static_cast<double>(q) / kSamples));
-    // Moves the boundary between a feasible sample and an infeasible one closer.
-    const auto refine = [&](double inside, double outside) {
-      for (int it = 0; it < 40; ++it) {
-        const double mid = 0.5 * (inside + outside);
-        (feasible_value(readout_at(mid)) ? inside : outside) = mid;
-      }
-      return inside;
-    };
-    for (int q = 0; q <= kSamples; ++q) {
-      if (!ok[q]) continue;
-      const double here = static_cast<double>(q) / kSamples;
-      const bool start = q == 0 || !ok[q - 1], end = q == kSamples || !ok[q + 1];
-      if (start) settle(q == 0 ? 0.0 : refine(here, static_cast<double>(q - 1) / kSamples), here);
-      if (end) settle(q == kSamples ? 1.0 : refine(here, static_cast<double>(q + 1) / kSamples), here);
-    }
-  };
-
-  // Keys the pair searches use: all of them when there are few; otherwise those whose
-  // contribution pushes the readout up or down the most, and those with the most weight.
-  std::vector<std::size_t> pair_keys(k);
-  std::iota(pair_keys.begin(), pair_keys.end(), 0);
-  constexpr std::size_t kAllPairsUpTo = 64;
-  if (k > kAllPairsUpTo) {
-    const std::vector<double> slope = readout.gradient(c.output_after);
-    std::vector<double> push(k);
-    for (std::size_t v = 0; v < k; ++v)
-      push[v] = dot(map.P[visible[v]], slope);
-    std::vector<std::size_t> by_push = pair_keys, by_weight = pair_keys;
-    std::sort(by_push.begin(), by_push.end(), [&](auto x, auto y) { return push[x] < push[y]; });
-    std::sort(by_weight.begin(), by_weight.end(), [&](auto x, auto y) { return a[x] > a[y]; });
-    std::vector<bool> chosen(k, false);
-    for (std::size_t q = 0; q < 16; ++q)
-      chosen[by_push[q]] = chosen[by_push[k - 1 - q]] = chosen[by_weight[q]] = true;
-    pair_keys.clear();
-    for (std::size_t v = 0; v < k; ++v)
-      if (chosen[v]) pair_keys.push_back(v);
-  }
+  CounterfactualSearch search(map, visible, readout, a, c.readout_before, epsilon);
+  const std::vector<std::size_t> pair_keys = pair_search_keys(map, visible, a, readout.gradient(c.output_after));
   c.exact = readout.linear() && k <= kAllPairsUpTo;
 
   const auto vertex = [&](std::size_t v) {
@@ -489,10 +541,10 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
   //    a corner of the simplex cut by the two planes readout = r0 ± ε, which lies on an edge.
   for (std::size_t x = 0; x < pair_keys.size(); ++x)
     for (std::size_t y = x + 1; y < pair_keys.size(); ++y)
-      search_segment(vertex(pair_keys[x]), vertex(pair_keys[y]));
+      search.search_segment(vertex(pair_keys[x]), vertex(pair_keys[y]));
   // 2. From the original row towards each key, so a small ε still finds a small move.
   for (std::size_t v = 0; v < k; ++v)
-    search_segment(a, vertex(v));
+    search.search_segment(a, vertex(v));
   // 3. From the original row, moving one key's weight onto another.
   for (std::size_t x : pair_keys)
     for (std::size_t y : pair_keys)
@@ -500,16 +552,16 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
         std::vector<double> moved = a;
         moved[x] += a[y];
         moved[y] = 0.0;
-        search_segment(a, moved);
+        search.search_segment(a, moved);
       }
 
   // The row found (normalised and checked within ε when it was taken), on all m keys.
   std::fill(c.found.begin(), c.found.end(), 0.0);
   for (std::size_t v = 0; v < k; ++v)
-    c.found[visible[v]] = best[v];
+    c.found[visible[v]] = search.best()[v];
   c.output_after = apply_row(map, c.found);
   c.readout_after = readout.value(c.output_after);
-  assert(feasible_value(c.readout_after));
+  assert(std::abs(c.readout_after - c.readout_before) <= epsilon);
   c.decision_after = readout.decision(c.output_after);
   c.divergence = jensen_shannon(c.found, c.original);
   if (c.divergence == 0.0) c.note = "no other row on these keys keeps the readout within ε; try a larger --epsilon";
@@ -518,9 +570,12 @@ Counterfactual counterfactual(const Scenario& s, const Trace& t, std::size_t que
 
 // ---- the probe ---------------------------------------------------------------------------
 
-ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
+namespace {
+
+// The request's query, head and ε, and the probe's price (it runs the scenario once per key)
+// against its limits, before any work.
+void check_probe_request(const Scenario& s, const ProbeOptions& options, std::size_t query) {
   const std::size_t n = s.n(), m = s.m(), heads = s.heads.size();
-  const std::size_t query = options.query.value_or(s.query.value_or(n - 1));
   if (query >= n) fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", query, n - 1));
   if (options.head >= heads)
     fail("head", fmt::format("head {} does not exist; {} has heads 0 to {}", options.head, s.name, heads - 1));
@@ -536,53 +591,44 @@ ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
          fmt::format("the probe runs the scenario {} times ({} heads × {} × {} tokens each), more than its limit "
                      "of {} score cells; use fewer heads or tokens",
                      m + 1, heads, n, m, kMaxProbeCells));
+}
 
-  ProbeResult r;
-  const Trace trace = run_scenario(s);
-  r.scenario = s.name;
-  r.query = query;
-  r.query_token = s.tokens[query];
-  r.source_tokens = trace.source_tokens;
-  for (const HeadTrace& h : trace.heads)
-    r.head_names.push_back(h.name);
-  r.output.assign(trace.output.row(query).begin(), trace.output.row(query).end());
-  r.readout = parse_readout(options.readout, s, r.output);
-  r.readout_value = r.readout.value(r.output);
-  r.decision = r.readout.decision(r.output);
-
-  const InputGradient gradient = output_gradient(s, trace, query, r.readout.gradient(r.output));
-  const AttentionInput input = attention_input(s);
-  for (std::size_t j = 0; j < m; ++j) {
-    TokenMeasures t;
-    t.index = j;
-    t.token = trace.source_tokens[j];
-    t.visible = std::isfinite(trace.heads[0].logits(query, j));
-    for (const HeadTrace& h : trace.heads) {
-      t.weights.push_back(h.weights(query, j));
-      t.weight += h.weights(query, j) / static_cast<double>(heads);
-      t.value_weighted +=
-          h.weights(query, j) * std::sqrt(dot(h.values.row(j), h.values.row(j))) / static_cast<double>(heads);
-    }
-    // Erasure: the engine again, with key j hidden from every query.
-    Scenario without = s;
-    if (std::find(without.mask.hidden_keys.begin(), without.mask.hidden_keys.end(), j) ==
-        without.mask.hidden_keys.end())
-      without.mask.hidden_keys.push_back(j);
-    const Trace erased = run_scenario(without);
-    t.readout_without = r.readout.value(erased.output.row(query));
-    t.erasure = t.readout_without - r.readout_value;
-    t.decision_without = r.readout.decision(erased.output.row(query));
-    t.flips = t.decision_without != r.decision;
-    // Gradient × input, with x_j the vector the heads read (positions applied).
-    t.gradient.assign(gradient.keys.row(j).begin(), gradient.keys.row(j).end());
-    if (!s.source)
-      for (std::size_t c = 0; c < t.gradient.size(); ++c)
-        t.gradient[c] += gradient.queries(j, c);
-    t.grad_x_input = dot(t.gradient, input.keys_from.row(j));
-    r.tokens.push_back(std::move(t));
+// Every measure of key j for the query: its weights, weight·‖v‖, the erasure effect (the
+// engine run again with the key hidden) and gradient × input.
+TokenMeasures measure_key(const Scenario& s, const Trace& trace, const AttentionInput& input,
+                          const InputGradient& gradient, const ProbeResult& r, std::size_t query, std::size_t j) {
+  const std::size_t heads = s.heads.size();
+  TokenMeasures t;
+  t.index = j;
+  t.token = trace.source_tokens[j];
+  t.visible = std::isfinite(trace.heads[0].logits(query, j));
+  for (const HeadTrace& h : trace.heads) {
+    t.weights.push_back(h.weights(query, j));
+    t.weight += h.weights(query, j) / static_cast<double>(heads);
+    t.value_weighted +=
+        h.weights(query, j) * std::sqrt(dot(h.values.row(j), h.values.row(j))) / static_cast<double>(heads);
   }
+  // Erasure: the engine again, with key j hidden from every query.
+  Scenario without = s;
+  if (std::find(without.mask.hidden_keys.begin(), without.mask.hidden_keys.end(), j) == without.mask.hidden_keys.end())
+    without.mask.hidden_keys.push_back(j);
+  const Trace erased = run_scenario(without);
+  t.readout_without = r.readout.value(erased.output.row(query));
+  t.erasure = t.readout_without - r.readout_value;
+  t.decision_without = r.readout.decision(erased.output.row(query));
+  t.flips = t.decision_without != r.decision;
+  // Gradient × input, with x_j the vector the heads read (positions applied).
+  t.gradient.assign(gradient.keys.row(j).begin(), gradient.keys.row(j).end());
+  if (!s.source)
+    for (std::size_t c = 0; c < t.gradient.size(); ++c)
+      t.gradient[c] += gradient.queries(j, c);
+  t.grad_x_input = dot(t.gradient, input.keys_from.row(j));
+  return t;
+}
 
-  // Rank agreement over the keys the query can see (hidden keys are 0 in every measure).
+// Kendall's τ between the weights and each other measure, over the keys the query can see
+// (hidden keys are 0 in every measure).
+void rank_agreement(ProbeResult& r) {
   std::vector<double> w, vw, erasure, gxi;
   for (const TokenMeasures& t : r.tokens)
     if (t.visible) {
@@ -594,9 +640,12 @@ ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
   r.tau_value_weighted = kendall_tau(w, vw);
   r.tau_erasure = kendall_tau(w, erasure);
   r.tau_grad_x_input = kendall_tau(w, gxi);
+}
 
-  // Serrano & Smith: does removing the highest-weighted key flip the decision, and does
-  // removing another one?
+// Serrano & Smith's test: does removing the highest-weighted key flip the decision, and does
+// removing another one? With the verdict in words.
+void serrano_smith_test(ProbeResult& r) {
+  const std::size_t m = r.tokens.size();
   SerranoSmith& ss = r.serrano_smith;
   for (std::size_t j = 0; j < m; ++j) {
     if (r.tokens[j].weight > r.tokens[ss.top_weight].weight) ss.top_weight = j;
@@ -638,7 +687,34 @@ ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
                 " The largest erasure effect is {}'s (Δ = {:+.3g}), not the highest-weighted key's (Δ = {:+.3g}).",
                 key(ss.top_erasure), r.tokens[ss.top_erasure].erasure, r.tokens[ss.top_weight].erasure);
   ss.verdict = flip + largest;
+}
 
+}  // namespace
+
+ProbeResult probe(const Scenario& s, const ProbeOptions& options) {
+  const std::size_t n = s.n(), m = s.m();
+  const std::size_t query = options.query.value_or(s.query.value_or(n - 1));
+  check_probe_request(s, options, query);
+
+  ProbeResult r;
+  const Trace trace = run_scenario(s);
+  r.scenario = s.name;
+  r.query = query;
+  r.query_token = s.tokens[query];
+  r.source_tokens = trace.source_tokens;
+  for (const HeadTrace& h : trace.heads)
+    r.head_names.push_back(h.name);
+  r.output.assign(trace.output.row(query).begin(), trace.output.row(query).end());
+  r.readout = parse_readout(options.readout, s, r.output);
+  r.readout_value = r.readout.value(r.output);
+  r.decision = r.readout.decision(r.output);
+
+  const InputGradient gradient = output_gradient(s, trace, query, r.readout.gradient(r.output));
+  const AttentionInput input = attention_input(s);
+  for (std::size_t j = 0; j < m; ++j)
+    r.tokens.push_back(measure_key(s, trace, input, gradient, r, query, j));
+  rank_agreement(r);
+  serrano_smith_test(r);
   r.counterfactual = counterfactual(s, trace, query, options.head, r.readout, options.epsilon);
   return r;
 }
