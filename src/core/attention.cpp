@@ -1,6 +1,8 @@
 // The reference attention kernel, written as the maths. Each block below is one step.
 #include "attnlab/core/attention.hpp"
 
+#include <cassert>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -52,13 +54,25 @@ std::optional<HeadAblation> head_ablation_named(std::string_view name) {
   return std::nullopt;
 }
 
+namespace {
+// m with `bias` added to every row (m unchanged when there is no bias).
+Matrix add_bias(Matrix m, const std::vector<double>& bias) {
+  if (bias.empty()) return m;
+  assert(bias.size() == m.cols);
+  for (std::size_t i = 0; i < m.rows; ++i)
+    for (std::size_t c = 0; c < m.cols; ++c)
+      m(i, c) += bias[c];
+  return m;
+}
+}  // namespace
+
 void project_head(const AttentionInput& input, const HeadWeights& head, HeadTrace& trace) {
   trace.name = head.name;
   trace.d_k = head.w_q.cols;
   trace.d_v = head.w_v.cols;
-  trace.queries = matmul(input.queries_from, head.w_q);
-  trace.keys = matmul(input.keys_from, head.w_k);
-  trace.values = matmul(input.keys_from, head.w_v);
+  trace.queries = add_bias(matmul(input.queries_from, head.w_q), head.b_q);
+  trace.keys = add_bias(matmul(input.keys_from, head.w_k), head.b_k);
+  trace.values = add_bias(matmul(input.keys_from, head.w_v), head.b_v);
   if (input.rope) {
     rotate_rope(trace.queries);
     rotate_rope(trace.keys);
@@ -69,7 +83,8 @@ HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
   const std::size_t n = input.queries_from.rows, m = input.keys_from.rows;
   HeadTrace t;
 
-  // Step 1, project: q = x · W_Q, k = s · W_K, v = s · W_V (then rotate q, k with rope).
+  // Step 1, project: q = x · W_Q + b_Q, k = s · W_K + b_K, v = s · W_V + b_V (biases when the
+  // head has them), then rotate q, k with rope.
   project_head(input, head, t);
 
   // Step 2, score: every query against every key, scores[i][j] = q_i · k_j.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <cmath>
+#include <tuple>
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/report/packed_reply.hpp"
@@ -22,7 +23,10 @@ json input_document(const Scenario& scenario, const AttentionInput& input,
                      {"w_k", write_matrix(h.w_k)},
                      {"w_v", write_matrix(h.w_v)},
                      {"ablation", std::string(to_string(h.ablation))},
-                     {"scale", h.scale}});
+                     {"scale", h.scale},
+                     {"b_q", h.b_q},
+                     {"b_k", h.b_k},
+                     {"b_v", h.b_v}});
   return {{"scenario", scenario.name},
           {"tokens", scenario.tokens},
           {"source_tokens", scenario.source ? scenario.source->tokens : scenario.tokens},
@@ -120,6 +124,18 @@ std::string attend_document(std::string_view packed_input) {
     if (!field(spec, "scale", at + ".").is_number() || !std::isfinite(spec["scale"].get<double>()))
       bad_field(at + ".scale", "expected a finite number");
     w.scale = spec["scale"];
+    // Biases: optional (older documents have none), a list of d_k (d_v) numbers or empty.
+    for (auto [key, bias, width] :
+         {std::tuple{"b_q", &w.b_q, w.w_q.cols}, {"b_k", &w.b_k, w.w_k.cols}, {"b_v", &w.b_v, w.w_v.cols}}) {
+      if (!spec.contains(key)) continue;
+      const json& b = spec[key];
+      if (!b.is_array() || (!b.empty() && b.size() != width))
+        bad_field(at + "." + key, fmt::format("expected a list of {} numbers, or []", width));
+      for (const json& x : b) {
+        if (!x.is_number() || !std::isfinite(x.get<double>())) bad_field(at + "." + key, "expected finite numbers");
+        bias->push_back(x.get<double>());
+      }
+    }
     sum_d_v += w.w_v.cols;
     in.heads.push_back(std::move(w));
   }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <tuple>
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
@@ -172,7 +173,7 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
     read_head_interventions(j, field, drawn);
     return drawn;
   }
-  check_known_fields(j, field, {"name", "w_q", "w_k", "w_v", "ablation", "scale"});
+  check_known_fields(j, field, {"name", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "ablation", "scale"});
   read_head_interventions(j, field, head);
   for (const char* key : {"w_q", "w_k", "w_v"})
     if (!j.contains(key))
@@ -180,6 +181,12 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   head.w_q = as_matrix(j["w_q"], field + ".w_q", kMaxWidth + 2);
   head.w_k = as_matrix(j["w_k"], field + ".w_k", kMaxWidth + 2);
   head.w_v = as_matrix(j["w_v"], field + ".w_v", kMaxWidth + 2);
+  // Optional biases, one row each: [b_1, ..., b_d].
+  for (auto [key, bias] : {std::pair{"b_q", &head.b_q}, {"b_k", &head.b_k}, {"b_v", &head.b_v}})
+    if (j.contains(key)) {
+      const Matrix row = as_matrix(json::array({j[key]}), field + "." + key, 1);
+      bias->assign(row.data.begin(), row.data.end());
+    }
   return head;
 }
 
@@ -289,6 +296,11 @@ void validate(const Scenario& s) {
     if (s.positions.kind == PositionKind::rope && head.w_q.cols % 2 != 0)
       fail(field("w_q"),
            fmt::format("rope rotates pairs of dimensions, so d_k must be even, but it is {}", head.w_q.cols));
+    for (const auto& [b, bias, width] : {std::tuple{"b_q", &head.b_q, head.w_q.cols},
+                                         {"b_k", &head.b_k, head.w_k.cols},
+                                         {"b_v", &head.b_v, head.w_v.cols}})
+      if (!bias->empty() && bias->size() != width)
+        fail(field(b), fmt::format("expected {} numbers (the width of w_{}) but got {}", width, b[2], bias->size()));
     total_d_v += head.w_v.cols;
   }
   if (s.w_o && s.w_o->rows != total_d_v)
@@ -495,7 +507,7 @@ AttentionInput attention_input(const Scenario& s) {
   input.keys_from = s.source ? apply_positions(s.source->embeddings, s.positions) : input.queries_from;
   input.rope = s.positions.kind == PositionKind::rope;
   for (const HeadSpec& h : s.heads)
-    input.heads.push_back(HeadWeights{h.name, h.w_q, h.w_k, h.w_v, h.ablation, h.scale});
+    input.heads.push_back(HeadWeights{h.name, h.w_q, h.w_k, h.w_v, h.ablation, h.scale, h.b_q, h.b_k, h.b_v});
   input.w_o = s.w_o;
   input.mask = s.mask;
   input.temperature = s.temperature;

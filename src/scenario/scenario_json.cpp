@@ -26,6 +26,8 @@ json scenario_to_json(const Scenario& s) {
                        {"w_v", matrix_to_json(h.w_v)}});
     if (h.ablation != HeadAblation::none) heads.back()["ablation"] = std::string(to_string(h.ablation));
     if (h.scale != 1.0) heads.back()["scale"] = h.scale;
+    for (const auto& [key, bias] : {std::pair{"b_q", &h.b_q}, {"b_k", &h.b_k}, {"b_v", &h.b_v}})
+      if (!bias->empty()) heads.back()[key] = *bias;
   }
   json doc = {
       {"format", kScenarioFormat},

@@ -19,6 +19,7 @@ struct RandomScenarioShape {
   std::size_t classes = 3;       // a readout with this many classes (0: none)
   std::optional<std::size_t> m;  // cross-attention with m source tokens
   double temperature = 0.8;
+  bool biases = false;  // query, key and value biases on every head
 };
 
 inline Scenario random_scenario(std::uint64_t seed, const RandomScenarioShape& shape) {
@@ -43,6 +44,12 @@ inline Scenario random_scenario(std::uint64_t seed, const RandomScenarioShape& s
   for (std::size_t h = 0; h < shape.heads; ++h)
     s.heads.push_back({fmt::format("h{}", h), std::nullopt, random_matrix(rng, d_in, shape.d_k, 2 * scale),
                        random_matrix(rng, d_in, shape.d_k, 2 * scale), random_matrix(rng, d_in, shape.d_v, 2 * scale)});
+  if (shape.biases)
+    for (HeadSpec& head : s.heads) {
+      head.b_q = random_matrix(rng, 1, shape.d_k, 0.5).data;
+      head.b_k = random_matrix(rng, 1, shape.d_k, 0.5).data;
+      head.b_v = random_matrix(rng, 1, shape.d_v, 0.5).data;
+    }
   if (shape.w_o) s.w_o = random_matrix(rng, shape.heads * shape.d_v, shape.d_model, 0.5);
   if (shape.classes > 0) {
     ReadoutSpec r{random_matrix(rng, s.d_out(), shape.classes, 0.3), {}};  // p far from 0 and 1

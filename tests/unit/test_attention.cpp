@@ -210,3 +210,27 @@ TEST_P(RandomProperties, ExtremeScoresStayFinite) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, RandomProperties, ::testing::Values(11, 12, 13, 14, 15, 16, 17, 18));
+
+// Trained heads carry biases: q = x·W_Q + b_Q, k = x·W_K + b_K, v = x·W_V + b_V.
+TEST(Attention, BiasesAreAddedToEveryProjectedRow) {
+  AttentionInput input;
+  input.queries_from = input.keys_from = Matrix{{1, 0}, {0, 1}, {1, 1}};
+  HeadWeights head{"biased", Matrix{{1, 0}, {1, 1}}, Matrix{{1, 1}, {0, 1}}, Matrix{{0, 1}, {1, 0}}};
+  head.b_q = {0.5, -1};
+  head.b_k = {2, 0};
+  head.b_v = {-3, 0.25};
+  const HeadTrace t = attend_head(input, head);
+  // t3 = 1 1: q = (2, 1) + (0.5, -1) = (2.5, 0); k = (1, 2) + (2, 0) = (3, 2); v = (1, 1) + (-3, 0.25).
+  EXPECT_EQ(t.queries(2, 0), 2.5);
+  EXPECT_EQ(t.queries(2, 1), 0.0);
+  EXPECT_EQ(t.keys(2, 0), 3.0);
+  EXPECT_EQ(t.keys(2, 1), 2.0);
+  EXPECT_EQ(t.values(2, 0), -2.0);
+  EXPECT_EQ(t.values(2, 1), 1.25);
+  // Every later step reads the biased projections: the score of t3 with t3 is q·k = 7.5.
+  EXPECT_EQ(t.scores(2, 2), 7.5);
+  double row_sum = 0;
+  for (std::size_t j = 0; j < 3; ++j)
+    row_sum += t.weights(2, j);
+  EXPECT_NEAR(row_sum, 1.0, 1e-15);
+}

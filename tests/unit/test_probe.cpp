@@ -141,6 +141,7 @@ TEST(Gradient, MatchesFiniteDifferencesOnRandomScenarios) {
       {25, {.heads = 2, .positions = rope, .causal = true, .w_o = false, .classes = 0}, "coordinate:4"},
       {26, {.n = 3, .positions = rope, .m = 4}, "class"},  // cross-attention: the source's gradient too
       {27, {.n = 6, .d_model = 3, .heads = 4, .d_k = 3, .d_v = 2, .temperature = 2.5}, "norm"},
+      {28, {.positions = sinusoidal, .causal = true, .biases = true}, "class"},  // a trained head's biases
   };
   for (const Case& c : cases) {
     const Scenario s = random_scenario(c.seed, c.shape);

@@ -282,3 +282,19 @@ TEST(BadInput, TooManyScoreCellsIsRefusedUpFront) {
     doc["heads"].push_back({{"random", h}});
   EXPECT_ERROR_CONTAINS(error_of(doc), "heads: 3 heads × 4096 × 4096 tokens is");
 }
+
+TEST(Scenario, HeadBiasesAreReadCheckedAndWrittenBack) {
+  json doc = three_tokens();
+  doc["heads"][0]["b_q"] = {0.5, -1};
+  doc["heads"][0]["b_v"] = {1, 2};
+  const Scenario s = scenario_from_json(doc);
+  EXPECT_EQ(s.heads[0].b_q, (std::vector<double>{0.5, -1}));
+  EXPECT_TRUE(s.heads[0].b_k.empty());
+  EXPECT_EQ(attention_input(s).heads[0].b_v, (std::vector<double>{1, 2}));
+  const json written = scenario_to_json(s);
+  EXPECT_EQ(written["heads"][0]["b_q"], json({0.5, -1}));
+  EXPECT_FALSE(written["heads"][0].contains("b_k")) << "no bias, no field";
+  EXPECT_EQ(scenario_from_json(written).heads[0].b_v, s.heads[0].b_v) << "round trip";
+  doc["heads"][0]["b_k"] = {1, 2, 3};
+  EXPECT_ERROR_CONTAINS(error_of(doc), "heads[0].b_k: expected 2 numbers (the width of w_k) but got 3");
+}

@@ -25,6 +25,9 @@ struct HeadWeights {
   // output = scale · ablate(weights · V).
   HeadAblation ablation = HeadAblation::none;
   double scale = 1.0;
+  // Biases added after projecting (a trained model's heads have them; hand-built ones do
+  // not): q = x · W_Q + b_Q, k = s · W_K + b_K, v = s · W_V + b_V. Empty: no bias.
+  std::vector<double> b_q, b_k, b_v;  // [d_k], [d_k], [d_v]
 };
 
 // One layer's attention problem, with positions already applied to the inputs.

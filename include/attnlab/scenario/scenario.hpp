@@ -31,6 +31,7 @@ struct HeadSpec {
   Matrix w_q, w_k, w_v;                        // drawn at load time for a random head
   HeadAblation ablation = HeadAblation::none;  // an intervention: "ablation" in the file
   double scale = 1.0;                          // an intervention: "scale" in the file
+  std::vector<double> b_q, b_k, b_v;           // optional biases ("b_q", ...): [d_k], [d_k], [d_v]
 };
 
 // A linear read-out of the layer's output, so a query's output makes a "prediction" an
