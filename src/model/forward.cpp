@@ -1,0 +1,220 @@
+// GPT-2's forward pass (attnlab/model/forward.hpp). Linear layers are OpenBLAS GEMMs; the
+// rest is written as the maths, one loop per step.
+#include "attnlab/model/forward.hpp"
+
+#include <cblas.h>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "attnlab/core/error.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
+
+namespace attnlab {
+
+std::string to_string(HeadRef head) { return fmt::format("{}.{}", head.layer, head.head); }
+
+HeadRef parse_head_ref(std::string_view text, std::string_view field) {
+  const std::size_t dot = text.find('.');
+  HeadRef h;
+  const auto number = [&](std::string_view part, std::size_t& out) {
+    const auto [end, error] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return error == std::errc() && end == part.data() + part.size() && !part.empty();
+  };
+  if (dot == std::string_view::npos || !number(text.substr(0, dot), h.layer) || !number(text.substr(dot + 1), h.head))
+    fail(field, fmt::format("\"{}\" is not a head; write LAYER.HEAD, 0-based, e.g. 1.3", text.substr(0, 32)));
+  return h;
+}
+
+namespace {
+
+// y[n × out] = x[n × in] · W[in × out] + b.
+void linear(const float* x, std::size_t n, std::size_t in, const std::vector<float>& w, const std::vector<float>& b,
+            std::size_t out, float* y) {
+  for (std::size_t i = 0; i < n; ++i)
+    std::copy(b.begin(), b.end(), y + i * out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(out),
+              static_cast<int>(in), 1.0f, x, static_cast<int>(in), w.data(), static_cast<int>(out), 1.0f, y,
+              static_cast<int>(out));
+}
+
+// y = (x - mean) / √(var + ε) · γ + β, per row (the biased variance, as PyTorch's LayerNorm).
+void layer_norm(const float* x, std::size_t n, std::size_t d, const std::vector<float>& gamma,
+                const std::vector<float>& beta, double epsilon, float* y) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const float* row = x + i * d;
+    double mean = 0, var = 0;
+    for (std::size_t c = 0; c < d; ++c)
+      mean += row[c];
+    mean /= static_cast<double>(d);
+    for (std::size_t c = 0; c < d; ++c)
+      var += (row[c] - mean) * (row[c] - mean);
+    var /= static_cast<double>(d);
+    const double inv = 1.0 / std::sqrt(var + epsilon);
+    for (std::size_t c = 0; c < d; ++c)
+      y[i * d + c] = static_cast<float>((row[c] - mean) * inv * gamma[c] + beta[c]);
+  }
+}
+
+// GPT-2's GELU, the tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+float gelu_new(float x) {
+  constexpr double k = 0.7978845608028654;  // √(2/π)
+  const double v = x;
+  return static_cast<float>(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
+}
+
+// One head's causal attention with its weights written out: weights[n × n], z[n × dh] into
+// the head's columns of `z` (row stride d).
+void head_attention_kept(const float* qkv, std::size_t n, std::size_t d, std::size_t dh, std::size_t h, float* weights,
+                         float* z) {
+  const float* q = qkv + h * dh;
+  const float* k = qkv + d + h * dh;
+  const float* v = qkv + 2 * d + h * dh;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  std::vector<double> logits(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double largest = -INFINITY;
+    for (std::size_t j = 0; j <= i; ++j) {  // causal: key j <= query i
+      double s = 0;
+      for (std::size_t c = 0; c < dh; ++c)
+        s += static_cast<double>(q[i * 3 * d + c]) * k[j * 3 * d + c];
+      logits[j] = s * scale;
+      largest = std::max(largest, logits[j]);
+    }
+    double sum = 0;
+    for (std::size_t j = 0; j <= i; ++j)
+      sum += logits[j] = std::exp(logits[j] - largest);
+    float* row = weights + i * n;
+    std::fill(row, row + n, 0.0f);
+    std::vector<double> out(dh, 0.0);
+    for (std::size_t j = 0; j <= i; ++j) {
+      const double a = logits[j] / sum;
+      row[j] = static_cast<float>(a);
+      for (std::size_t c = 0; c < dh; ++c)
+        out[c] += a * v[j * 3 * d + c];
+    }
+    for (std::size_t c = 0; c < dh; ++c)
+      z[i * d + h * dh + c] = static_cast<float>(out[c]);
+  }
+}
+
+// Every head at once through the tiled kernel (no n × n grid): z[n × d].
+void attention_tiled(const float* qkv, std::size_t n, std::size_t d, std::size_t heads, float* z) {
+  const std::size_t dh = d / heads;
+  std::vector<float> q(heads * n * dh), k(q.size()), v(q.size()), out(q.size());  // [H × n × dh]
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < dh; ++c) {
+        const std::size_t at = (h * n + i) * dh + c;
+        q[at] = qkv[i * 3 * d + h * dh + c];
+        k[at] = qkv[i * 3 * d + d + h * dh + c];
+        v[at] = qkv[i * 3 * d + 2 * d + h * dh + c];
+      }
+  AttentionOptions options;
+  options.causal = true;
+  flash_attention(q.data(), k.data(), v.data(), out.data(), {heads, heads, n, n, dh, dh}, options);
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t i = 0; i < n; ++i)
+      std::copy_n(out.data() + (h * n + i) * dh, dh, z + i * d + h * dh);
+}
+
+}  // namespace
+
+ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, const ForwardOptions& options) {
+  const Gpt2Config& c = model.config;
+  const std::size_t n = ids.size(), d = c.n_embd, heads = c.n_head, dh = c.head_dim(), inner = c.n_inner;
+  if (n == 0) fail("ids", "no tokens; give at least one");
+  if (n > c.n_positions) fail("ids", fmt::format("{} tokens is more than the model's {} positions", n, c.n_positions));
+  for (std::size_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= c.vocab_size)
+      fail("ids",
+           fmt::format("token id {} at position {} is outside the vocabulary (0 to {})", ids[i], i, c.vocab_size - 1));
+  for (const HeadRef& h : options.ablate)
+    if (h.layer >= c.n_layer || h.head >= heads)
+      fail("ablate", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
+                                 c.n_layer - 1, heads - 1));
+
+  ForwardResult r;
+  r.n = n;
+  // The residual stream: token embedding plus position embedding.
+  std::vector<float> x(n * d);  // [n × d]
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t col = 0; col < d; ++col)
+      x[i * d + col] = model.wte[static_cast<std::size_t>(ids[i]) * d + col] + model.wpe[i * d + col];
+
+  std::vector<float> a(n * d), qkv(n * 3 * d), z(n * d), proj(n * d), hidden(n * inner), mlp_out(n * d);
+  for (std::size_t l = 0; l < c.n_layer; ++l) {
+    const Gpt2Block& b = model.blocks[l];
+    // Attention: a = LN_1(x); q | k | v = a · W_attn + b; each head causal; z · W_proj.
+    layer_norm(x.data(), n, d, b.ln_1_weight, b.ln_1_bias, c.layer_norm_epsilon, a.data());
+    r.block_inputs.push_back(a);
+    linear(a.data(), n, d, b.attn_weight, b.attn_bias, 3 * d, qkv.data());
+    if (options.keep_attention) {
+      std::vector<float> weights(heads * n * n);  // [H × n × n]
+      for (std::size_t h = 0; h < heads; ++h)
+        head_attention_kept(qkv.data(), n, d, dh, h, weights.data() + h * n * n, z.data());
+      r.attention.push_back(std::move(weights));
+    } else {
+      attention_tiled(qkv.data(), n, d, heads, z.data());
+    }
+    for (const HeadRef& h : options.ablate)
+      if (h.layer == l)
+        for (std::size_t i = 0; i < n; ++i)
+          std::fill_n(z.data() + i * d + h.head * dh, dh, 0.0f);
+    linear(z.data(), n, d, b.attn_proj_weight, b.attn_proj_bias, d, proj.data());
+    for (std::size_t k = 0; k < x.size(); ++k)
+      x[k] += proj[k];
+    // MLP: x += GELU(LN_2(x) · W_fc + b_fc) · W_mlp + b_mlp.
+    layer_norm(x.data(), n, d, b.ln_2_weight, b.ln_2_bias, c.layer_norm_epsilon, a.data());
+    linear(a.data(), n, d, b.mlp_fc_weight, b.mlp_fc_bias, inner, hidden.data());
+    for (float& v : hidden)
+      v = gelu_new(v);
+    linear(hidden.data(), n, inner, b.mlp_proj_weight, b.mlp_proj_bias, d, mlp_out.data());
+    for (std::size_t k = 0; k < x.size(); ++k)
+      x[k] += mlp_out[k];
+  }
+  // logits = LN_f(x) · wteᵀ (the LM head is the token embedding, tied).
+  layer_norm(x.data(), n, d, model.ln_f_weight, model.ln_f_bias, c.layer_norm_epsilon, a.data());
+  r.logits.assign(n * c.vocab_size, 0.0f);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c.vocab_size),
+              static_cast<int>(d), 1.0f, a.data(), static_cast<int>(d), model.wte.data(), static_cast<int>(d), 0.0f,
+              r.logits.data(), static_cast<int>(c.vocab_size));
+  return r;
+}
+
+AttentionInput head_attention_input(const Gpt2Model& model, const ForwardResult& result, HeadRef head) {
+  const Gpt2Config& c = model.config;
+  if (head.layer >= c.n_layer || head.head >= c.n_head)
+    fail("head", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(head),
+                             c.n_layer - 1, c.n_head - 1));
+  const std::size_t n = result.n, d = c.n_embd, dh = c.head_dim();
+  const std::vector<float>& a = result.block_inputs[head.layer];
+  const Gpt2Block& b = model.blocks[head.layer];
+  AttentionInput input;
+  input.queries_from = Matrix(n, d);
+  for (std::size_t k = 0; k < n * d; ++k)
+    input.queries_from.data[k] = a[k];
+  input.keys_from = input.queries_from;
+  input.mask.causal = true;
+  // The head's columns of c_attn: Q at h·dh, K at d + h·dh, V at 2d + h·dh.
+  const auto slice = [&](std::size_t first) {
+    Matrix w(d, dh);
+    for (std::size_t row = 0; row < d; ++row)
+      for (std::size_t col = 0; col < dh; ++col)
+        w(row, col) = b.attn_weight[row * 3 * d + first + col];
+    return w;
+  };
+  const auto bias = [&](std::size_t first) {
+    return std::vector<double>(b.attn_bias.begin() + static_cast<std::ptrdiff_t>(first),
+                               b.attn_bias.begin() + static_cast<std::ptrdiff_t>(first + dh));
+  };
+  const std::size_t q0 = head.head * dh, k0 = d + head.head * dh, v0 = 2 * d + head.head * dh;
+  HeadWeights w{to_string(head), slice(q0), slice(k0), slice(v0)};
+  w.b_q = bias(q0), w.b_k = bias(k0), w.b_v = bias(v0);
+  input.heads.push_back(std::move(w));
+  return input;
+}
+
+}  // namespace attnlab

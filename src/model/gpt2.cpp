@@ -1,0 +1,182 @@
+// GPT-2 checkpoints read and written (attnlab/model/gpt2.hpp).
+#include "attnlab/model/gpt2.hpp"
+
+#include <fmt/format.h>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attnlab/core/error.hpp"
+#include "attnlab/model/safetensors.hpp"
+
+namespace attnlab {
+
+using nlohmann::json;
+
+std::size_t Gpt2Config::parameters() const {
+  const std::size_t d = n_embd, inner = n_inner;
+  const std::size_t block = 2 * d + d * 3 * d + 3 * d + d * d + d + 2 * d + d * inner + inner + inner * d + d;
+  return vocab_size * d + n_positions * d + n_layer * block + 2 * d;
+}
+
+namespace {
+
+constexpr std::size_t kMaxConfigBytes = 1 << 20;
+
+std::size_t config_count(const json& doc, const char* key, std::size_t limit, const std::string& path) {
+  if (!doc.contains(key)) fail(path, fmt::format("\"{}\" is missing; a GPT-2 config.json names it", key));
+  const json& v = doc[key];
+  if (!v.is_number_unsigned() || v.get<std::size_t>() < 1 || v.get<std::size_t>() > limit)
+    fail(path, fmt::format("\"{}\" must be a whole number from 1 to {}", key, limit));
+  return v.get<std::size_t>();
+}
+
+// The tensor called `name` (with or without the "transformer." prefix), checked to have
+// `shape`, as f32.
+std::vector<float> tensor(const SafetensorsFile& file, const std::string& name, const std::vector<std::size_t>& shape) {
+  const TensorInfo* t = file.find("transformer." + name);
+  if (!t) t = file.find(name);
+  if (!t)
+    fail(file.path(), fmt::format("tensor \"{}\" is missing (looked for it with and without \"transformer.\")", name));
+  if (t->shape != shape) {
+    const auto text = [](const std::vector<std::size_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
+    fail(file.path(),
+         fmt::format("tensor \"{}\" has shape {} but the config needs {}", t->name, text(t->shape), text(shape)));
+  }
+  return file.to_f32(*t);
+}
+
+}  // namespace
+
+Gpt2Config read_gpt2_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open the file; a GPT-2 checkpoint directory holds config.json and model.safetensors");
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) fail(path, fmt::format("more than {} bytes; not a config.json", kMaxConfigBytes));
+  json doc;
+  try {
+    doc = json::parse(text, [&](int depth, json::parse_event_t, json&) {
+      if (depth > 16) fail(path, "nested more than 16 levels deep; not a config.json");
+      return true;
+    });
+  } catch (const json::exception&) {
+    fail(path, "not JSON");
+  }
+  if (!doc.is_object()) fail(path, "not a JSON object");
+  Gpt2Config c;
+  c.n_layer = config_count(doc, "n_layer", kMaxModelLayers, path);
+  c.n_head = config_count(doc, "n_head", kMaxModelHeads, path);
+  c.n_embd = config_count(doc, "n_embd", kMaxModelWidth, path);
+  c.n_positions = config_count(doc, "n_positions", kMaxModelPositions, path);
+  c.vocab_size = config_count(doc, "vocab_size", kMaxModelVocabulary, path);
+  c.n_inner = doc.contains("n_inner") && !doc["n_inner"].is_null()
+                  ? config_count(doc, "n_inner", 4 * kMaxModelWidth, path)
+                  : 4 * c.n_embd;
+  if (c.n_embd % c.n_head != 0)
+    fail(path,
+         fmt::format("n_embd {} is not divisible by n_head {}: heads must have equal widths", c.n_embd, c.n_head));
+  if (doc.contains("layer_norm_epsilon")) {
+    const json& e = doc["layer_norm_epsilon"];
+    if (!e.is_number() || !(e.get<double>() > 0) || e.get<double>() > 1)
+      fail(path, "\"layer_norm_epsilon\" must be a number in (0, 1]");
+    c.layer_norm_epsilon = e.get<double>();
+  }
+  if (doc.contains("activation_function")) {
+    const json& a = doc["activation_function"];
+    if (!a.is_string() || (a != "gelu_new" && a != "gelu_pytorch_tanh"))
+      fail(path, "\"activation_function\" must be \"gelu_new\" (the tanh GELU GPT-2 uses)");
+  }
+  if (c.parameters() > kMaxModelParameters)
+    fail(path, fmt::format("{} parameters is more than attnlab's limit of {}", c.parameters(), kMaxModelParameters));
+  return c;
+}
+
+Gpt2Model load_gpt2(const std::string& dir) {
+  const std::filesystem::path root(dir);
+  if (!std::filesystem::is_directory(root))
+    fail(dir, "not a directory; give the folder that holds config.json and model.safetensors");
+  Gpt2Model m;
+  m.config = read_gpt2_config((root / "config.json").string());
+  const Gpt2Config& c = m.config;
+  const SafetensorsFile file((root / "model.safetensors").string());
+  const std::size_t d = c.n_embd, inner = c.n_inner;
+  m.wte = tensor(file, "wte.weight", {c.vocab_size, d});
+  m.wpe = tensor(file, "wpe.weight", {c.n_positions, d});
+  for (std::size_t l = 0; l < c.n_layer; ++l) {
+    const std::string h = fmt::format("h.{}.", l);
+    Gpt2Block b;
+    b.ln_1_weight = tensor(file, h + "ln_1.weight", {d});
+    b.ln_1_bias = tensor(file, h + "ln_1.bias", {d});
+    b.attn_weight = tensor(file, h + "attn.c_attn.weight", {d, 3 * d});
+    b.attn_bias = tensor(file, h + "attn.c_attn.bias", {3 * d});
+    b.attn_proj_weight = tensor(file, h + "attn.c_proj.weight", {d, d});
+    b.attn_proj_bias = tensor(file, h + "attn.c_proj.bias", {d});
+    b.ln_2_weight = tensor(file, h + "ln_2.weight", {d});
+    b.ln_2_bias = tensor(file, h + "ln_2.bias", {d});
+    b.mlp_fc_weight = tensor(file, h + "mlp.c_fc.weight", {d, inner});
+    b.mlp_fc_bias = tensor(file, h + "mlp.c_fc.bias", {inner});
+    b.mlp_proj_weight = tensor(file, h + "mlp.c_proj.weight", {inner, d});
+    b.mlp_proj_bias = tensor(file, h + "mlp.c_proj.bias", {d});
+    m.blocks.push_back(std::move(b));
+  }
+  m.ln_f_weight = tensor(file, "ln_f.weight", {d});
+  m.ln_f_bias = tensor(file, "ln_f.bias", {d});
+  std::size_t largest = 0;
+  for (const TensorInfo& t : file.tensors())
+    if (t.elements() > largest) largest = t.elements(), m.stored_dtype = t.dtype;
+  return m;
+}
+
+void save_gpt2(const std::string& dir, const Gpt2Model& m, DType dtype, bool prefix) {
+  const Gpt2Config& c = m.config;
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) fail(dir, fmt::format("cannot create the directory: {}", error.message()));
+  const std::string p = prefix ? "transformer." : "";
+  const std::size_t d = c.n_embd, inner = c.n_inner;
+  std::vector<TensorToWrite> tensors;
+  const auto add = [&](const std::string& name, std::vector<std::size_t> shape, const std::vector<float>& values) {
+    tensors.push_back({p + name, std::move(shape), values, dtype});
+  };
+  add("wte.weight", {c.vocab_size, d}, m.wte);
+  add("wpe.weight", {c.n_positions, d}, m.wpe);
+  for (std::size_t l = 0; l < c.n_layer; ++l) {
+    const std::string h = fmt::format("h.{}.", l);
+    const Gpt2Block& b = m.blocks[l];
+    add(h + "ln_1.weight", {d}, b.ln_1_weight);
+    add(h + "ln_1.bias", {d}, b.ln_1_bias);
+    add(h + "attn.c_attn.weight", {d, 3 * d}, b.attn_weight);
+    add(h + "attn.c_attn.bias", {3 * d}, b.attn_bias);
+    add(h + "attn.c_proj.weight", {d, d}, b.attn_proj_weight);
+    add(h + "attn.c_proj.bias", {d}, b.attn_proj_bias);
+    add(h + "ln_2.weight", {d}, b.ln_2_weight);
+    add(h + "ln_2.bias", {d}, b.ln_2_bias);
+    add(h + "mlp.c_fc.weight", {d, inner}, b.mlp_fc_weight);
+    add(h + "mlp.c_fc.bias", {inner}, b.mlp_fc_bias);
+    add(h + "mlp.c_proj.weight", {inner, d}, b.mlp_proj_weight);
+    add(h + "mlp.c_proj.bias", {d}, b.mlp_proj_bias);
+  }
+  add("ln_f.weight", {d}, m.ln_f_weight);
+  add("ln_f.bias", {d}, m.ln_f_bias);
+  write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  const json config = {{"model_type", "gpt2"},
+                       {"architectures", {"GPT2LMHeadModel"}},
+                       {"n_layer", c.n_layer},
+                       {"n_head", c.n_head},
+                       {"n_embd", c.n_embd},
+                       {"n_positions", c.n_positions},
+                       {"n_ctx", c.n_positions},
+                       {"vocab_size", c.vocab_size},
+                       {"n_inner", c.n_inner == 4 * c.n_embd ? json(nullptr) : json(c.n_inner)},
+                       {"layer_norm_epsilon", c.layer_norm_epsilon},
+                       {"activation_function", "gelu_new"},
+                       {"tie_word_embeddings", true}};
+  std::ofstream out(std::filesystem::path(dir) / "config.json");
+  out << config.dump(2) << "\n";
+  if (!out) fail(dir, "could not write config.json");
+}
+
+}  // namespace attnlab

@@ -1,0 +1,238 @@
+// GPT-2 checkpoints and the forward pass, against an independent NumPy implementation
+// (tests/model/make_gpt2_fixtures.py): tiny models stored as F32 (with the "transformer."
+// prefix), F16 (without it) and BF16; logits, every head's weights and each block's input
+// within written tolerances. Then every kind of broken checkpoint, refused by name.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "attnlab/core/error.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/safetensors.hpp"
+#include "compare.hpp"
+
+using namespace attnlab;
+using attnlab::test::all_close;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+std::vector<double> flat(const json& nested) {
+  std::vector<double> out;
+  if (nested.is_array())
+    for (const json& x : nested) {
+      const std::vector<double> inner = flat(x);
+      out.insert(out.end(), inner.begin(), inner.end());
+    }
+  else
+    out.push_back(nested.get<double>());
+  return out;
+}
+
+std::vector<double> widened(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+// The forward in f32 against NumPy's float64 on the same (stored) weights: f32 rounding of
+// ~10 sums of ~16-64 terms, through two blocks. Weights are probabilities (≤ 1).
+constexpr test::Tolerance kLogits{1e-4, 1e-4}, kWeights{2e-5, 0}, kBlockInputs{1e-4, 1e-4};
+
+class Gpt2Fixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Gpt2Fixture, ForwardMatchesNumPyLogitsHeadsAndBlockInputs) {
+  const fs::path dir = kFixtures / GetParam();
+  const json expected = read_json(dir / "expected.json");
+  const Gpt2Model model = load_gpt2(dir.string());
+  const std::vector<int> ids = expected["ids"];
+  const ForwardResult kept = gpt2_forward(model, ids, {.keep_attention = true});
+  EXPECT_TRUE(all_close(widened(kept.logits), flat(expected["logits"]), kLogits));
+  ASSERT_EQ(kept.attention.size(), 2u);
+  for (std::size_t l = 0; l < 2; ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    EXPECT_TRUE(all_close(widened(kept.attention[l]), flat(expected["attention"][l]), kWeights));
+    EXPECT_TRUE(all_close(widened(kept.block_inputs[l]), flat(expected["block_inputs"][l]), kBlockInputs));
+  }
+  // Without weights the heads go through the tiled kernel: the same logits.
+  const ForwardResult tiled = gpt2_forward(model, ids);
+  EXPECT_TRUE(tiled.attention.empty()) << "no L × H × n² buffer unless asked";
+  EXPECT_TRUE(all_close(widened(tiled.logits), flat(expected["logits"]), kLogits));
+}
+
+TEST_P(Gpt2Fixture, EveryHeadAsTheEnginesAttentionProblemGivesTheForwardsWeights) {
+  const fs::path dir = kFixtures / GetParam();
+  const Gpt2Model model = load_gpt2(dir.string());
+  const std::vector<int> ids = read_json(dir / "expected.json")["ids"];
+  const ForwardResult r = gpt2_forward(model, ids, {.keep_attention = true});
+  const std::size_t n = ids.size();
+  for (std::size_t l = 0; l < 2; ++l)
+    for (std::size_t h = 0; h < 4; ++h) {
+      SCOPED_TRACE(to_string(HeadRef{l, h}));
+      const Trace trace = attend(head_attention_input(model, r, {l, h}));
+      ASSERT_EQ(trace.heads.size(), 1u);
+      const std::vector<float> forward(r.attention[l].begin() + static_cast<std::ptrdiff_t>(h * n * n),
+                                       r.attention[l].begin() + static_cast<std::ptrdiff_t>((h + 1) * n * n));
+      EXPECT_TRUE(all_close(trace.heads[0].weights.data, widened(forward), {1e-6, 0}));
+      EXPECT_EQ(trace.heads[0].name, to_string(HeadRef{l, h}));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, Gpt2Fixture, ::testing::Values("tiny-f32", "tiny-f16-no-prefix", "tiny-bf16"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+
+TEST(Gpt2, SavedCheckpointsLoadBackTheSameModel) {
+  const Gpt2Model model = load_gpt2((kFixtures / "tiny-f32").string());
+  const fs::path dir = fs::temp_directory_path() / ("attnlab-gpt2-" + std::to_string(::getpid()));
+  save_gpt2(dir.string(), model, DType::f32, false);
+  const Gpt2Model back = load_gpt2(dir.string());
+  EXPECT_EQ(back.wte, model.wte);
+  EXPECT_EQ(back.blocks[1].mlp_proj_weight, model.blocks[1].mlp_proj_weight);
+  EXPECT_EQ(back.config.n_inner, 64u);
+  save_gpt2(dir.string(), model, DType::bf16, true);
+  const Gpt2Model rounded = load_gpt2(dir.string());
+  EXPECT_EQ(rounded.stored_dtype, DType::bf16);
+  EXPECT_TRUE(all_close(widened(rounded.wte), widened(model.wte), {0, 1.0 / 128}));
+  fs::remove_all(dir);
+}
+
+TEST(Gpt2, HeadNamesAreLayerDotHead) {
+  EXPECT_EQ(to_string(HeadRef{5, 1}), "5.1");
+  EXPECT_EQ(parse_head_ref("11.7", "--ablate"), (HeadRef{11, 7}));
+  for (const char* bad : {"5", "5.", ".1", "a.b", "1.2.3", "-1.0"})
+    EXPECT_THROW(parse_head_ref(bad, "--ablate"), InputError) << bad;
+}
+
+TEST(Gpt2, BadIdsAndHeadsAreRefusedNamingThem) {
+  const Gpt2Model model = load_gpt2((kFixtures / "tiny-f32").string());
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
+                          gpt2_forward(model, std::vector<int>{1, 40});
+                        }),
+                        "ids: token id 40 at position 1 is outside the vocabulary (0 to 39)");
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { gpt2_forward(model, std::vector<int>(17, 1)); }),
+                        "17 tokens is more than the model's 16 positions");
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
+                          gpt2_forward(model, std::vector<int>{1}, {.ablate = {{2, 0}}});
+                        }),
+                        "head 2.0 does not exist");
+}
+
+// ---- broken and hostile checkpoints -------------------------------------------------------
+
+class BrokenCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("attnlab-broken-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    fs::copy_file(kFixtures / "tiny-f32" / "config.json", dir_ / "config.json");
+    original_ = read_bytes(kFixtures / "tiny-f32" / "model.safetensors");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static std::string read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  void write(const fs::path& name, const std::string& bytes) {
+    std::ofstream out(dir_ / name, std::ios::binary);
+    out << bytes;
+  }
+  // A safetensors file with this header text and `data` bytes after it.
+  static std::string file_with(const std::string& header, std::size_t data) {
+    std::string out(8, '\0');
+    std::uint64_t length = header.size();
+    std::memcpy(out.data(), &length, 8);
+    return out + header + std::string(data, '\0');
+  }
+  std::string error() {
+    return test::error_of_call([&] { load_gpt2(dir_.string()); });
+  }
+
+  fs::path dir_;
+  std::string original_;
+};
+
+TEST_F(BrokenCheckpoint, TruncatedEmptyAndAbsurdLengthsAreRefused) {
+  write("model.safetensors", original_.substr(0, original_.size() - 100));
+  EXPECT_ERROR_CONTAINS(error(), "are not inside the data section");
+  write("model.safetensors", "");
+  EXPECT_ERROR_CONTAINS(error(), "0 bytes is too short for a safetensors file");
+  std::string absurd = original_;
+  const std::uint64_t huge = 1ull << 40;
+  std::memcpy(absurd.data(), &huge, 8);
+  write("model.safetensors", absurd);
+  EXPECT_ERROR_CONTAINS(error(), "the header length 1099511627776 is more than the limit");
+  std::string past = original_;
+  const std::uint64_t beyond = original_.size();
+  std::memcpy(past.data(), &beyond, 8);
+  write("model.safetensors", past);
+  EXPECT_ERROR_CONTAINS(error(), "runs past the end of the file");
+}
+
+TEST_F(BrokenCheckpoint, HeadersThatAreNotSafetensorsAreRefused) {
+  write("model.safetensors", file_with("this is not json", 0));
+  EXPECT_ERROR_CONTAINS(error(), "the header is not JSON");
+  write("model.safetensors", file_with("[1, 2]", 0));
+  EXPECT_ERROR_CONTAINS(error(), "the header is not a JSON object");
+  write("model.safetensors", file_with(std::string(50000, '[') + std::string(50000, ']'), 0));
+  EXPECT_ERROR_CONTAINS(error(), "nests deeper than 8 levels");
+  write("model.safetensors", file_with(R"({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", 8));
+  EXPECT_ERROR_CONTAINS(error(), "tensor \"a\": dtype I64 is not supported; attnlab reads F32, F16 and BF16");
+  write("model.safetensors", file_with(R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8));
+  EXPECT_ERROR_CONTAINS(error(), "tensor \"a\": its shape needs 3 × 4 bytes but data_offsets span 8 bytes");
+  write("model.safetensors", file_with(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                      "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                                       12));
+  EXPECT_ERROR_CONTAINS(error(), "overlap in the data section");
+  write("model.safetensors",
+        file_with(R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296, 4294967296], "data_offsets": [0, 8]}})",
+                  8));
+  EXPECT_ERROR_CONTAINS(error(), "its shape's product overflows");
+}
+
+TEST_F(BrokenCheckpoint, MissingOrMisshapenTensorsAreRefusedByName) {
+  write("model.safetensors",
+        file_with(R"({"wte.weight": {"dtype": "F32", "shape": [40, 16], "data_offsets": [0, 2560]}})", 2560));
+  EXPECT_ERROR_CONTAINS(error(), "tensor \"wpe.weight\" is missing");
+  write("model.safetensors",
+        file_with(R"({"wte.weight": {"dtype": "F32", "shape": [16, 40], "data_offsets": [0, 2560]}})", 2560));
+  EXPECT_ERROR_CONTAINS(error(), "tensor \"wte.weight\" has shape [16, 40] but the config needs [40, 16]");
+}
+
+TEST_F(BrokenCheckpoint, BadConfigsAreRefusedNamingTheKey) {
+  write("model.safetensors", original_);
+  const json good = read_json(dir_ / "config.json");
+  json c = good;
+  c.erase("n_head");
+  write("config.json", c.dump());
+  EXPECT_ERROR_CONTAINS(error(), "\"n_head\" is missing");
+  c = good;
+  c["n_head"] = 3;
+  write("config.json", c.dump());
+  EXPECT_ERROR_CONTAINS(error(), "n_embd 16 is not divisible by n_head 3");
+  c = good;
+  c["n_layer"] = 100000;
+  write("config.json", c.dump());
+  EXPECT_ERROR_CONTAINS(error(), "\"n_layer\" must be a whole number from 1 to 256");
+  write("config.json", "{not json");
+  EXPECT_ERROR_CONTAINS(error(), "config.json: not JSON");
+  fs::remove(dir_ / "config.json");
+  EXPECT_ERROR_CONTAINS(error(), "config.json: cannot open the file");
+  EXPECT_ERROR_CONTAINS(test::error_of_call([] { load_gpt2("/nonexistent/attnlab"); }), "not a directory");
+}
+
+}  // namespace
