@@ -1,0 +1,50 @@
+// Head detectors: how much of its attention a head puts where a known pattern says.
+//
+// For a detector pattern P (P_ij = 1 where query i "should" look at key j), a head's score
+// is the mean, over the rows i where P has any key, of Σ_j A_ij · P_ij: the weight the head
+// puts on P's keys. 1 is a perfect head, 0 a head that never looks there. This is
+// TransformerLens's Σ(A ⊙ P) / Σ A restricted to those rows (each row of A sums to 1).
+//   previous-token   P_ij = 1 for j = i − 1
+//   duplicate-token  P_ij = 1 for j < i with t_j = t_i (an earlier copy of this token)
+//   induction        P_ij = 1 for 1 <= j <= i with t_{j−1} = t_i, j − 1 < i (the token
+//                    after an earlier copy: what came next last time)
+// The induction pattern is found on repeated random sequences [BOS, r_1..r_k, r_1..r_k]
+// (Elhage et al. 2021; Olsson et al. 2022): in the second half every token has an earlier
+// copy, and only a head that looks one past it scores high.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "attnlab/model/forward.hpp"
+
+namespace attnlab {
+
+enum class Detector { previous_token, duplicate_token, induction };
+
+// The detector's pattern for a token sequence: [n × n], 0 or 1, causal (j <= i).
+std::vector<float> detector_pattern(Detector detector, std::span<const int> ids);
+
+// The score of one head's weights `a` ([n × n], rows summing to 1) against `pattern`;
+// NaN when no row of the pattern has a key.
+double detector_score(std::span<const float> a, std::span<const float> pattern, std::size_t n);
+
+struct HeadScores {
+  HeadRef head;
+  double previous_token = 0, duplicate_token = 0, induction = 0;
+};
+
+// [BOS, r_1..r_k, r_1..r_k]: k tokens drawn uniformly from [0, vocab) without BOS, seeded.
+std::vector<int> repeated_random_tokens(std::uint64_t seed, std::size_t k, std::size_t vocab, int bos);
+
+// Every head's three scores, averaged over the given sequences (each run through the model
+// with its weights kept). Sequences where a detector's pattern is empty do not count for it.
+std::vector<HeadScores> detect_heads(const Gpt2Model& model, const std::vector<std::vector<int>>& sequences);
+
+// The default probe set: `count` seeded repeated random sequences, as long as the model's
+// positions allow (k up to 32), with BOS the last id of the vocabulary (GPT-2's <|endoftext|>).
+std::vector<std::vector<int>> default_detector_sequences(const Gpt2Config& config, std::uint64_t seed = 0,
+                                                         std::size_t count = 4);
+
+}  // namespace attnlab

@@ -1,0 +1,95 @@
+// Head detectors (attnlab/model/detectors.hpp).
+#include "attnlab/model/detectors.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "attnlab/core/rng.hpp"
+
+namespace attnlab {
+
+std::vector<float> detector_pattern(Detector detector, std::span<const int> ids) {
+  const std::size_t n = ids.size();
+  std::vector<float> p(n * n, 0.0f);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j <= i; ++j) {
+      bool on = false;
+      switch (detector) {
+        case Detector::previous_token: on = j + 1 == i; break;
+        case Detector::duplicate_token: on = j < i && ids[j] == ids[i]; break;
+        case Detector::induction: on = j >= 1 && j - 1 < i && ids[j - 1] == ids[i]; break;
+      }
+      p[i * n + j] = on ? 1.0f : 0.0f;
+    }
+  return p;
+}
+
+double detector_score(std::span<const float> a, std::span<const float> pattern, std::size_t n) {
+  double total = 0;
+  std::size_t rows = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double on_pattern = 0;
+    bool has_key = false;
+    for (std::size_t j = 0; j < n; ++j)
+      if (pattern[i * n + j] != 0) has_key = true, on_pattern += a[i * n + j];
+    if (has_key) total += on_pattern, ++rows;
+  }
+  return rows ? total / static_cast<double>(rows) : std::numeric_limits<double>::quiet_NaN();
+}
+
+std::vector<int> repeated_random_tokens(std::uint64_t seed, std::size_t k, std::size_t vocab, int bos) {
+  SplitMix64 rng(seed);
+  std::vector<int> half(k);
+  for (int& t : half) {
+    do
+      t = static_cast<int>(rng.next() % vocab);
+    while (t == bos && vocab > 1);
+  }
+  std::vector<int> ids{bos};
+  ids.insert(ids.end(), half.begin(), half.end());
+  ids.insert(ids.end(), half.begin(), half.end());
+  return ids;
+}
+
+std::vector<std::vector<int>> default_detector_sequences(const Gpt2Config& config, std::uint64_t seed,
+                                                         std::size_t count) {
+  const std::size_t k = std::min<std::size_t>(32, (config.n_positions - 1) / 2);
+  std::vector<std::vector<int>> out;
+  for (std::size_t s = 0; s < count; ++s)
+    out.push_back(repeated_random_tokens(seed + s, std::max<std::size_t>(k, 1), config.vocab_size,
+                                         static_cast<int>(config.vocab_size - 1)));
+  return out;
+}
+
+std::vector<HeadScores> detect_heads(const Gpt2Model& model, const std::vector<std::vector<int>>& sequences) {
+  const std::size_t layers = model.config.n_layer, heads = model.config.n_head;
+  std::vector<HeadScores> scores(layers * heads);
+  struct Sum {
+    double total = 0;
+    std::size_t count = 0;
+    void add(double x) {
+      if (!std::isnan(x)) total += x, ++count;
+    }
+    double mean() const { return count ? total / static_cast<double>(count) : 0.0; }
+  };
+  std::vector<Sum> previous(scores.size()), duplicate(scores.size()), induction(scores.size());
+  for (const std::vector<int>& ids : sequences) {
+    const std::size_t n = ids.size();
+    const ForwardResult r = gpt2_forward(model, ids, {.keep_attention = true});
+    const std::vector<float> p_prev = detector_pattern(Detector::previous_token, ids),
+                             p_dup = detector_pattern(Detector::duplicate_token, ids),
+                             p_ind = detector_pattern(Detector::induction, ids);
+    for (std::size_t l = 0; l < layers; ++l)
+      for (std::size_t h = 0; h < heads; ++h) {
+        const std::span<const float> a(r.attention[l].data() + h * n * n, n * n);
+        previous[l * heads + h].add(detector_score(a, p_prev, n));
+        duplicate[l * heads + h].add(detector_score(a, p_dup, n));
+        induction[l * heads + h].add(detector_score(a, p_ind, n));
+      }
+  }
+  for (std::size_t k = 0; k < scores.size(); ++k)
+    scores[k] = {{k / heads, k % heads}, previous[k].mean(), duplicate[k].mean(), induction[k].mean()};
+  return scores;
+}
+
+}  // namespace attnlab
