@@ -46,7 +46,7 @@ const SENTENCE = Array.from({ length: 64 }, (_, i) => WORDS[i % WORDS.length]).j
 
       // The browser compiles the WebAssembly engine fully only once it has run a while (V8
       // starts every function on its baseline compiler); the page runs it in idle time after a
-      // large trace arrives (app.js, warmEngine). So: a second of reading the page, the first
+      // large trace arrives (web/traces.js, warmEngine). So: a second of reading the page, the first
       // 10 slider steps timed, a drag of 150, then the 40 steps reported.
       const slider = async (runs, out) => {
         for (let r = 0; r < runs; r++) {

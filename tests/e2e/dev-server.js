@@ -17,7 +17,8 @@ const path = require('node:path');
 const WEB = path.resolve(__dirname, '..', '..', 'web');
 const TYPES = {
   '.html': 'text/html; charset=utf-8',
-  '.js': 'application/javascript; charset=utf-8',
+  '.js': 'application/javascript; charset=utf-8',   // the page's ES modules need a JavaScript type
+  '.json': 'application/json; charset=utf-8',
   '.css': 'text/css; charset=utf-8',
   '.svg': 'image/svg+xml',
   '.png': 'image/png',

@@ -233,7 +233,7 @@ TEST_F(Api, TracesAreNotCompressedEvenWhenTheBrowserAcceptsBrotli) {
   EXPECT_EQ(r->get_header_value("Content-Encoding"), "");
   EXPECT_FALSE(json::parse(r->body, nullptr, false).is_discarded());
   // nor are the page's scripts and its engine (brotli took 30 ms a script)
-  for (const char* file : {"/app.js", "/attnlab.wasm"}) {
+  for (const char* file : {"/main.js", "/attnlab.wasm"}) {
     auto page = c.Get(file, headers);
     ASSERT_TRUE(page);
     if (page->status == 404) continue;  // a build without the WebAssembly engine

@@ -1,0 +1,73 @@
+// @ts-check
+// Talking to the server's JSON API (docs/api.md): one fetch helper that reads JSON, exact
+// JSON (counts above 2^53 as BigInt) or the packed trace, and the count of work in flight.
+//
+// The count is written to <html data-pending="N"> on every change: the browser tests wait
+// for data-pending="0" (tests/e2e/helpers.js, settled). It is a progress signal, not page
+// state, so it lives here and not in the store.
+
+import { parseExact } from './format.js';
+import { unpack } from './packed.js';
+
+let pending = 0;
+
+/** @param {number} delta */
+function setPending(delta) {
+  pending += delta;
+  document.documentElement.dataset.pending = String(pending);
+}
+
+/**
+ * Runs fn, counted as pending work until it settles.
+ * @template T
+ * @param {() => Promise<T>} fn
+ * @returns {Promise<T>}
+ */
+export async function busy(fn) {
+  setPending(+1);
+  try {
+    return await fn();
+  } finally {
+    setPending(-1);
+  }
+}
+
+/** Writes data-pending="0" before anything starts. */
+export function startPendingCount() {
+  setPending(0);
+}
+
+/**
+ * GET `path` (no body) or POST `body` as JSON; resolves to the reply, or throws an Error
+ * with the server's `error` message.
+ *   exact: integers above 2^53 stay exact (BigInt), for the cost and KV numbers;
+ *   packed: ask POST api/attention for its packed reply ("encoding": "packed"), the same
+ *     trace with its matrices as raw doubles. A JSON reply (an error, or a server that does
+ *     not pack) is read as JSON.
+ * @param {string} path
+ * @param {object} [body]
+ * @param {{exact?: boolean, packed?: boolean}} [options]
+ * @returns {Promise<any>}
+ */
+export async function api(path, body, { exact = false, packed = false } = {}) {
+  const sent = packed ? { ...body, encoding: 'packed' } : body;
+  /** @type {RequestInit} */
+  const init = body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(sent) };
+  const res = await fetch(path, init);
+  if (res.ok && (res.headers.get('Content-Type') || '').startsWith('application/octet-stream')) return unpack(await res.arrayBuffer());
+  let data = null;
+  try {
+    const text = await res.text();
+    data = exact ? parseExact(text) : JSON.parse(text);
+  } catch (e) { /* reported below */ }
+  if (!res.ok || data === null) throw new Error(data && data.error ? data.error : `${path}: the server answered ${res.status}`);
+  return data;
+}
+
+/**
+ * The message of whatever was thrown.
+ * @param {unknown} e
+ */
+export function messageOf(e) {
+  return e instanceof Error ? e.message : String(e);
+}

@@ -1,0 +1,100 @@
+// @ts-check
+// The page's one store. Everything the page shows is a function of one State object
+// (types.js): `update(patch)` makes a new State from the old one and the patch, then calls
+// every subscriber (main.js: render every view, then start what the new state needs from
+// the server) with it. Handlers and panels change the page only through update(); views
+// only read. A State is frozen (its top level), so a stray write throws in strict mode
+// rather than slipping past the views.
+//
+// An update made while subscribers run (an effect that answers at once, such as the page's
+// engine recomputing a trace) is applied at once, and the pass starts again from the first
+// subscriber with the newest state: the subscribers after it see only that one.
+
+/** @typedef {import('./types.js').State} State */
+
+/** @returns {State} */
+function initialState() {
+  return {
+    scenarios: [],
+    name: null,
+    base: null,
+    causal: false,
+    temperature: 1,
+    sentence: null,
+    maskTokens: [],
+    removeHeads: [],
+    addHeads: [],
+    ablate: [],
+    scale: [],
+    replace: [],
+    permute: null,
+    follow: null,
+    trace: null,
+    apiTrace: null,
+    headDetail: {},
+    lastRequest: null,
+    computedBy: null,
+    query: 0,
+    head: 0,
+    view: 'heatmap',
+    scaleMode: 'absolute',
+    viewWidth: 0,
+    hover: null,
+    error: null,
+    serverStatus: '',
+    sentenceInput: '',
+    seedInput: '1',
+    guideStep: 0,
+    probe: { readout: '', epsilon: '0.01', status: 'idle', message: '', reply: null, key: null },
+    cost: { n: 100000, dModel: '4096', heads: '32', layers: '32', dtype: 'f16', window: '4096', reply: null, body: null },
+    kv: {
+      models: [], model: 'llama-3-8b', dtype: 'f16', context: 8192, budget: '', reply: null,
+      measured: null, measuring: false, measureStatus: '', measurePoints: null,
+    },
+    costError: null,
+  };
+}
+
+/** @type {State} */
+let state = Object.freeze(initialState());
+/** @type {Array<(s: State) => void>} */
+const subscribers = [];
+let running = false;
+let again = false;
+
+/** The current state (read-only). */
+export function getState() {
+  return state;
+}
+
+/**
+ * The new state is the old one with `patch`'s fields; then every subscriber sees it.
+ * @param {Partial<State>} patch
+ */
+export function update(patch) {
+  state = Object.freeze({ ...state, ...patch });
+  if (running) {
+    again = true;
+    return;
+  }
+  running = true;
+  try {
+    pass: do {
+      again = false;
+      for (const fn of subscribers) {
+        fn(state);
+        if (again) continue pass; // a newer state: start the pass again with it
+      }
+    } while (again);
+  } finally {
+    running = false;
+  }
+}
+
+/**
+ * Calls fn with every new state.
+ * @param {(s: State) => void} fn
+ */
+export function subscribe(fn) {
+  subscribers.push(fn);
+}

@@ -1,0 +1,286 @@
+// @ts-check
+// The shapes the page works with, as JSDoc types for `tsc --noEmit -p web/` (this module
+// exports no code). The API's replies are documented in docs/api.md; the page's own state
+// (the one store, state.js) is `State` at the end.
+
+/**
+ * A grid of numbers where a masked cell (logit −∞) is null, as the JSON encoding writes it.
+ * @typedef {(number | null)[][]} Grid
+ */
+
+/**
+ * One head of a trace. A head of a lean trace (docs/api.md, "detail": "weights") carries
+ * only its weights and output; the page gives it the shared mask pattern (`mask`).
+ * @typedef {object} Head
+ * @property {string} name
+ * @property {number} d_k
+ * @property {number} d_v
+ * @property {number[][]} weights
+ * @property {number[][]} output
+ * @property {Grid} [logits]
+ * @property {Grid} [mask]               the page's: the null pattern of a head with logits
+ * @property {number[][]} [queries]
+ * @property {number[][]} [keys]
+ * @property {number[][]} [values]
+ * @property {number[][]} [scores]
+ * @property {number[][]} [scaled]
+ * @property {number[][]} [exponentials]
+ * @property {number[]} [row_sums]
+ * @property {number[]} [shifts]
+ * @property {boolean[]} [fully_masked]
+ * @property {number | null} [random_seed]
+ */
+
+/**
+ * A head with every intermediate (queries ... logits): what the maths panel needs.
+ * @typedef {Head & {logits: Grid, queries: number[][], keys: number[][], values: number[][],
+ *   scores: number[][], scaled: number[][], exponentials: number[][], row_sums: number[], shifts: number[]}} FullHead
+ */
+
+/**
+ * POST api/attention's `intervention`: the baseline beside the run with the interventions.
+ * @typedef {object} Intervention
+ * @property {string[]} tokens           the baseline's tokens
+ * @property {string[]} tokens_after     the tokens after (a replaced word, a new order)
+ * @property {number[]} after_row        after_row[i]: the trace's row of baseline token i
+ * @property {number[][]} before
+ * @property {number[][]} after
+ * @property {number[][]} delta
+ * @property {number[]} delta_norm
+ * @property {string[]} applied
+ */
+
+/**
+ * A trace: POST api/attention's reply (or the page's engine's, the same shape).
+ * @typedef {object} Trace
+ * @property {string} scenario
+ * @property {string[]} tokens
+ * @property {string[]} source_tokens
+ * @property {Head[]} heads
+ * @property {number} temperature
+ * @property {boolean} causal
+ * @property {string} positions
+ * @property {number | null} [window]
+ * @property {number[]} [mask_tokens]
+ * @property {number[][]} output
+ * @property {Intervention | null} [intervention]
+ * @property {{precision?: number, temperature?: number, causal?: boolean} & Record<string, unknown>} [scenario_json]
+ * @property {Record<string, unknown>} [attention_input]   the engine's problem (docs/api.md)
+ * @property {boolean} [lean]            the page's: some heads lack their intermediates
+ */
+
+/**
+ * A bundled scenario file (GET api/scenarios/NAME; docs/scenario-format.md), the fields the
+ * page reads.
+ * @typedef {object} ScenarioFile
+ * @property {string} name
+ * @property {string} [description]
+ * @property {string[]} tokens
+ * @property {{tokens: string[]} | null} [source]
+ * @property {unknown[]} heads
+ * @property {boolean} [causal]
+ * @property {number} [temperature]
+ * @property {number} [query]
+ * @property {number} [precision]
+ * @property {{labels?: string[]} | null} [readout]
+ */
+
+/** @typedef {{name: string, description?: string, default?: boolean}} ScenarioInfo */
+
+/**
+ * The options of POST api/attention and api/probe (docs/api.md).
+ * @typedef {object} RequestOptions
+ * @property {boolean} causal
+ * @property {number} temperature
+ * @property {string} [sentence]
+ * @property {number[]} [mask_tokens]
+ * @property {number[]} [remove_heads]
+ * @property {{seed: number}[]} [add_random_heads]
+ * @property {{index: number, word: string}[]} [replace_tokens]
+ * @property {{head: number, kind: string}[]} [ablate_heads]
+ * @property {{head: number, factor: number}[]} [scale_heads]
+ * @property {number[]} [permute]
+ */
+
+/**
+ * @typedef {object} RequestBody
+ * @property {string} scenario
+ * @property {RequestOptions} options
+ * @property {'weights'} [detail]
+ * @property {number[]} [detail_heads]
+ * @property {boolean} [attention_input]
+ * @property {'packed'} [encoding]
+ */
+
+/** An exact count from the API: a number, or a BigInt above 2^53 (format.js, parseExact). @typedef {number | bigint} Count */
+
+/**
+ * POST api/probe's reply (docs/interventions.md), the fields the page shows.
+ * @typedef {object} ProbeReply
+ * @property {number} query
+ * @property {string} query_token
+ * @property {string} scenario
+ * @property {{description: string}} readout
+ * @property {number[]} output
+ * @property {number} value
+ * @property {string | null} [decision]
+ * @property {string[]} heads
+ * @property {string[]} source_tokens
+ * @property {ProbeToken[]} tokens
+ * @property {{value_weighted?: number | null, erasure?: number | null, grad_x_input?: number | null}} [kendall_tau]
+ * @property {SerranoSmith} [serrano_smith]
+ * @property {Counterfactual | null} [counterfactual]
+ */
+/**
+ * @typedef {object} ProbeToken
+ * @property {number} index
+ * @property {string} token
+ * @property {boolean} visible
+ * @property {number[]} weights
+ * @property {number} weight
+ * @property {number} value_weighted
+ * @property {number} erasure
+ * @property {number} readout_without
+ * @property {string} [decision_without]
+ * @property {boolean} flips
+ * @property {number} grad_x_input
+ */
+/**
+ * @typedef {object} SerranoSmith
+ * @property {number} [top_weight]
+ * @property {number} [top_erasure]
+ * @property {boolean} [top_flips]
+ * @property {number[]} [others_flipping]
+ * @property {boolean} [weights_agree]
+ * @property {boolean} [has_decision]
+ * @property {string} [verdict]
+ */
+/**
+ * @typedef {object} Counterfactual
+ * @property {number} head
+ * @property {number} epsilon
+ * @property {number[]} original
+ * @property {number[]} found
+ * @property {number} divergence
+ * @property {number} readout_before
+ * @property {number} readout_after
+ * @property {string | null} [decision_before]
+ * @property {string | null} [decision_after]
+ * @property {boolean} [exact]
+ * @property {string} [note]
+ */
+
+/**
+ * POST api/cost's reply: one row per n.
+ * @typedef {{shape: {d_model: Count, heads: Count, layers: Count, dtype: string, window: Count},
+ *   rows: Array<Record<string, Count>>}} CostReply
+ */
+/**
+ * The body the cost panel sends to POST api/cost.
+ * @typedef {{tokens: number[], d_model: number, heads: number, layers: number, dtype: string, window: number}} CostBody
+ */
+
+/**
+ * POST api/kv's reply (docs/api.md), the fields the page shows.
+ * @typedef {object} KvReply
+ * @property {{name: string, source?: string, layers: number, heads: number, kv_heads: number, head_dim: number,
+ *   parameters: Count | null, note?: string}} model
+ * @property {string} dtype
+ * @property {Count} dtype_bytes
+ * @property {Count} bytes_per_token
+ * @property {Count | null} weight_bytes
+ * @property {Count | null} crossover_context
+ * @property {{budget_bytes: Count, weights_fit: boolean, left_for_cache: Count, max_context: Count} | null} [budget]
+ * @property {KvRow[]} rows
+ * @property {KvMeasured} [measured]
+ */
+/**
+ * @typedef {{context: Count, cache_bytes: Count, cache_over_weights: number | null, total_bytes: Count,
+ *   cache_exceeds_weights: boolean}} KvRow
+ */
+/**
+ * @typedef {{layers: number, d_model: Count, points: Array<{context: Count, formula_bytes: Count, cache_bytes: Count,
+ *   allocator_bytes: Count, rss_bytes: Count, decode_seconds: number}>}} KvMeasured
+ */
+/** GET api/models: the presets of `attnlab kv --model`. @typedef {{name: string, layers: number, kv_heads: number, head_dim: number, source: string}} ModelPreset */
+
+/**
+ * The probe panel's part of the state.
+ * @typedef {object} ProbeState
+ * @property {string} readout            the readout picked ('' for the scenario's default)
+ * @property {string} epsilon            the counterfactual's ε, as typed
+ * @property {'idle' | 'done' | 'error' | 'refused'} status
+ * @property {string} message            the refusal or the error
+ * @property {ProbeReply | null} reply   the last probe the API answered
+ * @property {string | null} key         what it answered (probe body and token count)
+ */
+
+/**
+ * The cost panel's part: the shape as typed, the context length, the last answer.
+ * @typedef {object} CostState
+ * @property {number} n
+ * @property {string} dModel
+ * @property {string} heads
+ * @property {string} layers
+ * @property {string} dtype
+ * @property {string} window
+ * @property {CostReply | null} reply
+ * @property {CostBody | null} body      what `reply` answered
+ */
+
+/**
+ * The KV panel's part.
+ * @typedef {object} KvState
+ * @property {ModelPreset[]} models
+ * @property {string} model
+ * @property {string} dtype
+ * @property {number} context
+ * @property {string} budget
+ * @property {KvReply | null} reply
+ * @property {{key: string, reply: KvReply} | null} measured   the last measurement, for (model, dtype) `key`
+ * @property {boolean} measuring
+ * @property {string} measureStatus
+ * @property {number | null} measurePoints
+ */
+
+/**
+ * Everything the page shows is a function of this (state.js holds the one instance).
+ * Indices of interventions are the baseline's tokens and heads (docs/interventions.md).
+ * @typedef {object} State
+ * @property {ScenarioInfo[]} scenarios
+ * @property {string | null} name          the bundled scenario
+ * @property {ScenarioFile | null} base    its file
+ * @property {boolean} causal
+ * @property {number} temperature
+ * @property {string | null} sentence      null: the scenario's own tokens
+ * @property {number[]} maskTokens         key tokens hidden by the user
+ * @property {number[]} removeHeads        indices of the scenario's own heads
+ * @property {{seed: number}[]} addHeads
+ * @property {{head: number, kind: string}[]} ablate
+ * @property {{head: number, factor: number}[]} scale
+ * @property {{index: number, word: string}[]} replace
+ * @property {number[] | null} permute     the new order as baseline indices
+ * @property {number | null} follow        a baseline token the query follows into the next trace
+ * @property {Trace | null} trace          the trace shown
+ * @property {Trace | null} apiTrace       the last trace answered for the page's own request
+ * @property {Record<number, FullHead>} headDetail  intermediates fetched since for heads of a lean trace
+ * @property {RequestBody | null} lastRequest  the request `trace` answers
+ * @property {'page' | 'server' | null} computedBy  who computed the last trace
+ * @property {number} query
+ * @property {number} head
+ * @property {'heatmap' | 'arcs' | 'table'} view
+ * @property {'absolute' | 'head'} scaleMode  colours from 0 to 1, or to each head's largest weight
+ * @property {number} viewWidth            the views' width in CSS px (a ResizeObserver keeps it)
+ * @property {{row: number, col: number} | null} hover  the heatmap cell under the pointer
+ * @property {string | null} error
+ * @property {string} serverStatus
+ * @property {string} sentenceInput        the sentence box, as typed
+ * @property {string} seedInput            the seed box, as typed
+ * @property {number} guideStep            the guided path's active step (0: none)
+ * @property {ProbeState} probe
+ * @property {CostState} cost
+ * @property {KvState} kv
+ * @property {string | null} costError     the cost and KV panels' error line
+ */
+
+export {};

@@ -1,0 +1,338 @@
+// @ts-check
+// The maths panel: one head, one query, every number from the trace (the engine's), in
+// the steps of the three-token worked example (docs/worked-example.md): q = x·W_Q; per key
+// j the key and value vectors, the dot product written out, ÷ √d_k, ÷ T, the exponential
+// and the weight; the row sum; the output as Σ_j a_ij v_j; the largest weight.
+//
+// The grid is built once per key count (buildGrid) and each ← / → then only rewrites text:
+// queryMaths works out every string of the panel (no DOM), and the write* functions put
+// them in place, skipping unchanged text. Rows are divs with content-visibility: auto and
+// column widths in ch of the monospace font, so a 64-key row stays cheap.
+
+import { $, forget, setAttr, setFlag, setHtml, setText } from './dom.js';
+import { formatFactor, formatFixed, formatNumber, formatVector, truncate } from './format.js';
+import { html } from './html.js';
+import { detailedHead, precision } from './selectors.js';
+
+/**
+ * @typedef {import('./types.js').State} State
+ * @typedef {import('./types.js').Trace} Trace
+ * @typedef {import('./types.js').FullHead} FullHead
+ */
+
+const MAX_TERMS = 16; // per written-out sum, as the CLI
+const COLS = 8; // j+key, k_j, v_j, score, ÷√d_k, ÷T, exp, weight
+
+/**
+ * "a + b + c", at most MAX_TERMS of `total` terms shown (terms may hold only those).
+ * @param {string[]} terms
+ * @param {string} sep
+ * @param {number} [total]
+ */
+function termList(terms, sep, total) {
+  const count = total === undefined ? terms.length : total;
+  const shown = terms.slice(0, MAX_TERMS).join(sep);
+  return count > MAX_TERMS ? `${shown}${sep}… (${count} terms in all)` : shown;
+}
+
+// ---- what the panel says: strings only ---------------------------------------------------
+
+/**
+ * One key's row for the query: the dot product, ÷ √d_k, ÷ T, exp, weight.
+ * @typedef {object} KeyRow
+ * @property {boolean} masked
+ * @property {number} weight
+ * @property {string} products   "2×1 + 1×1 = "
+ * @property {string} score
+ * @property {string} scaled
+ * @property {string} logit
+ * @property {string} exp
+ * @property {string} weightText  "0 (masked)" for a masked key
+ * @property {string} weightBold  the weight, in bold
+ */
+
+/**
+ * Everything the panel writes for query i of a head, worked out from the trace.
+ * @param {FullHead} head
+ * @param {number} i
+ * @param {number} p  decimals
+ */
+function queryMaths(head, i, p) {
+  const q = head.queries[i];
+  const m = head.keys.length;
+  let top = -1, topWeight = -1;
+  for (let j = 0; j < m; j++) {
+    if (head.logits[i][j] !== null && head.weights[i][j] > topWeight) { topWeight = head.weights[i][j]; top = j; }
+  }
+  /** @type {KeyRow[]} */
+  const rows = [];
+  /** @type {string[]} */
+  const expTerms = [], mixTerms = [];
+  let weightSum = 0, visible = 0;
+  for (let j = 0; j < m; j++) {
+    const k = head.keys[j];
+    const products = [];
+    for (let t = 0; t < q.length && t < MAX_TERMS; t++) products.push(`${formatFactor(q[t], p)}×${formatFactor(k[t], p)}`);
+    const masked = head.logits[i][j] === null;
+    const w = head.weights[i][j];
+    weightSum += w;
+    const row = {
+      masked, weight: w,
+      products: `${termList(products, ' + ', q.length)} = `,
+      score: formatNumber(head.scores[i][j], p),
+      scaled: formatNumber(head.scaled[i][j], p),
+      logit: 'masked: −∞', exp: 'e^−∞ = 0', weightText: '0 (masked)', weightBold: '',
+    };
+    if (!masked) {
+      row.logit = formatNumber(head.logits[i][j], p);
+      row.exp = formatNumber(head.exponentials[i][j], p);
+      row.weightText = '';
+      row.weightBold = formatNumber(w, p);
+      visible++;
+      if (expTerms.length < MAX_TERMS) {
+        expTerms.push(row.exp);
+        mixTerms.push(`${row.weightBold}×(${formatVector(head.values[j], p)})`);
+      }
+    }
+    rows.push(row);
+  }
+  return {
+    rows, top, topWeight, expTerms, mixTerms, weightSum, visible,
+    shift: head.shifts[i],
+    fully: !!(head.fully_masked && head.fully_masked[i]),
+  };
+}
+
+/** @typedef {ReturnType<typeof queryMaths>} QueryMaths */
+
+/**
+ * The key, k_j and v_j columns: they depend on the head only, not on the query.
+ * @param {Trace} trace
+ * @param {FullHead} head
+ * @param {number} p
+ */
+const keyColumns = (trace, head, p) => head.keys.map((k, j) => [
+  `${j} ${truncate(trace.source_tokens[j], 14)}`, `(${formatVector(k, p)})`, `(${formatVector(head.values[j], p)})`,
+]);
+
+// ---- the grid ---------------------------------------------------------------------------
+
+/**
+ * The panel's elements, and what they show (to skip what has not changed).
+ * @typedef {object} MathsGrid
+ * @property {number} m
+ * @property {HTMLElement} title
+ * @property {HTMLElement} vec
+ * @property {HTMLElement} grid
+ * @property {HTMLElement[]} heads       the column headers
+ * @property {HTMLElement[]} rows
+ * @property {HTMLElement} shift
+ * @property {HTMLElement} sum
+ * @property {HTMLElement} out
+ * @property {HTMLElement} top
+ * @property {FullHead | null} keysOf    the head whose key columns are written
+ * @property {number} keysP
+ * @property {number[]} keyWidths        their widths
+ * @property {string} cols               the grid's column widths
+ * @property {{head: FullHead, query: number, p: number, trace: Trace} | null} shown
+ */
+
+/** @type {WeakMap<HTMLElement, MathsGrid>} */
+const grids = new WeakMap();
+
+/**
+ * A grid of div rows (ARIA table roles) rather than a <table>: each row has
+ * content-visibility: auto, so rows scrolled out of the panel's box cost no layout.
+ * @param {HTMLElement} container
+ * @param {number} m  keys
+ * @returns {MathsGrid}
+ */
+function buildGrid(container, m) {
+  const rows = Array.from({ length: m }, (_, j) => html`<div class="math-row" role="row" data-testid="math-row-${j}">\
+<span role="rowheader" class="stick-l"></span><span role="cell" class="num"></span><span role="cell" class="num"></span>\
+<span role="cell" class="num"><span></span><b></b></span><span role="cell" class="num"></span><span role="cell" class="num"></span>\
+<span role="cell" class="num"></span><span role="cell" class="num weight" data-testid="math-weight-${j}"><span></span><b></b></span></div>`);
+  setHtml(container, html`<p class="math-title"></p><p class="math-vec"></p>\
+<div class="math-scroll"><div class="math-grid${m > 24 ? ' virtual' : ''}" role="table" aria-label="The query against each key">\
+<div class="math-row math-headrow" role="row"><span role="columnheader" class="stick-l">j key</span>\
+<span role="columnheader">k<sub>j</sub></span><span role="columnheader">v<sub>j</sub></span>\
+<span role="columnheader">score q·k<sub>j</sub></span><span role="columnheader"></span><span role="columnheader"></span>\
+<span role="columnheader"></span><span role="columnheader"></span></div>${rows}</div></div>\
+<p class="math-line math-shift note" hidden></p><p class="math-line math-sum"></p><p class="math-line math-out"></p><p class="math-line math-top"></p>`);
+  /** @param {string} sel */
+  const q = (sel) => /** @type {HTMLElement} */ (container.querySelector(sel));
+  const grid = {
+    m,
+    title: q('.math-title'), vec: q('.math-vec'), grid: q('.math-grid'),
+    heads: /** @type {HTMLElement[]} */ (Array.from(q('.math-headrow').children)),
+    rows: /** @type {HTMLElement[]} */ (Array.from(container.querySelectorAll('.math-row:not(.math-headrow)'))),
+    shift: q('.math-shift'), sum: q('.math-sum'), out: q('.math-out'), top: q('.math-top'),
+    keysOf: null, keysP: -1, keyWidths: [0, 0, 0], cols: '', shown: null,
+  };
+  grids.set(container, grid);
+  return grid;
+}
+
+/**
+ * The title, the query vector and the column headers that name this head's d_k, T, shift.
+ * @param {MathsGrid} M
+ * @param {Trace} trace
+ * @param {FullHead} head
+ * @param {number} h
+ * @param {number} i
+ * @param {number} p
+ */
+function writeHeader(M, trace, head, h, i, p) {
+  const T = trace.temperature;
+  const shift = head.shifts[i];
+  setHtml(M.title, html`Head ${h} <q>${head.name}</q>, query ${i} <q>${trace.tokens[i]}</q> · d<sub>k</sub> = ${head.d_k}, \
+d<sub>v</sub> = ${head.d_v}, T = ${formatNumber(T, p)}`);
+  setHtml(M.vec, html`q<sub>${i}</sub> = x<sub>${i}</sub>·W<sub>Q</sub> = <span class="vec" data-testid="math-query">(${formatVector(head.queries[i], p)})</span>`);
+  // only the divisor's label is computed here; the quotients are the trace's
+  setHtml(M.heads[4], html`÷ √d<sub>k</sub> (√${head.d_k} ≈ ${formatNumber(Math.sqrt(head.d_k), p)})`);
+  setText(M.heads[5], `÷ T (${formatNumber(T, p)}) = logit`);
+  setText(M.heads[6], shift !== 0 ? `exp(logit − ${formatNumber(shift, p)})` : 'exp(logit)');
+  setHtml(M.heads[7], html`weight a<sub>ij</sub> = exp ÷ row sum`);
+}
+
+/**
+ * The key, k_j and v_j columns, rewritten only for another head or precision.
+ * @param {MathsGrid} M
+ * @param {Trace} trace
+ * @param {FullHead} head
+ * @param {number} p
+ */
+function writeKeyColumns(M, trace, head, p) {
+  if (M.keysOf === head && M.keysP === p) return;
+  const widths = [0, 0, 0];
+  keyColumns(trace, head, p).forEach((texts, j) => {
+    const c = M.rows[j].children;
+    for (let k = 0; k < 3; k++) {
+      setText(c[k], texts[k]);
+      widths[k] = Math.max(widths[k], texts[k].length);
+    }
+  });
+  M.keysOf = head;
+  M.keysP = p;
+  M.keyWidths = widths;
+}
+
+/**
+ * The query's columns (score to weight) of every key's row; returns their widths in ch.
+ * @param {MathsGrid} M
+ * @param {QueryMaths} Q
+ */
+function writeQueryColumns(M, Q) {
+  const widths = [0, 0, 0, 0, 0];
+  Q.rows.forEach((r, j) => {
+    const tr = M.rows[j];
+    const rowClass = r.masked ? 'math-row masked' : (j === Q.top ? 'math-row top' : 'math-row');
+    if (tr.className !== rowClass) tr.className = rowClass;
+    const c = tr.children;
+    setText(/** @type {Node} */ (c[3].firstChild), r.products);
+    setText(/** @type {Node} */ (c[3].lastChild), r.score);
+    setText(c[4], r.scaled);
+    setText(c[5], r.logit);
+    setText(c[6], r.exp);
+    setText(/** @type {Node} */ (c[7].firstChild), r.weightText);
+    setText(/** @type {Node} */ (c[7].lastChild), r.weightBold);
+    setAttr(c[7], 'data-value', String(r.weight));
+    setAttr(c[7], 'data-masked', r.masked ? 'true' : 'false');
+    widths[0] = Math.max(widths[0], r.products.length + r.score.length);
+    widths[1] = Math.max(widths[1], r.scaled.length);
+    widths[2] = Math.max(widths[2], r.logit.length);
+    widths[3] = Math.max(widths[3], r.exp.length);
+    widths[4] = Math.max(widths[4], r.weightText.length + r.weightBold.length);
+  });
+  return widths;
+}
+
+/**
+ * Column widths: as wide as the column's longest text, at least its header's longest word
+ * (headers wrap).
+ * @param {MathsGrid} M
+ * @param {number[]} queryWidths
+ */
+function sizeColumns(M, queryWidths) {
+  const content = [...M.keyWidths, ...queryWidths];
+  let cols = '';
+  for (let c = 0; c < COLS; c++) {
+    const header = Math.max(7, ...(M.heads[c].textContent || '').split(/\s+/).map((w) => w.length + 1));
+    cols += `${Math.min(c === 3 ? 400 : 120, Math.max(header, content[c])) + 2}ch `;
+  }
+  if (M.cols !== cols) {
+    M.grid.style.setProperty('--math-cols', cols);
+    M.cols = cols;
+  }
+}
+
+/**
+ * The lines under the grid: the shift, the row sum, the output, the largest weight.
+ * @param {MathsGrid} M
+ * @param {Trace} trace
+ * @param {FullHead} head
+ * @param {number} i
+ * @param {number} p
+ * @param {QueryMaths} Q
+ */
+function writeSums(M, trace, head, i, p, Q) {
+  if (Q.fully) {
+    setFlag(M.shift, 'hidden', true);
+    setText(M.sum, 'Every key is hidden from this query: all weights are 0 and the output is 0.');
+  } else {
+    setFlag(M.shift, 'hidden', Q.shift === 0);
+    if (Q.shift !== 0) setText(M.shift, `The row's largest logit, ${formatNumber(Q.shift, p)}, is subtracted before e^x so it stays finite; the weights do not change.`);
+    setHtml(M.sum, html`<span class="step">row sum</span> Σ<sub>j</sub> exp = ${termList(Q.expTerms, ' + ', Q.visible)} = \
+<b data-testid="math-row-sum" data-value="${head.row_sums[i]}">${formatNumber(head.row_sums[i], p)}</b> \
+<span class="muted">(weights sum to ${formatFixed(Q.weightSum, p)})</span>`);
+  }
+  setHtml(M.out, html`<span class="step">output</span> o<sub>${i}</sub> = Σ<sub>j</sub> a<sub>${i}j</sub> v<sub>j</sub> = \
+${Q.mixTerms.length ? termList(Q.mixTerms, ' + ', Q.visible) : '0'} = \
+<b data-testid="math-output" data-value="${JSON.stringify(head.output[i])}">(${formatVector(head.output[i], p)})</b>`);
+  setFlag(M.top, 'hidden', Q.top < 0 || Q.fully);
+  if (!M.top.hidden) {
+    setHtml(M.top, html`<span class="step">largest</span> key ${Q.top} <q>${trace.source_tokens[Q.top]}</q> (${formatNumber(Q.topWeight, p)})`);
+  }
+}
+
+/**
+ * While a lean trace's head fetches its intermediates: a one-line placeholder (the grid is
+ * built again when they arrive).
+ * @param {HTMLElement} container
+ * @param {Trace} trace
+ * @param {number} h
+ */
+function writeLoading(container, trace, h) {
+  grids.delete(container);
+  setHtml(container, html`<p class="math-title">Head ${h} <q>${trace.heads[h].name}</q>: fetching this head's \
+queries, keys, scores and softmax from the engine…</p>`);
+  setAttr(container, 'data-head', null);
+}
+
+/** @param {State} s */
+export function renderMaths(s) {
+  const t = s.trace;
+  if (!t) return;
+  const container = $('maths');
+  const head = detailedHead(s, s.head);
+  if (!head) {
+    writeLoading(container, t, s.head);
+    return;
+  }
+  const i = s.query, p = precision(s);
+  let M = grids.get(container);
+  if (!M || M.m !== head.keys.length) {
+    forget(container);
+    M = buildGrid(container, head.keys.length);
+  }
+  const shown = M.shown;
+  if (shown && shown.head === head && shown.query === i && shown.p === p && shown.trace === t) return;
+  const Q = queryMaths(head, i, p);
+  writeHeader(M, t, head, s.head, i, p);
+  writeKeyColumns(M, t, head, p);
+  sizeColumns(M, writeQueryColumns(M, Q));
+  writeSums(M, t, head, i, p, Q);
+  M.shown = { head, query: i, p, trace: t };
+  setAttr(container, 'data-head', String(s.head));
+  setAttr(container, 'data-query', String(i));
+}
