@@ -57,5 +57,6 @@ Command bench_command(CLI::App& parent);
 Command probe_command(CLI::App& parent);
 Command cost_command(CLI::App& parent);
 Command kv_command(CLI::App& parent);
+Command model_command(CLI::App& parent);
 
 }  // namespace attnlab::cli

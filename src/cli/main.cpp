@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   const std::vector<Command> commands{explain_command(app), run_command(app),   scenarios_command(app),
                                       serve_command(app),   bench_command(app), cost_command(app),
-                                      kv_command(app),      probe_command(app)};
+                                      kv_command(app),      probe_command(app), model_command(app)};
 
   try {
     app.parse(argc, argv);

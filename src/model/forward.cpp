@@ -184,6 +184,37 @@ ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, con
   return r;
 }
 
+std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k) {
+  const float largest = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits)
+    sum += std::exp(static_cast<double>(x) - largest);
+  std::vector<int> order(logits.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = static_cast<int>(i);
+  k = std::min(k, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  std::vector<TokenProbability> out;
+  for (std::size_t r = 0; r < k; ++r)
+    out.push_back({order[r], std::exp(static_cast<double>(logits[order[r]]) - largest) / sum});
+  return out;
+}
+
+double next_token_loss(const ForwardResult& result, std::span<const int> ids, std::size_t vocab, std::size_t first,
+                       std::size_t last) {
+  double total = 0;
+  for (std::size_t i = first; i < last; ++i) {
+    const float* row = result.logits.data() + i * vocab;
+    const double largest = *std::max_element(row, row + vocab);
+    double sum = 0;
+    for (std::size_t v = 0; v < vocab; ++v)
+      sum += std::exp(row[v] - largest);
+    total += std::log(sum) + largest - row[ids[i + 1]];  // -log softmax(row)[next]
+  }
+  return last > first ? total / static_cast<double>(last - first) : 0.0;
+}
+
 AttentionInput head_attention_input(const Gpt2Model& model, const ForwardResult& result, HeadRef head) {
   const Gpt2Config& c = model.config;
   if (head.layer >= c.n_layer || head.head >= c.n_head)

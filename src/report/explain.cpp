@@ -61,6 +61,14 @@ std::string describe_mask(const Scenario& s) {
   return parts.empty() ? "no mask" : fmt::format("mask: {}", fmt::join(parts, ", "));
 }
 
+// A vector for a table or a sum: in full up to kMaxNumbersShown numbers; a wider one (a
+// real model's 768-wide stream) as its first and last few numbers and its width.
+constexpr std::size_t kMaxNumbersShown = 16;
+std::string shown_vector(std::span<const double> v, int p) {
+  if (v.size() <= kMaxNumbersShown) return format_vector(v, p);
+  return fmt::format("{} ... {} ({} numbers)", format_vector(v.first(4), p), format_vector(v.last(2), p), v.size());
+}
+
 std::size_t argmax(std::span<const double> v) { return std::max_element(v.begin(), v.end()) - v.begin(); }
 
 // One query's row, every step written out as docs/worked-example.md writes it.
@@ -72,7 +80,10 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
   for (std::size_t j = 0; j < m && j < kMaxTermsShown; ++j) {
     std::vector<std::string> products;
     for (std::size_t t = 0; t < h.d_k; ++t)
-      products.push_back(factor(h.queries(i, t), p) + "×" + factor(h.keys(j, t), p));
+      if (h.d_k <= kMaxNumbersShown || t < 4 || t + 2 >= h.d_k)
+        products.push_back(factor(h.queries(i, t), p) + "×" + factor(h.keys(j, t), p));
+      else if (t == 4)
+        products.push_back(fmt::format("... ({} terms)", h.d_k - 6));
     steps.push_back({j == 0 ? "score" : "", fmt::format("q·k_{} = {} = {}", j, join_terms(products, " + "),
                                                         format_number(h.scores(i, j), p))});
   }
@@ -98,7 +109,7 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
     weights.push_back(fmt::format("{} / {} = {}", format_number(h.exponentials(i, j), p),
                                   format_number(h.row_sums[i], p),
                                   format_number(h.exponentials(i, j) / h.row_sums[i], p)));
-    mix.push_back(fmt::format("{}×({})", format_number(h.weights(i, j), p), format_vector(h.values.row(j), p)));
+    mix.push_back(fmt::format("{}×({})", format_number(h.weights(i, j), p), shown_vector(h.values.row(j), p)));
   }
   steps.push_back(
       {"scale", fmt::format("÷ √d_k = √{} ≈ {}:   {}", h.d_k, format_number(sqrt_d_k, p), join_terms(scaled, ",   "))});
@@ -127,18 +138,18 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
     mix.clear();
     for (std::size_t j = 0; j < m; ++j)
       if (!std::isinf(h.logits(i, j)))
-        mix.push_back(fmt::format("{}×({})", format_number(h.weights(i, j), p), format_vector(h.values.row(j), p)));
+        mix.push_back(fmt::format("{}×({})", format_number(h.weights(i, j), p), shown_vector(h.values.row(j), p)));
   } else {
     steps.push_back({"weights", fmt::format("{}   (sum {:.{}f})", join_terms(weights, ",   "), weight_sum, p)});
   }
-  steps.push_back({"mix", fmt::format("{} = {}", join_terms(mix, " + "), format_vector(h.mixed.row(i), p))});
+  steps.push_back({"mix", fmt::format("{} = {}", join_terms(mix, " + "), shown_vector(h.mixed.row(i), p))});
   if (h.ablation == HeadAblation::zero) steps.push_back({"ablated", "the head's output is set to 0"});
   if (h.ablation == HeadAblation::mean)
     steps.push_back({"ablated", "the head's output is its mean mixed output over the tokens"});
   if (h.ablation == HeadAblation::zero || h.ablation == HeadAblation::mean || h.scale != 1.0)
     steps.push_back(
         {"output", fmt::format("{}{}", h.scale != 1.0 ? fmt::format("× {} = ", format_number(h.scale, p)) : "",
-                               format_vector(h.output.row(i), p))});
+                               shown_vector(h.output.row(i), p))});
   out += render_table(steps);
   const std::size_t top = argmax(h.weights.row(i));
   out += fmt::format("   largest weight: key {} \"{}\" ({})\n", top, trace.source_tokens[top],
@@ -217,24 +228,29 @@ std::string explain(const Scenario& s, const Trace& trace, const ExplainOptions&
                                            format_number(other.scale, p)));
   }
   const AttentionInput input = attention_input(s);
-  out += fmt::format("\n1. Project: query q = x·W_Q, key k = x·W_K, value v = x·W_V{}{}\n",
+  const HeadSpec& spec = s.heads[options.head];
+  const auto plus = [](const std::vector<double>& bias, const char* name) {
+    return bias.empty() ? std::string() : fmt::format(" + {}", name);
+  };
+  out += fmt::format("\n1. Project: query q = x·W_Q{}, key k = x·W_K{}, value v = x·W_V{}{}{}\n", plus(spec.b_q, "b_Q"),
+                     plus(spec.b_k, "b_K"), plus(spec.b_v, "b_V"),
                      s.source ? " (keys and values from the source tokens)" : "",
                      s.positions.kind == PositionKind::rope ? " (q and k then rotated by position: rope)" : "");
   std::vector<std::vector<std::string>> projection{{"token", "vector x", "query q"}};
   if (!s.source) projection[0].insert(projection[0].end(), {"key k", "value v"});
   for (std::size_t i = 0; i < n && i < kMaxGridRows; ++i) {
-    projection.push_back({token_label(i, trace.tokens[i]), format_vector(input.queries_from.row(i), p),
-                          format_vector(h.queries.row(i), p)});
+    projection.push_back({token_label(i, trace.tokens[i]), shown_vector(input.queries_from.row(i), p),
+                          shown_vector(h.queries.row(i), p)});
     if (!s.source)
       projection.back().insert(projection.back().end(),
-                               {format_vector(h.keys.row(i), p), format_vector(h.values.row(i), p)});
+                               {shown_vector(h.keys.row(i), p), shown_vector(h.values.row(i), p)});
   }
   out += render_table(projection);
   if (s.source) {
     std::vector<std::vector<std::string>> source{{"source token", "vector s", "key k", "value v"}};
     for (std::size_t j = 0; j < m && j < kMaxGridRows; ++j)
-      source.push_back({token_label(j, trace.source_tokens[j]), format_vector(input.keys_from.row(j), p),
-                        format_vector(h.keys.row(j), p), format_vector(h.values.row(j), p)});
+      source.push_back({token_label(j, trace.source_tokens[j]), shown_vector(input.keys_from.row(j), p),
+                        shown_vector(h.keys.row(j), p), shown_vector(h.values.row(j), p)});
     out += "\n" + render_table(source);
   }
 
@@ -252,7 +268,7 @@ std::string explain(const Scenario& s, const Trace& trace, const ExplainOptions&
                            : (trace.heads.size() > 1 ? "the heads' outputs concatenated" : "the head's output"));
   std::vector<std::vector<std::string>> outputs;
   for (std::size_t i = 0; i < n && i < kMaxGridRows; ++i)
-    outputs.push_back({token_label(i, trace.tokens[i]), format_vector(trace.output.row(i), p)});
+    outputs.push_back({token_label(i, trace.tokens[i]), shown_vector(trace.output.row(i), p)});
   out += render_table(outputs);
   return out;
 }

@@ -44,6 +44,17 @@ struct ForwardResult {
 // naming "ids" otherwise).
 ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, const ForwardOptions& options = {});
 
+// The next-token distribution at a position: the k most probable ids, softmax of the logits.
+struct TokenProbability {
+  int id = 0;
+  double probability = 0;
+};
+std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k);
+
+// Mean next-token cross-entropy (nats) of positions [first, last) predicting ids[i + 1].
+double next_token_loss(const ForwardResult& result, std::span<const int> ids, std::size_t vocab, std::size_t first,
+                       std::size_t last);
+
 // Head L.H as the engine's attention problem, from a forward pass's block inputs.
 AttentionInput head_attention_input(const Gpt2Model& model, const ForwardResult& result, HeadRef head);
 

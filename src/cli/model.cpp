@@ -1,0 +1,293 @@
+// attnlab model info | tokenize | run | heads: a real checkpoint (GPT-2 in Hugging Face's
+// layout, from the user's own directory) inspected, tokenized, run and its heads scored.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <ranges>
+
+#include "attnlab/analysis/units.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/model/detectors.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/model_dir.hpp"
+#include "attnlab/model/safetensors.hpp"
+#include "attnlab/report/explain.hpp"
+#include "attnlab/scenario/model_head.hpp"
+#include "common.hpp"
+#include "numbers.hpp"
+
+namespace attnlab::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// The most attention numbers `model run --json` writes (L × H × n²): GPT-2 small at 256
+// tokens is 9.4 million; 1024 tokens would be 151 million, some 1.5 GB of JSON.
+constexpr std::size_t kMaxAttentionNumbers = std::size_t{1} << 24;
+
+struct ModelFlags {
+  std::string dir;
+  std::string text, ids;
+  std::size_t top_k = 5;
+  std::optional<std::size_t> layer, head, query;
+  bool json = false;
+  std::uint64_t seed = 0;
+};
+
+CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
+  return app
+      .add_option("dir", f.dir, "The model's directory: config.json, model.safetensors (and vocab.json, merges.txt)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+}
+
+// The tokens a command runs on: --text through the tokenizer, or --ids as given.
+std::vector<int> input_ids(const ModelDir& m, const ModelFlags& f) {
+  if (!f.text.empty() && !f.ids.empty()) fail("--ids", "give --text or --ids, not both");
+  if (!f.ids.empty()) {
+    std::vector<int> ids;
+    std::string_view rest = f.ids;
+    while (true) {
+      const std::string_view item = rest.substr(0, rest.find(','));
+      int id = -1;
+      const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), id);
+      if (error != std::errc() || end != item.data() + item.size() || id < 0)
+        fail("--ids", fmt::format("\"{}\" is not a token id; write ids >= 0 separated by commas, e.g. 15496,995",
+                                  item.substr(0, 24)));
+      if (ids.size() >= kMaxModelPositions) fail("--ids", "too many ids");
+      ids.push_back(id);
+      if (item.size() == rest.size()) break;
+      rest.remove_prefix(item.size() + 1);
+    }
+    return ids;
+  }
+  if (f.text.empty()) fail("--text", "give the text to run (or --ids 1,2,3)");
+  return encode_text(m, f.text);
+}
+
+std::string quoted_token(const std::string& text) { return fmt::format("\"{}\"", visible_token(text)); }
+
+// ---- info ---------------------------------------------------------------------------------
+
+int info(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  const Gpt2Config& c = m.model.config;
+  const SafetensorsFile file((std::filesystem::path(f.dir) / "model.safetensors").string());
+  if (f.json) {
+    json tensors = json::array();
+    for (const TensorInfo& t : file.tensors())
+      tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
+    fmt::print("{}\n", json{{"n_layer", c.n_layer},
+                            {"n_head", c.n_head},
+                            {"n_embd", c.n_embd},
+                            {"n_positions", c.n_positions},
+                            {"vocab_size", c.vocab_size},
+                            {"n_inner", c.n_inner},
+                            {"head_dim", c.head_dim()},
+                            {"parameters", c.parameters()},
+                            {"file_bytes", file.file_bytes()},
+                            {"dtype", dtype_name(m.model.stored_dtype)},
+                            {"tokenizer", m.tokenizer.has_value()},
+                            {"tensors", tensors}}
+                           .dump(2));
+    return 0;
+  }
+  fmt::print("{}: GPT-2, {} layers × {} heads, d_model {} (d_head {}), MLP {}, {} positions, vocabulary {}\n", f.dir,
+             c.n_layer, c.n_head, c.n_embd, c.head_dim(), c.n_inner, c.n_positions, c.vocab_size);
+  fmt::print("parameters: {} ({} in the file, stored as {}; {} tensors)\n", format_count(c.parameters()),
+             format_bytes(file.file_bytes()), dtype_name(m.model.stored_dtype), file.tensors().size());
+  fmt::print("tokenizer: {}\n", m.tokenizer ? fmt::format("vocab.json + merges.txt, {} tokens, {} merges",
+                                                          m.tokenizer->vocab_size(), m.tokenizer->merge_count())
+                                            : "none (vocab.json and merges.txt not found): give --ids");
+  return 0;
+}
+
+// ---- tokenize -----------------------------------------------------------------------------
+
+int tokenize(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  const std::vector<int> ids = encode_text(m, f.text);
+  const std::vector<std::string> tokens = token_texts(m, ids);
+  if (f.json) {
+    fmt::print("{}\n", json{{"ids", ids}, {"tokens", tokens}}.dump());
+    return 0;
+  }
+  fmt::print("{} tokens\n", ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    fmt::print("  {:>4} {:>6}  {}\n", i, ids[i], quoted_token(tokens[i]));
+  return 0;
+}
+
+// ---- run ----------------------------------------------------------------------------------
+
+void print_top_k(const ModelDir& m, const ForwardResult& r, const std::vector<std::string>& tokens, std::size_t k) {
+  const std::size_t vocab = m.model.config.vocab_size;
+  fmt::print("next token, the {} most probable at each position:\n", k);
+  for (std::size_t i = 0; i < r.n; ++i) {
+    std::vector<std::string> guesses;
+    for (const TokenProbability& t : top_k({r.logits.data() + i * vocab, vocab}, k))
+      guesses.push_back(fmt::format("{} {:.3f}", quoted_token(token_texts(m, {t.id})[0]), t.probability));
+    fmt::print("  {:>4} {:<14} → {}\n", i, quoted_token(tokens[i]), fmt::join(guesses, ", "));
+  }
+}
+
+// Each head in brief: for the last token, the key it weighs most and that weight.
+void print_heads_in_brief(const ModelDir& m, const ForwardResult& r, const std::vector<std::string>& tokens) {
+  const std::size_t n = r.n, heads = m.model.config.n_head, last = n - 1;
+  fmt::print("heads, for the last token {}: the key each weighs most\n", quoted_token(tokens[last]));
+  for (std::size_t l = 0; l < r.attention.size(); ++l) {
+    std::vector<std::string> cells;
+    for (std::size_t h = 0; h < heads; ++h) {
+      const float* row = r.attention[l].data() + h * n * n + last * n;
+      const std::size_t top = static_cast<std::size_t>(std::max_element(row, row + n) - row);
+      cells.push_back(fmt::format("{} {} {:.2f}", to_string(HeadRef{l, h}), quoted_token(tokens[top]), row[top]));
+    }
+    fmt::print("  {}\n", fmt::join(cells, " | "));
+  }
+}
+
+json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>& ids,
+              const std::vector<std::string>& tokens, std::size_t k) {
+  const std::size_t n = r.n, heads = m.model.config.n_head, vocab = m.model.config.vocab_size;
+  json attention = json::array();
+  for (const std::vector<float>& layer : r.attention) {
+    json layer_json = json::array();
+    for (std::size_t h = 0; h < heads; ++h) {
+      json rows = json::array();
+      for (std::size_t i = 0; i < n; ++i)
+        rows.push_back(std::vector<float>(layer.begin() + static_cast<std::ptrdiff_t>((h * n + i) * n),
+                                          layer.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * n)));
+      layer_json.push_back(std::move(rows));
+    }
+    attention.push_back(std::move(layer_json));
+  }
+  json top = json::array();
+  for (std::size_t i = 0; i < n; ++i) {
+    json position = json::array();
+    for (const TokenProbability& t : top_k({r.logits.data() + i * vocab, vocab}, k))
+      position.push_back({{"id", t.id}, {"token", token_texts(m, {t.id})[0]}, {"probability", t.probability}});
+    top.push_back(std::move(position));
+  }
+  return {{"ids", ids},
+          {"tokens", tokens},
+          {"attention", std::move(attention)},
+          {"last_logits", std::vector<float>(r.logits.end() - static_cast<std::ptrdiff_t>(vocab), r.logits.end())},
+          {"top_k", std::move(top)}};
+}
+
+int run(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  const std::vector<int> ids = input_ids(m, f);
+  const Gpt2Config& c = m.model.config;
+  if (f.layer.has_value() != f.head.has_value())
+    fail("--head", "give --layer and --head together (e.g. --layer 5 --head 1)");
+  if (f.top_k < 1 || f.top_k > 100) fail("--top-k", "must be 1 to 100");
+  const std::size_t numbers = c.n_layer * c.n_head * ids.size() * ids.size();
+  if (f.json && numbers > kMaxAttentionNumbers)
+    fail("--json", fmt::format("{} tokens give {} attention weights ({} layers × {} heads × n²), more than the {} "
+                               "`model run --json` writes; use fewer tokens",
+                               ids.size(), numbers, c.n_layer, c.n_head, kMaxAttentionNumbers));
+  const ForwardResult r = gpt2_forward(m.model, ids, {.keep_attention = true});
+  const std::vector<std::string> tokens = token_texts(m, ids);
+  if (f.layer) {  // one head, explained like any scenario's
+    const Scenario s = model_head_scenario(m.model, r, tokens, {*f.layer, *f.head});
+    if (f.query && *f.query >= ids.size())
+      fail("--query", fmt::format("token {} does not exist; positions run from 0 to {}", *f.query, ids.size() - 1));
+    fmt::print("{}", explain(s, run_scenario(s), {0, f.query, s.precision}));
+    return 0;
+  }
+  if (f.json) {
+    fmt::print("{}\n", run_json(m, r, ids, tokens, f.top_k).dump());
+    return 0;
+  }
+  fmt::print("{} tokens: {}\n", ids.size(), fmt::join(tokens | std::views::transform(quoted_token), " "));
+  print_top_k(m, r, tokens, f.top_k);
+  print_heads_in_brief(m, r, tokens);
+  return 0;
+}
+
+// ---- heads --------------------------------------------------------------------------------
+
+int heads(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  std::vector<std::vector<int>> sequences;
+  if (!f.text.empty() || !f.ids.empty())
+    sequences.push_back(input_ids(m, f));
+  else
+    sequences = default_detector_sequences(m.model.config, f.seed);
+  const std::vector<HeadScores> scores = detect_heads(m.model, sequences);
+  if (f.json) {
+    json list = json::array();
+    for (const HeadScores& s : scores)
+      list.push_back({{"layer", s.head.layer},
+                      {"head", s.head.head},
+                      {"previous_token", s.previous_token},
+                      {"duplicate_token", s.duplicate_token},
+                      {"induction", s.induction}});
+    fmt::print("{}\n", json{{"heads", list}}.dump(2));
+    return 0;
+  }
+  fmt::print("detector scores (1: all of a head's weight where the pattern says), on {}\n",
+             f.text.empty() && f.ids.empty() ? fmt::format("{} seeded repeated random sequences of {} tokens",
+                                                           sequences.size(), sequences[0].size())
+                                             : fmt::format("the given {} tokens", sequences[0].size()));
+  std::vector<std::vector<std::string>> rows{{"head", "previous-token", "duplicate-token", "induction"}};
+  for (const HeadScores& s : scores)
+    rows.push_back({to_string(s.head), fmt::format("{:.3f}", s.previous_token),
+                    fmt::format("{:.3f}", s.duplicate_token), fmt::format("{:.3f}", s.induction)});
+  fmt::print("{}", format_table(rows, true));
+  const auto best = [&](double HeadScores::*field) {
+    return *std::max_element(scores.begin(), scores.end(), [&](auto& a, auto& b) { return a.*field < b.*field; });
+  };
+  for (const auto& [name, field] : {std::pair{"previous-token", &HeadScores::previous_token},
+                                    {"duplicate-token", &HeadScores::duplicate_token},
+                                    {"induction", &HeadScores::induction}})
+    fmt::print("strongest {} head: {} ({:.3f})\n", name, to_string(best(field).head), best(field).*field);
+  return 0;
+}
+
+}  // namespace
+
+Command model_command(CLI::App& parent) {
+  auto f = std::make_shared<ModelFlags>();
+  CLI::App* model =
+      parent.add_subcommand("model", "A real model (GPT-2 in Hugging Face's layout): info, tokenize, run, heads");
+  model->require_subcommand(1);
+  CLI::App* info_app = model->add_subcommand("info", "The checkpoint's config, parameters, bytes, dtypes and tensors");
+  add_dir(*info_app, *f);
+  info_app->add_flag("--json", f->json, "Machine-readable output");
+  CLI::App* tokenize_app = model->add_subcommand("tokenize", "Text as the model's tokens (GPT-2's byte-level BPE)");
+  add_dir(*tokenize_app, *f);
+  tokenize_app->add_option("text", f->text, "The text")->required();
+  tokenize_app->add_flag("--json", f->json, "{\"ids\": [...], \"tokens\": [...]}");
+  CLI::App* run_app =
+      model->add_subcommand("run", "Run the model: next-token top-k, every head in brief, or one head explained");
+  add_dir(*run_app, *f);
+  run_app->add_option("--text", f->text, "The text to run (tokenized with the model's vocab.json and merges.txt)");
+  run_app->add_option("--ids", f->ids, "Token ids instead of text, e.g. 15496,995");
+  run_app->add_option("--top-k", f->top_k, "How many next-token candidates to show at each position")
+      ->capture_default_str();
+  run_app->add_option("--layer", f->layer, "With --head: explain this head (0-based) as `attnlab explain` does");
+  run_app->add_option("--head", f->head, "With --layer: the head (0-based)");
+  run_app->add_option("--query", f->query, "With --layer/--head: the position worked in full (default: the last)");
+  run_app->add_flag("--json", f->json,
+                    "{\"ids\", \"tokens\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}");
+  CLI::App* heads_app = model->add_subcommand("heads", "Score every head: previous-token, duplicate-token, induction");
+  add_dir(*heads_app, *f);
+  heads_app->add_option("--text", f->text, "Score on this text (default: seeded repeated random sequences)");
+  heads_app->add_option("--ids", f->ids, "Score on these token ids");
+  heads_app->add_option("--seed", f->seed, "Seed of the repeated random sequences")->capture_default_str();
+  heads_app->add_flag("--json", f->json,
+                      "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}");
+  return {model, [f, info_app, tokenize_app, run_app]() {
+            if (info_app->parsed()) return info(*f);
+            if (tokenize_app->parsed()) return tokenize(*f);
+            if (run_app->parsed()) return run(*f);
+            return heads(*f);
+          }};
+}
+
+}  // namespace attnlab::cli

@@ -1,0 +1,55 @@
+// Model directories (attnlab/model/model_dir.hpp).
+#include "attnlab/model/model_dir.hpp"
+
+#include <fmt/format.h>
+#include <filesystem>
+
+#include "attnlab/core/error.hpp"
+
+namespace attnlab {
+
+ModelDir open_model_dir(const std::string& dir) {
+  ModelDir m{dir, load_gpt2(dir), std::nullopt};
+  const std::filesystem::path root(dir);
+  if (std::filesystem::exists(root / "vocab.json") && std::filesystem::exists(root / "merges.txt")) {
+    m.tokenizer = BpeTokenizer::load(root / "vocab.json", root / "merges.txt");
+    if (m.tokenizer->id_limit() > m.model.config.vocab_size)
+      fail((root / "vocab.json").string(),
+           fmt::format("token ids run to {} but the model has {} embeddings; the tokenizer is not this model's",
+                       m.tokenizer->id_limit() - 1, m.model.config.vocab_size));
+  }
+  return m;
+}
+
+std::vector<int> encode_text(const ModelDir& m, std::string_view text) {
+  if (!m.tokenizer)
+    fail("text", fmt::format("{} has no vocab.json and merges.txt to tokenize text with; give token ids instead "
+                             "(--ids 1,2,3), or put the tokenizer's files beside the model",
+                             m.dir));
+  const std::vector<TokenId> ids = m.tokenizer->encode(text);
+  return {ids.begin(), ids.end()};
+}
+
+std::vector<std::string> token_texts(const ModelDir& m, const std::vector<int>& ids) {
+  std::vector<std::string> out;
+  for (int id : ids)
+    out.push_back(m.tokenizer && static_cast<std::size_t>(id) < m.tokenizer->id_limit() ? m.tokenizer->token_text(id)
+                                                                                        : fmt::format("#{}", id));
+  return out;
+}
+
+std::string visible_token(std::string_view text) {
+  std::string out;
+  for (char c : text)
+    if (c == ' ')
+      out += "␣";
+    else if (c == '\n')
+      out += "↵";
+    else if (c == '\t')
+      out += "⇥";
+    else
+      out += c;
+  return out;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,25 @@
+// A model's head as a scenario (attnlab/scenario/model_head.hpp).
+#include "attnlab/scenario/model_head.hpp"
+
+#include <fmt/format.h>
+
+namespace attnlab {
+
+Scenario model_head_scenario(const Gpt2Model& model, const ForwardResult& result,
+                             const std::vector<std::string>& tokens, HeadRef head) {
+  const AttentionInput input = head_attention_input(model, result, head);
+  const HeadWeights& w = input.heads[0];
+  Scenario s;
+  s.name = fmt::format("head {}", to_string(head));
+  s.description = fmt::format("head {} of a {}-layer, {}-head model: its input is block {}'s LN'd residual stream",
+                              to_string(head), model.config.n_layer, model.config.n_head, head.layer);
+  s.tokens = tokens;
+  s.embeddings = input.queries_from;
+  s.heads.push_back(HeadSpec{w.name, std::nullopt, w.w_q, w.w_k, w.w_v, HeadAblation::none, 1.0, w.b_q, w.b_k, w.b_v});
+  s.mask.causal = true;
+  s.precision = 3;
+  validate(s);
+  return s;
+}
+
+}  // namespace attnlab

