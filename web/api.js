@@ -32,6 +32,37 @@ export async function busy(fn) {
   }
 }
 
+/**
+ * One request at a time, for a panel that asks the server as the state changes: run()
+ * starts ask() unless one is out; a run() while one is out only marks it superseded, and
+ * one more ask() follows when it returns (so the last state is always asked about, and
+ * never more than one request waits). Each ask counts as pending work (data-pending).
+ * @param {() => Promise<void>} ask
+ */
+export function coalesced(ask) {
+  /** @type {Promise<unknown> | null} */
+  let running = null;
+  let dirty = false;
+  return {
+    run() {
+      dirty = true;
+      if (running) return;
+      running = busy(async () => {
+        try {
+          while (dirty) {
+            dirty = false;
+            await ask();
+          }
+        } finally {
+          running = null;
+        }
+      });
+    },
+    /** True when a newer run() came in while this ask was out: its reply is stale. */
+    superseded: () => dirty,
+  };
+}
+
 /** Writes data-pending="0" before anything starts. */
 export function startPendingCount() {
   setPending(0);

@@ -5,7 +5,7 @@
 // `attnlab cost` command line. Every count is POST api/cost's (exact above 2^53), so it
 // equals what the CLI prints.
 
-import { api, busy, messageOf } from './api.js';
+import { api, coalesced, messageOf } from './api.js';
 import { $, byId, setAttr, setFlag, setHtml, setText, setValue } from './dom.js';
 import { formatCount, formatCountBytes } from './format.js';
 import { html } from './html.js';
@@ -81,13 +81,10 @@ function shapeError(s) {
   }
 }
 
-// One request at a time: while one is out, a newer body only marks it dirty.
+// The body last asked about; requests go one at a time (coalesced, api.js).
 const job = {
   /** @type {string | null} */
   requested: null,
-  /** @type {Promise<void> | null} */
-  running: null,
-  dirty: false,
 };
 
 async function askCost() {
@@ -97,26 +94,13 @@ async function askCost() {
   try {
     /** @type {CostReply} */
     const reply = await api('api/cost', body, { exact: true });
-    if (!job.dirty) update({ cost: { ...getState().cost, reply, body }, costError: null });
+    if (!requests.superseded()) update({ cost: { ...getState().cost, reply, body }, costError: null });
   } catch (e) {
-    if (!job.dirty) update({ costError: messageOf(e) });
+    if (!requests.superseded()) update({ costError: messageOf(e) });
   }
 }
+const requests = coalesced(askCost);
 
-function runCost() {
-  job.dirty = true;
-  if (job.running) return;
-  job.running = busy(async () => {
-    try {
-      while (job.dirty) {
-        job.dirty = false;
-        await askCost();
-      }
-    } finally {
-      job.running = null;
-    }
-  });
-}
 
 /**
  * After every state change: ask again when the body changed (once the page has a trace).
@@ -127,7 +111,7 @@ export function syncCost(s) {
   const key = JSON.stringify(costBody(s));
   if (key === job.requested) return;
   job.requested = key;
-  runCost();
+  requests.run();
 }
 
 /**

@@ -6,7 +6,7 @@
 // Every number is POST api/kv's (the presets GET api/models'), so it equals `attnlab kv`;
 // positions on the chart are drawing, every label an API number.
 
-import { api, busy, messageOf } from './api.js';
+import { api, busy, coalesced, messageOf } from './api.js';
 import { $, byId, setAttr, setFlag, setHtml, setOptions, setText, setValue } from './dom.js';
 import { formatBytes, formatCount, formatCountBytes, formatNumber } from './format.js';
 import { html } from './html.js';
@@ -56,12 +56,10 @@ const measuredNow = (kv) => (kv.measured && kv.measured.key === measureKey(kv) ?
 
 // ---- asking ------------------------------------------------------------------------------------
 
+// The body last asked about; requests go one at a time (coalesced, api.js).
 const job = {
   /** @type {string | null} */
   requested: null,
-  /** @type {Promise<void> | null} */
-  running: null,
-  dirty: false,
 };
 
 async function askKv() {
@@ -69,26 +67,13 @@ async function askKv() {
   try {
     /** @type {KvReply} */
     const reply = await api('api/kv', body, { exact: true });
-    if (!job.dirty) update({ kv: { ...getState().kv, reply }, costError: null });
+    if (!requests.superseded()) update({ kv: { ...getState().kv, reply }, costError: null });
   } catch (e) {
-    if (!job.dirty) update({ costError: messageOf(e) });
+    if (!requests.superseded()) update({ costError: messageOf(e) });
   }
 }
+const requests = coalesced(askKv);
 
-function runKv() {
-  job.dirty = true;
-  if (job.running) return;
-  job.running = busy(async () => {
-    try {
-      while (job.dirty) {
-        job.dirty = false;
-        await askKv();
-      }
-    } finally {
-      job.running = null;
-    }
-  });
-}
 
 /**
  * After every state change: ask again when the body changed (once the page has had a trace).
@@ -99,7 +84,7 @@ export function syncKv(s) {
   const key = JSON.stringify(kvBody(s.kv));
   if (key === job.requested) return;
   job.requested = key;
-  runKv();
+  requests.run();
 }
 
 /** The server's presets (GET api/models), as `attnlab kv` knows them. */

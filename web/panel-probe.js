@@ -6,12 +6,12 @@
 // equals `attnlab probe`; this file asks for it when the query, head, trace or readout
 // changes (sync) and shows the answer (renderProbe).
 
-import { api, busy, messageOf } from './api.js';
+import { api, busy, coalesced, messageOf } from './api.js';
 import { $, byId, setAttr, setHtml, setOptions, setValue } from './dom.js';
 import { formatNumber, formatVector, truncate } from './format.js';
 import { html } from './html.js';
 import { bar } from './panel-interventions.js';
-import { baselineOf, liveTrace, precision } from './selectors.js';
+import { baselineOf, liveTrace, precision, scenarioOf } from './selectors.js';
 import { getState, update } from './state.js';
 import { loadScenario, requestOptions } from './traces.js';
 
@@ -30,8 +30,8 @@ const PROBE_MAX_KEYS = 512, PROBE_MAX_CELLS = 2 ** 25; // the API's limits (docs
  * @param {Trace} t
  */
 function probeRequest(s, t) {
-  /** @type {{scenario: string | null, options: object, query: number, head: number, readout?: string, epsilon?: number}} */
-  const body = { scenario: s.name, options: requestOptions(s), query: baselineOf(s, s.query), head: s.head };
+  /** @type {{scenario: import('./types.js').RequestBody['scenario'], options: object, query: number, head: number, readout?: string, epsilon?: number}} */
+  const body = { scenario: scenarioOf(s), options: requestOptions(s), query: baselineOf(s, s.query), head: s.head };
   if (s.probe.readout) body.readout = s.probe.readout;
   const eps = Number(s.probe.epsilon);
   if (s.probe.epsilon.trim() !== '' && Number.isFinite(eps) && eps >= 0) body.epsilon = eps;
@@ -61,9 +61,6 @@ const job = {
   scheduled: null,  // the key sync last scheduled a probe for
   /** @type {{timer: number, resolve: () => void} | null} */
   wait: null,
-  /** @type {Promise<void> | null} */
-  running: null,
-  dirty: false,
 };
 
 /** Asks for the probe of the state as it is now (unless that is the one shown). */
@@ -82,27 +79,14 @@ async function probeNow() {
     /** @type {ProbeReply} */
     const reply = await api('api/probe', body);
     const now = getState();
-    if (job.dirty || liveTrace(now) !== t) return;
+    if (requests.superseded() || liveTrace(now) !== t) return;
     update({ probe: { ...now.probe, status: 'done', message: '', reply, key } });
   } catch (e) {
-    if (!job.dirty) update({ probe: { ...getState().probe, status: 'error', message: messageOf(e) } });
+    if (!requests.superseded()) update({ probe: { ...getState().probe, status: 'error', message: messageOf(e) } });
   }
 }
+const requests = coalesced(probeNow);
 
-function runProbe() {
-  job.dirty = true;
-  if (job.running) return;
-  job.running = busy(async () => {
-    try {
-      while (job.dirty) {
-        job.dirty = false;
-        await probeNow();
-      }
-    } finally {
-      job.running = null;
-    }
-  });
-}
 
 function probeSoon() {
   if (job.wait) clearTimeout(job.wait.timer);
@@ -110,7 +94,7 @@ function probeSoon() {
   const wait = /** @type {NonNullable<typeof job.wait>} */ (job.wait);
   wait.timer = window.setTimeout(() => {
     job.wait = null;
-    runProbe();
+    requests.run();
     wait.resolve();
   }, QUIET_MS);
 }
@@ -144,7 +128,7 @@ function renderReadoutPicker(s) {
   const dOut = t && t.output && t.output[0] ? t.output[0].length : 0;
   for (let c = 0; c < Math.min(dOut, 16); c++) items.push([`coordinate:${c}`, `coordinate ${c}`]);
   const sel = byId('probe-readout', HTMLSelectElement);
-  setOptions(sel, items, `${s.name}|${dOut}`);
+  setOptions(sel, items, `${JSON.stringify(scenarioOf(s))}|${dOut}`);
   if (sel.value !== s.probe.readout) sel.value = s.probe.readout;
   setValue(byId('probe-epsilon', HTMLInputElement), s.probe.epsilon);
 }

@@ -1,11 +1,16 @@
 // attnlab bench: measure the machine's ceilings, then time the kernels against them.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "attnlab/analysis/bench.hpp"
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
+#include "attnlab/model/forward.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {
@@ -19,6 +24,8 @@ struct BenchFlags {
   std::size_t n = 0, heads = 16, kv_heads = 0, d_k = 128;
   std::string dtype = "f32", kernel = "tiled";
   int threads = 0, repeats = 5;
+  std::string model;          // a GPT-2 directory: time its forward pass instead of the kernels
+  std::size_t tokens = 1024;  // with --model: tokens per forward pass
 };
 
 void add_bench_flags(CLI::App& app, BenchFlags& f) {
@@ -47,6 +54,11 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app.add_option("--threads", f.threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--model", f.model, "Time this GPT-2 directory's forward pass instead (docs/models.md)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--tokens", f.tokens, "With --model: tokens per forward pass (at most the model's positions)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   app.add_option("--repeats", f.repeats, "Timed runs per case (median reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -131,6 +143,50 @@ void print_result(const BenchResult& r) {
                r.gflops, r.percent_of_peak, mib(r.extra_bytes));
 }
 
+// The forward pass of a model over `tokens` seeded random ids: the median of the timed runs
+// (after one warm-up), tokens per second, and GFLOP/s as a share of the f32 peak.
+int bench_model(const BenchFlags& f) {
+  const Gpt2Model model = load_gpt2(f.model);
+  const Gpt2Config& c = model.config;
+  if (f.tokens > c.n_positions)
+    fail("--tokens", fmt::format("{} is more than the model's {} positions", f.tokens, c.n_positions));
+  SplitMix64 rng(1);
+  std::vector<int> ids(f.tokens);
+  for (int& id : ids)
+    id = static_cast<int>(rng.next() % c.vocab_size);
+  fmt::print(stderr, "measuring this machine's peaks...\n");
+  const MachinePeaks peaks = measure_peaks(f.threads);
+  gpt2_forward(model, ids);  // warm-up
+  std::vector<double> times;
+  for (int rep = 0; rep < f.repeats; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    gpt2_forward(model, ids);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2], flops = gpt2_forward_flops(c, f.tokens);
+  const double gflops = flops / median / 1e9;
+  if (f.json) {
+    fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},
+                                      {"tokens", f.tokens},
+                                      {"median_seconds", median},
+                                      {"tokens_per_second", f.tokens / median},
+                                      {"flops", flops},
+                                      {"gflops", gflops},
+                                      {"percent_of_peak", 100 * gflops / peaks.f32_gflops}}
+                           .dump(2));
+    return 0;
+  }
+  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s\n", peaks.threads, to_string(peaks.isa),
+             peaks.f32_gflops);
+  fmt::print(
+      "{}: {} layers × {} heads, d_model {}, {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
+      "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",
+      f.model, c.n_layer, c.n_head, c.n_embd, f.tokens, median, f.tokens / median, gflops,
+      100 * gflops / peaks.f32_gflops, flops / 1e9);
+  return 0;
+}
+
 }  // namespace
 
 Command bench_command(CLI::App& parent) {
@@ -139,6 +195,7 @@ Command bench_command(CLI::App& parent) {
       parent.add_subcommand("bench", "Measure this machine's peaks, then time attention kernels as a share of them");
   add_bench_flags(*app, *flags);
   return {app, [flags]() {
+            if (!flags->model.empty()) return bench_model(*flags);
             const std::vector<BenchCase> cases = cases_from_flags(*flags);
             fmt::print(stderr, "measuring this machine's peaks...\n");
             const MachinePeaks peaks = measure_peaks(flags->threads);

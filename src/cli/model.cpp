@@ -1,4 +1,4 @@
-// attnlab model info | tokenize | run | heads: a real checkpoint (GPT-2 in Hugging Face's
+// attnlab model info | tokenize | run | heads | eval | generate: a real checkpoint (GPT-2 in Hugging Face's
 // layout, from the user's own directory) inspected, tokenized, run and its heads scored.
 #include <fmt/format.h>
 
@@ -9,6 +9,7 @@
 
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model_dir.hpp"
@@ -35,6 +36,10 @@ struct ModelFlags {
   std::optional<std::size_t> layer, head, query;
   bool json = false;
   std::uint64_t seed = 0;
+  std::string task = "induction";
+  std::vector<std::string> ablate;  // "L.H"
+  std::size_t tokens = 20;          // generate: new tokens
+  double temperature = 0;           // generate: 0 is greedy
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
@@ -249,6 +254,89 @@ int heads(const ModelFlags& f) {
   return 0;
 }
 
+// ---- eval ---------------------------------------------------------------------------------
+
+int eval(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  if (f.task != "induction") fail("--task", fmt::format("\"{}\" is not a task; the task is induction", f.task));
+  ForwardOptions options;
+  for (const std::string& head : f.ablate)
+    options.ablate.push_back(parse_head_ref(head, "--ablate"));
+  // Repeated random sequences [BOS, r_1..r_k, r_1..r_k]: the first half can only be guessed,
+  // the second half can be copied from the first by a model with induction heads.
+  const std::vector<std::vector<int>> sequences = default_detector_sequences(m.model.config, f.seed, 8);
+  const std::size_t k = (sequences[0].size() - 1) / 2, vocab = m.model.config.vocab_size;
+  double first = 0, second = 0;
+  for (const std::vector<int>& ids : sequences) {
+    const ForwardResult r = gpt2_forward(m.model, ids, options);
+    first += next_token_loss(r, ids, vocab, 1, k);           // predicting r_2..r_k from the first half
+    second += next_token_loss(r, ids, vocab, k + 1, 2 * k);  // predicting r_2..r_k again, second time
+  }
+  first /= static_cast<double>(sequences.size());
+  second /= static_cast<double>(sequences.size());
+  if (f.json) {
+    fmt::print("{}\n", json{{"loss_first_half", first}, {"loss_second_half", second}, {"ablated", f.ablate}}.dump());
+    return 0;
+  }
+  fmt::print("induction task: {} seeded sequences [BOS, r_1..r_{}, r_1..r_{}]{}\n", sequences.size(), k, k,
+             f.ablate.empty() ? "" : fmt::format(", heads {} ablated (output zeroed)", fmt::join(f.ablate, ", ")));
+  fmt::print("mean next-token loss, first half:  {:.4f} nats (chance: ln {} = {:.4f})\n", first, vocab,
+             std::log(static_cast<double>(vocab)));
+  fmt::print("mean next-token loss, second half: {:.4f} nats (in-context: the repeat can be copied)\n", second);
+  return 0;
+}
+
+// ---- generate -----------------------------------------------------------------------------
+
+// The next token: the most probable (temperature 0), or drawn from softmax(logits / T) over
+// the top k (all when k is 0) with attnlab's seeded generator.
+int next_token(const std::vector<float>& logits, double temperature, std::size_t k, SplitMix64& rng) {
+  if (temperature == 0) return top_k(logits, 1)[0].id;
+  std::vector<float> scaled(logits.size());
+  for (std::size_t v = 0; v < logits.size(); ++v)
+    scaled[v] = static_cast<float>(logits[v] / temperature);
+  const std::vector<TokenProbability> candidates = top_k(scaled, k == 0 ? scaled.size() : k);
+  double total = 0;
+  for (const TokenProbability& t : candidates)
+    total += t.probability;
+  double u = rng.uniform() * total;
+  for (const TokenProbability& t : candidates)
+    if ((u -= t.probability) <= 0) return t.id;
+  return candidates.back().id;
+}
+
+int generate(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  const Gpt2Config& c = m.model.config;
+  if (!(f.temperature >= 0) || f.temperature > 100) fail("--temperature", "must be 0 (greedy) to 100");
+  std::vector<int> ids = input_ids(m, f);
+  if (f.tokens < 1 || ids.size() + f.tokens > c.n_positions)
+    fail("--tokens", fmt::format("the prompt's {} tokens plus {} new ones must fit the model's {} positions",
+                                 ids.size(), f.tokens, c.n_positions));
+  Gpt2Decoder decoder(m.model);
+  SplitMix64 rng(f.seed);
+  std::vector<float> logits = decoder.step(ids);  // the prompt, all at once
+  fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", ids.size());
+  const std::size_t per_token = 2 * c.n_layer * c.n_head * c.head_dim() * sizeof(float);
+  std::vector<int> generated;
+  for (std::size_t step = 0; step < f.tokens; ++step) {
+    const int id = next_token(logits, f.temperature, f.top_k, rng);
+    generated.push_back(id);
+    logits = decoder.step(std::vector<int>{id});
+    fmt::print(
+        "  step {:>3}: {:<16} cache {:>5} tokens, {:>12} (2 × {} layers × {} heads × {} × tokens × 4 bytes = {})\n",
+        step + 1, quoted_token(token_texts(m, {id})[0]), decoder.length(), format_bytes(decoder.cache().used_bytes()),
+        c.n_layer, c.n_head, c.head_dim(), format_count(per_token * decoder.length()));
+  }
+  std::vector<int> all = ids;
+  all.insert(all.end(), generated.begin(), generated.end());
+  if (m.tokenizer)
+    fmt::print("text: {}\n", m.tokenizer->decode(std::vector<TokenId>(all.begin(), all.end())));
+  else
+    fmt::print("ids: {}\n", fmt::join(all, ","));
+  return 0;
+}
+
 }  // namespace
 
 Command model_command(CLI::App& parent) {
@@ -275,6 +363,23 @@ Command model_command(CLI::App& parent) {
   run_app->add_option("--query", f->query, "With --layer/--head: the position worked in full (default: the last)");
   run_app->add_flag("--json", f->json,
                     "{\"ids\", \"tokens\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}");
+  CLI::App* eval_app =
+      model->add_subcommand("eval", "Next-token loss on seeded repeated random sequences, heads ablated or not");
+  add_dir(*eval_app, *f);
+  eval_app->add_option("--task", f->task, "The task (induction)")->capture_default_str();
+  eval_app->add_option("--ablate", f->ablate, "Zero head L.H's output (repeatable), e.g. --ablate 1.3");
+  eval_app->add_option("--seed", f->seed, "Seed of the sequences")->capture_default_str();
+  eval_app->add_flag("--json", f->json, "{\"loss_first_half\", \"loss_second_half\"}");
+  CLI::App* generate_app =
+      model->add_subcommand("generate", "Generate tokens through a KV cache and the decode kernel");
+  add_dir(*generate_app, *f);
+  generate_app->add_option("--text", f->text, "The prompt");
+  generate_app->add_option("--ids", f->ids, "The prompt as token ids");
+  generate_app->add_option("--tokens", f->tokens, "New tokens to generate")->capture_default_str();
+  generate_app->add_option("--temperature", f->temperature, "0: the most probable token each step; > 0: sample")
+      ->capture_default_str();
+  generate_app->add_option("--top-k", f->top_k, "Sample among the k most probable (0: all)")->capture_default_str();
+  generate_app->add_option("--seed", f->seed, "Seed of the sampling")->capture_default_str();
   CLI::App* heads_app = model->add_subcommand("heads", "Score every head: previous-token, duplicate-token, induction");
   add_dir(*heads_app, *f);
   heads_app->add_option("--text", f->text, "Score on this text (default: seeded repeated random sequences)");
@@ -282,10 +387,12 @@ Command model_command(CLI::App& parent) {
   heads_app->add_option("--seed", f->seed, "Seed of the repeated random sequences")->capture_default_str();
   heads_app->add_flag("--json", f->json,
                       "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}");
-  return {model, [f, info_app, tokenize_app, run_app]() {
+  return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app]() {
             if (info_app->parsed()) return info(*f);
             if (tokenize_app->parsed()) return tokenize(*f);
             if (run_app->parsed()) return run(*f);
+            if (eval_app->parsed()) return eval(*f);
+            if (generate_app->parsed()) return generate(*f);
             return heads(*f);
           }};
 }

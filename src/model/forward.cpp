@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/kernels/flash_decode.hpp"
 
 namespace attnlab {
 
@@ -122,66 +124,144 @@ void attention_tiled(const float* qkv, std::size_t n, std::size_t d, std::size_t
 
 }  // namespace
 
-ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, const ForwardOptions& options) {
-  const Gpt2Config& c = model.config;
-  const std::size_t n = ids.size(), d = c.n_embd, heads = c.n_head, dh = c.head_dim(), inner = c.n_inner;
-  if (n == 0) fail("ids", "no tokens; give at least one");
-  if (n > c.n_positions) fail("ids", fmt::format("{} tokens is more than the model's {} positions", n, c.n_positions));
-  for (std::size_t i = 0; i < n; ++i)
+namespace {
+
+// Token ids checked against the vocabulary, and the positions they would take.
+void check_ids(const Gpt2Config& c, std::span<const int> ids, std::size_t first_position) {
+  if (ids.empty()) fail("ids", "no tokens; give at least one");
+  if (first_position + ids.size() > c.n_positions)
+    fail("ids",
+         fmt::format("{} tokens is more than the model's {} positions", first_position + ids.size(), c.n_positions));
+  for (std::size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= c.vocab_size)
-      fail("ids",
-           fmt::format("token id {} at position {} is outside the vocabulary (0 to {})", ids[i], i, c.vocab_size - 1));
-  for (const HeadRef& h : options.ablate)
-    if (h.layer >= c.n_layer || h.head >= heads)
-      fail("ablate", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
-                                 c.n_layer - 1, heads - 1));
+      fail("ids", fmt::format("token id {} at position {} is outside the vocabulary (0 to {})", ids[i],
+                              first_position + i, c.vocab_size - 1));
+}
 
-  ForwardResult r;
-  r.n = n;
-  // The residual stream: token embedding plus position embedding.
-  std::vector<float> x(n * d);  // [n × d]
-  for (std::size_t i = 0; i < n; ++i)
+// The residual stream's start: token embedding plus position embedding, [n × d].
+std::vector<float> embed(const Gpt2Model& model, std::span<const int> ids, std::size_t first_position) {
+  const std::size_t d = model.config.n_embd;
+  std::vector<float> x(ids.size() * d);
+  for (std::size_t i = 0; i < ids.size(); ++i)
     for (std::size_t col = 0; col < d; ++col)
-      x[i * d + col] = model.wte[static_cast<std::size_t>(ids[i]) * d + col] + model.wpe[i * d + col];
+      x[i * d + col] =
+          model.wte[static_cast<std::size_t>(ids[i]) * d + col] + model.wpe[(first_position + i) * d + col];
+  return x;
+}
 
-  std::vector<float> a(n * d), qkv(n * 3 * d), z(n * d), proj(n * d), hidden(n * inner), mlp_out(n * d);
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const Gpt2Block& b = model.blocks[l];
-    // Attention: a = LN_1(x); q | k | v = a · W_attn + b; each head causal; z · W_proj.
-    layer_norm(x.data(), n, d, b.ln_1_weight, b.ln_1_bias, c.layer_norm_epsilon, a.data());
-    r.block_inputs.push_back(a);
-    linear(a.data(), n, d, b.attn_weight, b.attn_bias, 3 * d, qkv.data());
-    if (options.keep_attention) {
-      std::vector<float> weights(heads * n * n);  // [H × n × n]
-      for (std::size_t h = 0; h < heads; ++h)
-        head_attention_kept(qkv.data(), n, d, dh, h, weights.data() + h * n * n, z.data());
-      r.attention.push_back(std::move(weights));
-    } else {
-      attention_tiled(qkv.data(), n, d, heads, z.data());
-    }
-    for (const HeadRef& h : options.ablate)
-      if (h.layer == l)
-        for (std::size_t i = 0; i < n; ++i)
-          std::fill_n(z.data() + i * d + h.head * dh, dh, 0.0f);
-    linear(z.data(), n, d, b.attn_proj_weight, b.attn_proj_bias, d, proj.data());
-    for (std::size_t k = 0; k < x.size(); ++k)
-      x[k] += proj[k];
-    // MLP: x += GELU(LN_2(x) · W_fc + b_fc) · W_mlp + b_mlp.
-    layer_norm(x.data(), n, d, b.ln_2_weight, b.ln_2_bias, c.layer_norm_epsilon, a.data());
-    linear(a.data(), n, d, b.mlp_fc_weight, b.mlp_fc_bias, inner, hidden.data());
-    for (float& v : hidden)
-      v = gelu_new(v);
-    linear(hidden.data(), n, inner, b.mlp_proj_weight, b.mlp_proj_bias, d, mlp_out.data());
-    for (std::size_t k = 0; k < x.size(); ++k)
-      x[k] += mlp_out[k];
-  }
-  // logits = LN_f(x) · wteᵀ (the LM head is the token embedding, tied).
+// What a block's heads compute from q | k | v ([n × 3d]) into z ([n × d]): the full
+// causal attention (kept or tiled) in a forward pass, or the new tokens against the KV
+// cache when decoding.
+using HeadsStep = std::function<void(const float* qkv, float* z)>;
+
+// One block on the residual stream x ([n × d], updated in place): attention, then the MLP.
+// `a` receives LN_1(x), the heads' input.
+void run_block(const Gpt2Model& model, std::size_t l, std::size_t n, std::vector<float>& x, std::vector<float>& a,
+               const HeadsStep& heads_step, const std::vector<HeadRef>& ablate) {
+  const Gpt2Config& c = model.config;
+  const Gpt2Block& b = model.blocks[l];
+  const std::size_t d = c.n_embd, dh = c.head_dim(), inner = c.n_inner;
+  std::vector<float> qkv(n * 3 * d), z(n * d), proj(n * d), hidden(n * inner);
+  // Attention: a = LN_1(x); q | k | v = a · W_attn + b; the heads; x += z · W_proj + b.
+  layer_norm(x.data(), n, d, b.ln_1_weight, b.ln_1_bias, c.layer_norm_epsilon, a.data());
+  linear(a.data(), n, d, b.attn_weight, b.attn_bias, 3 * d, qkv.data());
+  heads_step(qkv.data(), z.data());
+  for (const HeadRef& h : ablate)
+    if (h.layer == l)
+      for (std::size_t i = 0; i < n; ++i)
+        std::fill_n(z.data() + i * d + h.head * dh, dh, 0.0f);
+  linear(z.data(), n, d, b.attn_proj_weight, b.attn_proj_bias, d, proj.data());
+  for (std::size_t k = 0; k < x.size(); ++k)
+    x[k] += proj[k];
+  // MLP: x += GELU(LN_2(x) · W_fc + b_fc) · W_mlp + b_mlp.
+  std::vector<float> m(n * d);
+  layer_norm(x.data(), n, d, b.ln_2_weight, b.ln_2_bias, c.layer_norm_epsilon, m.data());
+  linear(m.data(), n, d, b.mlp_fc_weight, b.mlp_fc_bias, inner, hidden.data());
+  for (float& v : hidden)
+    v = gelu_new(v);
+  linear(hidden.data(), n, inner, b.mlp_proj_weight, b.mlp_proj_bias, d, proj.data());
+  for (std::size_t k = 0; k < x.size(); ++k)
+    x[k] += proj[k];
+}
+
+// logits[n × vocab] = LN_f(x) · wteᵀ (the LM head is the token embedding, tied).
+std::vector<float> lm_head(const Gpt2Model& model, const std::vector<float>& x, std::size_t n) {
+  const Gpt2Config& c = model.config;
+  const std::size_t d = c.n_embd;
+  std::vector<float> a(n * d), logits(n * c.vocab_size);
   layer_norm(x.data(), n, d, model.ln_f_weight, model.ln_f_bias, c.layer_norm_epsilon, a.data());
-  r.logits.assign(n * c.vocab_size, 0.0f);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c.vocab_size),
               static_cast<int>(d), 1.0f, a.data(), static_cast<int>(d), model.wte.data(), static_cast<int>(d), 0.0f,
-              r.logits.data(), static_cast<int>(c.vocab_size));
+              logits.data(), static_cast<int>(c.vocab_size));
+  return logits;
+}
+
+void check_ablate(const Gpt2Config& c, const std::vector<HeadRef>& ablate) {
+  for (const HeadRef& h : ablate)
+    if (h.layer >= c.n_layer || h.head >= c.n_head)
+      fail("ablate", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
+                                 c.n_layer - 1, c.n_head - 1));
+}
+
+}  // namespace
+
+ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, const ForwardOptions& options) {
+  const Gpt2Config& c = model.config;
+  const std::size_t n = ids.size(), d = c.n_embd, heads = c.n_head, dh = c.head_dim();
+  check_ids(c, ids, 0);
+  check_ablate(c, options.ablate);
+  ForwardResult r;
+  r.n = n;
+  std::vector<float> x = embed(model, ids, 0), a(n * d);
+  for (std::size_t l = 0; l < c.n_layer; ++l) {
+    const HeadsStep causal_heads = [&](const float* qkv, float* z) {
+      if (!options.keep_attention) return attention_tiled(qkv, n, d, heads, z);
+      std::vector<float> weights(heads * n * n);  // [H × n × n]
+      for (std::size_t h = 0; h < heads; ++h)
+        head_attention_kept(qkv, n, d, dh, h, weights.data() + h * n * n, z);
+      r.attention.push_back(std::move(weights));
+    };
+    run_block(model, l, n, x, a, causal_heads, options.ablate);
+    r.block_inputs.push_back(a);
+  }
+  r.logits = lm_head(model, x, n);
   return r;
+}
+
+Gpt2Decoder::Gpt2Decoder(const Gpt2Model& model, DType cache_dtype)
+    : model_(model), cache_(model.config.n_layer, model.config.n_head, model.config.head_dim(), cache_dtype) {}
+
+std::vector<float> Gpt2Decoder::step(std::span<const int> ids) {
+  const Gpt2Config& c = model_.config;
+  const std::size_t n = ids.size(), d = c.n_embd, first = length_;
+  check_ids(c, ids, first);
+  cache_.reserve(first + n);
+  std::vector<float> x = embed(model_, ids, first), a(n * d);
+  for (std::size_t l = 0; l < c.n_layer; ++l) {
+    const HeadsStep cached_heads = [&](const float* qkv, float* z) {
+      // The new tokens' keys and values join the cache; their queries ([n × H × d_head],
+      // q's columns as they are) attend to every cached token up to their own position.
+      std::vector<float> queries(n * d);
+      for (std::size_t t = 0; t < n; ++t) {
+        const float* row = qkv + t * 3 * d;
+        cache_.append(l, {row + d, d}, {row + 2 * d, d});
+        std::copy_n(row, d, queries.data() + t * d);
+      }
+      flash_decode(cache_, l, c.n_head, queries, n, {z, n * d});
+    };
+    run_block(model_, l, n, x, a, cached_heads, {});
+  }
+  length_ += n;
+  const std::vector<float> logits = lm_head(model_, x, n);
+  return {logits.end() - static_cast<std::ptrdiff_t>(c.vocab_size), logits.end()};
+}
+
+double gpt2_forward_flops(const Gpt2Config& c, std::size_t n) {
+  const double d = static_cast<double>(c.n_embd), inner = static_cast<double>(c.n_inner),
+               tokens = static_cast<double>(n);
+  const double linear = 2 * tokens * (d * 3 * d + d * d + 2 * d * inner);  // c_attn, c_proj, c_fc, mlp c_proj
+  const double attention = 2 * 2 * d * tokens * (tokens + 1) / 2;          // q·k and a·v over the causal half
+  return static_cast<double>(c.n_layer) * (linear + attention) + 2 * tokens * d * static_cast<double>(c.vocab_size);
 }
 
 std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k) {

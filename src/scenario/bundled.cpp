@@ -37,4 +37,11 @@ std::vector<BundledScenario> bundled_scenarios() {
   return all;
 }
 
+std::vector<std::string> bundled_scenario_names() {
+  std::vector<std::string> names;
+  for (const BundledScenario& b : bundled_scenarios())
+    names.push_back(b.name);
+  return names;
+}
+
 }  // namespace attnlab

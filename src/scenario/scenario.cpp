@@ -425,11 +425,8 @@ Scenario load_scenario(std::string_view name_or_path) {
 
   const bool looks_like_path = name_or_path.ends_with(".json") || name_or_path.find('/') != std::string_view::npos;
   if (!looks_like_path) {
-    std::string names;
-    for (const BundledScenario& b : bundled)
-      names += (names.empty() ? "" : ", ") + b.name;
     throw InputError(fmt::format("unknown scenario \"{}\"; the bundled ones are: {} (or give a path to a .json file)",
-                                 name_or_path, names));
+                                 name_or_path, fmt::join(bundled_scenario_names(), ", ")));
   }
   const std::string path(name_or_path);
   std::ifstream file(path, std::ios::binary);

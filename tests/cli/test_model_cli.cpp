@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -108,7 +109,8 @@ TEST(ModelCli, RunGivesEveryHeadsWeightsAndTheLogitsNumPyComputed) {
   std::vector<std::string> ids;
   for (int id : expected["ids"])
     ids.push_back(std::to_string(id));
-  const Result r = run_attnlab(fmt::format("model run {} --ids {} --top-k 3 --json", kTiny.string(), fmt::join(ids, ",")));
+  const Result r =
+      run_attnlab(fmt::format("model run {} --ids {} --top-k 3 --json", kTiny.string(), fmt::join(ids, ",")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json reply = json::parse(r.out);
   const std::size_t n = ids.size();
@@ -189,4 +191,49 @@ TEST(ModelCliBadInput, MissingTextBadIdsAndBrokenFilesExitTwoNamingTheProblem) {
                 fs::copy_options::overwrite_existing);
   fs::copy_file(kTiny / "model.safetensors", broken / "model.safetensors", fs::copy_options::overwrite_existing);
   expect_refused("model tokenize " + broken.string() + " hi", "the tokenizer is not this model's");
+}
+
+TEST(ModelCli, EvalGivesBothHalvesLossesAndAblationMovesThem) {
+  const Result plain = run_attnlab("model eval " + kTiny.string() + " --json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const json a = json::parse(plain.out);
+  EXPECT_GT(a["loss_first_half"].get<double>(), 0.0);
+  EXPECT_GT(a["loss_second_half"].get<double>(), 0.0);
+  const Result ablated = run_attnlab("model eval " + kTiny.string() + " --ablate 1.3 --ablate 0.0 --json");
+  ASSERT_EQ(ablated.exit_code, 0) << ablated.err;
+  const json b = json::parse(ablated.out);
+  EXPECT_NE(b["loss_second_half"].get<double>(), a["loss_second_half"].get<double>())
+      << "zeroing two heads changes the model";
+  EXPECT_EQ(b["ablated"], json({"1.3", "0.0"}));
+  expect_refused("model eval " + kTiny.string() + " --ablate 9.9", "head 9.9 does not exist");
+  expect_refused("model eval " + kTiny.string() + " --ablate x", "--ablate: \"x\" is not a head");
+}
+
+TEST(ModelCli, GenerateRunsEachNewTokenThroughTheCacheAndShowsItsBytes) {
+  const Result r = run_attnlab("model generate " + kTiny.string() + " --ids 3,17,5 --tokens 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "step   5:");
+  // After 5 steps the cache holds the 3 prompt tokens and 5 new: 8 × 2·2·4·4·4 bytes.
+  EXPECT_CONTAINS(r.out, "cache     8 tokens");
+  EXPECT_CONTAINS(r.out, "(2 × 2 layers × 4 heads × 4 × tokens × 4 bytes = 2,048)");
+  const std::size_t ids_at = r.out.find("ids: 3,17,5,");
+  ASSERT_NE(ids_at, std::string::npos) << r.out;
+  const std::string ids = r.out.substr(ids_at + 5);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), ','), 7) << "3 prompt ids and 5 new: " << ids;
+  expect_refused("model generate " + kTiny.string() + " --ids 3,17,5 --tokens 14",
+                 "--tokens: the prompt's 3 tokens plus 14");
+}
+
+TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeak) {
+  const Result r = run_attnlab("bench --model " + kTiny.string() + " --tokens 16 --repeats 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json b = json::parse(r.out);
+  const double seconds = b["median_seconds"];
+  ASSERT_GT(seconds, 0);
+  EXPECT_NEAR(b["tokens_per_second"].get<double>(), 16 / seconds, 1e-9 * 16 / seconds);
+  EXPECT_NEAR(b["gflops"].get<double>(), b["flops"].get<double>() / seconds / 1e9, 1e-9 * b["gflops"].get<double>());
+  EXPECT_NEAR(b["percent_of_peak"].get<double>(),
+              100 * b["gflops"].get<double>() / b["machine"]["f32_peak_gflops"].get<double>(), 1e-6);
+  expect_refused("bench --model " + kTiny.string() + " --tokens 17",
+                 "--tokens: 17 is more than the model's 16 positions");
 }

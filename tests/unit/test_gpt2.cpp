@@ -236,3 +236,80 @@ TEST_F(BrokenCheckpoint, BadConfigsAreRefusedNamingTheKey) {
 }
 
 }  // namespace
+
+namespace {
+
+// Row i of NumPy's logits for the tiny-f32 fixture.
+std::vector<double> numpy_logits_row(std::size_t i) {
+  return flat(read_json(kFixtures / "tiny-f32" / "expected.json")["logits"][i]);
+}
+
+}  // namespace
+
+TEST(Gpt2Decoder, TheKvCacheGivesNumPysLogitsAtEveryStep) {
+  const Gpt2Model model = load_gpt2((kFixtures / "tiny-f32").string());
+  const std::vector<int> ids = read_json(kFixtures / "tiny-f32" / "expected.json")["ids"];
+  Gpt2Decoder decoder(model);
+  // The prompt at once, then one token a step: each step's logits are the full pass's.
+  EXPECT_TRUE(all_close(widened(decoder.step(std::span(ids).first(4))), numpy_logits_row(3), kLogits));
+  for (std::size_t i = 4; i < ids.size(); ++i) {
+    SCOPED_TRACE("position " + std::to_string(i));
+    EXPECT_TRUE(all_close(widened(decoder.step(std::span(ids).subspan(i, 1))), numpy_logits_row(i), kLogits));
+  }
+  EXPECT_EQ(decoder.length(), ids.size());
+  EXPECT_EQ(decoder.cache().used_bytes(), 2u * 2 * 4 * 4 * ids.size() * sizeof(float))
+      << "2 (K, V) × 2 layers × 4 heads × d_head 4 × tokens × 4 bytes";
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { decoder.step(std::vector<int>(7, 1)); }),
+                        "17 tokens is more than the model's 16 positions");
+}
+
+TEST(Gpt2Decoder, GreedyGenerationThroughTheCacheEqualsRerunningTheFullForward) {
+  const Gpt2Model model = load_gpt2((kFixtures / "tiny-bf16").string());
+  const std::size_t vocab = model.config.vocab_size;
+  std::vector<int> cached{3, 17, 5}, rerun = cached;
+  Gpt2Decoder decoder(model);
+  std::vector<float> logits = decoder.step(cached);
+  for (int step = 0; step < 10; ++step) {
+    cached.push_back(top_k(logits, 1)[0].id);
+    logits = decoder.step(std::span(cached).last(1));
+    const ForwardResult full = gpt2_forward(model, rerun);
+    rerun.push_back(top_k(std::span<const float>(full.logits).last(vocab), 1)[0].id);
+  }
+  EXPECT_EQ(cached, rerun);
+}
+
+TEST(Gpt2, NextTokenLossIsTheCrossEntropyOfNumPysLogits) {
+  const Gpt2Model model = load_gpt2((kFixtures / "tiny-f32").string());
+  const std::vector<int> ids = read_json(kFixtures / "tiny-f32" / "expected.json")["ids"];
+  double expected = 0;
+  for (std::size_t i = 2; i < 7; ++i) {  // positions 2..6 predicting ids[3..7]
+    const std::vector<double> row = numpy_logits_row(i);
+    double sum = 0;
+    for (double x : row)
+      sum += std::exp(x);
+    expected += std::log(sum) - row[static_cast<std::size_t>(ids[i + 1])];
+  }
+  expected /= 5;
+  EXPECT_NEAR(next_token_loss(gpt2_forward(model, ids), ids, 40, 2, 7), expected, 1e-4);
+}
+
+TEST(Gpt2, TopKIsTheSoftmaxsLargestInOrder) {
+  const std::vector<float> logits{0.0f, 2.0f, 1.0f, 2.0f};
+  const std::vector<TokenProbability> top = top_k(logits, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].id, 1) << "ties go to the lower id";
+  EXPECT_EQ(top[1].id, 3);
+  EXPECT_EQ(top[2].id, 2);
+  const double total = 1 + 2 * std::exp(2.0) + std::exp(1.0);
+  EXPECT_NEAR(top[0].probability, std::exp(2.0) / total, 1e-12);
+  EXPECT_NEAR(top[2].probability, std::exp(1.0) / total, 1e-12);
+}
+
+TEST(Gpt2, ForwardFlopsCountEveryMultiplyAdd) {
+  const Gpt2Config gpt2_small{12, 12, 768, 1024, 50257, 3072, 1e-5};
+  // 12 layers × (2·1024·(768·2304 + 768·768 + 2·768·3072) + 4·768·1024·1025/2) + 2·1024·768·50257
+  const double expected =
+      12 * (2.0 * 1024 * (768.0 * 2304 + 768.0 * 768 + 2 * 768.0 * 3072) + 4 * 768.0 * 1024 * 1025 / 2) +
+      2.0 * 1024 * 768 * 50257;
+  EXPECT_DOUBLE_EQ(gpt2_forward_flops(gpt2_small, 1024), expected);
+}

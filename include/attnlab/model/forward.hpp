@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "attnlab/core/attention.hpp"
+#include "attnlab/core/kv_cache.hpp"
 #include "attnlab/model/gpt2.hpp"
 
 namespace attnlab {
@@ -43,6 +44,28 @@ struct ForwardResult {
 // Runs the model on token ids (each < vocab_size, at most n_positions of them; InputError
 // naming "ids" otherwise).
 ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, const ForwardOptions& options = {});
+
+// Generation through a KV cache: each step runs only the new tokens, appending their keys and
+// values to the cache and attending with the decode kernel (kernels/flash_decode.hpp) to
+// everything cached. The logits equal a full forward pass over all tokens so far.
+class Gpt2Decoder {
+ public:
+  explicit Gpt2Decoder(const Gpt2Model& model, DType cache_dtype = DType::f32);
+  // Runs `ids` (the next tokens, at positions length()..) and returns the last one's logits
+  // [vocab]; InputError naming "ids" past the model's positions or vocabulary.
+  std::vector<float> step(std::span<const int> ids);
+  std::size_t length() const { return length_; }  // tokens run so far
+  const KVCache& cache() const { return cache_; }
+
+ private:
+  const Gpt2Model& model_;
+  KVCache cache_;  // n_layer layers, n_head KV heads of d_head
+  std::size_t length_ = 0;
+};
+
+// FLOPs of one forward pass over n tokens: 2 per multiply-add of every linear layer, the
+// causal half of q·kᵀ and a·v, and the logits.
+double gpt2_forward_flops(const Gpt2Config& config, std::size_t n);
 
 // The next-token distribution at a position: the k most probable ids, softmax of the logits.
 struct TokenProbability {

@@ -92,6 +92,7 @@ struct BundledScenario {
 };
 // The scenarios compiled into attnlab, sorted by name, three-tokens first.
 std::vector<BundledScenario> bundled_scenarios();
+std::vector<std::string> bundled_scenario_names();  // in the same order
 inline constexpr std::string_view kDefaultScenario = "three-tokens";
 
 // The scenario as a JSON document in the file format (random heads stay {"random": SEED,

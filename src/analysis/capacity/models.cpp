@@ -35,10 +35,10 @@ const std::vector<ModelShape>& model_presets() {
 }
 
 std::string model_names() {
-  std::string names;
+  std::vector<std::string> names;
   for (const ModelShape& m : model_presets())
-    names += (names.empty() ? "" : ", ") + m.name;
-  return names;
+    names.push_back(m.name);
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 const ModelShape& find_model(std::string_view name, std::string_view field) {

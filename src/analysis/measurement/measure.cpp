@@ -107,12 +107,12 @@ const std::vector<MeasuredKernel>& measured_kernels() {
 }
 
 const MeasuredKernel& find_measured_kernel(std::string_view name, std::string_view field) {
-  std::string names;
+  std::vector<std::string> names;
   for (const MeasuredKernel& k : measured_kernels()) {
     if (k.name == name) return k;
-    names += (names.empty() ? "" : ", ") + k.name;
+    names.push_back(k.name);
   }
-  fail(field, fmt::format("unknown kernel \"{}\"; the kernels are: {}", name, names));
+  fail(field, fmt::format("unknown kernel \"{}\"; the kernels are: {}", name, fmt::join(names, ", ")));
 }
 
 // ---- timing any kernel ------------------------------------------------------------------
