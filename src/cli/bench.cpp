@@ -10,6 +10,7 @@
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
+#include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 #include "common.hpp"
 
@@ -173,12 +174,13 @@ int bench_model(const BenchFlags& f) {
                                       {"tokens_per_second", f.tokens / median},
                                       {"flops", flops},
                                       {"gflops", gflops},
-                                      {"percent_of_peak", 100 * gflops / peaks.f32_gflops}}
+                                      {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
+                                      {"blas_core", blas_core()}}
                            .dump(2));
     return 0;
   }
-  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s\n", peaks.threads, to_string(peaks.isa),
-             peaks.f32_gflops);
+  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s; OpenBLAS kernels: {}\n", peaks.threads,
+             to_string(peaks.isa), peaks.f32_gflops, blas_core());
   fmt::print(
       "{}: {} layers × {} heads, d_model {}, {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
       "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",

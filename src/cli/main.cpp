@@ -2,12 +2,34 @@
 // into one clear message on stderr and exit code 2.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/model/blas.hpp"
 #include "common.hpp"
 
+namespace {
+
+// OpenBLAS chose its kernels when it loaded; when it fell back to generic code on a CPU it
+// does not know (attnlab/model/blas.hpp), start again once with OPENBLAS_CORETYPE set to the
+// kernels this CPU runs. ATTNLAB_BLAS_RESTARTED keeps it to one restart.
+void restart_with_fitting_blas_kernels(char** argv) {
+  if (std::getenv("ATTNLAB_BLAS_RESTARTED")) return;
+  const std::optional<std::string> core = attnlab::blas_core_to_use();
+  if (!core) return;
+  setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
+  setenv("ATTNLAB_BLAS_RESTARTED", "1", 1);
+  execv("/proc/self/exe", argv);  // returns only if it failed: carry on with the kernels we have
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  restart_with_fitting_blas_kernels(argv);
   using namespace attnlab::cli;
   CLI::App app{"attnlab: an attention laboratory. See every number one attention head computes."};
   app.set_version_flag("--version", ATTNLAB_VERSION);

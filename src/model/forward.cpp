@@ -61,10 +61,20 @@ void layer_norm(const float* x, std::size_t n, std::size_t d, const std::vector<
 }
 
 // GPT-2's GELU, the tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+// Written as x · σ(2u) = x / (1 + e^(−2u)), u = √(2/π)·(x + 0.044715·x³), which is the same
+// function (½(1 + tanh u) = σ(2u)) and costs one exp.
 float gelu_new(float x) {
-  constexpr double k = 0.7978845608028654;  // √(2/π)
-  const double v = x;
-  return static_cast<float>(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
+  constexpr float k = 0.7978845608028654f;  // √(2/π)
+  const float u = k * (x + 0.044715f * x * x * x);
+  return x / (1.0f + std::exp(-2.0f * u));
+}
+
+// GELU over a whole activation, the rows shared among the threads.
+void gelu_all(std::vector<float>& values) {
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(values.size());
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t k = 0; k < count; ++k)
+    values[static_cast<std::size_t>(k)] = gelu_new(values[static_cast<std::size_t>(k)]);
 }
 
 // One head's causal attention with its weights written out: weights[n × n], z[n × dh] into
@@ -177,8 +187,7 @@ void run_block(const Gpt2Model& model, std::size_t l, std::size_t n, std::vector
   std::vector<float> m(n * d);
   layer_norm(x.data(), n, d, b.ln_2_weight, b.ln_2_bias, c.layer_norm_epsilon, m.data());
   linear(m.data(), n, d, b.mlp_fc_weight, b.mlp_fc_bias, inner, hidden.data());
-  for (float& v : hidden)
-    v = gelu_new(v);
+  gelu_all(hidden);
   linear(hidden.data(), n, inner, b.mlp_proj_weight, b.mlp_proj_bias, d, proj.data());
   for (std::size_t k = 0; k < x.size(); ++k)
     x[k] += proj[k];

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "attnlab/core/rng.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/model/gpt2.hpp"
 
 namespace fs = std::filesystem;
@@ -234,6 +235,10 @@ TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeak) {
   EXPECT_NEAR(b["gflops"].get<double>(), b["flops"].get<double>() / seconds / 1e9, 1e-9 * b["gflops"].get<double>());
   EXPECT_NEAR(b["percent_of_peak"].get<double>(),
               100 * b["gflops"].get<double>() / b["machine"]["f32_peak_gflops"].get<double>(), 1e-6);
+  // OpenBLAS runs kernels that use this CPU's vectors, not its generic fallback.
+  const attnlab::Isa isa = attnlab::best_isa();
+  if (isa != attnlab::Isa::generic)
+    EXPECT_NE(b["blas_core"], "Prescott") << "the command restarts with OPENBLAS_CORETYPE set";
   expect_refused("bench --model " + kTiny.string() + " --tokens 17",
                  "--tokens: 17 is more than the model's 16 positions");
 }
