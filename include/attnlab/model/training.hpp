@@ -1,0 +1,60 @@
+// Training GPT-2: the loss, the gradient of every parameter written by hand (each layer's
+// backward beside its forward, as the forward pass shows its work), and AdamW.
+//
+// The parameters live in one flat vector, tensor after tensor in the order and with the
+// names of a GPT-2 checkpoint (parameter_tensors), so a training run saves as an ordinary
+// checkpoint that any GPT-2 reader loads. The code is written once for float (training)
+// and double (the tests check every gradient against central finite differences in
+// double, where the differences are exact enough to compare).
+#pragma once
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attnlab/model/gpt2.hpp"
+
+namespace attnlab {
+
+struct ParameterTensor {
+  std::string name;  // as in a checkpoint, without the "transformer." prefix
+  std::vector<std::size_t> shape;
+  std::size_t offset = 0, size = 0;  // in the flat parameter vector
+};
+
+// Every parameter tensor of a model of this config, in checkpoint order.
+std::vector<ParameterTensor> parameter_tensors(const Gpt2Config& config);
+std::size_t parameter_count(const Gpt2Config& config);
+
+template <class T>
+std::vector<T> flatten(const Gpt2Model& model);
+Gpt2Model unflatten(const Gpt2Config& config, std::span<const float> parameters);
+
+// Sequences of token ids, each predicting its own next token: position t's input is
+// ids[t], its target ids[t + 1] (n ids give n − 1 predictions).
+using Batch = std::vector<std::vector<int>>;
+
+struct TrainingOptions {
+  bool attention_only = false;  // no MLPs: their weights stay zero and are not run
+};
+
+// The mean next-token cross-entropy (nats) over every prediction of the batch, and its
+// gradient with respect to every parameter, written into `gradients` (same layout).
+template <class T>
+T loss_and_gradients(const Gpt2Config& config, std::span<const T> parameters, const Batch& batch,
+                     std::span<T> gradients, const TrainingOptions& options = {});
+
+// AdamW (Loshchilov & Hutter): m, v the running moments, decoupled weight decay, step t from 1.
+struct AdamW {
+  double learning_rate = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8, weight_decay = 0.0;
+  std::vector<float> m, v;
+  std::size_t t = 0;
+
+  // One update of `parameters` by `gradients`, with the learning rate `rate` for this step.
+  void step(std::span<float> parameters, std::span<const float> gradients, double rate);
+};
+
+// Scales the gradients so their norm is at most `max_norm`; returns the norm before.
+double clip_gradients(std::span<float> gradients, double max_norm);
+
+}  // namespace attnlab

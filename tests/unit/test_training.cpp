@@ -1,0 +1,102 @@
+// Training: every parameter's gradient against central finite differences (in double,
+// where the differences are exact to ~1e-9), the training loss against the inference
+// forward's (itself checked against NumPy), and AdamW against its formula.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "attnlab/core/rng.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/training.hpp"
+#include "compare.hpp"
+
+using namespace attnlab;
+
+namespace {
+
+const Gpt2Config kSmall{2, 2, 8, 8, 11, 32, 1e-5};  // L, H, d, positions, vocabulary, MLP width
+
+// Seeded parameters: LayerNorm gains near 1, everything else N(0, 0.3²), so no unit is
+// saturated and every gradient is far from zero.
+std::vector<double> random_parameters(const Gpt2Config& c, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<double> p(parameter_count(c));
+  for (const ParameterTensor& t : parameter_tensors(c)) {
+    const bool gain = t.name.ends_with("ln_1.weight") || t.name.ends_with("ln_2.weight") || t.name == "ln_f.weight";
+    for (std::size_t k = 0; k < t.size; ++k)
+      p[t.offset + k] = gain ? 1 + 0.2 * rng.normal() : 0.3 * rng.normal();
+  }
+  return p;
+}
+
+const Batch kBatch{{1, 4, 7, 1, 4, 7}, {10, 0, 3, 3, 9, 2, 5}};
+
+void expect_gradients_match_finite_differences(const Gpt2Config& c, const TrainingOptions& options) {
+  std::vector<double> p = random_parameters(c, 3);
+  if (options.attention_only)  // the MLPs hold zeros and are not run
+    for (const ParameterTensor& t : parameter_tensors(c))
+      if (t.name.find("mlp.") != std::string::npos) std::fill_n(p.begin() + t.offset, t.size, 0.0);
+  std::vector<double> g(p.size()), scratch(p.size());
+  loss_and_gradients<double>(c, p, kBatch, g, options);
+  const auto loss_at = [&](std::size_t k, double x) {
+    const double kept = p[k];
+    p[k] = x;
+    const double loss = loss_and_gradients<double>(c, p, kBatch, scratch, options);
+    p[k] = kept;
+    return loss;
+  };
+  SplitMix64 pick(9);
+  std::size_t checked = 0;
+  for (const ParameterTensor& t : parameter_tensors(c)) {
+    if (options.attention_only && t.name.find("mlp.") != std::string::npos) continue;
+    if (t.name.starts_with("h.") && t.name.find("ln_2") != std::string::npos && options.attention_only) continue;
+    for (int draw = 0; draw < 5; ++draw) {
+      const std::size_t k = t.offset + (draw == 0 ? 0 : draw == 1 ? t.size - 1 : pick.next() % t.size);
+      const double h = 1e-5, numeric = (loss_at(k, p[k] + h) - loss_at(k, p[k] - h)) / (2 * h);
+      EXPECT_NEAR(g[k], numeric, 1e-8 + 1e-5 * std::abs(numeric)) << t.name << " element " << (k - t.offset);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 80u) << "five entries of every tensor that takes part";
+}
+
+}  // namespace
+
+TEST(Training, EveryParametersGradientMatchesCentralFiniteDifferences) {
+  expect_gradients_match_finite_differences(kSmall, {});
+}
+
+TEST(Training, AttentionOnlyGradientsMatchFiniteDifferencesToo) {
+  expect_gradients_match_finite_differences(kSmall, {.attention_only = true});
+}
+
+TEST(Training, TheTrainingLossIsTheInferenceForwardsLoss) {
+  const std::vector<double> p = random_parameters(kSmall, 4);
+  std::vector<float> as_float(p.begin(), p.end()), g(p.size());
+  const Gpt2Model model = unflatten(kSmall, as_float);
+  EXPECT_EQ(flatten<float>(model), as_float) << "flatten and unflatten are inverse";
+  double expected = 0;
+  std::size_t predictions = 0;
+  for (const std::vector<int>& ids : kBatch) {
+    const ForwardResult r = gpt2_forward(model, std::span(ids).first(ids.size() - 1));
+    std::vector<int> shifted = ids;  // next_token_loss reads targets as ids[i + 1]
+    expected += next_token_loss(r, shifted, kSmall.vocab_size, 0, ids.size() - 1) * double(ids.size() - 1);
+    predictions += ids.size() - 1;
+  }
+  EXPECT_NEAR(loss_and_gradients<float>(kSmall, as_float, kBatch, g), expected / double(predictions), 1e-5);
+}
+
+TEST(Training, AdamWFollowsItsFormulaAndClippingBoundsTheNorm) {
+  AdamW adam;
+  adam.learning_rate = 0.1;
+  adam.weight_decay = 0.01;
+  std::vector<float> p{1.0f, -2.0f}, g{0.5f, -0.25f};
+  adam.step(p, g, 0.1);
+  // Step 1: m̂ = g, v̂ = g², so the update is lr·(g/(|g| + ε) + λ·p) = lr·(sign(g) + λp).
+  EXPECT_NEAR(p[0], 1.0 - 0.1 * (1.0 + 0.01 * 1.0), 1e-6);
+  EXPECT_NEAR(p[1], -2.0 - 0.1 * (-1.0 + 0.01 * -2.0), 1e-6);
+  std::vector<float> big{3.0f, 4.0f};
+  EXPECT_DOUBLE_EQ(clip_gradients(big, 1.0), 5.0);
+  EXPECT_NEAR(big[0], 0.6, 1e-7);
+  EXPECT_NEAR(big[1], 0.8, 1e-7);
+}
