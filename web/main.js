@@ -22,6 +22,7 @@ import { unpack } from './packed.js';
 import { bindCost, renderCost, syncCost } from './panel-cost.js';
 import { bindInterventions, renderInterventions } from './panel-interventions.js';
 import { bindKv, loadModels, renderKv, syncKv } from './panel-kv.js';
+import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
 import { clamp, maskGrid } from './selectors.js';
 import { getState, subscribe, update } from './state.js';
@@ -57,6 +58,7 @@ function inView(s) {
 function render(state) {
   const s = inView(state);
   renderControls(s);
+  renderModel(s);
   renderTokens(s);
   renderThumbnails(s);
   renderReadouts(s);
@@ -84,6 +86,7 @@ function sync(s) {
   syncProbe(s);
   syncCost(s);
   syncKv(s);
+  syncModel(s);
 }
 
 /** The scenarios, the server's version, the page's engine; then the default scenario. */
@@ -122,6 +125,7 @@ const hook = {
   get state() { return getState(); },
   update,
   loadScenario: traces.loadScenario,
+  loadModelHead: traces.loadModelHead,
   setQuery: actions.setQuery,
   setHead: actions.setHead,
   setTemperature: actions.setTemperature,
@@ -148,7 +152,9 @@ function init() {
   bindProbe();
   bindCost();
   bindKv();
+  bindModel();
   loadModels();
+  loadModel();
   update({});
   Object.defineProperty(window, 'attnlab', { value: hook, configurable: true });
   start();

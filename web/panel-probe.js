@@ -63,6 +63,11 @@ const job = {
   wait: null,
 };
 
+// A real model's head is wide (GPT-2 small: d_model 768), so its probe, which reruns the
+// head once per key token, takes seconds beyond MODEL_PROBE_AUTO_TOKENS tokens (about 13 s
+// at 256 tokens here): there it waits for a click instead of starting on every change.
+const MODEL_PROBE_AUTO_TOKENS = 64;
+
 /** Asks for the probe of the state as it is now (unless that is the one shown). */
 async function probeNow() {
   const s = getState();
@@ -75,6 +80,11 @@ async function probeNow() {
   }
   const { body, key } = probeRequest(s, t);
   if (s.probe.key === key && s.probe.status === 'done') return;
+  if (s.modelHead && t.source_tokens.length > MODEL_PROBE_AUTO_TOKENS && s.probe.force !== key) {
+    update({ probe: { ...s.probe, status: 'waiting', message: `The probe reruns this head once per key token: at \
+${t.source_tokens.length} tokens of a real model that takes seconds of the server's time.`, reply: null, key: null } });
+    return;
+  }
   try {
     /** @type {ProbeReply} */
     const reply = await api('api/probe', body);
@@ -256,7 +266,14 @@ export function renderProbe(s) {
   const last = shown.get(section);
   if (last && last.probe === pr && last.p === p) return;
   shown.set(section, { probe: pr, p });
-  if (pr.status === 'refused') {
+  if (pr.status === 'waiting') {
+    setAttr(section, 'data-state', 'waiting');
+    setHtml($('probe-summary'), html`${pr.message} <button type="button" id="probe-run" data-testid="probe-run">Probe this query</button>`);
+    for (const id of ['probe-table', 'probe-tau', 'probe-verdict', 'probe-cf']) setHtml($(id), html``);
+  } else if (pr.status === 'running') {
+    setAttr(section, 'data-state', 'running');
+    setHtml($('probe-summary'), html`Probing: the head runs once per key token…`);
+  } else if (pr.status === 'refused') {
     setAttr(section, 'data-state', 'refused');
     setHtml($('probe-summary'), html`${pr.message}`);
     for (const id of ['probe-table', 'probe-tau', 'probe-verdict', 'probe-cf']) setHtml($(id), html``);
@@ -282,6 +299,14 @@ export function bindProbe() {
     section.scrollIntoView({ block: 'start' });
     section.focus({ preventScroll: true });
   };
+  // a long model head's probe, asked for by hand (probeNow)
+  $('probe-summary').addEventListener('click', (e) => {
+    const s = getState();
+    const t = liveTrace(s);
+    if (!t || !(e.target instanceof Element) || !e.target.closest('#probe-run')) return;
+    update({ probe: { ...s.probe, status: 'running', force: probeRequest(s, t).key, message: '' } });
+    requests.run();
+  });
   $('probe-mislead').addEventListener('click', () => load('weights-mislead'));
   $('probe-agree').addEventListener('click', () => load('weights-agree'));
 }

@@ -19,6 +19,15 @@
  */
 export const clamp = (x, lo, hi) => Math.max(lo, Math.min(hi, x));
 
+/**
+ * The "scenario" of POST api/attention and api/probe: the bundled name, or the model's head.
+ * @param {State} s
+ * @returns {string | {model: import('./types.js').ModelHead}}
+ */
+export function scenarioOf(s) {
+  return s.modelHead ? { model: s.modelHead } : s.name || '';
+}
+
 /** Cross-attention: the keys are another sequence's tokens. @param {State} s */
 export function isCross(s) {
   return !!(s.base && s.base.source);

@@ -17,6 +17,7 @@ function initialState() {
   return {
     scenarios: [],
     name: null,
+    modelHead: null,
     base: null,
     causal: false,
     temperature: 1,
@@ -45,13 +46,14 @@ function initialState() {
     sentenceInput: '',
     seedInput: '1',
     guideStep: 0,
-    probe: { readout: '', epsilon: '0.01', status: 'idle', message: '', reply: null, key: null },
+    probe: { readout: '', epsilon: '0.01', status: 'idle', message: '', reply: null, key: null, force: null },
     cost: { n: 100000, dModel: '4096', heads: '32', layers: '32', dtype: 'f16', window: '4096', reply: null, body: null },
     kv: {
       models: [], model: 'llama-3-8b', dtype: 'f16', context: 8192, budget: '', reply: null,
       measured: null, measuring: false, measureStatus: '', measurePoints: null,
     },
     costError: null,
+    model: { info: null, input: '', request: null, run: null, runKey: null, ablate: [], ablated: null, sort: 'head', status: 'idle', message: '' },
   };
 }
 

@@ -10,7 +10,7 @@
 
 import { api, busy, messageOf } from './api.js';
 import * as engine from './engine.js';
-import { clamp, detailedHead, hasDetail, rowOf } from './selectors.js';
+import { clamp, detailedHead, hasDetail, rowOf, scenarioOf } from './selectors.js';
 import { getState, update } from './state.js';
 
 /**
@@ -67,7 +67,7 @@ function expectedShape(s) {
  */
 export function requestBody(s) {
   /** @type {RequestBody} */
-  const body = { scenario: s.name || '', options: requestOptions(s) };
+  const body = { scenario: scenarioOf(s), options: requestOptions(s) };
   const shape = expectedShape(s);
   if (shape && shape.n * shape.m * shape.H > LEAN_CELLS) {
     body.detail = 'weights';
@@ -81,7 +81,7 @@ export function requestBody(s) {
  * it starts a recompute.
  * @param {State} s
  */
-const requestKey = (s) => (s.base ? JSON.stringify([s.name, requestOptions(s)]) : null);
+const requestKey = (s) => (s.base ? JSON.stringify([scenarioOf(s), requestOptions(s)]) : null);
 
 // ---- the page's engine --------------------------------------------------------------------
 // A trace starts at the server, which also sends the attention problem behind it
@@ -334,7 +334,7 @@ export function loadScenario(name, { query } = {}) {
     const s = getState();
     jobs.requested = null; // a reload of the same scenario computes again
     update({
-      name, base,
+      name, base, modelHead: null,
       causal: !!base.causal,
       temperature: typeof base.temperature === 'number' ? base.temperature : 1,
       sentence: null, maskTokens: [], ablate: [], scale: [], replace: [], permute: null, removeHeads: [], addHeads: [],
@@ -343,6 +343,36 @@ export function loadScenario(name, { query } = {}) {
       sentenceInput: base.tokens.join(' '),
       trace: null, headDetail: {},
       probe: name === s.name ? s.probe : { ...s.probe, readout: '' },
+    });
+    await computed();
+  });
+}
+
+/**
+ * Loads head L.H of the server's model on `run`'s tokens (POST api/model/run answered
+ * `input`) as the scenario: the views, interventions and probe then work on it as on any
+ * other. Resolves once its trace is in.
+ * @param {import('./types.js').ModelInput} input
+ * @param {import('./types.js').ModelRun} run
+ * @param {number} layer
+ * @param {number} head
+ */
+export function loadModelHead(input, run, layer, head) {
+  return busy(async () => {
+    const s = getState();
+    const modelHead = { ...input, layer, head };
+    /** @type {import('./types.js').ScenarioFile} */
+    const base = {
+      name: `head ${layer}.${head}`,
+      description: `Head ${layer}.${head} of the model: its input is block ${layer}'s layer-normed residual stream, causal.`,
+      tokens: run.tokens, heads: [{}], causal: true, precision: 3,
+    };
+    jobs.requested = null;
+    update({
+      name: null, base, modelHead, causal: true, temperature: 1,
+      sentence: null, maskTokens: [], ablate: [], scale: [], replace: [], permute: null, removeHeads: [], addHeads: [],
+      head: 0, query: run.tokens.length - 1, sentenceInput: '', trace: null, headDetail: {},
+      probe: { ...s.probe, readout: '' },
     });
     await computed();
   });

@@ -104,7 +104,7 @@
 
 /**
  * @typedef {object} RequestBody
- * @property {string} scenario
+ * @property {string | {model: ModelHead}} scenario   a bundled name, or a head of the server's model
  * @property {RequestOptions} options
  * @property {'weights'} [detail]
  * @property {number[]} [detail_heads]
@@ -205,14 +205,62 @@
 /** GET api/models: the presets of `attnlab kv --model`. @typedef {{name: string, layers: number, kv_heads: number, head_dim: number, source: string}} ModelPreset */
 
 /**
+ * GET api/model (docs/api.md): the model `attnlab serve --model DIR` loaded, if any.
+ * @typedef {object} ModelInfo
+ * @property {boolean} loaded
+ * @property {string} [name]
+ * @property {number} [n_layer]
+ * @property {number} [n_head]
+ * @property {number} [n_embd]
+ * @property {number} [n_positions]
+ * @property {number} [vocab_size]
+ * @property {boolean} [tokenizer]
+ */
+/** A next-token guess: the id, its text as the model sees it, its probability. @typedef {{id: number, token: string, probability: number}} TokenGuess */
+/**
+ * One head's detector scores on the run's text; null where the pattern has no key there.
+ * @typedef {{layer: number, head: number, previous_token: number | null, duplicate_token: number | null,
+ *   induction: number | null}} HeadScore
+ */
+/**
+ * POST api/model/run's reply (docs/api.md).
+ * @typedef {object} ModelRun
+ * @property {number[]} ids
+ * @property {string[]} tokens             the model's token texts, leading spaces kept
+ * @property {TokenGuess[]} top_k          after the last token
+ * @property {TokenGuess[] | null} top_k_ablated
+ * @property {string[]} ablated
+ * @property {HeadScore[]} heads           layer by layer
+ * @property {number[][][][] | null} weights  [layer][head][n][n], 4 decimals
+ */
+/** What the model runs on: text (with a tokenizer) or token ids. @typedef {{text?: string, ids?: number[]}} ModelInput */
+/** A head of the model on an input: the scenario {"model": ModelHead} of POST api/attention. @typedef {ModelInput & {layer: number, head: number}} ModelHead */
+/** How the model panel orders its heads. @typedef {'head' | 'previous_token' | 'duplicate_token' | 'induction'} HeadSort */
+/**
+ * The model panel's part of the state.
+ * @typedef {object} ModelState
+ * @property {ModelInfo | null} info       null until GET api/model answers
+ * @property {string} input                the text box, as typed
+ * @property {ModelInput | null} request   what the panel asks the model to run
+ * @property {ModelRun | null} run         the last run answered
+ * @property {string | null} runKey        the request `run` answers (JSON)
+ * @property {string[]} ablate             heads picked for ablation, "L.H"
+ * @property {{key: string, topK: TokenGuess[]} | null} ablated  the next token with them ablated, for `key`
+ * @property {HeadSort} sort
+ * @property {'idle' | 'running' | 'done' | 'error'} status
+ * @property {string} message              the input's or the server's error
+ */
+
+/**
  * The probe panel's part of the state.
  * @typedef {object} ProbeState
  * @property {string} readout            the readout picked ('' for the scenario's default)
  * @property {string} epsilon            the counterfactual's ε, as typed
- * @property {'idle' | 'done' | 'error' | 'refused'} status
+ * @property {'idle' | 'done' | 'error' | 'refused' | 'waiting' | 'running'} status   waiting: for a click (a long model head)
  * @property {string} message            the refusal or the error
  * @property {ProbeReply | null} reply   the last probe the API answered
  * @property {string | null} key         what it answered (probe body and token count)
+ * @property {string | null} force       a probe asked for by hand (its key), where it waits for a click
  */
 
 /**
@@ -248,8 +296,9 @@
  * Indices of interventions are the baseline's tokens and heads (docs/interventions.md).
  * @typedef {object} State
  * @property {ScenarioInfo[]} scenarios
- * @property {string | null} name          the bundled scenario
- * @property {ScenarioFile | null} base    its file
+ * @property {string | null} name          the bundled scenario (null while a model's head is shown)
+ * @property {ModelHead | null} modelHead  the model's head shown instead (docs/api.md, {"model": ...})
+ * @property {ScenarioFile | null} base    its file (for a model's head, one the page makes)
  * @property {boolean} causal
  * @property {number} temperature
  * @property {string | null} sentence      null: the scenario's own tokens
@@ -280,6 +329,7 @@
  * @property {ProbeState} probe
  * @property {CostState} cost
  * @property {KvState} kv
+ * @property {ModelState} model
  * @property {string | null} costError     the cost and KV panels' error line
  */
 

@@ -22,8 +22,14 @@ function renderScenario(s) {
   const sel = byId('scenario-select', HTMLSelectElement);
   setOptions(sel, s.scenarios.map((x) => [x.name, x.name, x.description || '']), s.scenarios.map((x) => x.name).join('\u0000'));
   if (s.name !== null) setValue(sel, s.name); // while it is focused, the choice is the user's (a load is on its way)
+  else if (s.modelHead) setValue(sel, ''); // a model's head: no bundled scenario is picked
   setText($('scenario-desc'), s.base ? s.base.description || '' : '');
-  setValue(byId('sentence-input', HTMLInputElement), s.sentenceInput);
+  const sentence = byId('sentence-input', HTMLInputElement);
+  setValue(sentence, s.sentenceInput);
+  // a model's head has the model's tokens (the Model panel's text) and its one head
+  const model = !!s.modelHead;
+  for (const el of [sentence, byId('sentence-apply', HTMLButtonElement), byId('sentence-reset', HTMLButtonElement),
+    byId('add-head', HTMLButtonElement)]) setFlag(el, 'disabled', model);
 }
 
 /** @param {State} s */
@@ -47,7 +53,7 @@ function renderHeadControls(s) {
   setValue(byId('seed-input', HTMLInputElement), s.seedInput);
   const t = s.trace;
   if (!t) return;
-  setFlag(byId('remove-head', HTMLButtonElement), 'disabled', t.heads.length <= 1);
+  setFlag(byId('remove-head', HTMLButtonElement), 'disabled', t.heads.length <= 1 || !!s.modelHead);
   setFlag(byId('restore-heads', HTMLButtonElement), 'disabled', !s.removeHeads.length && !s.addHeads.length);
   setText($('view-head-name'), `${s.head} “${t.heads[s.head].name}”`);
   setText($('view-head-count'), `(${s.head + 1} of ${t.heads.length})`);

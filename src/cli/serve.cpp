@@ -1,4 +1,5 @@
-// attnlab serve [--host 127.0.0.1] [--port 8080] [--open]: the lab in a browser.
+// attnlab serve [--host 127.0.0.1] [--port 8080] [--open] [--model DIR]: the lab in a
+// browser, with a real model as a source when --model names a GPT-2 directory.
 #include <malloc.h>
 #include <atomic>
 #include <csignal>
@@ -7,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "attnlab/model/model_dir.hpp"
 #include "attnlab/server/server.hpp"
 #include "common.hpp"
 
@@ -31,12 +33,17 @@ Command serve_command(CLI::App& parent) {
     std::string host = "127.0.0.1";
     int port = 8080;
     bool open = false;
+    std::string model;  // a GPT-2 directory (docs/models.md), or none
   };
   auto state = std::make_shared<State>();
   CLI::App* app = parent.add_subcommand("serve", "Serve the lab's page and JSON API (docs/api.md)");
   app->add_option("--host", state->host, "Address to listen on (default: this machine only)")->capture_default_str();
   app->add_option("--port", state->port, "Port to listen on; 0 picks a free one")->capture_default_str();
   app->add_flag("--open", state->open, "Open the lab in the default browser");
+  app->add_option("--model", state->model,
+                  "A GPT-2 directory (config.json, model.safetensors, optionally vocab.json and merges.txt): the "
+                  "lab gets a Model source (docs/models.md)")
+      ->check(CLI::ExistingDirectory);
   return {app, [state]() {
             // Ctrl-C and SIGTERM are taken by a watcher thread that stops the server cleanly.
             sigset_t stop_signals;
@@ -46,11 +53,19 @@ Command serve_command(CLI::App& parent) {
             pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
             keep_freed_memory();
-            LabServer server;
+            // The model is loaded (and checked) once, before the port is taken: a broken
+            // directory exits with code 2 and the loader's message, as `attnlab model` does.
+            std::shared_ptr<const ModelDir> model;
+            if (!state->model.empty()) model = std::make_shared<const ModelDir>(open_model_dir(state->model));
+            LabServer server(model);
             const int port = server.bind(state->host, state->port);
             const std::string url = fmt::format("http://{}:{}/", state->host, port);
             fmt::print("{}\n", url);
             fmt::print("attnlab lab: open {} in a browser; Ctrl-C stops the server\n", url);
+            if (model)
+              fmt::print("model: {} ({} layers × {} heads, d_model {}, {} positions{})\n", state->model,
+                         model->model.config.n_layer, model->model.config.n_head, model->model.config.n_embd,
+                         model->model.config.n_positions, model->tokenizer ? "" : ", no tokenizer: token ids");
             std::fflush(stdout);
             if (state->open && std::system(fmt::format("xdg-open '{}' >/dev/null 2>&1 &", url).c_str()) != 0)
               fmt::print("could not start a browser; open the URL above by hand\n");

@@ -67,8 +67,8 @@ Gpt2Config read_gpt2_config(const std::string& path) {
   }
   if (!doc.is_object()) fail(path, "not a JSON object");
   Gpt2Config c;
-  c.n_layer = config_count(doc, "n_layer", kMaxModelLayers, path);
-  c.n_head = config_count(doc, "n_head", kMaxModelHeads, path);
+  c.n_layer = config_count(doc, "n_layer", kMaxCheckpointLayers, path);
+  c.n_head = config_count(doc, "n_head", kMaxCheckpointHeads, path);
   c.n_embd = config_count(doc, "n_embd", kMaxModelWidth, path);
   c.n_positions = config_count(doc, "n_positions", kMaxModelPositions, path);
   c.vocab_size = config_count(doc, "vocab_size", kMaxModelVocabulary, path);

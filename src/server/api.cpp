@@ -24,6 +24,7 @@
 #include "attnlab/report/trace_json.hpp"
 #include "attnlab/scenario/interventions.hpp"
 #include "attnlab/scenario/scenario.hpp"
+#include "model_api.hpp"
 
 namespace attnlab {
 
@@ -35,12 +36,9 @@ namespace {
 // known ones, so a misspelt field never passes silently.
 void refuse_unknown_keys(const json& object, std::initializer_list<const char*> known, const std::string& prefix = "",
                          std::string_view what = "field") {
-  std::string names;
-  for (const char* k : known)
-    names += (names.empty() ? "" : ", ") + std::string(k);
   for (const auto& [key, value] : object.items())
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
-      fail(prefix + key, fmt::format("unknown {} (known: {})", what, names));
+      fail(prefix + key, fmt::format("unknown {} (known: {})", what, fmt::join(known, ", ")));
 }
 
 std::size_t as_index(const json& j, std::string_view field) {
@@ -57,19 +55,22 @@ std::vector<std::size_t> as_index_list(const json& j, std::string_view field) {
   return out;
 }
 
-Scenario requested_scenario(const json& request) {
+Scenario requested_scenario(const json& request, const ModelDir* model) {
   if (!request.contains("scenario"))
     fail("scenario", "missing; give a bundled name (e.g. \"three-tokens\") or a scenario object");
   const json& s = request["scenario"];
   if (s.is_string()) {
     const std::string name = s.get<std::string>();
     if (const auto text = api_scenario_file(name)) return parse_scenario(*text, name + ".json");
-    std::string names;
-    for (const auto& b : bundled_scenarios())
-      names += (names.empty() ? "" : ", ") + b.name;
-    fail("scenario", fmt::format("unknown scenario \"{}\"; the bundled ones are: {}", name, names));
+    fail("scenario", fmt::format("unknown scenario \"{}\"; the bundled ones are: {}", name,
+                                 fmt::join(bundled_scenario_names(), ", ")));
   }
   if (!s.is_object()) fail("scenario", "expected a bundled scenario name or a scenario object");
+  // {"model": {...}}: a head of the loaded model (model_api.cpp)
+  if (s.contains("model")) {
+    if (s.size() != 1) fail("scenario", "a model's head is {\"model\": {...}} alone, without scenario fields");
+    return model_head_request(model, s["model"], "scenario.model");
+  }
   try {
     return scenario_from_json(s);
   } catch (const InputError& e) {
@@ -196,8 +197,8 @@ Interventions requested_interventions(const json& options) {
 }
 
 // The experiment a request describes: its scenario, edits, interventions and kernel.
-Experiment requested_experiment(const json& request) {
-  Experiment e{requested_scenario(request), {}, {}, KernelKind::reference, "options"};
+Experiment requested_experiment(const json& request, const ModelDir* model) {
+  Experiment e{requested_scenario(request, model), {}, {}, KernelKind::reference, "options"};
   if (request.contains("kernel")) {
     if (!request["kernel"].is_string()) fail("kernel", "expected \"reference\" or \"tiled\"");
     e.kernel = kernel_named(request["kernel"].get<std::string>(), "kernel");
@@ -209,6 +210,14 @@ Experiment requested_experiment(const json& request) {
                       {"causal", "temperature", "window", "mask_tokens", "permute", "sentence", "add_random_heads",
                        "remove_heads", "ablate_heads", "scale_heads", "replace_tokens"},
                       "options.", "option");
+  // A model's head has the model's tokens and one head: a sentence through the word table,
+  // or heads added and removed, would no longer be that head on that text.
+  if (request["scenario"].is_object() && request["scenario"].contains("model"))
+    for (const char* key : {"sentence", "add_random_heads", "remove_heads"})
+      if (options.contains(key))
+        fail(fmt::format("options.{}", key),
+             "means nothing for a model's head (its tokens are the model's, its one head the model's); change "
+             "scenario.model.text, .layer or .head instead");
   e.edits = requested_edits(options);
   e.interventions = requested_interventions(options);
   return e;
@@ -256,7 +265,8 @@ void check_detail_heads(const std::optional<std::vector<std::size_t>>& keep, std
 }
 
 // The reply of POST /api/attention, its matrices written by write_matrix.
-json attention_reply(const json& request, const std::function<json(const Matrix&)>& write_matrix) {
+json attention_reply(const json& request, const ModelDir* model,
+                     const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
   refuse_unknown_keys(request,
                       {"scenario", "options", "kernel", "detail", "detail_heads", "encoding", "attention_input"});
@@ -266,7 +276,7 @@ json attention_reply(const json& request, const std::function<json(const Matrix&
     with_input = request["attention_input"];
   }
   const TraceJsonOptions written{.detail_heads = requested_detail_heads(request), .write_matrix = write_matrix};
-  const Experiment experiment = requested_experiment(request);
+  const Experiment experiment = requested_experiment(request, model);
   if (with_input && experiment.kernel == KernelKind::tiled)
     fail("attention_input", "is given with the reference kernel only; drop \"kernel\"");
   // Priced before anything runs (interventions keep the shape).
@@ -287,6 +297,15 @@ json attention_reply(const json& request, const std::function<json(const Matrix&
   for (std::size_t h = 0; h < s.heads.size(); ++h)
     reply["heads"][h]["random_seed"] = s.heads[h].random_seed ? json(*s.heads[h].random_seed) : json(nullptr);
   reply["scenario_json"] = scenario_to_json(s);
+  // A model's head: its scenario is the request that makes it, with the settings the page
+  // reads; the full one would carry n × d_model embeddings and d_model-wide projections as
+  // text (7 MB for GPT-2 small at 256 tokens) that nothing reads.
+  if (request["scenario"].is_object() && request["scenario"].contains("model")) {
+    json& sj = reply["scenario_json"];
+    sj.erase("embeddings");
+    sj.erase("heads");
+    sj["model"] = request["scenario"]["model"];
+  }
   reply["intervention"] = result.intervention ? intervention_to_json(*result.intervention) : json(nullptr);
   if (with_input) reply["attention_input"] = input_document(s, attention_input(s), write_matrix);
   return reply;
@@ -301,25 +320,25 @@ bool wants_packed_reply(const json& request) {
                                request["encoding"].dump()));
 }
 
-json api_attention(const json& request) {
+json api_attention(const json& request, const ModelDir* model) {
   wants_packed_reply(request);  // an unknown encoding is refused here too
-  return attention_reply(request, matrix_to_json);
+  return attention_reply(request, model, matrix_to_json);
 }
 
-std::string api_attention_packed(const json& request) {
+std::string api_attention_packed(const json& request, const ModelDir* model) {
   PackedArrays arrays;
-  const json header = attention_reply(request, [&arrays](const Matrix& m) { return arrays.add(m); });
+  const json header = attention_reply(request, model, [&arrays](const Matrix& m) { return arrays.add(m); });
   return pack_reply(header, arrays);
 }
 
-json api_probe(const json& request) {
+json api_probe(const json& request, const ModelDir* model) {
   if (!request.is_object())
     fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}, \"query\": I, \"readout\": \"...\"}");
   refuse_unknown_keys(request, {"scenario", "options", "query", "readout", "head", "epsilon"});
   std::optional<std::size_t> query;
   if (request.contains("query") && !request["query"].is_null()) query = as_index(request["query"], "query");
   // The query names a token of the scenario before any permutation; the permutation carries it.
-  const ExperimentResult experiment = run_experiment(requested_experiment(request), [&](Scenario& baseline) {
+  const ExperimentResult experiment = run_experiment(requested_experiment(request, model), [&](Scenario& baseline) {
     if (!query) return;
     if (*query >= baseline.n())
       fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", *query, baseline.n() - 1));

@@ -9,6 +9,7 @@
 
 #include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/model/model_dir.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "attnlab/server/api.hpp"
 
@@ -56,9 +57,14 @@ std::string content_type(std::string_view name) {
 
 struct LabServer::Impl {
   httplib::Server http;
+  std::shared_ptr<const ModelDir> model;  // null: the lab without a model
 };
 
-LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
+LabServer::LabServer() : LabServer(nullptr) {}
+
+LabServer::LabServer(std::shared_ptr<const ModelDir> model) : impl_(std::make_unique<Impl>()) {
+  impl_->model = std::move(model);
+  const ModelDir* m = impl_->model.get();  // lives as long as the server
   httplib::Server& http = impl_->http;
   http.set_payload_max_length(kMaxRequestBytes);
   // Without it, the last segment of a reply can wait for the client's delayed ACK
@@ -80,20 +86,35 @@ LabServer::LabServer() : impl_(std::make_unique<Impl>()) {
     }
     reply_error(res, 404, fmt::format("unknown scenario \"{}\"; GET /api/scenarios lists the bundled ones", name));
   });
-  http.Post("/api/attention", [](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/api/attention", [m](const httplib::Request& req, httplib::Response& res) {
     try {
       const json request = parse_json_document(req.body, "request body");
       if (wants_packed_reply(request))
-        res.set_content(api_attention_packed(request), kPacked);
+        res.set_content(api_attention_packed(request, m), kPacked);
       else
-        reply_json(res, 200, api_attention(request));
+        reply_json(res, 200, api_attention(request, m));
+    } catch (const InputError& e) {
+      reply_input_error(res, e);
+    }
+  });
+  http.Post("/api/probe", [m](const httplib::Request& req, httplib::Response& res) {
+    try {
+      reply_json(res, 200, api_probe(parse_json_document(req.body, "request body"), m));
+    } catch (const InputError& e) {
+      reply_input_error(res, e);
+    }
+  });
+  // The model (docs/api.md): what is loaded, and a run of it (written as text already).
+  http.Get("/api/model", [m](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_model(m)); });
+  http.Post("/api/model/run", [m](const httplib::Request& req, httplib::Response& res) {
+    try {
+      res.set_content(api_model_run(m, parse_json_document(req.body, "request body")), kJson);
     } catch (const InputError& e) {
       reply_input_error(res, e);
     }
   });
   // The other POST endpoints: a JSON body in, the API function's JSON out.
-  for (const auto& [path, api] :
-       {std::pair{"/api/probe", &api_probe}, std::pair{"/api/cost", &api_cost}, std::pair{"/api/kv", &api_kv}})
+  for (const auto& [path, api] : {std::pair{"/api/cost", &api_cost}, std::pair{"/api/kv", &api_kv}})
     http.Post(path, [api](const httplib::Request& req, httplib::Response& res) {
       try {
         reply_json(res, 200, api(parse_json_document(req.body, "request body")));

@@ -24,10 +24,11 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-
 
 const BIN = process.env.ATTNLAB_BIN || path.join(__dirname, '..', '..', 'build', 'attnlab');
 
-async function serverUrl() {
-  if (process.env.ATTNLAB_URL) return { url: process.env.ATTNLAB_URL.replace(/\/+$/, ''), stop: async () => {} };
+// serveArgs (e.g. ['--model', DIR]): always a server of the test's own, started with them.
+async function serverUrl(serveArgs = null) {
+  if (process.env.ATTNLAB_URL && !serveArgs) return { url: process.env.ATTNLAB_URL.replace(/\/+$/, ''), stop: async () => {} };
   if (!fs.existsSync(BIN)) throw new Error(`${BIN} not found: build attnlab (scripts/setup.sh) or set ATTNLAB_URL to a running server`);
-  const server = spawn(BIN, ['serve', '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const server = spawn(BIN, ['serve', '--port', '0', ...(serveArgs || [])], { stdio: ['ignore', 'pipe', 'inherit'] });
   const url = await new Promise((resolve, reject) => {
     let out = '';
     server.stdout.on('data', (chunk) => {
@@ -41,11 +42,11 @@ async function serverUrl() {
   return { url, stop: () => new Promise((r) => { server.once('exit', r); server.kill('SIGTERM'); }) };
 }
 
-// One browser for a test file: {context, url, newPage, close}.
-async function openBrowser() {
+// One browser for a test file: {context, url, newPage, close}. serveArgs: as serverUrl's.
+async function openBrowser({ serveArgs = null } = {}) {
   if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium) or set ATTNLAB_CHROMIUM`);
   fs.mkdirSync(ARTIFACTS, { recursive: true });
-  const server = await serverUrl();
+  const server = await serverUrl(serveArgs);
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-e2e-profile-'));
   const downloads = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-e2e-downloads-'));
   const context = await chromium.launchPersistentContext(profile, {

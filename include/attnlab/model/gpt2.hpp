@@ -26,7 +26,7 @@ struct Gpt2Config {
 };
 
 // Limits a config must respect before anything is allocated (a checkpoint is untrusted).
-inline constexpr std::size_t kMaxModelLayers = 256, kMaxModelHeads = 256, kMaxModelWidth = 16384,
+inline constexpr std::size_t kMaxCheckpointLayers = 256, kMaxCheckpointHeads = 256, kMaxModelWidth = 16384,
                              kMaxModelPositions = 1 << 20, kMaxModelVocabulary = 1 << 20;
 inline constexpr std::size_t kMaxModelParameters = 16'000'000'000;
 

@@ -11,6 +11,8 @@
 
 namespace attnlab {
 
+struct ModelDir;  // attnlab/model/model_dir.hpp: the model `attnlab serve --model DIR` loaded
+
 // The API refuses traces larger than this (Σ over heads of n·m score cells): the reply
 // carries every intermediate of every cell. `attnlab run --json` has no such limit.
 inline constexpr std::size_t kMaxApiTraceCells = 1u << 18;
@@ -30,14 +32,16 @@ std::optional<std::string_view> api_scenario_file(std::string_view name);
 // "encoding": "packed" asks for the packed reply instead (attnlab/report/packed_reply.hpp): the
 // same document with its matrices as raw doubles. api_attention always writes JSON and
 // api_attention_packed the packed bytes; the server picks by wants_packed_reply.
-nlohmann::json api_attention(const nlohmann::json& request);
+// With a model loaded, "scenario" may also be {"model": {"text" | "ids", "layer", "head"}}:
+// head L.H of the model on that text, as a scenario (model_api.cpp, docs/api.md).
+nlohmann::json api_attention(const nlohmann::json& request, const ModelDir* model = nullptr);
 bool wants_packed_reply(const nlohmann::json& request);  // throws InputError for an unknown encoding
-std::string api_attention_packed(const nlohmann::json& request);
+std::string api_attention_packed(const nlohmann::json& request, const ModelDir* model = nullptr);
 
 // POST /api/probe: {"scenario", "options", "query", "readout", "head", "epsilon"} -> the
 // probe of one query (weights, value-weighted weights, erasure, gradient × input, Kendall τ,
 // Serrano & Smith's test, Jain & Wallace's counterfactual) plus "intervention".
-nlohmann::json api_probe(const nlohmann::json& request);
+nlohmann::json api_probe(const nlohmann::json& request, const ModelDir* model = nullptr);
 
 // What long context costs (docs/api.md, docs/cost-and-kv.md): the numbers `attnlab cost`
 // and `attnlab kv` print, from the same library functions. "measure": true runs the
@@ -57,5 +61,23 @@ nlohmann::json api_models();
 // "layers", "kv_heads", "head_dim", "heads", "d_model", "params", "measure",
 // "measure_layers"} -> {"model": {...}, "rows": [...], "budget", "measured"}.
 nlohmann::json api_kv(const nlohmann::json& request);
+
+// ---- the lab with a model (`attnlab serve --model DIR`, docs/api.md) ----------------------
+
+// POST /api/model/run refuses texts whose attention weights (layers × heads × n²) exceed
+// this: GPT-2 small (12 × 12) at 256 tokens is 9.4 million, 22 MB of JSON; at 342 it
+// would be refused.
+inline constexpr std::size_t kMaxApiModelWeights = std::size_t{1} << 24;
+
+// GET /api/model -> {"loaded": false} or {"loaded": true, "name", "n_layer", "n_head",
+// "n_embd", "n_positions", "vocab_size", "tokenizer"}.
+nlohmann::json api_model(const ModelDir* model);
+
+// POST /api/model/run: {"text" | "ids", "ablate": ["L.H"], "top_k": K, "weights": bool} ->
+// the reply's JSON text: {"ids", "tokens", "top_k", "top_k_ablated", "ablated", "heads"
+// (detector scores on this text), "weights" ([layer][head][n][n], 4 decimals)}. Written as
+// text, not as a json value: the weights are millions of numbers. InputError naming
+// "model" when no model is loaded.
+std::string api_model_run(const ModelDir* model, const nlohmann::json& request);
 
 }  // namespace attnlab

@@ -5,9 +5,14 @@
 
 namespace attnlab {
 
+struct ModelDir;  // attnlab/model/model_dir.hpp
+
 class LabServer {
  public:
   LabServer();
+  // The lab with a real model as a source (`attnlab serve --model DIR`): GET /api/model,
+  // POST /api/model/run, and {"model": {...}} scenarios in /api/attention and /api/probe.
+  explicit LabServer(std::shared_ptr<const ModelDir> model);
   ~LabServer();
 
   // Binds to host:port (port 0 picks a free one) and returns the port bound. Throws

@@ -1,0 +1,318 @@
+// The lab with a real model (`attnlab serve --model DIR`, docs/api.md): GET /api/model,
+// POST /api/model/run, and a head of the model as the scenario of POST /api/attention.
+//
+// Every request is priced before the forward pass runs: at most the model's positions,
+// at most kMaxApiModelWeights attention weights (L × H × n²) for a run, at most
+// kMaxApiTraceCells score cells for one head's trace. The last forward pass is kept, so
+// that clicking through the heads of one text runs the model once.
+#include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+
+#include "attnlab/core/error.hpp"
+#include "attnlab/model/detectors.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/model_dir.hpp"
+#include "attnlab/scenario/model_head.hpp"
+#include "attnlab/server/api.hpp"
+#include "model_api.hpp"
+
+namespace attnlab {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kNoModel = "no model is loaded; start the server with --model DIR (docs/models.md)";
+
+const ModelDir& loaded(const ModelDir* model) {
+  if (!model) fail("model", kNoModel);
+  return *model;
+}
+
+// The directory's base name ("models/gpt2/" -> "gpt2").
+std::string model_name(const ModelDir& m) {
+  const std::filesystem::path p = std::filesystem::path(m.dir).lexically_normal();
+  const std::string name = p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
+  return name.empty() ? m.dir : name;
+}
+
+// Text as JSON can carry it: a byte-level BPE token may be part of a UTF-8 sequence (the
+// first byte of "é", say), and such bytes become U+FFFD.
+std::string valid_utf8(const std::string& text) {
+  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+}
+
+// The token ids a request runs on: `text` through the model's tokenizer, or `ids` as given;
+// one of them, at least one token and at most the model's positions. Errors name
+// prefix + "text" or prefix + "ids".
+std::vector<int> requested_ids(const ModelDir& m, const json& spec, const std::string& prefix) {
+  const Gpt2Config& c = m.model.config;
+  const bool has_text = spec.contains("text"), has_ids = spec.contains("ids");
+  if (has_text == has_ids)
+    fail(prefix + (has_text ? "ids" : "text"),
+         has_text ? "give \"text\" or \"ids\", not both" : "missing; give \"text\": \"...\" or \"ids\": [token ids]");
+  std::vector<int> ids;
+  if (has_text) {
+    const std::string field = prefix + "text";
+    if (!spec["text"].is_string()) fail(field, "expected a string");
+    if (!m.tokenizer)
+      fail(field, fmt::format("the model {} has no tokenizer (vocab.json and merges.txt); give \"ids\" instead",
+                              model_name(m)));
+    try {
+      ids = encode_text(m, spec["text"].get<std::string>());
+    } catch (const InputError& e) {
+      throw e.renamed(field);
+    }
+    if (ids.empty()) fail(field, "no tokens; type some text");
+    if (ids.size() > c.n_positions)
+      fail(field, fmt::format("{} tokens is more than the model's {} positions; use a shorter text", ids.size(),
+                              c.n_positions));
+    return ids;
+  }
+  const std::string field = prefix + "ids";
+  const json& list = spec["ids"];
+  if (!list.is_array()) fail(field, "expected a list of token ids, e.g. [3, 17, 5]");
+  if (list.empty()) fail(field, "no tokens; give at least one id");
+  if (list.size() > c.n_positions)
+    fail(field, fmt::format("{} tokens is more than the model's {} positions", list.size(), c.n_positions));
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    const json& id = list[k];
+    if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<std::int64_t>() < 0) ||
+        id.get<std::uint64_t>() >= c.vocab_size)
+      fail(fmt::format("{}[{}]", field, k), fmt::format("{} is not a token id of this model; ids run from 0 to {}",
+                                                        id.dump().substr(0, 24), c.vocab_size - 1));
+    ids.push_back(id.get<int>());
+  }
+  return ids;
+}
+
+// The field a request gave its tokens in, for errors about how many there are.
+std::string tokens_field(const json& spec, const std::string& prefix) {
+  return prefix + (spec.contains("text") ? "text" : "ids");
+}
+
+// The last forward pass with its weights kept: the page asks for /api/model/run and then
+// for heads of the same text, one by one.
+struct ForwardCache {
+  std::mutex mutex;
+  const ModelDir* model = nullptr;
+  std::vector<int> ids;
+  std::shared_ptr<const ForwardResult> result;
+};
+ForwardCache forward_cache;
+
+std::shared_ptr<const ForwardResult> forward_with_weights(const ModelDir& m, const std::vector<int>& ids) {
+  {
+    const std::lock_guard<std::mutex> lock(forward_cache.mutex);
+    if (forward_cache.model == &m && forward_cache.ids == ids) return forward_cache.result;
+  }
+  auto result = std::make_shared<const ForwardResult>(gpt2_forward(m.model, ids, {.keep_attention = true}));
+  const std::lock_guard<std::mutex> lock(forward_cache.mutex);
+  forward_cache.model = &m;
+  forward_cache.ids = ids;
+  forward_cache.result = result;
+  return result;
+}
+
+std::size_t as_index(const json& j, const std::string& field) {
+  if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
+    fail(field, fmt::format("expected a whole number >= 0 but got {}", j.dump().substr(0, 24)));
+  return j.get<std::size_t>();
+}
+
+void refuse_unknown(const json& object, std::initializer_list<const char*> known, const std::string& prefix) {
+  for (const auto& [key, value] : object.items())
+    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
+      fail(prefix + key, fmt::format("unknown field (known: {})", fmt::join(known, ", ")));
+}
+
+// The next-token distribution at the last position, as the reply writes it.
+json top_k_json(const ModelDir& m, const ForwardResult& r, std::size_t k) {
+  const std::size_t vocab = m.model.config.vocab_size;
+  json out = json::array();
+  for (const TokenProbability& t : top_k({r.logits.data() + (r.n - 1) * vocab, vocab}, k))
+    out.push_back({{"id", t.id}, {"token", valid_utf8(token_texts(m, {t.id})[0])}, {"probability", t.probability}});
+  return out;
+}
+
+// A detector score, null where the pattern has no key on this text (no token repeats,
+// say): there is nothing to score.
+json score_json(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
+
+// Appends a weight in [0, 1] rounded to 4 decimals, written as JSON writes the double
+// nearest to it ("0.1234", "0.05", "0", "1"): millions of them, so without a formatter.
+void append_weight(std::string& out, float w) {
+  const long k = std::lround(std::clamp(static_cast<double>(w), 0.0, 1.0) * 1e4);
+  if (k == 0) {
+    out += '0';
+    return;
+  }
+  if (k >= 10000) {
+    out += '1';
+    return;
+  }
+  char digits[4] = {static_cast<char>('0' + k / 1000), static_cast<char>('0' + k / 100 % 10),
+                    static_cast<char>('0' + k / 10 % 10), static_cast<char>('0' + k % 10)};
+  int last = 3;
+  while (digits[last] == '0')
+    --last;
+  out += "0.";
+  out.append(digits, static_cast<std::size_t>(last + 1));
+}
+
+// [layer][head][n][n], each weight to 4 decimals.
+void append_weights(std::string& out, const ForwardResult& r, std::size_t heads) {
+  const std::size_t n = r.n;
+  out.reserve(out.size() + r.attention.size() * heads * n * n * 7);
+  out += '[';
+  for (std::size_t l = 0; l < r.attention.size(); ++l) {
+    out += l ? ",[" : "[";
+    for (std::size_t h = 0; h < heads; ++h) {
+      out += h ? ",[" : "[";
+      for (std::size_t i = 0; i < n; ++i) {
+        out += i ? ",[" : "[";
+        const float* row = r.attention[l].data() + (h * n + i) * n;
+        for (std::size_t j = 0; j < n; ++j) {
+          if (j) out += ',';
+          append_weight(out, row[j]);
+        }
+        out += ']';
+      }
+      out += ']';
+    }
+    out += ']';
+  }
+  out += ']';
+}
+
+}  // namespace
+
+Scenario model_head_request(const ModelDir* model, const json& spec, const std::string& field) {
+  const ModelDir& m = loaded(model);
+  const Gpt2Config& c = m.model.config;
+  if (!spec.is_object()) fail(field, "expected {\"text\": \"...\" (or \"ids\": [...]), \"layer\": L, \"head\": H}");
+  const std::string prefix = field + ".";
+  refuse_unknown(spec, {"text", "ids", "layer", "head"}, prefix);
+  for (const char* key : {"layer", "head"})
+    if (!spec.contains(key)) fail(prefix + key, "missing; name the head as \"layer\": L, \"head\": H (0-based)");
+  const HeadRef head{as_index(spec["layer"], prefix + "layer"), as_index(spec["head"], prefix + "head")};
+  if (head.layer >= c.n_layer)
+    fail(prefix + "layer",
+         fmt::format("layer {} does not exist; the model has layers 0 to {}", head.layer, c.n_layer - 1));
+  if (head.head >= c.n_head)
+    fail(prefix + "head",
+         fmt::format("head {} does not exist; the model has heads 0 to {} per layer", head.head, c.n_head - 1));
+  const std::vector<int> ids = requested_ids(m, spec, prefix);
+  const std::size_t n = ids.size();
+  if (n * n > kMaxApiTraceCells)
+    fail(tokens_field(spec, prefix),
+         fmt::format("{} tokens is {} score cells; a head's trace has at most {} (512 tokens); use `attnlab model "
+                     "run --layer --head` for longer texts",
+                     n, n * n, kMaxApiTraceCells));
+  const std::shared_ptr<const ForwardResult> r = forward_with_weights(m, ids);
+  std::vector<std::string> tokens;
+  for (const std::string& t : token_texts(m, ids))
+    tokens.push_back(valid_utf8(t));
+  return model_head_scenario(m.model, *r, tokens, head);
+}
+
+json api_model(const ModelDir* model) {
+  if (!model) return {{"loaded", false}};
+  const Gpt2Config& c = model->model.config;
+  return {{"loaded", true},
+          {"name", model_name(*model)},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"n_positions", c.n_positions},
+          {"vocab_size", c.vocab_size},
+          {"tokenizer", model->tokenizer.has_value()}};
+}
+
+std::string api_model_run(const ModelDir* model, const json& request) {
+  const ModelDir& m = loaded(model);
+  const Gpt2Config& c = m.model.config;
+  if (!request.is_object()) fail("body", "expected a JSON object {\"text\": \"...\"} or {\"ids\": [...]}");
+  refuse_unknown(request, {"text", "ids", "ablate", "top_k", "weights"}, "");
+  std::size_t k = 5;
+  if (request.contains("top_k")) {
+    k = as_index(request["top_k"], "top_k");
+    if (k < 1 || k > 50) fail("top_k", fmt::format("{} is not in 1 to 50", k));
+  }
+  bool with_weights = true;
+  if (request.contains("weights")) {
+    if (!request["weights"].is_boolean()) fail("weights", "expected true or false");
+    with_weights = request["weights"].get<bool>();
+  }
+  std::vector<HeadRef> ablate;
+  if (request.contains("ablate")) {
+    const json& list = request["ablate"];
+    if (!list.is_array()) fail("ablate", "expected a list of heads, e.g. [\"0.1\", \"1.3\"]");
+    for (std::size_t a = 0; a < list.size(); ++a) {
+      const std::string field = fmt::format("ablate[{}]", a);
+      if (!list[a].is_string()) fail(field, "expected a head as \"LAYER.HEAD\", e.g. \"1.3\"");
+      const HeadRef h = parse_head_ref(list[a].get<std::string>(), field);
+      if (h.layer >= c.n_layer || h.head >= c.n_head)
+        fail(field, fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
+                                c.n_layer - 1, c.n_head - 1));
+      if (std::find(ablate.begin(), ablate.end(), h) == ablate.end()) ablate.push_back(h);
+    }
+  }
+  const std::vector<int> ids = requested_ids(m, request, "");
+  const std::size_t n = ids.size(), weights = c.n_layer * c.n_head * n * n;
+  if (weights > kMaxApiModelWeights)
+    fail(tokens_field(request, ""),
+         fmt::format("{} layers × {} heads × {}² tokens is {} attention weights; the server runs at most {} "
+                     "(use a shorter text, or `attnlab model run` for more)",
+                     c.n_layer, c.n_head, n, weights, kMaxApiModelWeights));
+
+  const std::shared_ptr<const ForwardResult> r = forward_with_weights(m, ids);
+  json reply = {{"ids", ids}, {"tokens", json::array()}, {"top_k", top_k_json(m, *r, k)}, {"top_k_ablated", nullptr}};
+  for (const std::string& t : token_texts(m, ids))
+    reply["tokens"].push_back(valid_utf8(t));
+  if (!ablate.empty()) {
+    const ForwardResult ablated = gpt2_forward(m.model, ids, {.ablate = ablate});
+    reply["top_k_ablated"] = top_k_json(m, ablated, k);
+    json heads = json::array();
+    for (const HeadRef& h : ablate)
+      heads.push_back(to_string(h));
+    reply["ablated"] = heads;
+  } else {
+    reply["ablated"] = json::array();
+  }
+
+  // The detectors on this text: the weights the pass above kept, scored as detect_heads
+  // scores each of its sequences.
+  const std::vector<float> p_prev = detector_pattern(Detector::previous_token, ids),
+                           p_dup = detector_pattern(Detector::duplicate_token, ids),
+                           p_ind = detector_pattern(Detector::induction, ids);
+  json heads = json::array();
+  for (std::size_t l = 0; l < c.n_layer; ++l)
+    for (std::size_t h = 0; h < c.n_head; ++h) {
+      const std::span<const float> a(r->attention[l].data() + h * n * n, n * n);
+      heads.push_back({{"layer", l},
+                       {"head", h},
+                       {"previous_token", score_json(detector_score(a, p_prev, n))},
+                       {"duplicate_token", score_json(detector_score(a, p_dup, n))},
+                       {"induction", score_json(detector_score(a, p_ind, n))}});
+    }
+  reply["heads"] = heads;
+
+  // The weights go in as text: nlohmann::json would hold each of millions of numbers as
+  // a node (GPT-2 small at 256 tokens has 9.4 million).
+  std::string body = reply.dump();
+  body.pop_back();  // the closing brace
+  body += ",\"weights\":";
+  if (with_weights)
+    append_weights(body, *r, c.n_head);
+  else
+    body += "null";
+  body += '}';
+  return body;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,106 @@
+// Browser test of the Model source (`attnlab serve --model DIR`, docs/models.md): the page
+// against a server of its own started with the tiny GPT-2 fixture (2 layers × 4 heads,
+// vocabulary 40, no tokenizer, so the text box takes token ids). The model panel appears,
+// its grid has every head, a click on head 1.2 shows that head's weights in the heatmap
+// (equal to POST /api/model/run's), and an ablation moves the next-token top-k.
+//
+// It needs the attnlab binary (ATTNLAB_BIN, which run-with-server.sh sets): without it the
+// test is skipped, saying so.
+'use strict';
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { assertNoErrors, openBrowser, settled, screenshot, heatmapCells, postApi } = require('./helpers.js');
+
+const FIXTURE = path.join(__dirname, '..', 'model', 'fixtures', 'tiny-f32');
+const IDS = [3, 17, 5, 9, 3, 17, 5, 9, 22];
+const SKIP = process.env.ATTNLAB_BIN ? false : 'ATTNLAB_BIN is not set: this test starts `attnlab serve --model` itself and needs the binary';
+let browser;
+
+before(async () => { if (!SKIP) browser = await openBrowser({ serveArgs: ['--model', FIXTURE] }); });
+after(async () => { if (browser) await browser.close(); });
+
+// Waits until the model panel shows a run of `ids` and nothing is pending.
+async function ranOn(page, ids) {
+  await page.waitForFunction((want) => {
+    const run = window.attnlab.state.model.run;
+    return run && JSON.stringify(run.ids) === want;
+  }, JSON.stringify(ids));
+  await settled(page);
+}
+
+// The next-token list `testid` as [{id, probability}].
+const topK = (page, testid) => page.$$eval(`[data-testid="${testid}"] tr[data-id]`,
+  (rows) => rows.map((r) => ({ id: Number(r.dataset.id), probability: Number(r.dataset.probability) })));
+
+test('model source: the grid of 2 × 4 heads, head 1.2 in the heatmap as /api/model/run gives it, an ablation moves the top-k',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1400 });
+    await page.waitForSelector('[data-testid="model"]:not([hidden])');
+    assert.match(await page.textContent('[data-testid="model-shape"]'), /tiny-f32: 2 layers × 4 heads/);
+    // no tokenizer: the box takes ids, and says so
+    assert.equal((await page.textContent('#model-input-label')).trim(), 'Token ids');
+    assert.match(await page.textContent('[data-testid="model-input-hint"]'), /no tokenizer.*token ids separated by spaces/);
+
+    await page.fill('[data-testid="model-input"]', IDS.join(' '));
+    await page.click('[data-testid="model-run"]');
+    await ranOn(page, IDS);
+    const tokens = await page.$$eval('[data-testid="model-token"]', (els) => els.map((e) => e.textContent));
+    assert.deepEqual(tokens, IDS.map((id) => `#${id}`));
+    const heads = await page.$$eval('[data-testid="model-head"]', (els) => els.map((e) => e.dataset.headRef));
+    assert.deepEqual(heads, ['0.0', '0.1', '0.2', '0.3', '1.0', '1.1', '1.2', '1.3']);
+
+    // sorting by a score puts the highest first
+    await page.selectOption('[data-testid="model-sort"]', 'previous_token');
+    const scores = await page.$$eval('[data-testid="model-head"]', (els) => els.map((e) => Number(e.dataset.previousToken)));
+    assert.deepEqual(scores, scores.slice().sort((a, b) => b - a));
+
+    // head 1.2 into the views: the heatmap's weights are the run's (4 decimals there)
+    const run = await postApi(browser.url, '/api/model/run', { ids: IDS });
+    await page.click('[data-testid="model-thumb-1.2"]');
+    await page.waitForFunction(() => window.attnlab.state.trace && window.attnlab.state.trace.scenario === 'head 1.2');
+    await settled(page);
+    const cells = await heatmapCells(page);
+    assert.equal(cells.length, IDS.length * IDS.length);
+    for (const c of cells) {
+      const want = run.weights[1][2][c.row][c.col];
+      assert.ok(Math.abs(c.weight - want) <= 5e-5 + 1e-9, `cell ${c.row},${c.col}: ${c.weight} vs ${want}`);
+      assert.equal(c.masked, c.col > c.row, `cell ${c.row},${c.col} masked`); // a GPT-2 head is causal
+    }
+    assert.ok(await page.$('[data-testid="model-head"][data-head-ref="1.2"].selected'));
+    // the rest of the lab works on it: the probe, and the temperature recomputed in the page
+    await page.waitForSelector('[data-testid="probe"][data-state="done"][data-scenario="head 1.2"]');
+    await page.evaluate(() => window.attnlab.setTemperature(0.5));
+    await settled(page);
+    assert.equal(await page.evaluate(() => window.attnlab.state.computedBy), 'page');
+    const cooler = await postApi(browser.url, '/api/attention',
+      { scenario: { model: { ids: IDS, layer: 1, head: 2 } }, options: { temperature: 0.5 } });
+    for (const c of await heatmapCells(page)) {
+      const want = cooler.heads[0].weights[c.row][c.col];
+      assert.ok(Math.abs(c.weight - want) <= 1e-12 * Math.max(1, Math.abs(want)), `T = 0.5, cell ${c.row},${c.col}: ${c.weight} vs ${want}`);
+    }
+
+    // ablation: pick heads, the next token moves, before and after side by side
+    const before = await topK(page, 'model-topk-before');
+    assert.equal(before.length, 5);
+    for (const h of ['0.0', '0.1', '1.2', '1.3']) await page.click(`[data-testid="model-ablate-${h}"]`);
+    await page.waitForSelector('[data-testid="model-topk-after"] tr[data-id]');
+    await settled(page);
+    const afterAblation = await topK(page, 'model-topk-after');
+    assert.equal(afterAblation.length, 5);
+    assert.notDeepEqual(afterAblation, before, 'the ablation did not move the top-k');
+    const asked = await postApi(browser.url, '/api/model/run', { ids: IDS, ablate: ['0.0', '0.1', '1.2', '1.3'], weights: false });
+    assert.deepEqual(afterAblation.map((g) => g.id), asked.top_k_ablated.map((g) => g.id));
+    assert.deepEqual(await topK(page, 'model-topk-before'), before); // the model's own prediction stays
+    await screenshot(page, 'model-tiny-f32');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px`);
+
+    // bad ids are refused in the page, naming the range
+    await page.fill('[data-testid="model-input"]', '3 99');
+    await page.click('[data-testid="model-run"]');
+    assert.match(await page.textContent('[data-testid="model-status"]'), /"99" is not a token id; ids run from 0 to 39/);
+    assertNoErrors(page);
+    await page.close();
+  });

@@ -1,0 +1,381 @@
+// @ts-check
+// The Model source (`attnlab serve --model DIR`, docs/models.md): shown when GET api/model
+// says a model is loaded. A text box the model tokenizes (or token ids, for a model without
+// a tokenizer), the tokens as the model sees them (a leading space shown as ␣), every head
+// as a thumbnail of its weights with its three detector scores (sortable), the next-token
+// top-k, and head ablation: pick heads, and the top-k before and after stand side by side.
+// A click on a head loads it as the scenario ({"model": ...} in POST api/attention), so the
+// heatmap, arcs, maths, interventions and probe work on it unchanged.
+//
+// Every number is the server's (POST api/model/run); this file asks for a run when the
+// request changes, for the ablated top-k when the picked heads change (syncModel), and
+// draws what came back (renderModel). Handlers only call update() or loadModelHead.
+
+import { api, coalesced, messageOf } from './api.js';
+import { context2d } from './canvas.js';
+import { LUT_RGB, lutIndex } from './colour.js';
+import { $, byId, setAttr, setFlag, setHtml, setText, setValue } from './dom.js';
+import { formatNumber } from './format.js';
+import { html } from './html.js';
+import { bar } from './panel-interventions.js';
+import { getState, update } from './state.js';
+import { loadModelHead } from './traces.js';
+
+/**
+ * @typedef {import('./types.js').State} State
+ * @typedef {import('./types.js').ModelState} ModelState
+ * @typedef {import('./types.js').ModelRun} ModelRun
+ * @typedef {import('./types.js').ModelInput} ModelInput
+ * @typedef {import('./types.js').TokenGuess} TokenGuess
+ * @typedef {import('./types.js').HeadScore} HeadScore
+ * @typedef {import('./types.js').HeadSort} HeadSort
+ */
+
+/**
+ * A token's text made visible, as `attnlab model tokenize` prints it: a space is ␣, a
+ * newline ↵, a tab ⇥.
+ * @param {string} text
+ */
+export function visibleToken(text) {
+  return text.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '⇥');
+}
+
+/**
+ * What the text box asks the model to run: the text itself, or (without a tokenizer)
+ * token ids separated by spaces or commas. An error message when the ids are not ids.
+ * @param {import('./types.js').ModelInfo} info
+ * @param {string} input
+ * @returns {{request: ModelInput} | {error: string}}
+ */
+export function parseModelInput(info, input) {
+  if (info.tokenizer) return input.trim() === '' ? { error: 'type some text' } : { request: { text: input } };
+  const parts = input.trim().split(/[\s,]+/).filter(Boolean);
+  if (!parts.length) return { error: 'type token ids, e.g. 3 17 5' };
+  const vocab = info.vocab_size || 0;
+  /** @type {number[]} */
+  const ids = [];
+  for (const p of parts) {
+    const id = /^\d+$/.test(p) ? Number(p) : NaN;
+    if (!Number.isInteger(id) || id >= vocab) return { error: `"${p.slice(0, 12)}" is not a token id; ids run from 0 to ${vocab - 1}` };
+    ids.push(id);
+  }
+  return { request: { ids } };
+}
+
+/**
+ * A default input: a short text, or (without a tokenizer) a few ids repeated once, so that
+ * the duplicate-token and induction detectors have something to score.
+ * @param {import('./types.js').ModelInfo} info
+ */
+function defaultInput(info) {
+  if (info.tokenizer) return 'When Mary and John went to the store, John gave a drink to';
+  const vocab = info.vocab_size || 1, half = Math.max(1, Math.min(6, Math.floor((info.n_positions || 2) / 2)));
+  const ids = Array.from({ length: half }, (_, k) => (3 + 7 * k) % vocab);
+  return [...ids, ...ids].join(' ');
+}
+
+// ---- asking ----------------------------------------------------------------------------------
+
+/** The state's model part, patched. @param {Partial<ModelState>} patch */
+function patchModel(patch) {
+  update({ model: { ...getState().model, ...patch } });
+}
+
+/** GET api/model at start; with a model, the panel shows and runs its default input. */
+export async function loadModel() {
+  try {
+    /** @type {import('./types.js').ModelInfo} */
+    const info = await api('api/model');
+    if (!info.loaded) {
+      patchModel({ info });
+      return;
+    }
+    const input = defaultInput(info);
+    const parsed = parseModelInput(info, input);
+    patchModel({ info, input, request: 'request' in parsed ? parsed.request : null });
+  } catch (e) {
+    patchModel({ info: { loaded: false } }); // an older server without /api/model
+  }
+}
+
+const asked = {
+  /** @type {string | null} */
+  run: null,      // the request of the last run asked for
+  /** @type {string | null} */
+  ablated: null,  // the key of the last ablation asked for
+};
+
+/** Runs the model on the state's request (one at a time: api.js, coalesced). */
+const runs = coalesced(async () => {
+  const s = getState();
+  const request = s.model.request;
+  if (!request) return;
+  const key = JSON.stringify(request);
+  try {
+    /** @type {ModelRun} */
+    const run = await api('api/model/run', request);
+    if (runs.superseded()) return;
+    patchModel({ run, runKey: key, status: 'done', message: '' });
+    // the head shown follows the new text
+    const now = getState();
+    if (now.modelHead && JSON.stringify(inputOf(now.modelHead)) !== key) {
+      await loadModelHead(request, run, now.modelHead.layer, now.modelHead.head);
+    }
+  } catch (e) {
+    if (!runs.superseded()) patchModel({ status: 'error', message: messageOf(e) });
+  }
+});
+
+/** The ablated heads' key: the run's request and the heads, sorted. @param {ModelState} m */
+const ablationKey = (m) => JSON.stringify([m.runKey, m.ablate.slice().sort()]);
+
+/** The next token with the picked heads ablated (the weights are not asked for again). */
+const ablations = coalesced(async () => {
+  const m = getState().model;
+  if (!m.runKey || !m.ablate.length) return;
+  const key = ablationKey(m);
+  try {
+    /** @type {ModelRun} */
+    const reply = await api('api/model/run', { ...JSON.parse(m.runKey), ablate: m.ablate.slice().sort(), weights: false });
+    if (ablations.superseded()) return;
+    patchModel({ ablated: { key, topK: reply.top_k_ablated || [] }, message: '' });
+  } catch (e) {
+    if (!ablations.superseded()) patchModel({ status: 'error', message: messageOf(e) });
+  }
+});
+
+/**
+ * The model input of a head (its text or ids, without layer and head).
+ * @param {import('./types.js').ModelHead} h
+ * @returns {ModelInput}
+ */
+function inputOf(h) {
+  return h.text !== undefined ? { text: h.text } : { ids: h.ids };
+}
+
+/**
+ * After every state change: a run when the request changed, an ablation when the picked
+ * heads did.
+ * @param {State} s
+ */
+export function syncModel(s) {
+  const m = s.model;
+  if (!m.info || !m.info.loaded) return;
+  const runKey = m.request ? JSON.stringify(m.request) : null;
+  if (runKey !== null && runKey !== asked.run) {
+    asked.run = runKey;
+    runs.run();
+  }
+  if (m.runKey && m.ablate.length) {
+    const key = ablationKey(m);
+    if (key !== asked.ablated) {
+      asked.ablated = key;
+      ablations.run();
+    }
+  }
+}
+
+// ---- showing ---------------------------------------------------------------------------------
+
+/** @param {number | null} x */
+const score = (x) => (x === null ? '–' : formatNumber(x, 2));
+
+/**
+ * The heads in the order asked: layer by layer, or by a score, highest first (heads
+ * without a score last).
+ * @param {HeadScore[]} heads
+ * @param {HeadSort} sort
+ */
+function sortedHeads(heads, sort) {
+  if (sort === 'head') return heads;
+  const value = (/** @type {HeadScore} */ h) => (h[sort] === null ? -1 : /** @type {number} */ (h[sort]));
+  return heads.slice().sort((a, b) => value(b) - value(a) || a.layer - b.layer || a.head - b.head);
+}
+
+/**
+ * The grid of heads: a button per head (its thumbnail, its name, its scores) and its
+ * ablation toggle.
+ * @param {ModelRun} run
+ * @param {HeadSort} sort
+ * @param {number} columns
+ */
+function gridMarkup(run, sort, columns) {
+  const cells = sortedHeads(run.heads, sort).map((h) => {
+    const name = `${h.layer}.${h.head}`;
+    return html`<div class="model-head" data-testid="model-head" data-head-ref="${name}" data-layer="${h.layer}" data-head="${h.head}" \
+data-previous-token="${h.previous_token}" data-duplicate-token="${h.duplicate_token}" data-induction="${h.induction}">\
+<button type="button" class="model-thumb" data-testid="model-thumb-${name}" aria-label="Load head ${name} into the views">\
+<canvas></canvas><span class="model-head-name">${name}</span>\
+<span class="model-scores"><span title="previous-token">prev ${score(h.previous_token)}</span> \
+<span title="duplicate-token">dup ${score(h.duplicate_token)}</span> <span title="induction">ind ${score(h.induction)}</span></span></button>\
+<button type="button" class="model-ablate" data-testid="model-ablate-${name}" aria-pressed="false" \
+title="Ablate head ${name} (zero its output) and see the next token move">ablate</button></div>`;
+  });
+  return html`<div class="model-grid-cells" style="grid-template-columns: repeat(${columns}, auto)">${cells}</div>`;
+}
+
+/** Light grey for the cells a causal head cannot see (j > i). */
+const HIDDEN_RGB = [232, 232, 232];
+
+/**
+ * Draws each head's n × n weights into its canvas, one pixel per cell (CSS scales it).
+ * @param {HTMLElement} grid
+ * @param {ModelRun} run
+ */
+function drawGrid(grid, run) {
+  const weights = run.weights;
+  if (!weights) return;
+  const n = run.ids.length;
+  for (const cell of grid.querySelectorAll('.model-head')) {
+    if (!(cell instanceof HTMLElement)) continue;
+    const canvas = cell.querySelector('canvas');
+    if (!canvas) continue;
+    const w = weights[Number(cell.dataset.layer)][Number(cell.dataset.head)];
+    canvas.width = n;
+    canvas.height = n;
+    const ctx = context2d(canvas);
+    const image = ctx.createImageData(n, n);
+    const data = image.data;
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < n; j++) {
+        const k = 4 * (i * n + j);
+        if (j > i) {
+          data[k] = HIDDEN_RGB[0]; data[k + 1] = HIDDEN_RGB[1]; data[k + 2] = HIDDEN_RGB[2];
+        } else {
+          const t = lutIndex(w[i][j]) * 3;
+          data[k] = LUT_RGB[t]; data[k + 1] = LUT_RGB[t + 1]; data[k + 2] = LUT_RGB[t + 2];
+        }
+        data[k + 3] = 255;
+      }
+    }
+    ctx.putImageData(image, 0, 0);
+    setAttr(canvas, 'data-n', String(n));
+  }
+}
+
+/**
+ * A probability to 3 decimals, or to 2 significant digits below 0.001 (an untrained model
+ * over 50,257 tokens gives each about 2e-5).
+ * @param {number} p
+ */
+const probability = (p) => (p >= 0.001 || p === 0 ? formatNumber(p, 3) : p.toExponential(1));
+
+/**
+ * One next-token list: rank, token, probability with a bar.
+ * @param {TokenGuess[]} guesses
+ * @param {string} testid
+ */
+function topKList(guesses, testid) {
+  const rows = guesses.map((g, k) => html`<tr data-id="${g.id}" data-probability="${g.probability}">\
+<td class="num">${k + 1}</td><td><code class="model-tok">${visibleToken(g.token)}</code></td>\
+<td class="num">${probability(g.probability)} ${bar(g.probability, 1, 'w')}</td></tr>`);
+  return html`<table class="data-table model-topk-table" data-testid="${testid}"><tbody>${rows}</tbody></table>`;
+}
+
+/** @type {WeakMap<HTMLElement, unknown>} what each part shows (rendered again only when it changes) */
+const shown = new WeakMap();
+
+/**
+ * True when `el` already shows `key`; remembers it otherwise.
+ * @param {HTMLElement} el
+ * @param {unknown[]} key
+ */
+function same(el, key) {
+  const last = /** @type {unknown[] | undefined} */ (shown.get(el));
+  if (last && last.length === key.length && last.every((x, k) => x === key[k])) return true;
+  shown.set(el, key);
+  return false;
+}
+
+/** @param {State} s */
+export function renderModel(s) {
+  const m = s.model;
+  const section = $('model-section');
+  const info = m.info;
+  setFlag(section, 'hidden', !info || !info.loaded);
+  if (!info || !info.loaded) return;
+  setText($('model-shape'), `${info.name}: ${info.n_layer} layers × ${info.n_head} heads, d_model ${info.n_embd}, ` +
+    `${info.n_positions} positions, vocabulary ${info.vocab_size}`);
+  setText($('model-input-label'), info.tokenizer ? 'Text' : 'Token ids');
+  setText($('model-input-hint'), info.tokenizer
+    ? 'Tokenized by the model\'s own tokenizer (byte-level BPE); a leading space is part of a token, shown as ␣.'
+    : `This model has no tokenizer (no vocab.json and merges.txt): type token ids separated by spaces, e.g. 3 17 5 (0 to ${(info.vocab_size || 1) - 1}, at most ${info.n_positions}).`);
+  setValue(byId('model-input', HTMLInputElement), m.input);
+  const status = $('model-status');
+  setAttr(section, 'data-state', m.status);
+  setText(status, m.status === 'error' ? m.message : m.status === 'running' ? 'running the model…' : '');
+  status.classList.toggle('error', m.status === 'error');
+
+  const run = m.run;
+  const tokens = $('model-tokens');
+  if (!same(tokens, [run])) {
+    setHtml(tokens, run ? html`${run.tokens.map((t, i) => html`<span class="model-tok" data-testid="model-token" data-id="${run.ids[i]}" \
+title="position ${i}, id ${run.ids[i]}">${visibleToken(t)}</span>`)}` : html``);
+  }
+
+  const grid = $('model-grid');
+  const columns = info.n_head || 1;
+  if (!same(grid, [run, m.sort])) {
+    setHtml(grid, run ? gridMarkup(run, m.sort, columns) : html``);
+    if (run) drawGrid(grid, run);
+  }
+  setValue(byId('model-sort', HTMLSelectElement), m.sort);
+  // which head is shown, which are picked for ablation
+  const current = s.modelHead ? `${s.modelHead.layer}.${s.modelHead.head}` : null;
+  for (const cell of grid.querySelectorAll('.model-head')) {
+    if (!(cell instanceof HTMLElement)) continue;
+    const ref = cell.dataset.headRef || '';
+    cell.classList.toggle('selected', ref === current);
+    const ablated = m.ablate.includes(ref);
+    cell.classList.toggle('ablated', ablated);
+    const toggle = cell.querySelector('.model-ablate');
+    if (toggle instanceof HTMLElement) {
+      setAttr(toggle, 'aria-pressed', String(ablated));
+      setText(toggle, ablated ? 'ablated ✕' : 'ablate');
+    }
+  }
+
+  const topk = $('model-topk');
+  const after = m.ablate.length && m.ablated && m.ablated.key === ablationKey(m) ? m.ablated.topK : null;
+  if (!same(topk, [run, after, m.ablate.join(' ')])) {
+    const picked = m.ablate.slice().sort().join(', ');
+    setHtml(topk, !run ? html`` : html`<div class="model-topk-cols"><div><h4>as the model predicts</h4>${topKList(run.top_k, 'model-topk-before')}</div>\
+${m.ablate.length ? html`<div><h4>with ${picked} ablated</h4>${after ? topKList(after, 'model-topk-after') : html`<p class="hint">running…</p>`}</div>` : ''}</div>`);
+  }
+  setText($('model-ablate-list'), m.ablate.length ? m.ablate.slice().sort().join(', ') : 'none (pick heads in the grid)');
+  setFlag(byId('model-ablate-clear', HTMLButtonElement), 'disabled', !m.ablate.length);
+}
+
+// ---- input -----------------------------------------------------------------------------------
+
+export function bindModel() {
+  const input = byId('model-input', HTMLInputElement);
+  input.addEventListener('input', () => patchModel({ input: input.value }));
+  $('model-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const m = getState().model;
+    if (!m.info || !m.info.loaded) return;
+    const parsed = parseModelInput(m.info, input.value);
+    if ('error' in parsed) patchModel({ input: input.value, status: 'error', message: parsed.error });
+    else if (JSON.stringify(parsed.request) === m.runKey) patchModel({ input: input.value, request: parsed.request, status: 'done', message: '' });
+    // a new text: the ablation's heads stay picked, its answer goes
+    else patchModel({ input: input.value, request: parsed.request, status: 'running', message: '', ablated: null });
+  });
+  const sort = byId('model-sort', HTMLSelectElement);
+  sort.addEventListener('change', () => patchModel({ sort: /** @type {HeadSort} */ (sort.value) }));
+  $('model-grid').addEventListener('click', (e) => {
+    const target = e.target instanceof Element ? e.target : null;
+    const cell = target && target.closest('.model-head');
+    if (!(cell instanceof HTMLElement)) return;
+    const m = getState().model;
+    const ref = cell.dataset.headRef || '';
+    if (target && target.closest('.model-ablate')) {
+      patchModel({ ablate: m.ablate.includes(ref) ? m.ablate.filter((x) => x !== ref) : [...m.ablate, ref] });
+      return;
+    }
+    if (!m.run || !m.runKey) return;
+    loadModelHead(JSON.parse(m.runKey), m.run, Number(cell.dataset.layer), Number(cell.dataset.head))
+      .catch((err) => update({ error: messageOf(err) }));
+  });
+  $('model-ablate-clear').addEventListener('click', () => patchModel({ ablate: [], ablated: null }));
+}
