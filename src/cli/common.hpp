@@ -58,5 +58,6 @@ Command probe_command(CLI::App& parent);
 Command cost_command(CLI::App& parent);
 Command kv_command(CLI::App& parent);
 Command model_command(CLI::App& parent);
+Command train_command(CLI::App& parent);
 
 }  // namespace attnlab::cli

@@ -1,0 +1,137 @@
+// attnlab train --out DIR [...]: a small GPT-2 trained here on the induction task, with
+// the loss, the in-context loss and every head's detector scores logged as it trains.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "attnlab/core/error.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/train_run.hpp"
+#include "common.hpp"
+
+namespace attnlab::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::atomic<bool> interrupted{false};
+void on_interrupt(int) { interrupted = true; }
+
+json log_json(const TrainLog& log) {
+  json heads = json::array();
+  for (const HeadScores& h : log.heads)
+    heads.push_back({{"layer", h.head.layer},
+                     {"head", h.head.head},
+                     {"previous_token", h.previous_token},
+                     {"duplicate_token", h.duplicate_token},
+                     {"induction", h.induction}});
+  return {{"step", log.step},
+          {"seconds", log.seconds},
+          {"loss", log.loss},
+          {"loss_first_half", log.loss_first_half},
+          {"loss_second_half", log.loss_second_half},
+          {"heads", heads}};
+}
+
+// The strongest head of a detector, as "L.H score".
+std::string strongest(const std::vector<HeadScores>& heads, double HeadScores::*score) {
+  const auto best = std::max_element(heads.begin(), heads.end(), [&](auto& a, auto& b) { return a.*score < b.*score; });
+  return fmt::format("{} {:.2f}", to_string(best->head), (*best).*score);
+}
+
+}  // namespace
+
+Command train_command(CLI::App& parent) {
+  struct State {
+    std::string out, task = "induction";
+    TrainSettings s;
+    bool force = false;
+  };
+  auto state = std::make_shared<State>();
+  TrainSettings& s = state->s;
+  CLI::App* app = parent.add_subcommand("train", "Train a small GPT-2 here and watch its heads form (induction task)");
+  app->add_option("--out", state->out, "Directory for the model, its checkpoints and train.json")->required();
+  app->add_option("--task", state->task, "induction: random tokens with a repeated stretch")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"induction"}));
+  app->add_option("--layers", s.layers, "Layers L")->capture_default_str()->check(CLI::Range(1, 12));
+  app->add_option("--heads", s.heads, "Heads per layer H")->capture_default_str()->check(CLI::Range(1, 16));
+  app->add_option("--d-model", s.d_model, "Width d_model")->capture_default_str()->check(CLI::Range(4, 512));
+  app->add_option("--context", s.context, "Positions per sequence")->capture_default_str()->check(CLI::Range(12, 256));
+  app->add_option("--vocab", s.vocab, "Vocabulary, BOS included")->capture_default_str()->check(CLI::Range(8, 4096));
+  app->add_option("--steps", s.steps, "Optimiser steps")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app->add_option("--batch", s.batch, "Sequences per step")->capture_default_str()->check(CLI::Range(1, 1024));
+  app->add_option("--lr", s.learning_rate, "AdamW's learning rate (after warm-up)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1.0));
+  app->add_option("--warmup", s.warmup, "Steps of linear learning-rate warm-up")->capture_default_str();
+  app->add_option("--seed", s.seed, "Seed of the weights and the data")->capture_default_str();
+  app->add_option("--log-every", s.log_every, "Steps between logged evaluations")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app->add_option("--checkpoint-every", s.checkpoint_every, "Steps between checkpoints (DIR/checkpoints/step-N)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app->add_flag("--attn-only", s.attention_only, "No MLPs (their weights stay zero in the checkpoint)");
+  app->add_flag("--force", state->force, "Write into DIR even when it is not empty");
+  return {app, [state]() {
+            const TrainSettings& s = state->s;
+            const fs::path out(state->out);
+            if (s.d_model % s.heads != 0)
+              fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
+            if (fs::exists(out) && !fs::is_empty(out) && !state->force)
+              fail("--out",
+                   fmt::format("{} is not empty; give a new directory, or --force to write into it", out.string()));
+            fs::create_directories(out / "checkpoints");
+            std::signal(SIGINT, on_interrupt);
+            std::signal(SIGTERM, on_interrupt);
+            const bool terminal = isatty(STDOUT_FILENO);
+            json logs = json::array();
+            const auto write_log = [&] {
+              std::ofstream(out / "train.json") << json{
+                  {"settings",
+                   {{"task", state->task},
+                    {"layers", s.layers},
+                    {"heads", s.heads},
+                    {"d_model", s.d_model},
+                    {"context", s.context},
+                    {"vocab", s.vocab},
+                    {"steps", s.steps},
+                    {"batch", s.batch},
+                    {"lr", s.learning_rate},
+                    {"seed", s.seed},
+                    {"attn_only", s.attention_only}}},
+                  {"log", logs}}.dump(1);
+            };
+            const auto on_log = [&](const TrainLog& log, const Gpt2Model& model) {
+              logs.push_back(log_json(log));
+              write_log();
+              if (log.step % s.checkpoint_every == 0 || log.step == s.steps)
+                save_gpt2((out / "checkpoints" / fmt::format("step-{}", log.step)).string(), model);
+              const double rate = log.step ? log.step * s.batch * s.context / log.seconds : 0;
+              fmt::print(
+                  "{}step {:>6}/{}  loss {:.3f}  in-context {:.3f} (first copy {:.3f})  prev-token {}  induction {}  "
+                  "{:.0f} tokens/s  {:.1f} s{}",
+                  terminal ? "\r" : "", log.step, s.steps, log.loss, log.loss_second_half, log.loss_first_half,
+                  strongest(log.heads, &HeadScores::previous_token), strongest(log.heads, &HeadScores::induction), rate,
+                  log.seconds, terminal ? "" : "\n");
+              std::fflush(stdout);
+            };
+            const Gpt2Model model = train_induction(s, on_log, [] { return interrupted.load(); });
+            if (terminal) fmt::print("\n");
+            save_gpt2(out.string(), model);
+            fmt::print(
+                "{}: wrote config.json and model.safetensors (a GPT-2 checkpoint), checkpoints/ and train.json{}\n",
+                out.string(), interrupted ? " (stopped early by a signal; the last state is saved)" : "");
+            return interrupted ? 130 : 0;
+          }};
+}
+
+}  // namespace attnlab::cli
