@@ -219,6 +219,16 @@ ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, con
   const std::size_t n = ids.size(), d = c.n_embd, heads = c.n_head, dh = c.head_dim();
   check_ids(c, ids, 0);
   check_ablate(c, options.ablate);
+  // Priced before work: the logits (n × vocab) and, when kept, every head's weights (L × H × n²).
+  constexpr double kMaxForwardFloats = double(1u << 30);  // 4 GiB of f32 each
+  if (double(n) * double(c.vocab_size) > kMaxForwardFloats)
+    fail("ids",
+         fmt::format("{} tokens × a vocabulary of {} is more logits than the limit of {} (4 GiB); use fewer tokens", n,
+                     c.vocab_size, kMaxForwardFloats));
+  if (options.keep_attention && double(c.n_layer) * double(heads) * double(n) * double(n) > kMaxForwardFloats)
+    fail("ids", fmt::format("keeping every head's weights for {} tokens ({} layers × {} heads × n²) is more than the "
+                            "limit of {} numbers (4 GiB); use fewer tokens",
+                            n, c.n_layer, heads, kMaxForwardFloats));
   ForwardResult r;
   r.n = n;
   std::vector<float> x = embed(model, ids, 0), a(n * d);

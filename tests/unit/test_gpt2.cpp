@@ -16,6 +16,7 @@
 #include "attnlab/model/gpt2.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/safetensors.hpp"
+#include "attnlab/model/training.hpp"
 #include "compare.hpp"
 
 using namespace attnlab;
@@ -336,4 +337,13 @@ TEST(RealGpt2, LoadsAndItsKnownHeadsAreFound) {
   for (const HeadScores& s : scores)
     if (s.head.layer >= 5 && s.head.layer <= 7) best_induction = std::max(best_induction, s.induction);
   EXPECT_GT(best_induction, 0.5) << "an induction head in layers 5-7";
+}
+
+TEST(Gpt2, AForwardThatWouldNotFitIsRefusedBeforeItRuns) {
+  // A vocabulary of 2^20 and 2,048 positions: 2,048 tokens would need 2^31 logits (8 GiB).
+  const Gpt2Config c{1, 1, 4, 2048, std::size_t{1} << 20, 16, 1e-5};
+  const Gpt2Model model = unflatten(c, std::vector<float>(parameter_count(c), 0.0f));
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { gpt2_forward(model, std::vector<int>(2048, 1)); }),
+                        "2048 tokens × a vocabulary of 1048576 is more logits than the limit");
+  EXPECT_EQ(gpt2_forward(model, std::vector<int>(8, 1)).logits.size(), 8u << 20) << "a short input runs";
 }
