@@ -55,7 +55,7 @@ const json& field(const json& object, const char* name, const std::string& at = 
 }
 
 std::size_t index_of(const json& j, std::string_view name) {
-  if (!j.is_number_unsigned()) bad_field(name, fmt::format("{} is not a whole number >= 0", j.dump()));
+  if (!j.is_number_unsigned()) bad_field(name, fmt::format("{} is not a whole number >= 0", describe_json(j)));
   return j.get<std::size_t>();
 }
 
@@ -63,7 +63,7 @@ std::vector<std::string> strings(const json& j, const char* name) {
   if (!j.is_array()) bad_field(name, "expected a list of strings");
   std::vector<std::string> out;
   for (const json& s : j) {
-    if (!s.is_string()) bad_field(name, fmt::format("{} is not a string", s.dump()));
+    if (!s.is_string()) bad_field(name, fmt::format("{} is not a string", describe_json(s)));
     out.push_back(s.get<std::string>());
   }
   return out;
@@ -153,7 +153,7 @@ std::string attend_document(std::string_view packed_input) {
   }
   const json& t = field(h, "temperature");
   if (!t.is_number() || !(t.get<double>() > 0) || !std::isfinite(t.get<double>()))
-    bad_field("temperature", fmt::format("{} is not a number > 0", t.dump()));
+    bad_field("temperature", fmt::format("{} is not a number > 0", describe_json(t)));
   in.temperature = t;
 
   TraceJsonOptions written;

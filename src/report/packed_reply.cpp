@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 #include "attnlab/report/trace_json.hpp"
 
 namespace attnlab {
@@ -73,7 +74,7 @@ Matrix PackedDocument::matrix(const json& reference, std::string_view field) con
       if (!row.is_array() || row.size() != m.cols)
         bad(fmt::format("{}: row {} is not a list of {} numbers", field, i, m.cols));
       for (std::size_t c = 0; c < m.cols; ++c) {
-        if (!row[c].is_number()) bad(fmt::format("{}: row {} holds {}, not a number", field, i, row[c].dump()));
+        if (!row[c].is_number()) bad(fmt::format("{}: row {} holds {}, not a number", field, i, describe_json(row[c])));
         m(i, c) = row[c].get<double>();
       }
     }
@@ -85,11 +86,12 @@ Matrix PackedDocument::matrix(const json& reference, std::string_view field) con
     return shape.is_array() && shape.size() == 2 && shape[0].is_number_unsigned() && shape[1].is_number_unsigned();
   };
   if (!well_formed())
-    bad(fmt::format("{}: {} is not a reference {{\"f64\": OFFSET, \"shape\": [ROWS, COLS]}}", field, reference.dump()));
+    bad(fmt::format("{}: {} is not a reference {{\"f64\": OFFSET, \"shape\": [ROWS, COLS]}}", field,
+                    describe_json(reference)));
   const json& shape = reference["shape"];
   const std::size_t offset = reference["f64"], rows = shape[0], cols = shape[1];
   if (offset > values.size() || (cols != 0 && rows > (values.size() - offset) / cols))
-    bad(fmt::format("{}: {} reaches past the {} values that follow the header", field, reference.dump(),
+    bad(fmt::format("{}: {} reaches past the {} values that follow the header", field, describe_json(reference),
                     values.size()));
   Matrix m(rows, cols);
   std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(offset), rows * cols, m.data.begin());
@@ -104,6 +106,8 @@ PackedDocument read_packed(std::string_view bytes) {
   if (bytes.size() != kFixedHeaderBytes + header + count * sizeof(double))
     bad(fmt::format("{} bytes, but the header says {} + {} + {}·8", bytes.size(), kFixedHeaderBytes, header, count));
   PackedDocument doc;
+  if (json_nesting_depth(bytes.substr(kFixedHeaderBytes, header)) > kMaxJsonDepth)
+    bad(fmt::format("the header is nested more than {} levels deep", kMaxJsonDepth));
   doc.header = json::parse(bytes.substr(kFixedHeaderBytes, header), nullptr, false);
   if (doc.header.is_discarded()) bad("the header is not JSON");
   doc.values.resize(count);

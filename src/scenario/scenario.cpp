@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 #include "attnlab/core/rng.hpp"
 
 namespace attnlab {
@@ -32,10 +33,7 @@ std::string kind_of(const json& j) {
   return "an object";
 }
 
-std::string brief(const json& j) {
-  std::string s = j.dump();
-  return s.size() > 40 ? s.substr(0, 37) + "..." : s;
-}
+std::string brief(const json& j) { return describe_json(j); }
 
 void check_known_fields(const json& object, std::string_view where, std::initializer_list<std::string_view> known) {
   for (const auto& [key, value] : object.items()) {
@@ -395,6 +393,9 @@ Scenario scenario_from_json(const json& doc) {
 }
 
 json parse_json_document(std::string_view text, std::string_view origin) {
+  if (json_nesting_depth(text) > kMaxJsonDepth)
+    fail(origin,
+         fmt::format("nested more than {} levels deep; no attnlab document needs more than a few", kMaxJsonDepth));
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {

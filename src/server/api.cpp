@@ -17,6 +17,7 @@
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/report/input_document.hpp"
 #include "attnlab/report/intervention_report.hpp"
@@ -43,12 +44,12 @@ void refuse_unknown_keys(const json& object, std::initializer_list<const char*> 
 
 std::size_t as_index(const json& j, std::string_view field) {
   if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
-    fail(field, fmt::format("expected a whole number >= 0 but got {}", j.dump()));
+    fail(field, fmt::format("expected a whole number >= 0 but got {}", describe_json(j)));
   return j.get<std::size_t>();
 }
 
 std::vector<std::size_t> as_index_list(const json& j, std::string_view field) {
-  if (!j.is_array()) fail(field, fmt::format("expected a list of indices but got {}", j.dump()));
+  if (!j.is_array()) fail(field, fmt::format("expected a list of indices but got {}", describe_json(j)));
   std::vector<std::size_t> out;
   for (std::size_t k = 0; k < j.size(); ++k)
     out.push_back(as_index(j[k], fmt::format("{}[{}]", field, k)));
@@ -252,7 +253,8 @@ std::optional<std::vector<std::size_t>> requested_detail_heads(const json& reque
     return std::nullopt;
   }
   if (request["detail"] != "weights")
-    fail("detail", fmt::format("{} is not a detail level; use \"full\" or \"weights\"", request["detail"].dump()));
+    fail("detail",
+         fmt::format("{} is not a detail level; use \"full\" or \"weights\"", describe_json(request["detail"])));
   if (!request.contains("detail_heads")) return std::vector<std::size_t>{};
   return as_index_list(request["detail_heads"], "detail_heads");
 }
@@ -317,7 +319,7 @@ bool wants_packed_reply(const json& request) {
   if (!request.is_object() || !request.contains("encoding") || request["encoding"] == "json") return false;
   if (request["encoding"] == "packed") return true;
   fail("encoding", fmt::format("{} is not an encoding; use \"json\" (the default) or \"packed\" (docs/api.md)",
-                               request["encoding"].dump()));
+                               describe_json(request["encoding"])));
 }
 
 json api_attention(const json& request, const ModelDir* model) {
@@ -382,7 +384,7 @@ void refuse_unknown_fields(const json& request, std::initializer_list<const char
 
 std::uint64_t as_count(const json& j, std::string_view field) {
   if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
-    fail(field, fmt::format("expected a whole number >= 1 but got {}", j.dump()));
+    fail(field, fmt::format("expected a whole number >= 1 but got {}", describe_json(j)));
   return j.get<std::uint64_t>();
 }
 
@@ -412,7 +414,8 @@ bool as_flag(const json& request, const char* field) {
 
 std::string as_text(const json& request, const char* field, std::string fallback) {
   if (!request.contains(field)) return fallback;
-  if (!request[field].is_string()) fail(field, fmt::format("expected a string but got {}", request[field].dump()));
+  if (!request[field].is_string())
+    fail(field, fmt::format("expected a string but got {}", describe_json(request[field])));
   return request[field].get<std::string>();
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model_dir.hpp"
@@ -84,7 +85,7 @@ std::vector<int> requested_ids(const ModelDir& m, const json& spec, const std::s
     if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<std::int64_t>() < 0) ||
         id.get<std::uint64_t>() >= c.vocab_size)
       fail(fmt::format("{}[{}]", field, k), fmt::format("{} is not a token id of this model; ids run from 0 to {}",
-                                                        id.dump().substr(0, 24), c.vocab_size - 1));
+                                                        describe_json(id), c.vocab_size - 1));
     ids.push_back(id.get<int>());
   }
   return ids;
@@ -120,7 +121,7 @@ std::shared_ptr<const ForwardResult> forward_with_weights(const ModelDir& m, con
 
 std::size_t as_index(const json& j, const std::string& field) {
   if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
-    fail(field, fmt::format("expected a whole number >= 0 but got {}", j.dump().substr(0, 24)));
+    fail(field, fmt::format("expected a whole number >= 0 but got {}", describe_json(j)));
   return j.get<std::size_t>();
 }
 

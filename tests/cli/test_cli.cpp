@@ -432,3 +432,10 @@ TEST(CliKernels, BenchQuickPrintsConsistentFigures) {
   EXPECT_EQ(j["results"][0]["flops"].get<double>(), 4.0 * 1024 * 1024 * 128 * 16);
   EXPECT_EQ(j["results"][1]["flops"].get<double>(), 4.0 * 1024 * 1024 * 128 * 16 / 2) << "causal halves the count";
 }
+
+TEST(CliBadInput, ADeeplyNestedScenarioFileIsRefusedNotACrash) {
+  const auto file =
+      write_temp(std::to_string(getpid()) + "-deep.json", std::string(100000, '[') + std::string(100000, ']'));
+  for (const char* command : {"run", "explain", "probe"})
+    expect_refused(std::string(command) + " " + file.string(), "nested more than 64 levels deep");
+}

@@ -199,6 +199,26 @@ TEST_F(Api, MalformedJsonIs400AndTheServerKeepsServing) {
   EXPECT_EQ(health->status, 200);
 }
 
+// 70,000 levels of [ in a 140 KB body used to crash the server: the wrong-type message
+// serialised the whole value recursively. Now the depth is checked before parsing, and no
+// message prints a list or an object, only what it is.
+TEST_F(Api, DeeplyNestedBodiesAre400AndTheServerKeepsServing) {
+  const std::string deep = std::string(70000, '[') + std::string(70000, ']');
+  for (const std::string& body : {R"({"scenario":"three-tokens","options":{"permute":)" + deep + "}}",
+                                  R"({"scenario":"three-tokens","kernel":)" + deep + "}"}) {
+    auto r = post(body);
+    ASSERT_TRUE(r) << "the server answered";
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(r->body.find("nested more than 64 levels deep"), std::string::npos) << r->body.substr(0, 200);
+  }
+  // Within the depth limit, a wrong type is named, not printed.
+  expect_bad_request({{"scenario", "three-tokens"}, {"options", {{"permute", {{{{1}}}}}}}},
+                     "options.permute[0]: expected a whole number >= 0 but got a list of 1 items");
+  auto health = client().Get("/api/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
 TEST_F(Api, BodyOverOneMebibyteIs413WithAJsonError) {
   const std::string huge(attnlab::kMaxRequestBytes + 10, ' ');
   auto r = post(huge);

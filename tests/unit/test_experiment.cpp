@@ -4,8 +4,11 @@
 
 #include "attnlab/analysis/experiment.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
+#include "compare.hpp"
 
 using namespace attnlab;
+using attnlab::test::error_of_call;
 
 TEST(InputError, KeepsTheFieldApartFromTheMessage) {
   const InputError e("remove_heads", "head 4 does not exist");
@@ -73,4 +76,21 @@ TEST(Experiment, ErrorsNameTheFieldWhereTheRequestPutIt) {
   EXPECT_THROW(kernel_named("gpu", "kernel"), InputError);
   EXPECT_EQ(kernel_named("tiled", "kernel"), KernelKind::tiled);
   EXPECT_EQ(to_string(KernelKind::reference), "reference");
+}
+
+TEST(UntrustedJson, NestingIsMeasuredWithoutParsingAndValuesAreDescribedWithoutWalking) {
+  EXPECT_EQ(json_nesting_depth(R"({"a": [1, {"b": "[[[[{{"}]})"), 3) << "brackets inside strings do not count";
+  EXPECT_EQ(json_nesting_depth(R"("a \" [[[")"), 0) << "an escaped quote does not end the string";
+  EXPECT_EQ(json_nesting_depth(std::string(100000, '[')), 100000);
+  nlohmann::json deep = nlohmann::json::array();
+  for (int k = 0; k < 1000; ++k)
+    deep = nlohmann::json::array({deep});
+  EXPECT_EQ(describe_json(deep), "a list of 1 items");
+  EXPECT_EQ(describe_json(nlohmann::json{{"x", 1}, {"y", 2}}), "an object of 2 fields");
+  EXPECT_EQ(describe_json(std::string(100, 'z')), "\"" + std::string(36, 'z') + "...");
+  EXPECT_EQ(describe_json(-3), "-3");
+  // A scenario file nested 70,000 deep is refused before it is parsed.
+  EXPECT_ERROR_CONTAINS(
+      error_of_call([] { parse_scenario(std::string(70000, '[') + std::string(70000, ']'), "deep.json"); }),
+      "deep.json: nested more than 64 levels deep");
 }
