@@ -111,7 +111,8 @@ PackedDocument read_packed(std::string_view bytes) {
   doc.header = json::parse(bytes.substr(kFixedHeaderBytes, header), nullptr, false);
   if (doc.header.is_discarded()) bad("the header is not JSON");
   doc.values.resize(count);
-  std::memcpy(doc.values.data(), bytes.data() + kFixedHeaderBytes + header, count * sizeof(double));
+  if (count > 0)  // an empty vector's data() may be null, which memcpy may not be given
+    std::memcpy(doc.values.data(), bytes.data() + kFixedHeaderBytes + header, count * sizeof(double));
   return doc;
 }
 

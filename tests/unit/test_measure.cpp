@@ -117,6 +117,9 @@ TEST(Measure, UnknownKernelListsTheKernels) {
 }
 
 TEST(Measure, KVCacheMeasuredAgreesWithTheFormulaWithinFivePercentAtTheLargestContext) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator keeps its own books: malloc's counts mean nothing under it";
+#endif
   KVMeasureOptions options;
   options.model = find_model("gpt2", "model");
   options.dtype = DType::f16;
