@@ -14,6 +14,7 @@
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/safetensors.hpp"
+#include "attnlab/model/train_run.hpp"
 #include "attnlab/report/explain.hpp"
 #include "attnlab/scenario/model_head.hpp"
 #include "common.hpp"
@@ -259,26 +260,20 @@ int heads(const ModelFlags& f) {
 int eval(const ModelFlags& f) {
   const ModelDir m = open_model_dir(f.dir);
   if (f.task != "induction") fail("--task", fmt::format("\"{}\" is not a task; the task is induction", f.task));
-  ForwardOptions options;
+  std::vector<HeadRef> ablate;
   for (const std::string& head : f.ablate)
-    options.ablate.push_back(parse_head_ref(head, "--ablate"));
+    ablate.push_back(parse_head_ref(head, "--ablate"));
   // Repeated random sequences [BOS, r_1..r_k, r_1..r_k]: the first half can only be guessed,
   // the second half can be copied from the first by a model with induction heads.
-  const std::vector<std::vector<int>> sequences = default_detector_sequences(m.model.config, f.seed, 8);
-  const std::size_t k = (sequences[0].size() - 1) / 2, vocab = m.model.config.vocab_size;
-  double first = 0, second = 0;
-  for (const std::vector<int>& ids : sequences) {
-    const ForwardResult r = gpt2_forward(m.model, ids, options);
-    first += next_token_loss(r, ids, vocab, 1, k);           // predicting r_2..r_k from the first half
-    second += next_token_loss(r, ids, vocab, k + 1, 2 * k);  // predicting r_2..r_k again, second time
-  }
-  first /= static_cast<double>(sequences.size());
-  second /= static_cast<double>(sequences.size());
+  constexpr std::size_t kSequences = 8;
+  const auto [first, second] = in_context_losses(m.model, f.seed, kSequences, ablate);
+  const std::size_t k = (default_detector_sequences(m.model.config, f.seed, 1)[0].size() - 1) / 2,
+                    vocab = m.model.config.vocab_size;
   if (f.json) {
     fmt::print("{}\n", json{{"loss_first_half", first}, {"loss_second_half", second}, {"ablated", f.ablate}}.dump());
     return 0;
   }
-  fmt::print("induction task: {} seeded sequences [BOS, r_1..r_{}, r_1..r_{}]{}\n", sequences.size(), k, k,
+  fmt::print("induction task: {} seeded sequences [BOS, r_1..r_{}, r_1..r_{}]{}\n", kSequences, k, k,
              f.ablate.empty() ? "" : fmt::format(", heads {} ablated (output zeroed)", fmt::join(f.ablate, ", ")));
   fmt::print("mean next-token loss, first half:  {:.4f} nats (chance: ln {} = {:.4f})\n", first, vocab,
              std::log(static_cast<double>(vocab)));
@@ -341,8 +336,8 @@ int generate(const ModelFlags& f) {
 
 Command model_command(CLI::App& parent) {
   auto f = std::make_shared<ModelFlags>();
-  CLI::App* model =
-      parent.add_subcommand("model", "A real model (GPT-2 in Hugging Face's layout): info, tokenize, run, heads");
+  CLI::App* model = parent.add_subcommand(
+      "model", "A real model (GPT-2 in Hugging Face's layout): info, tokenize, run, heads, eval, generate");
   model->require_subcommand(1);
   CLI::App* info_app = model->add_subcommand("info", "The checkpoint's config, parameters, bytes, dtypes and tensors");
   add_dir(*info_app, *f);
