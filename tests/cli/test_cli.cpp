@@ -14,65 +14,19 @@
 #include <sstream>
 #include <string>
 
-namespace {
+#include "run_attnlab.hpp"
 
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs `attnlab ARGS` through the shell (ARGS is shell syntax), capturing both streams.
-Result attnlab(const std::string& args) {
-  const std::filesystem::path dir = ATTNLAB_TEST_TMP;
-  std::filesystem::create_directories(dir);
-  // CTest runs tests in parallel processes: each run gets files of its own.
-  static int runs = 0;
-  const std::string stem = std::to_string(getpid()) + "-" + std::to_string(++runs);
-  const auto out = dir / (stem + ".out"), err = dir / (stem + ".err");
-  const std::string command = std::string("\"") + ATTNLAB_BIN + "\" " + args + " >\"" + out.string() + "\" 2>\"" +
-                              err.string() + "\" </dev/null";
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
-}
-
-std::filesystem::path write_temp(const std::string& name, const std::string& text) {
-  const std::filesystem::path p = std::filesystem::path(ATTNLAB_TEST_TMP) / name;
-  std::filesystem::create_directories(p.parent_path());
-  std::ofstream(p) << text;  // file names are unique per test
-  return p;
-}
-
-#define EXPECT_CONTAINS(text, expected) \
-  EXPECT_NE((text).find(expected), std::string::npos) << "missing \"" << (expected) << "\" in:\n" << (text)
-
-// Bad input: exit 2, the expected words on stderr, nothing on stdout.
-void expect_refused(const std::string& args, const std::string& message) {
-  SCOPED_TRACE("attnlab " + args);
-  const Result r = attnlab(args);
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_CONTAINS(r.err, message);
-  EXPECT_EQ(r.out, "") << "no partial output";
-  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << "no crash";
-}
-
-}  // namespace
+using namespace attnlab_cli_test;
 
 TEST(Cli, ExplainWithNoArgumentsWorksSeed000) {
-  const Result r = attnlab("explain");
+  const Result r = run_attnlab("explain");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"2×1 + 1×2 = 4", "2.12", "8.34 + 2.03 + 16.92 = 27.29", "= 0.69 0.93", "Query 2 \"t3\""})
     EXPECT_CONTAINS(r.out, s);
 }
 
 TEST(Cli, ExplainSoftmaxRowWorksSeed001AtThreeDecimals) {
-  const Result r = attnlab("explain softmax-row");
+  const Result r = run_attnlab("explain softmax-row");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "e^2 = 7.389,   e^0.500 = 1.649,   e^-1 = 0.368");
   EXPECT_CONTAINS(r.out, "= 9.406");
@@ -80,13 +34,13 @@ TEST(Cli, ExplainSoftmaxRowWorksSeed001AtThreeDecimals) {
 }
 
 TEST(Cli, PrecisionFlagShowsMoreDecimals) {
-  const Result r = attnlab("explain --precision 4");
+  const Result r = run_attnlab("explain --precision 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "e^2.1213 = 8.3421");
 }
 
 TEST(Cli, ExplainPreviousTokenQueryFour) {
-  const Result r = attnlab("explain previous-token --query 4");
+  const Result r = run_attnlab("explain previous-token --query 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "largest weight: key 3 \"fox\"");
 }
@@ -94,14 +48,14 @@ TEST(Cli, ExplainPreviousTokenQueryFour) {
 TEST(Cli, ExplainAUserFileWithFlagsOverridingIt) {
   const auto file = write_temp("mine.json", R"({"format": "attnlab-scenario/1", "tokens": ["a", "b"],
     "embeddings": [[1, 0], [0, 1]], "heads": [{"w_q": [[1, 0], [0, 1]], "w_k": [[1, 0], [0, 1]], "w_v": [[1, 0], [0, 1]]}]})");
-  const Result r = attnlab("explain " + file.string() + " --causal --temperature 0.1 --query 0");
+  const Result r = run_attnlab("explain " + file.string() + " --causal --temperature 0.1 --query 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "mask: causal, temperature T = 0.10");
   EXPECT_CONTAINS(r.out, "masked: -inf");
 }
 
 TEST(Cli, RunJsonFollowsTheTraceContract) {
-  const Result r = attnlab("run three-tokens --json");
+  const Result r = run_attnlab("run three-tokens --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["tokens"], nlohmann::json::parse(R"(["t1","t2","t3"])"));
@@ -111,7 +65,7 @@ TEST(Cli, RunJsonFollowsTheTraceContract) {
 }
 
 TEST(Cli, RunTakesTheSameFlagsAsExplain) {
-  const Result r = attnlab("run three-tokens --json --causal --mask-token 0 --window 2 --temperature 2");
+  const Result r = run_attnlab("run three-tokens --json --causal --mask-token 0 --window 2 --temperature 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["heads"][0]["logits"][2][0].is_null());
@@ -120,7 +74,7 @@ TEST(Cli, RunTakesTheSameFlagsAsExplain) {
 }
 
 TEST(Cli, ScenariosListsTheBundledOnesOneLineEach) {
-  const Result r = attnlab("scenarios");
+  const Result r = run_attnlab("scenarios");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s :
        {"three-tokens", "softmax-row", "previous-token", "random-head", "multi-head", "cross-attention"})
@@ -129,7 +83,7 @@ TEST(Cli, ScenariosListsTheBundledOnesOneLineEach) {
 }
 
 TEST(Cli, PermuteShowsOutputsUnchangedWithoutPositions) {
-  const Result r = attnlab("explain three-tokens --permute 2,0,1");
+  const Result r = run_attnlab("explain three-tokens --permute 2,0,1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "only its row moved");
 }
@@ -168,7 +122,7 @@ TEST(CliBadInput, BadFlagValues) {
 // ---- interventions and probe -------------------------------------------------------
 
 TEST(CliInterventions, ExplainShowsTheIntervenedStepsAndWhatMoved) {
-  const Result r = attnlab("explain three-tokens --ablate-head 0:uniform --mask-token 1");
+  const Result r = run_attnlab("explain three-tokens --ablate-head 0:uniform --mask-token 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "Intervention on head 0 \"worked example\": uniform ablation");
   EXPECT_CONTAINS(r.out, "uniform weights instead: 1/2 = 0.50");
@@ -179,7 +133,7 @@ TEST(CliInterventions, ExplainShowsTheIntervenedStepsAndWhatMoved) {
 }
 
 TEST(CliInterventions, RunJsonCarriesBeforeAfterAndDeltaPerToken) {
-  const Result r = attnlab(
+  const Result r = run_attnlab(
       "run multi-head --json --ablate-head 1:mean --scale-head 2:0.5 --replace-token 3:cat --permute "
       "1,0,2,3,4,5,6,7,8,9");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -196,19 +150,19 @@ TEST(CliInterventions, RunJsonCarriesBeforeAfterAndDeltaPerToken) {
     for (std::size_t c = 0; c < 6; ++c)
       EXPECT_NEAR(iv["delta"][i][c].get<double>(), iv["after"][i][c].get<double>() - iv["before"][i][c].get<double>(),
                   1e-12);
-  const Result plain = attnlab("run three-tokens --json");
+  const Result plain = run_attnlab("run three-tokens --json");
   EXPECT_TRUE(nlohmann::json::parse(plain.out)["intervention"].is_null());
 }
 
 TEST(CliInterventions, RunSummaryAddsTheBeforeAfterTable) {
-  const Result r = attnlab("run three-tokens --scale-head 0:2");
+  const Result r = run_attnlab("run three-tokens --scale-head 0:2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "scale head 0 \"worked example\" by 2");
   EXPECT_CONTAINS(r.out, "1.389 1.851");  // t3: 2 × (0.694 0.926)
 }
 
 TEST(CliProbe, WeightsMisleadShowsAllFiveMeasuresAndTheCounterfactual) {
-  const Result r = attnlab("probe weights-mislead");
+  const Result r = run_attnlab("probe weights-mislead");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"query 5 \"good\", readout p(negative)", "decision negative", "weight·‖v‖", "erasure Δ",
                         "grad×input", "Kendall τ", "0.288 (positive, flips)",
@@ -219,7 +173,7 @@ TEST(CliProbe, WeightsMisleadShowsAllFiveMeasuresAndTheCounterfactual) {
 }
 
 TEST(CliProbe, WeightsAgreeAndJsonMatchTheApiContract) {
-  const Result r = attnlab("probe weights-agree --json --epsilon 0.02");
+  const Result r = run_attnlab("probe weights-agree --json --epsilon 0.02");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["serrano_smith"]["weights_agree"], true);
@@ -234,7 +188,7 @@ TEST(CliProbe, WeightsAgreeAndJsonMatchTheApiContract) {
 }
 
 TEST(CliProbe, TakesTheInterventionFlagsAndAReadout) {
-  const Result r = attnlab("probe three-tokens --query 1 --readout coordinate:0 --mask-token 0");
+  const Result r = run_attnlab("probe three-tokens --query 1 --readout coordinate:0 --mask-token 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "knock out key 0 \"t1\"");
   EXPECT_CONTAINS(r.out, "query 1 \"t2\", readout output[0]");
@@ -268,7 +222,7 @@ double number_after(const std::string& text, const std::string& prefix) {
 }  // namespace
 
 TEST(Cli, CostPrintsTheWorkedExamplesGridCountsFlopsAndBytes) {
-  const Result r = attnlab("cost --tokens 3,6,100000");
+  const Result r = run_attnlab("cost --tokens 3,6,100000");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"d_model 4096 = 32 heads × d_k 128, 32 layers", "10,000,000,000", "5,000,050,000", "147,456",
                         "163,840,000,000,000", "20,000,000,000 (18.63 GiB)", "strided √n (Child)", "window w=4,096"})
@@ -278,7 +232,7 @@ TEST(Cli, CostPrintsTheWorkedExamplesGridCountsFlopsAndBytes) {
 
 TEST(Cli, CostMeasureFitsAnExponentNearTwoAndPlotsIt) {
   const auto plot = std::filesystem::path(ATTNLAB_TEST_TMP) / (std::to_string(getpid()) + "-cost.svg");
-  const Result r = attnlab("cost --tokens 512 --d-model 64 --heads 1 --measure --plot " + plot.string());
+  const Result r = run_attnlab("cost --tokens 512 --d-model 64 --heads 1 --measure --plot " + plot.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The shape of the output, never its wall-clock time: a fitted exponent is printed (its
   // value is the machine's), and the chart's line is that fit.
@@ -291,7 +245,7 @@ TEST(Cli, CostMeasureFitsAnExponentNearTwoAndPlotsIt) {
   EXPECT_CONTAINS(svg, "n (tokens)");
   EXPECT_CONTAINS(svg, fmt::format("least-squares fit: n^{:.2f}", time_exponent)) << "the line is the fit printed";
   // One measured length has no fit: the chart draws no line claiming one.
-  const Result one = attnlab("cost --tokens 16 --d-model 64 --heads 1 --measure --plot " + plot.string());
+  const Result one = run_attnlab("cost --tokens 16 --d-model 64 --heads 1 --measure --plot " + plot.string());
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_CONTAINS(one.out, "one length only: no exponent to fit");
   EXPECT_EQ(read_file(plot).find("least-squares fit"), std::string::npos);
@@ -299,7 +253,7 @@ TEST(Cli, CostMeasureFitsAnExponentNearTwoAndPlotsIt) {
 
 TEST(Cli, PlotsAlsoComeAsPng) {
   const auto plot = std::filesystem::path(ATTNLAB_TEST_TMP) / (std::to_string(getpid()) + "-kv.png");
-  const Result r = attnlab("kv --model gpt2 --context 1024,4096 --plot " + plot.string());
+  const Result r = run_attnlab("kv --model gpt2 --context 1024,4096 --plot " + plot.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string png = read_file(plot);
   ASSERT_GT(png.size(), 1000u);
@@ -308,7 +262,7 @@ TEST(Cli, PlotsAlsoComeAsPng) {
 }
 
 TEST(Cli, KvLlama3At8192TokensInF16IsExactlyOneGiB) {
-  const Result r = attnlab("kv --model llama-3-8b --context 8192,131072 --dtype f16");
+  const Result r = run_attnlab("kv --model llama-3-8b --context 8192,131072 --dtype f16");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "2 × 32 × 8 × 128 × context × 2 = 131,072 bytes (128 KiB) per token");
   EXPECT_CONTAINS(r.out, "1,073,741,824 (1 GiB)");
@@ -318,10 +272,10 @@ TEST(Cli, KvLlama3At8192TokensInF16IsExactlyOneGiB) {
 }
 
 TEST(Cli, KvBudgetGivesTheLongestContextAndAnyShapeWorks) {
-  const Result r = attnlab("kv --model llama-3-8b --budget 24GiB");
+  const Result r = run_attnlab("kv --model llama-3-8b --budget 24GiB");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "leaving 9.04 GiB for the cache: the longest context that fits is 74,075 tokens.");
-  const Result custom = attnlab("kv --layers 2 --kv-heads 1 --head-dim 64 --context 10 --dtype f32");
+  const Result custom = run_attnlab("kv --layers 2 --kv-heads 1 --head-dim 64 --context 10 --dtype f32");
   ASSERT_EQ(custom.exit_code, 0) << custom.err;
   EXPECT_CONTAINS(custom.out, "10,240 (10 KiB)");
   EXPECT_CONTAINS(custom.out, "weights: unknown");
@@ -329,7 +283,7 @@ TEST(Cli, KvBudgetGivesTheLongestContextAndAnyShapeWorks) {
 
 TEST(Cli, KvMeasureDecodesAndItsHeapBytesAgreeWithTheFormulaWithinFivePercent) {
   const auto plot = std::filesystem::path(ATTNLAB_TEST_TMP) / (std::to_string(getpid()) + "-kv.svg");
-  const Result r = attnlab("kv --model gpt2 --context 4096 --measure --plot " + plot.string());
+  const Result r = run_attnlab("kv --model gpt2 --context 4096 --measure --plot " + plot.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "decoded with random weights (d_model 768) in 12 of its 12 layers");
   const double malloc_percent = number_after(r.out, "differs from the formula by ");
@@ -390,13 +344,13 @@ TEST(CliBadInput, MeasuresThatWouldNotFitAreRefusedUpFront) {
 }
 
 TEST(CliKernels, RunWithTheTiledKernelMatchesTheReference) {
-  const Result r = attnlab("run previous-token --kernel tiled --causal");
+  const Result r = run_attnlab("run previous-token --kernel tiled --causal");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_CONTAINS(r.out, "output (tiled kernel");
   const auto at = r.out.find("largest |tiled - reference| = ");
   ASSERT_NE(at, std::string::npos) << r.out;
   EXPECT_LT(std::stod(r.out.substr(at + 30)), 1e-4) << r.out;
-  const Result j = attnlab("run three-tokens --kernel tiled --json");
+  const Result j = run_attnlab("run three-tokens --kernel tiled --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
   const auto trace = nlohmann::json::parse(j.out);
   EXPECT_EQ(trace["kernel"], "tiled");
@@ -407,7 +361,7 @@ TEST(CliKernels, RunWithTheTiledKernelMatchesTheReference) {
 }
 
 TEST(CliKernels, BenchQuickPrintsConsistentFigures) {
-  const Result r = attnlab("bench --quick --json --repeats 1");
+  const Result r = run_attnlab("bench --quick --json --repeats 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   const double peak = j["machine"]["f32_peak_gflops"].get<double>();

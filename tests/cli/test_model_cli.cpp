@@ -17,46 +17,13 @@
 #include "../model/vocabulary_model.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/model/gpt2.hpp"
+#include "run_attnlab.hpp"
 
 namespace fs = std::filesystem;
+using namespace attnlab_cli_test;
 using nlohmann::json;
 
 namespace {
-
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Result run_attnlab(const std::string& args) {
-  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / "model";
-  fs::create_directories(dir);
-  static int runs = 0;
-  const std::string stem = std::to_string(getpid()) + "-" + std::to_string(++runs);
-  const fs::path out = dir / (stem + ".out"), err = dir / (stem + ".err");
-  const std::string command =
-      fmt::format("\"{}\" {} >\"{}\" 2>\"{}\" </dev/null", ATTNLAB_BIN, args, out.string(), err.string());
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
-}
-
-#define EXPECT_CONTAINS(text, expected) \
-  EXPECT_NE((text).find(expected), std::string::npos) << "missing \"" << (expected) << "\" in:\n" << (text)
-
-void expect_refused(const std::string& args, const std::string& message) {
-  SCOPED_TRACE("attnlab " + args);
-  const Result r = run_attnlab(args);
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_CONTAINS(r.err, message);
-  EXPECT_EQ(r.out, "") << "no partial output";
-}
 
 const fs::path kTiny = fs::path(ATTNLAB_MODEL_FIXTURE_DIR) / "tiny-f32";
 
