@@ -24,19 +24,27 @@ using nlohmann::json;
 
 namespace {
 
+// A LabServer (with a model, or none) on a free loopback port, serving from its own thread
+// for as long as the object lives: one per test suite.
+struct RunningServer {
+  explicit RunningServer(std::shared_ptr<const attnlab::ModelDir> model = nullptr)
+      : server(std::move(model)), port(server.bind("127.0.0.1", 0)), thread([this] { server.run(); }) {}
+  ~RunningServer() {
+    server.stop();
+    thread.join();
+  }
+  attnlab::LabServer server;
+  int port;
+  std::thread thread;
+};
+
 class Api : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new attnlab::LabServer();
-    port_ = server_->bind("127.0.0.1", 0);
-    thread_ = new std::thread([] { server_->run(); });
+    running_ = new RunningServer();
+    port_ = running_->port;
   }
-  static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
-  }
+  static void TearDownTestSuite() { delete running_; }
 
   httplib::Client client() {
     httplib::Client c("127.0.0.1", port_);
@@ -66,12 +74,10 @@ class Api : public ::testing::Test {
     }
   }
 
-  static attnlab::LabServer* server_;
-  static std::thread* thread_;
+  static RunningServer* running_;
   static int port_;
 };
-attnlab::LabServer* Api::server_ = nullptr;
-std::thread* Api::thread_ = nullptr;
+RunningServer* Api::running_ = nullptr;
 int Api::port_ = 0;
 
 json three_tokens_object() { return json::parse(std::string(*attnlab::api_scenario_file("three-tokens"))); }
@@ -653,15 +659,11 @@ class ModelApi : public ::testing::Test {
   static void SetUpTestSuite() {
     model_ = std::make_shared<const attnlab::ModelDir>(
         attnlab::open_model_dir(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32"));
-    server_ = new attnlab::LabServer(model_);
-    port_ = server_->bind("127.0.0.1", 0);
-    thread_ = new std::thread([] { server_->run(); });
+    running_ = new RunningServer(model_);
+    port_ = running_->port;
   }
   static void TearDownTestSuite() {
-    server_->stop();
-    thread_->join();
-    delete thread_;
-    delete server_;
+    delete running_;
     model_.reset();
   }
 
@@ -685,13 +687,11 @@ class ModelApi : public ::testing::Test {
   }
 
   static std::shared_ptr<const attnlab::ModelDir> model_;
-  static attnlab::LabServer* server_;
-  static std::thread* thread_;
+  static RunningServer* running_;
   static int port_;
 };
 std::shared_ptr<const attnlab::ModelDir> ModelApi::model_;
-attnlab::LabServer* ModelApi::server_ = nullptr;
-std::thread* ModelApi::thread_ = nullptr;
+RunningServer* ModelApi::running_ = nullptr;
 int ModelApi::port_ = 0;
 
 // A text with repeats, so that every detector has rows to score.
