@@ -1,12 +1,16 @@
 // Training: every parameter's gradient against central finite differences (in double,
-// where the differences are exact to ~1e-9), the training loss against the inference
-// forward's (itself checked against NumPy), and AdamW against its formula.
+// where the differences are exact to ~1e-9) and against PyTorch's autograd on the tiny
+// checkpoint (tests/model/make_training_fixtures.py), the training loss against the
+// inference forward's (itself checked against NumPy), and AdamW against its formula.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/forward.hpp"
+#include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/training.hpp"
 #include "compare.hpp"
 
@@ -69,6 +73,38 @@ TEST(Training, EveryParametersGradientMatchesCentralFiniteDifferences) {
 TEST(Training, AttentionOnlyGradientsMatchFiniteDifferencesToo) {
   expect_gradients_match_finite_differences(kSmall, {.attention_only = true});
 }
+
+// The tiny F32 checkpoint, a batch of three sequences of different lengths: the loss and
+// every element of every gradient as PyTorch's autograd computes them in float32.
+void expect_gradients_match_pytorch(const TrainingOptions& options) {
+  const std::string dir = std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/training";
+  const nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
+  const Gpt2Model model = load_gpt2(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32");
+  const std::vector<float> p = flatten<float>(model);
+  std::vector<float> g(p.size());
+  const float loss =
+      loss_and_gradients<float>(model.config, p, expected["batch"].get<Batch>(), std::span<float>(g), options);
+  EXPECT_NEAR(loss, expected[options.attention_only ? "loss_attention_only" : "loss"].get<double>(), 2e-6);
+  const SafetensorsFile torch(
+      dir + (options.attention_only ? "/gradients-attention-only.safetensors" : "/gradients.safetensors"));
+  std::size_t compared = 0;
+  for (const ParameterTensor& t : parameter_tensors(model.config)) {
+    const TensorInfo* info = torch.find(t.name);
+    ASSERT_NE(info, nullptr) << t.name;
+    ASSERT_EQ(info->shape, t.shape) << t.name;
+    const std::vector<float> want = torch.to_f32(*info);
+    double scale = 0;  // the tensor's largest gradient: float32 sums differ by rounding relative to it
+    for (float x : want)
+      scale = std::max(scale, double(std::abs(x)));
+    for (std::size_t k = 0; k < t.size; ++k, ++compared)
+      ASSERT_NEAR(g[t.offset + k], want[k], 1e-7 + 2e-5 * scale) << t.name << " element " << k;
+  }
+  EXPECT_EQ(compared, p.size());
+}
+
+TEST(Training, EveryGradientMatchesPyTorchAutograd) { expect_gradients_match_pytorch({}); }
+
+TEST(Training, AttentionOnlyGradientsMatchPyTorchAutograd) { expect_gradients_match_pytorch({.attention_only = true}); }
 
 TEST(Training, TheTrainingLossIsTheInferenceForwardsLoss) {
   const std::vector<double> p = random_parameters(kSmall, 4);
