@@ -267,13 +267,15 @@ int eval(const ModelFlags& f) {
   // the second half can be copied from the first by a model with induction heads.
   constexpr std::size_t kSequences = 8;
   const auto [first, second] = in_context_losses(m.model, f.seed, kSequences, ablate);
-  const std::size_t k = (default_detector_sequences(m.model.config, f.seed, 1)[0].size() - 1) / 2,
+  const auto sequences = default_detector_sequences(m.model.config, f.seed, kSequences);
+  const std::size_t longest = (sequences.front().size() - 1) / 2, shortest = (sequences.back().size() - 1) / 2,
                     vocab = m.model.config.vocab_size;
   if (f.json) {
     fmt::print("{}\n", json{{"loss_first_half", first}, {"loss_second_half", second}, {"ablated", f.ablate}}.dump());
     return 0;
   }
-  fmt::print("induction task: {} seeded sequences [BOS, r_1..r_{}, r_1..r_{}]{}\n", kSequences, k, k,
+  fmt::print("induction task: {} seeded sequences [BOS, r_1..r_k, r_1..r_k], k from {} down to {}{}\n", kSequences,
+             longest, shortest,
              f.ablate.empty() ? "" : fmt::format(", heads {} ablated (output zeroed)", fmt::join(f.ablate, ", ")));
   fmt::print("mean next-token loss, first half:  {:.4f} nats (chance: ln {} = {:.4f})\n", first, vocab,
              std::log(static_cast<double>(vocab)));

@@ -1,6 +1,7 @@
 // Head detectors (attnlab/model/detectors.hpp).
 #include "attnlab/model/detectors.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -53,11 +54,15 @@ std::vector<int> repeated_random_tokens(std::uint64_t seed, std::size_t k, std::
 
 std::vector<std::vector<int>> default_detector_sequences(const Gpt2Config& config, std::uint64_t seed,
                                                          std::size_t count) {
-  const std::size_t k = std::min<std::size_t>(32, (config.n_positions - 1) / 2);
+  // k from the longest repeat the positions allow (at most 32) down to half of it, so that
+  // a head looking a fixed distance back cannot pass for an induction head.
+  const std::size_t longest = std::max<std::size_t>(1, std::min<std::size_t>(32, (config.n_positions - 1) / 2));
+  const std::size_t shortest = std::max<std::size_t>(1, longest / 2);
   std::vector<std::vector<int>> out;
-  for (std::size_t s = 0; s < count; ++s)
-    out.push_back(repeated_random_tokens(seed + s, std::max<std::size_t>(k, 1), config.vocab_size,
-                                         static_cast<int>(config.vocab_size - 1)));
+  for (std::size_t s = 0; s < count; ++s) {
+    const std::size_t k = longest - s * (longest - shortest) / std::max<std::size_t>(count - 1, 1);
+    out.push_back(repeated_random_tokens(seed + s, k, config.vocab_size, static_cast<int>(config.vocab_size - 1)));
+  }
   return out;
 }
 

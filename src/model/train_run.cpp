@@ -30,10 +30,10 @@ InductionSequence induction_sequence(std::uint64_t seed, std::size_t context, st
 
 std::pair<double, double> in_context_losses(const Gpt2Model& model, std::uint64_t seed, std::size_t count,
                                             const std::vector<HeadRef>& ablate) {
-  const auto sequences = default_detector_sequences(model.config, seed, count);
-  const std::size_t k = (sequences[0].size() - 1) / 2, vocab = model.config.vocab_size;
+  const std::size_t vocab = model.config.vocab_size;
   double first = 0, second = 0;
-  for (const std::vector<int>& ids : sequences) {
+  for (const std::vector<int>& ids : default_detector_sequences(model.config, seed, count)) {
+    const std::size_t k = (ids.size() - 1) / 2;
     const ForwardResult r = gpt2_forward(model, ids, {.ablate = ablate});
     first += next_token_loss(r, ids, vocab, 1, k);
     second += next_token_loss(r, ids, vocab, k + 1, 2 * k);

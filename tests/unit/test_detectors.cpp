@@ -104,8 +104,29 @@ TEST(Detectors, EveryHeadOfAModelGetsThreeScoresInZeroToOne) {
   const std::size_t n = sequences[0].size();
   const double first = detector_score(std::span<const float>(r.attention[1].data() + n * n, n * n),
                                       detector_pattern(Detector::induction, sequences[0]), n);
+  const std::size_t n2 = sequences[1].size();
+  ASSERT_EQ(n2, 7u) << "the second repeats 3 tokens: half of the first's 7, rounded down";
   const ForwardResult r2 = gpt2_forward(model, sequences[1], {.keep_attention = true});
-  const double second = detector_score(std::span<const float>(r2.attention[1].data() + n * n, n * n),
-                                       detector_pattern(Detector::induction, sequences[1]), n);
+  const double second = detector_score(std::span<const float>(r2.attention[1].data() + n2 * n2, n2 * n2),
+                                       detector_pattern(Detector::induction, sequences[1]), n2);
   EXPECT_NEAR(scores[5].induction, (first + second) / 2, 1e-12);
+}
+
+TEST(Detectors, DefaultSequencesVaryTheRepeatSoAFixedOffsetHeadIsNoInductionHead) {
+  const Gpt2Config config{2, 2, 16, 32, 28, 64, 1e-5};
+  const auto sequences = default_detector_sequences(config, 0, 4);
+  ASSERT_EQ(sequences.size(), 4u);
+  EXPECT_EQ(sequences.front().size(), 31u) << "k = 15, the longest that 32 positions hold";
+  EXPECT_EQ(sequences.back().size(), 15u) << "k = 7, half of it";
+  // A head that always looks 14 back (the induction offset k − 1 of the longest sequence
+  // only) scores 1 on that sequence and nothing on the others.
+  double total = 0;
+  for (const std::vector<int>& ids : sequences) {
+    const std::size_t n = ids.size();
+    std::vector<float> a(n * n, 0.0f);
+    for (std::size_t i = 0; i < n; ++i)
+      a[i * n + (i >= 14 ? i - 14 : 0)] = 1.0f;
+    total += detector_score(a, detector_pattern(Detector::induction, ids), n);
+  }
+  EXPECT_LT(total / 4, 0.35);
 }
