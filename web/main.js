@@ -24,6 +24,7 @@ import { bindInterventions, renderInterventions } from './panel-interventions.js
 import { bindKv, loadModels, renderKv, syncKv } from './panel-kv.js';
 import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
+import { bindTraining, loadTraining, renderTraining } from './panel-training.js';
 import { clamp, maskGrid } from './selectors.js';
 import { getState, subscribe, update } from './state.js';
 import * as traces from './traces.js';
@@ -59,6 +60,7 @@ function render(state) {
   const s = inView(state);
   renderControls(s);
   renderModel(s);
+  renderTraining(s);
   renderTokens(s);
   renderThumbnails(s);
   renderReadouts(s);
@@ -153,8 +155,10 @@ function init() {
   bindCost();
   bindKv();
   bindModel();
+  bindTraining();
   loadModels();
   loadModel();
+  loadTraining();
   update({});
   Object.defineProperty(window, 'attnlab', { value: hook, configurable: true });
   start();

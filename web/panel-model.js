@@ -11,7 +11,7 @@
 // request changes, for the ablated top-k when the picked heads change (syncModel), and
 // draws what came back (renderModel). Handlers only call update() or loadModelHead.
 
-import { api, coalesced, messageOf } from './api.js';
+import { api, busy, coalesced, messageOf } from './api.js';
 import { context2d } from './canvas.js';
 import { LUT_RGB, lutIndex } from './colour.js';
 import { $, byId, setAttr, setFlag, setHtml, setText, setValue } from './dom.js';
@@ -29,6 +29,7 @@ import { loadModelHead } from './traces.js';
  * @typedef {import('./types.js').TokenGuess} TokenGuess
  * @typedef {import('./types.js').HeadScore} HeadScore
  * @typedef {import('./types.js').HeadSort} HeadSort
+ * @typedef {import('./types.js').ModelSource} ModelSource
  */
 
 /**
@@ -74,6 +75,31 @@ function defaultInput(info) {
   return [...ids, ...ids].join(' ');
 }
 
+/**
+ * The request for an input on a model: the text or ids, then the run and the step when
+ * they are not the defaults (the --model directory, its final model). The keys always come
+ * in this order, so that equal requests are equal as JSON.
+ * @param {ModelInput} input
+ * @param {ModelSource} source
+ * @returns {ModelInput}
+ */
+export function requestFor(input, source) {
+  /** @type {ModelInput} */
+  const r = input.text !== undefined ? { text: input.text } : { ids: input.ids };
+  if (source.run !== null) r.run = source.run;
+  if (source.step !== null) r.step = source.step;
+  return r;
+}
+
+/**
+ * The model's name as the panel shows it: the directory or run, and the checkpoint.
+ * @param {import('./types.js').ModelInfo} info
+ * @param {ModelSource} source
+ */
+function sourceName(info, source) {
+  return source.step === null ? `${info.name}` : `${info.name} at step ${source.step}`;
+}
+
 // ---- asking ----------------------------------------------------------------------------------
 
 /** The state's model part, patched. @param {Partial<ModelState>} patch */
@@ -92,10 +118,40 @@ export async function loadModel() {
     }
     const input = defaultInput(info);
     const parsed = parseModelInput(info, input);
-    patchModel({ info, input, request: 'request' in parsed ? parsed.request : null });
+    patchModel({ info, input, request: 'request' in parsed ? requestFor(parsed.request, getState().model.source) : null });
   } catch (e) {
     patchModel({ info: { loaded: false } }); // an older server without /api/model
   }
+}
+
+/**
+ * Shows another model in the panel: a training run (or the --model directory, run null) at
+ * a checkpoint (or its final model, step null). Its text starts as the default input.
+ * @param {ModelSource} source
+ */
+export async function openModel(source) {
+  const query = [source.run !== null ? `run=${encodeURIComponent(source.run)}` : '',
+    source.step !== null ? `step=${source.step}` : ''].filter(Boolean).join('&');
+  /** @type {import('./types.js').ModelInfo} */
+  const info = await busy(() => api(`api/model${query ? `?${query}` : ''}`));
+  const input = defaultInput(info);
+  const parsed = parseModelInput(info, input);
+  patchModel({
+    info, source, input, request: 'request' in parsed ? requestFor(parsed.request, source) : null,
+    ablate: [], ablated: null, status: 'running', message: '',
+  });
+}
+
+/**
+ * The panel's model at another checkpoint of the same run (the training panel's slider):
+ * the text stays, the run and the head shown follow.
+ * @param {number | null} step
+ */
+export function setModelStep(step) {
+  const m = getState().model;
+  if (m.source.step === step) return;
+  const source = { ...m.source, step };
+  patchModel({ source, request: m.request ? requestFor(m.request, source) : null, ablated: null, status: 'running', message: '' });
 }
 
 const asked = {
@@ -116,10 +172,11 @@ const runs = coalesced(async () => {
     const run = await api('api/model/run', request);
     if (runs.superseded()) return;
     patchModel({ run, runKey: key, status: 'done', message: '' });
-    // the head shown follows the new text
+    // the head shown follows the new text (or checkpoint), if the model has it
     const now = getState();
-    if (now.modelHead && JSON.stringify(inputOf(now.modelHead)) !== key) {
-      await loadModelHead(request, run, now.modelHead.layer, now.modelHead.head);
+    const h = now.modelHead, info = now.model.info;
+    if (h && JSON.stringify(inputOf(h)) !== key && info && h.layer < (info.n_layer || 0) && h.head < (info.n_head || 0)) {
+      await loadModelHead(request, run, h.layer, h.head);
     }
   } catch (e) {
     if (!runs.superseded()) patchModel({ status: 'error', message: messageOf(e) });
@@ -145,12 +202,13 @@ const ablations = coalesced(async () => {
 });
 
 /**
- * The model input of a head (its text or ids, without layer and head).
+ * The model input of a head (its text or ids, run and step, without layer and head).
  * @param {import('./types.js').ModelHead} h
  * @returns {ModelInput}
  */
 function inputOf(h) {
-  return h.text !== undefined ? { text: h.text } : { ids: h.ids };
+  const { layer, head, ...input } = h; // layer and head go; the order of the rest is the request's
+  return input;
 }
 
 /**
@@ -294,7 +352,7 @@ export function renderModel(s) {
   const info = m.info;
   setFlag(section, 'hidden', !info || !info.loaded);
   if (!info || !info.loaded) return;
-  setText($('model-shape'), `${info.name}: ${info.n_layer} layers × ${info.n_head} heads, d_model ${info.n_embd}, ` +
+  setText($('model-shape'), `${sourceName(info, m.source)}: ${info.n_layer} layers × ${info.n_head} heads, d_model ${info.n_embd}, ` +
     `${info.n_positions} positions, vocabulary ${info.vocab_size}`);
   setText($('model-input-label'), info.tokenizer ? 'Text' : 'Token ids');
   setText($('model-input-hint'), info.tokenizer
@@ -356,10 +414,14 @@ export function bindModel() {
     const m = getState().model;
     if (!m.info || !m.info.loaded) return;
     const parsed = parseModelInput(m.info, input.value);
-    if ('error' in parsed) patchModel({ input: input.value, status: 'error', message: parsed.error });
-    else if (JSON.stringify(parsed.request) === m.runKey) patchModel({ input: input.value, request: parsed.request, status: 'done', message: '' });
+    if ('error' in parsed) {
+      patchModel({ input: input.value, status: 'error', message: parsed.error });
+      return;
+    }
+    const request = requestFor(parsed.request, m.source);
+    if (JSON.stringify(request) === m.runKey) patchModel({ input: input.value, request, status: 'done', message: '' });
     // a new text: the ablation's heads stay picked, its answer goes
-    else patchModel({ input: input.value, request: parsed.request, status: 'running', message: '', ablated: null });
+    else patchModel({ input: input.value, request, status: 'running', message: '', ablated: null });
   });
   const sort = byId('model-sort', HTMLSelectElement);
   sort.addEventListener('change', () => patchModel({ sort: /** @type {HeadSort} */ (sort.value) }));

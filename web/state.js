@@ -53,7 +53,11 @@ function initialState() {
       measured: null, measuring: false, measureStatus: '', measurePoints: null,
     },
     costError: null,
-    model: { info: null, input: '', request: null, run: null, runKey: null, ablate: [], ablated: null, sort: 'head', status: 'idle', message: '' },
+    model: {
+      info: null, source: { run: null, step: null }, input: '', request: null, run: null, runKey: null, ablate: [], ablated: null,
+      sort: 'head', status: 'idle', message: '',
+    },
+    training: { job: null, view: null, form: {}, attnOnly: false, status: 'idle', message: '' },
   };
 }
 

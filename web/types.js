@@ -215,6 +215,9 @@
  * @property {number} [n_positions]
  * @property {number} [vocab_size]
  * @property {boolean} [tokenizer]
+ * @property {string | null} [run]        a training run under the server's --runs (null: its --model)
+ * @property {number | null} [step]       the checkpoint step (null: the final model)
+ * @property {boolean} [training]         the directory is a training run (it has train.json)
  */
 /** A next-token guess: the id, its text as the model sees it, its probability. @typedef {{id: number, token: string, probability: number}} TokenGuess */
 /**
@@ -233,13 +236,20 @@
  * @property {HeadScore[]} heads           layer by layer
  * @property {number[][][][] | null} weights  [layer][head][n][n], 4 decimals
  */
-/** What the model runs on: text (with a tokenizer) or token ids. @typedef {{text?: string, ids?: number[]}} ModelInput */
+/**
+ * What the model runs on: text (with a tokenizer) or token ids, and which model: a training
+ * run under --runs (`run`, else the --model directory) at a checkpoint (`step`, else the
+ * final model).
+ * @typedef {{text?: string, ids?: number[], run?: string, step?: number}} ModelInput
+ */
+/** Which model the panel runs (docs/api.md, "run" and "step"). @typedef {{run: string | null, step: number | null}} ModelSource */
 /** A head of the model on an input: the scenario {"model": ModelHead} of POST api/attention. @typedef {ModelInput & {layer: number, head: number}} ModelHead */
 /** How the model panel orders its heads. @typedef {'head' | 'previous_token' | 'duplicate_token' | 'induction'} HeadSort */
 /**
  * The model panel's part of the state.
  * @typedef {object} ModelState
  * @property {ModelInfo | null} info       null until GET api/model answers
+ * @property {ModelSource} source          the model shown: the --model directory or a run, at a step
  * @property {string} input                the text box, as typed
  * @property {ModelInput | null} request   what the panel asks the model to run
  * @property {ModelRun | null} run         the last run answered
@@ -249,6 +259,55 @@
  * @property {HeadSort} sort
  * @property {'idle' | 'running' | 'done' | 'error'} status
  * @property {string} message              the input's or the server's error
+ */
+
+/** One head's scores in a training log entry. @typedef {{layer: number, head: number, previous_token: number | null, duplicate_token: number | null, induction: number | null}} TrainHeadScores */
+/**
+ * One entry of a training run's log (train.json, docs/training.md).
+ * @typedef {object} TrainLogEntry
+ * @property {number} step
+ * @property {number} seconds
+ * @property {number | null} loss               the training batch's
+ * @property {number | null} loss_first_half    held-out [BOS, r, r]: the first copy (chance)
+ * @property {number | null} loss_second_half   ... and the repeat (the in-context loss)
+ * @property {TrainHeadScores[]} heads
+ */
+/**
+ * GET api/training: a training run (docs/api.md, "Training"). `log` holds the entries from
+ * `since` on; the page keeps them all.
+ * @typedef {object} TrainingView
+ * @property {boolean} training             false: the --model directory is not a training run
+ * @property {string | null} run            the run's name under --runs, or null for --model's
+ * @property {string} [name]
+ * @property {'running' | 'done' | 'cancelled' | 'failed' | 'stopped' | 'incomplete'} [state]
+ * @property {boolean} [cancelling]
+ * @property {Record<string, number | boolean | string>} [settings]
+ * @property {TrainLogEntry[]} [log]
+ * @property {number} [since]
+ * @property {number} [log_count]
+ * @property {number[]} [checkpoints]       the steps of checkpoints/step-N, ascending
+ * @property {boolean} [final]              the final model is written
+ * @property {string | null} [error]
+ */
+/**
+ * GET api/training/job: the run started here last, the limits and defaults of a new one.
+ * @typedef {object} TrainingJobInfo
+ * @property {{run: string, dir: string, state: string, step: number | null, steps: number, log_count: number,
+ *   cancelling: boolean, error: string | null} | null} job
+ * @property {boolean} busy
+ * @property {string} runs_dir
+ * @property {Record<string, number | number[]>} limits
+ * @property {Record<string, number | boolean | string>} defaults
+ */
+/**
+ * The training panel's part of the state.
+ * @typedef {object} TrainingState
+ * @property {TrainingJobInfo | null} job   null until GET api/training/job answers
+ * @property {TrainingView | null} view      the run whose curves are shown
+ * @property {Record<string, string>} form   the new run's settings, as typed
+ * @property {boolean} attnOnly
+ * @property {'idle' | 'starting' | 'cancelling' | 'error'} status
+ * @property {string} message
  */
 
 /**
@@ -330,6 +389,7 @@
  * @property {CostState} cost
  * @property {KvState} kv
  * @property {ModelState} model
+ * @property {TrainingState} training
  * @property {string | null} costError     the cost and KV panels' error line
  */
 

@@ -1,5 +1,7 @@
-// attnlab serve [--host 127.0.0.1] [--port 8080] [--open] [--model DIR]: the lab in a
-// browser, with a real model as a source when --model names a GPT-2 directory.
+// attnlab serve [--host 127.0.0.1] [--port 8080] [--open] [--model DIR] [--runs DIR]: the lab
+// in a browser, with a real model as a source when --model names a GPT-2 directory (a
+// training run's directory adds its curves and checkpoints), and training runs started from
+// the page written under --runs.
 #include <malloc.h>
 #include <atomic>
 #include <csignal>
@@ -8,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "attnlab/core/error.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/server/server.hpp"
 #include "common.hpp"
@@ -33,7 +36,8 @@ Command serve_command(CLI::App& parent) {
     std::string host = "127.0.0.1";
     int port = 8080;
     bool open = false;
-    std::string model;  // a GPT-2 directory (docs/models.md), or none
+    std::string model;                  // a GPT-2 directory (docs/models.md), or none
+    std::string runs = "attnlab-runs";  // where runs started from the page go (docs/training.md)
   };
   auto state = std::make_shared<State>();
   CLI::App* app = parent.add_subcommand("serve", "Serve the lab's page and JSON API (docs/api.md)");
@@ -44,6 +48,10 @@ Command serve_command(CLI::App& parent) {
                   "A GPT-2 directory (config.json, model.safetensors, optionally vocab.json and merges.txt): the "
                   "lab gets a Model source (docs/models.md)")
       ->check(CLI::ExistingDirectory);
+  app->add_option("--runs", state->runs,
+                  "Directory for training runs started from the page (each in a new run-N inside it; created when "
+                  "the first starts)")
+      ->capture_default_str();
   return {app, [state]() {
             // Ctrl-C and SIGTERM are taken by a watcher thread that stops the server cleanly.
             sigset_t stop_signals;
@@ -57,7 +65,8 @@ Command serve_command(CLI::App& parent) {
             // directory exits with code 2 and the loader's message, as `attnlab model` does.
             std::shared_ptr<const ModelDir> model;
             if (!state->model.empty()) model = std::make_shared<const ModelDir>(open_model_dir(state->model));
-            LabServer server(model);
+            if (state->runs.empty()) fail("--runs", "is empty; give a directory, e.g. --runs attnlab-runs");
+            LabServer server(model, state->runs);
             const int port = server.bind(state->host, state->port);
             const std::string url = fmt::format("http://{}:{}/", state->host, port);
             fmt::print("{}\n", url);
@@ -66,6 +75,7 @@ Command serve_command(CLI::App& parent) {
               fmt::print("model: {} ({} layers × {} heads, d_model {}, {} positions{})\n", state->model,
                          model->model.config.n_layer, model->model.config.n_head, model->model.config.n_embd,
                          model->model.config.n_positions, model->tokenizer ? "" : ", no tokenizer: token ids");
+            fmt::print("training runs started from the page go to {}/run-N\n", state->runs);
             std::fflush(stdout);
             if (state->open && std::system(fmt::format("xdg-open '{}' >/dev/null 2>&1 &", url).c_str()) != 0)
               fmt::print("could not start a browser; open the URL above by hand\n");
@@ -82,6 +92,7 @@ Command serve_command(CLI::App& parent) {
             if (!signalled) pthread_kill(watcher.native_handle(), SIGTERM);
             watcher.join();
             fmt::print("attnlab lab: stopped\n");
+            // (a run still training is cancelled as `server` goes, keeping its last checkpoint)
             return 0;
           }};
 }

@@ -6,9 +6,8 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
+#include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/train_run.hpp"
@@ -19,26 +18,9 @@ namespace attnlab::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 std::atomic<bool> interrupted{false};
 void on_interrupt(int) { interrupted = true; }
-
-json log_json(const TrainLog& log) {
-  json heads = json::array();
-  for (const HeadScores& h : log.heads)
-    heads.push_back({{"layer", h.head.layer},
-                     {"head", h.head.head},
-                     {"previous_token", h.previous_token},
-                     {"duplicate_token", h.duplicate_token},
-                     {"induction", h.induction}});
-  return {{"step", log.step},
-          {"seconds", log.seconds},
-          {"loss", log.loss},
-          {"loss_first_half", log.loss_first_half},
-          {"loss_second_half", log.loss_second_half},
-          {"heads", heads}};
-}
 
 // The strongest head of a detector, as "L.H score".
 std::string strongest(const std::vector<HeadScores>& heads, double HeadScores::*score) {
@@ -89,32 +71,12 @@ Command train_command(CLI::App& parent) {
             if (fs::exists(out) && !fs::is_empty(out) && !state->force)
               fail("--out",
                    fmt::format("{} is not empty; give a new directory, or --force to write into it", out.string()));
-            fs::create_directories(out / "checkpoints");
             std::signal(SIGINT, on_interrupt);
             std::signal(SIGTERM, on_interrupt);
             const bool terminal = isatty(STDOUT_FILENO);
-            json logs = json::array();
-            const auto write_log = [&] {
-              std::ofstream(out / "train.json") << json{
-                  {"settings",
-                   {{"task", state->task},
-                    {"layers", s.layers},
-                    {"heads", s.heads},
-                    {"d_model", s.d_model},
-                    {"context", s.context},
-                    {"vocab", s.vocab},
-                    {"steps", s.steps},
-                    {"batch", s.batch},
-                    {"lr", s.learning_rate},
-                    {"seed", s.seed},
-                    {"attn_only", s.attention_only}}},
-                  {"log", logs}}.dump(1);
-            };
-            const auto on_log = [&](const TrainLog& log, const Gpt2Model& model) {
-              logs.push_back(log_json(log));
-              write_log();
-              if (log.step % s.checkpoint_every == 0 || log.step == s.steps)
-                save_gpt2((out / "checkpoints" / fmt::format("step-{}", log.step)).string(), model);
+            // The directory (train.json, checkpoints, the final model) is written by
+            // run_training, the same function a run started from the lab goes through.
+            const auto on_log = [&](const TrainLog& log) {
               const double rate = log.step ? log.step * s.batch * s.context / log.seconds : 0;
               fmt::print(
                   "{}step {:>6}/{}  loss {:.3f}  in-context {:.3f} (first copy {:.3f})  prev-token {}  induction {}  "
@@ -124,13 +86,16 @@ Command train_command(CLI::App& parent) {
                   log.seconds, terminal ? "" : "\n");
               std::fflush(stdout);
             };
-            const Gpt2Model model = train_induction(s, on_log, [] { return interrupted.load(); });
+            const TrainingOutcome outcome = run_training(s, out, on_log, [] { return interrupted.load(); });
             if (terminal) fmt::print("\n");
-            save_gpt2(out.string(), model);
             fmt::print(
                 "{}: wrote config.json and model.safetensors (a GPT-2 checkpoint), checkpoints/ and train.json{}\n",
-                out.string(), interrupted ? " (stopped early by a signal; the last state is saved)" : "");
-            return interrupted ? 130 : 0;
+                out.string(),
+                outcome.stopped
+                    ? fmt::format(" (stopped early by a signal at step {}; that step is saved as the last checkpoint)",
+                                  outcome.last_step)
+                    : "");
+            return outcome.stopped ? 130 : 0;
           }};
 }
 

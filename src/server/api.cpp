@@ -25,6 +25,7 @@
 #include "attnlab/report/trace_json.hpp"
 #include "attnlab/scenario/interventions.hpp"
 #include "attnlab/scenario/scenario.hpp"
+#include "attnlab/server/model_sources.hpp"
 #include "model_api.hpp"
 
 namespace attnlab {
@@ -56,7 +57,7 @@ std::vector<std::size_t> as_index_list(const json& j, std::string_view field) {
   return out;
 }
 
-Scenario requested_scenario(const json& request, const ModelDir* model) {
+Scenario requested_scenario(const json& request, const ModelSources& models) {
   if (!request.contains("scenario"))
     fail("scenario", "missing; give a bundled name (e.g. \"three-tokens\") or a scenario object");
   const json& s = request["scenario"];
@@ -70,7 +71,7 @@ Scenario requested_scenario(const json& request, const ModelDir* model) {
   // {"model": {...}}: a head of the loaded model (model_api.cpp)
   if (s.contains("model")) {
     if (s.size() != 1) fail("scenario", "a model's head is {\"model\": {...}} alone, without scenario fields");
-    return model_head_request(model, s["model"], "scenario.model");
+    return model_head_request(models, s["model"], "scenario.model");
   }
   try {
     return scenario_from_json(s);
@@ -198,8 +199,8 @@ Interventions requested_interventions(const json& options) {
 }
 
 // The experiment a request describes: its scenario, edits, interventions and kernel.
-Experiment requested_experiment(const json& request, const ModelDir* model) {
-  Experiment e{requested_scenario(request, model), {}, {}, KernelKind::reference, "options"};
+Experiment requested_experiment(const json& request, const ModelSources& models) {
+  Experiment e{requested_scenario(request, models), {}, {}, KernelKind::reference, "options"};
   if (request.contains("kernel")) {
     if (!request["kernel"].is_string()) fail("kernel", "expected \"reference\" or \"tiled\"");
     e.kernel = kernel_named(request["kernel"].get<std::string>(), "kernel");
@@ -267,7 +268,7 @@ void check_detail_heads(const std::optional<std::vector<std::size_t>>& keep, std
 }
 
 // The reply of POST /api/attention, its matrices written by write_matrix.
-json attention_reply(const json& request, const ModelDir* model,
+json attention_reply(const json& request, const ModelSources& models,
                      const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
   refuse_unknown_keys(request,
@@ -278,7 +279,7 @@ json attention_reply(const json& request, const ModelDir* model,
     with_input = request["attention_input"];
   }
   const TraceJsonOptions written{.detail_heads = requested_detail_heads(request), .write_matrix = write_matrix};
-  const Experiment experiment = requested_experiment(request, model);
+  const Experiment experiment = requested_experiment(request, models);
   if (with_input && experiment.kernel == KernelKind::tiled)
     fail("attention_input", "is given with the reference kernel only; drop \"kernel\"");
   // Priced before anything runs (interventions keep the shape).
@@ -323,24 +324,39 @@ bool wants_packed_reply(const json& request) {
 }
 
 json api_attention(const json& request, const ModelDir* model) {
+  const ModelSources models(model);
+  return api_attention(request, models);
+}
+
+json api_attention(const json& request, const ModelSources& models) {
   wants_packed_reply(request);  // an unknown encoding is refused here too
-  return attention_reply(request, model, matrix_to_json);
+  return attention_reply(request, models, matrix_to_json);
 }
 
 std::string api_attention_packed(const json& request, const ModelDir* model) {
+  const ModelSources models(model);
+  return api_attention_packed(request, models);
+}
+
+std::string api_attention_packed(const json& request, const ModelSources& models) {
   PackedArrays arrays;
-  const json header = attention_reply(request, model, [&arrays](const Matrix& m) { return arrays.add(m); });
+  const json header = attention_reply(request, models, [&arrays](const Matrix& m) { return arrays.add(m); });
   return pack_reply(header, arrays);
 }
 
 json api_probe(const json& request, const ModelDir* model) {
+  const ModelSources models(model);
+  return api_probe(request, models);
+}
+
+json api_probe(const json& request, const ModelSources& models) {
   if (!request.is_object())
     fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}, \"query\": I, \"readout\": \"...\"}");
   refuse_unknown_keys(request, {"scenario", "options", "query", "readout", "head", "epsilon"});
   std::optional<std::size_t> query;
   if (request.contains("query") && !request["query"].is_null()) query = as_index(request["query"], "query");
   // The query names a token of the scenario before any permutation; the permutation carries it.
-  const ExperimentResult experiment = run_experiment(requested_experiment(request, model), [&](Scenario& baseline) {
+  const ExperimentResult experiment = run_experiment(requested_experiment(request, models), [&](Scenario& baseline) {
     if (!query) return;
     if (*query >= baseline.n())
       fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", *query, baseline.n() - 1));

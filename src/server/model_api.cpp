@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/model/detectors.hpp"
@@ -19,6 +20,7 @@
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/scenario/model_head.hpp"
 #include "attnlab/server/api.hpp"
+#include "attnlab/server/model_sources.hpp"
 #include "model_api.hpp"
 
 namespace attnlab {
@@ -26,13 +28,6 @@ namespace attnlab {
 using nlohmann::json;
 
 namespace {
-
-constexpr const char* kNoModel = "no model is loaded; start the server with --model DIR (docs/models.md)";
-
-const ModelDir& loaded(const ModelDir* model) {
-  if (!model) fail("model", kNoModel);
-  return *model;
-}
 
 // The directory's base name ("models/gpt2/" -> "gpt2").
 std::string model_name(const ModelDir& m) {
@@ -100,20 +95,21 @@ std::string tokens_field(const json& spec, const std::string& prefix) {
 // for heads of the same text, one by one.
 struct ForwardCache {
   std::mutex mutex;
-  const ModelDir* model = nullptr;
+  std::shared_ptr<const ModelDir> model;  // kept alive, so that its address names it
   std::vector<int> ids;
   std::shared_ptr<const ForwardResult> result;
 };
 ForwardCache forward_cache;
 
-std::shared_ptr<const ForwardResult> forward_with_weights(const ModelDir& m, const std::vector<int>& ids) {
+std::shared_ptr<const ForwardResult> forward_with_weights(const std::shared_ptr<const ModelDir>& m,
+                                                          const std::vector<int>& ids) {
   {
     const std::lock_guard<std::mutex> lock(forward_cache.mutex);
-    if (forward_cache.model == &m && forward_cache.ids == ids) return forward_cache.result;
+    if (forward_cache.model == m && forward_cache.ids == ids) return forward_cache.result;
   }
-  auto result = std::make_shared<const ForwardResult>(gpt2_forward(m.model, ids, {.keep_attention = true}));
+  auto result = std::make_shared<const ForwardResult>(gpt2_forward(m->model, ids, {.keep_attention = true}));
   const std::lock_guard<std::mutex> lock(forward_cache.mutex);
-  forward_cache.model = &m;
+  forward_cache.model = m;
   forward_cache.ids = ids;
   forward_cache.result = result;
   return result;
@@ -192,12 +188,15 @@ void append_weights(std::string& out, const ForwardResult& r, std::size_t heads)
 
 }  // namespace
 
-Scenario model_head_request(const ModelDir* model, const json& spec, const std::string& field) {
-  const ModelDir& m = loaded(model);
-  const Gpt2Config& c = m.model.config;
-  if (!spec.is_object()) fail(field, "expected {\"text\": \"...\" (or \"ids\": [...]), \"layer\": L, \"head\": H}");
+Scenario model_head_request(const ModelSources& models, const json& spec, const std::string& field) {
+  if (!spec.is_object())
+    fail(field,
+         "expected {\"text\": \"...\" (or \"ids\": [...]), \"layer\": L, \"head\": H} (optionally \"run\", \"step\")");
   const std::string prefix = field + ".";
-  refuse_unknown(spec, {"text", "ids", "layer", "head"}, prefix);
+  refuse_unknown(spec, {"text", "ids", "layer", "head", "run", "step"}, prefix);
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(spec, prefix), prefix);
+  const ModelDir& m = *model;
+  const Gpt2Config& c = m.model.config;
   for (const char* key : {"layer", "head"})
     if (!spec.contains(key)) fail(prefix + key, "missing; name the head as \"layer\": L, \"head\": H (0-based)");
   const HeadRef head{as_index(spec["layer"], prefix + "layer"), as_index(spec["head"], prefix + "head")};
@@ -214,7 +213,7 @@ Scenario model_head_request(const ModelDir* model, const json& spec, const std::
          fmt::format("{} tokens is {} score cells; a head's trace has at most {} (512 tokens); use `attnlab model "
                      "run --layer --head` for longer texts",
                      n, n * n, kMaxApiTraceCells));
-  const std::shared_ptr<const ForwardResult> r = forward_with_weights(m, ids);
+  const std::shared_ptr<const ForwardResult> r = forward_with_weights(model, ids);
   std::vector<std::string> tokens;
   for (const std::string& t : token_texts(m, ids))
     tokens.push_back(valid_utf8(t));
@@ -222,10 +221,20 @@ Scenario model_head_request(const ModelDir* model, const json& spec, const std::
 }
 
 json api_model(const ModelDir* model) {
-  if (!model) return {{"loaded", false}};
+  const ModelSources models(model);
+  return api_model(models, {});
+}
+
+json api_model(const ModelSources& models, const ModelChoice& choice) {
+  if (!choice.run && !models.base()) return {{"loaded", false}};
+  const std::shared_ptr<const ModelDir> model = models.model(choice, "");
   const Gpt2Config& c = model->model.config;
+  const std::filesystem::path dir = models.run_dir(choice, "");
   return {{"loaded", true},
-          {"name", model_name(*model)},
+          {"name", choice.run ? *choice.run : model_name(*models.base())},
+          {"run", choice.run ? json(*choice.run) : json(nullptr)},
+          {"step", choice.step ? json(*choice.step) : json(nullptr)},
+          {"training", is_training_run(dir)},
           {"n_layer", c.n_layer},
           {"n_head", c.n_head},
           {"n_embd", c.n_embd},
@@ -235,10 +244,16 @@ json api_model(const ModelDir* model) {
 }
 
 std::string api_model_run(const ModelDir* model, const json& request) {
-  const ModelDir& m = loaded(model);
-  const Gpt2Config& c = m.model.config;
+  const ModelSources models(model);
+  return api_model_run(models, request);
+}
+
+std::string api_model_run(const ModelSources& models, const json& request) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"text\": \"...\"} or {\"ids\": [...]}");
-  refuse_unknown(request, {"text", "ids", "ablate", "top_k", "weights"}, "");
+  refuse_unknown(request, {"text", "ids", "ablate", "top_k", "weights", "run", "step"}, "");
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(request, ""), "");
+  const ModelDir& m = *model;
+  const Gpt2Config& c = m.model.config;
   std::size_t k = 5;
   if (request.contains("top_k")) {
     k = as_index(request["top_k"], "top_k");
@@ -271,7 +286,7 @@ std::string api_model_run(const ModelDir* model, const json& request) {
                      "(use a shorter text, or `attnlab model run` for more)",
                      c.n_layer, c.n_head, n, weights, kMaxApiModelWeights));
 
-  const std::shared_ptr<const ForwardResult> r = forward_with_weights(m, ids);
+  const std::shared_ptr<const ForwardResult> r = forward_with_weights(model, ids);
   json reply = {{"ids", ids}, {"tokens", json::array()}, {"top_k", top_k_json(m, *r, k)}, {"top_k_ablated", nullptr}};
   for (const std::string& t : token_texts(m, ids))
     reply["tokens"].push_back(valid_utf8(t));

@@ -10,12 +10,13 @@
 
 namespace attnlab {
 
-struct ModelDir;  // attnlab/model/model_dir.hpp
+class ModelSources;  // attnlab/server/model_sources.hpp
 
-// Head spec["layer"].spec["head"] of `model` on spec's text or ids, as a scenario
+// Head spec["layer"].spec["head"] of the model spec names (its "run" and "step", default the
+// --model directory's final model) on spec's text or ids, as a scenario
 // (model_head_scenario). Errors name their field under `field` ("scenario.model"); a
 // server without a model refuses naming "model". Priced before the forward pass runs: at
 // most the model's positions, and at most kMaxApiTraceCells score cells.
-Scenario model_head_request(const ModelDir* model, const nlohmann::json& spec, const std::string& field);
+Scenario model_head_request(const ModelSources& models, const nlohmann::json& spec, const std::string& field);
 
 }  // namespace attnlab

@@ -12,6 +12,8 @@
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "attnlab/server/api.hpp"
+#include "attnlab/server/model_sources.hpp"
+#include "attnlab/server/training_jobs.hpp"
 
 namespace attnlab {
 
@@ -37,9 +39,27 @@ void reply_error(httplib::Response& res, int status, const std::string& message)
 }
 
 // 400 with {"error": "field: message", "field": field} (field null when the error is about
-// no one field).
+// no one field); 409 for a request the server cannot take now (ConflictError: a training run
+// is busy).
 void reply_input_error(httplib::Response& res, const InputError& e) {
-  reply_json(res, 400, {{"error", e.what()}, {"field", e.field().empty() ? json(nullptr) : json(e.field())}});
+  const int status = dynamic_cast<const ConflictError*>(&e) ? 409 : 400;
+  reply_json(res, status, {{"error", e.what()}, {"field", e.field().empty() ? json(nullptr) : json(e.field())}});
+}
+
+// A GET's query parameters as a JSON object of strings (each name once).
+json query_json(const httplib::Request& req) {
+  json q = json::object();
+  for (const auto& [name, value] : req.params) {
+    if (q.contains(name)) fail(name, "is given twice; give it once");
+    q[name] = value;
+  }
+  return q;
+}
+
+// A body that may be empty (POST /api/training/cancel): null, or the parsed document.
+json optional_body(const httplib::Request& req) {
+  return req.body.find_first_not_of(" \t\r\n") == std::string::npos ? json(nullptr)
+                                                                    : parse_json_document(req.body, "request body");
 }
 
 std::string content_type(std::string_view name) {
@@ -55,16 +75,24 @@ std::string content_type(std::string_view name) {
 
 }  // namespace
 
+// Destroyed in reverse: the HTTP server first, then the training (a run still training is
+// cancelled and waited for), then the models.
 struct LabServer::Impl {
+  Impl(std::shared_ptr<const ModelDir> model, std::filesystem::path runs_dir)
+      : models(std::move(model), std::move(runs_dir)), training(models) {}
+  ModelSources models;  // the --model directory (or none), the runs under --runs, checkpoints
+  TrainingJobs training;
   httplib::Server http;
-  std::shared_ptr<const ModelDir> model;  // null: the lab without a model
 };
 
 LabServer::LabServer() : LabServer(nullptr) {}
 
-LabServer::LabServer(std::shared_ptr<const ModelDir> model) : impl_(std::make_unique<Impl>()) {
-  impl_->model = std::move(model);
-  const ModelDir* m = impl_->model.get();  // lives as long as the server
+LabServer::LabServer(std::shared_ptr<const ModelDir> model) : LabServer(std::move(model), "attnlab-runs") {}
+
+LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::path runs_dir)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(runs_dir))) {
+  const ModelSources* m = &impl_->models;  // lives as long as the server
+  TrainingJobs* training = &impl_->training;
   httplib::Server& http = impl_->http;
   http.set_payload_max_length(kMaxRequestBytes);
   // Without it, the last segment of a reply can wait for the client's delayed ACK
@@ -90,25 +118,65 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model) : impl_(std::make_un
     try {
       const json request = parse_json_document(req.body, "request body");
       if (wants_packed_reply(request))
-        res.set_content(api_attention_packed(request, m), kPacked);
+        res.set_content(api_attention_packed(request, *m), kPacked);
       else
-        reply_json(res, 200, api_attention(request, m));
+        reply_json(res, 200, api_attention(request, *m));
     } catch (const InputError& e) {
       reply_input_error(res, e);
     }
   });
   http.Post("/api/probe", [m](const httplib::Request& req, httplib::Response& res) {
     try {
-      reply_json(res, 200, api_probe(parse_json_document(req.body, "request body"), m));
+      reply_json(res, 200, api_probe(parse_json_document(req.body, "request body"), *m));
     } catch (const InputError& e) {
       reply_input_error(res, e);
     }
   });
-  // The model (docs/api.md): what is loaded, and a run of it (written as text already).
-  http.Get("/api/model", [m](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_model(m)); });
+  // The model (docs/api.md): what is loaded (?run=NAME&step=N: a training run's checkpoint),
+  // and a run of it (written as text already).
+  http.Get("/api/model", [m](const httplib::Request& req, httplib::Response& res) {
+    try {
+      json query = query_json(req);
+      for (const auto& [name, value] : query.items())
+        if (name != "run" && name != "step") fail(name, "unknown parameter (known: run, step)");
+      if (query.contains("step")) {  // a number in the query string, checked as the body's would be
+        const std::string text = query["step"];
+        query["step"] = !text.empty() && text.size() <= 12 && text.find_first_not_of("0123456789") == std::string::npos
+                            ? json(std::stoull(text))
+                            : json(text);
+      }
+      reply_json(res, 200, api_model(*m, ModelSources::choice(query, "")));
+    } catch (const InputError& e) {
+      reply_input_error(res, e);
+    }
+  });
   http.Post("/api/model/run", [m](const httplib::Request& req, httplib::Response& res) {
     try {
-      res.set_content(api_model_run(m, parse_json_document(req.body, "request body")), kJson);
+      res.set_content(api_model_run(*m, parse_json_document(req.body, "request body")), kJson);
+    } catch (const InputError& e) {
+      reply_input_error(res, e);
+    }
+  });
+  // Training (docs/api.md, "Training"): a run's log and checkpoints, and runs started here.
+  http.Get("/api/training", [training](const httplib::Request& req, httplib::Response& res) {
+    try {
+      reply_json(res, 200, training->view(query_json(req)));
+    } catch (const InputError& e) {
+      reply_input_error(res, e);
+    }
+  });
+  http.Get("/api/training/job",
+           [training](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, training->job()); });
+  http.Post("/api/training/start", [training](const httplib::Request& req, httplib::Response& res) {
+    try {
+      reply_json(res, 202, training->start(parse_json_document(req.body, "request body")));
+    } catch (const InputError& e) {
+      reply_input_error(res, e);
+    }
+  });
+  http.Post("/api/training/cancel", [training](const httplib::Request& req, httplib::Response& res) {
+    try {
+      reply_json(res, 200, training->cancel(optional_body(req)));
     } catch (const InputError& e) {
       reply_input_error(res, e);
     }

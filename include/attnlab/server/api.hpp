@@ -11,7 +11,9 @@
 
 namespace attnlab {
 
-struct ModelDir;  // attnlab/model/model_dir.hpp: the model `attnlab serve --model DIR` loaded
+struct ModelDir;     // attnlab/model/model_dir.hpp: the model `attnlab serve --model DIR` loaded
+class ModelSources;  // attnlab/server/model_sources.hpp: that model, the runs under --runs, their checkpoints
+struct ModelChoice;  // attnlab/server/model_sources.hpp: which of them a request names ("run", "step")
 
 // The API refuses traces larger than this (Σ over heads of n·m score cells): the reply
 // carries every intermediate of every cell. `attnlab run --json` has no such limit.
@@ -34,14 +36,19 @@ std::optional<std::string_view> api_scenario_file(std::string_view name);
 // api_attention_packed the packed bytes; the server picks by wants_packed_reply.
 // With a model loaded, "scenario" may also be {"model": {"text" | "ids", "layer", "head"}}:
 // head L.H of the model on that text, as a scenario (model_api.cpp, docs/api.md).
+// The ModelSources forms take "run" and "step" beside them (a checkpoint of a training run);
+// the ModelDir* forms serve that one model.
 nlohmann::json api_attention(const nlohmann::json& request, const ModelDir* model = nullptr);
+nlohmann::json api_attention(const nlohmann::json& request, const ModelSources& models);
 bool wants_packed_reply(const nlohmann::json& request);  // throws InputError for an unknown encoding
 std::string api_attention_packed(const nlohmann::json& request, const ModelDir* model = nullptr);
+std::string api_attention_packed(const nlohmann::json& request, const ModelSources& models);
 
 // POST /api/probe: {"scenario", "options", "query", "readout", "head", "epsilon"} -> the
 // probe of one query (weights, value-weighted weights, erasure, gradient × input, Kendall τ,
 // Serrano & Smith's test, Jain & Wallace's counterfactual) plus "intervention".
 nlohmann::json api_probe(const nlohmann::json& request, const ModelDir* model = nullptr);
+nlohmann::json api_probe(const nlohmann::json& request, const ModelSources& models);
 
 // What long context costs (docs/api.md, docs/cost-and-kv.md): the numbers `attnlab cost`
 // and `attnlab kv` print, from the same library functions. "measure": true runs the
@@ -69,15 +76,19 @@ nlohmann::json api_kv(const nlohmann::json& request);
 // would be refused.
 inline constexpr std::size_t kMaxApiModelWeights = std::size_t{1} << 24;
 
-// GET /api/model -> {"loaded": false} or {"loaded": true, "name", "n_layer", "n_head",
-// "n_embd", "n_positions", "vocab_size", "tokenizer"}.
+// GET /api/model[?run=NAME&step=N] -> {"loaded": false} or {"loaded": true, "name", "run",
+// "step", "training" (the directory is a training run), "n_layer", "n_head", "n_embd",
+// "n_positions", "vocab_size", "tokenizer"}.
 nlohmann::json api_model(const ModelDir* model);
+nlohmann::json api_model(const ModelSources& models, const ModelChoice& choice);
 
 // POST /api/model/run: {"text" | "ids", "ablate": ["L.H"], "top_k": K, "weights": bool} ->
 // the reply's JSON text: {"ids", "tokens", "top_k", "top_k_ablated", "ablated", "heads"
 // (detector scores on this text), "weights" ([layer][head][n][n], 4 decimals)}. Written as
 // text, not as a json value: the weights are millions of numbers. InputError naming
 // "model" when no model is loaded.
+// With ModelSources, the request may also name "run" and "step" (a training run's checkpoint).
 std::string api_model_run(const ModelDir* model, const nlohmann::json& request);
+std::string api_model_run(const ModelSources& models, const nlohmann::json& request);
 
 }  // namespace attnlab

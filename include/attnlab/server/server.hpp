@@ -1,5 +1,6 @@
 // `attnlab serve`: the lab's page (compiled into the binary) and the JSON API over HTTP.
 #pragma once
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -12,7 +13,12 @@ class LabServer {
   LabServer();
   // The lab with a real model as a source (`attnlab serve --model DIR`): GET /api/model,
   // POST /api/model/run, and {"model": {...}} scenarios in /api/attention and /api/probe.
+  // Runs started from the page (POST /api/training/start) are written under ./attnlab-runs.
   explicit LabServer(std::shared_ptr<const ModelDir> model);
+  // The same, with runs written under `runs_dir` (`attnlab serve --runs DIR`; created when the
+  // first run starts). A run still training when the server is destroyed is cancelled and
+  // keeps its last checkpoint.
+  LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::path runs_dir);
   ~LabServer();
 
   // Binds to host:port (port 0 picks a free one) and returns the port bound. Throws

@@ -1,0 +1,178 @@
+// A training run's directory, written and read back (attnlab/analysis/training_dir.hpp).
+#include "attnlab/analysis/training_dir.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
+#include "attnlab/scenario/scenario.hpp"
+
+namespace attnlab {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Writes `text` to `path` whole: into path.partial first, then renamed over path.
+void write_whole(const fs::path& path, const std::string& text) {
+  fs::path partial = path;
+  partial += ".partial";
+  {
+    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw std::runtime_error(fmt::format("could not write {}", partial.string()));
+  }
+  fs::rename(partial, path);
+}
+
+// Saves `model` as dir/checkpoints/step-N whole: written to .step-N.partial, then renamed.
+void save_checkpoint(const fs::path& dir, std::size_t step, const Gpt2Model& model) {
+  const fs::path final_dir = checkpoint_dir(dir, step);
+  const fs::path partial = dir / "checkpoints" / fmt::format(".step-{}.partial", step);
+  fs::remove_all(partial);
+  save_gpt2(partial.string(), model);
+  fs::remove_all(final_dir);
+  fs::rename(partial, final_dir);
+}
+
+// Saves the final model as dir/config.json and dir/model.safetensors, each renamed into
+// place (the weights first: whoever sees config.json sees the weights that go with it).
+void save_final(const fs::path& dir, const Gpt2Model& model) {
+  const fs::path partial = dir / ".final.partial";
+  fs::remove_all(partial);
+  save_gpt2(partial.string(), model);
+  fs::rename(partial / "model.safetensors", dir / "model.safetensors");
+  fs::rename(partial / "config.json", dir / "config.json");
+  fs::remove_all(partial);
+}
+
+// "step-120" -> 120; nothing for any other name.
+std::optional<std::size_t> step_of(const std::string& name) {
+  if (!name.starts_with("step-") || name.size() == 5 || name.size() > 5 + 12) return std::nullopt;
+  std::size_t step = 0;
+  const char* first = name.data() + 5;
+  const char* last = name.data() + name.size();
+  const auto [end, error] = std::from_chars(first, last, step);
+  if (error != std::errc() || end != last || (name[5] == '0' && name.size() > 6)) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
+json train_settings_json(const TrainSettings& s) {
+  return {{"task", "induction"},      {"layers", s.layers},
+          {"heads", s.heads},         {"d_model", s.d_model},
+          {"context", s.context},     {"vocab", s.vocab},
+          {"steps", s.steps},         {"batch", s.batch},
+          {"lr", s.learning_rate},    {"warmup", s.warmup},
+          {"seed", s.seed},           {"attn_only", s.attention_only},
+          {"log_every", s.log_every}, {"checkpoint_every", s.checkpoint_every}};
+}
+
+json train_log_json(const TrainLog& log) {
+  json heads = json::array();
+  for (const HeadScores& h : log.heads)
+    heads.push_back({{"layer", h.head.layer},
+                     {"head", h.head.head},
+                     {"previous_token", number_or_null(h.previous_token)},
+                     {"duplicate_token", number_or_null(h.duplicate_token)},
+                     {"induction", number_or_null(h.induction)}});
+  return {{"step", log.step},
+          {"seconds", log.seconds},
+          {"loss", number_or_null(log.loss)},
+          {"loss_first_half", number_or_null(log.loss_first_half)},
+          {"loss_second_half", number_or_null(log.loss_second_half)},
+          {"heads", heads}};
+}
+
+TrainingOutcome run_training(const TrainSettings& s, const fs::path& out,
+                             const std::function<void(const TrainLog&)>& on_log, const std::function<bool()>& stop) {
+  fs::create_directories(out / "checkpoints");
+  for (const std::size_t step : checkpoint_steps(out))  // an earlier run's: not this run's steps
+    fs::remove_all(checkpoint_dir(out, step));
+  const json settings = train_settings_json(s);
+  json logs = json::array();
+  TrainingOutcome outcome;
+  std::size_t last_logged = 0;
+  const auto log_written = [&](const TrainLog& log, const Gpt2Model& model) {
+    logs.push_back(train_log_json(log));
+    write_whole(out / "train.json", json{{"settings", settings}, {"log", logs}}.dump(1));
+    last_logged = log.step;
+    if (log.step % s.checkpoint_every == 0 || log.step == s.steps) {
+      save_checkpoint(out, log.step, model);
+      outcome.checkpoints.push_back(log.step);
+    }
+    if (on_log) on_log(log);
+  };
+  outcome.model = train_induction(s, log_written, stop);
+  outcome.last_step = last_logged;
+  outcome.stopped = last_logged < s.steps;
+  // Stopped between checkpoints: the last step is kept as one too.
+  if (outcome.checkpoints.empty() || outcome.checkpoints.back() != last_logged) {
+    save_checkpoint(out, last_logged, outcome.model);
+    outcome.checkpoints.push_back(last_logged);
+  }
+  save_final(out, outcome.model);
+  return outcome;
+}
+
+bool is_training_run(const fs::path& dir) {
+  std::error_code error;
+  return fs::is_regular_file(dir / "train.json", error);
+}
+
+std::vector<std::size_t> checkpoint_steps(const fs::path& dir) {
+  std::vector<std::size_t> steps;
+  std::error_code error;
+  const fs::path root = dir / "checkpoints";
+  if (!fs::is_directory(root, error)) return steps;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, error)) {
+    const std::optional<std::size_t> step = step_of(entry.path().filename().string());
+    if (step && has_final_model(entry.path())) steps.push_back(*step);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+fs::path checkpoint_dir(const fs::path& dir, std::size_t step) {
+  return dir / "checkpoints" / fmt::format("step-{}", step);
+}
+
+bool has_final_model(const fs::path& dir) {
+  std::error_code error;
+  return fs::is_regular_file(dir / "config.json", error) && fs::is_regular_file(dir / "model.safetensors", error);
+}
+
+json read_train_json(const fs::path& dir) {
+  const fs::path file = dir / "train.json";
+  const std::string name = file.string();
+  std::error_code error;
+  const std::uintmax_t bytes = fs::file_size(file, error);
+  if (error) fail(name, "cannot be read; a training run's directory holds train.json (attnlab train --out DIR)");
+  if (bytes > kMaxTrainJsonBytes)
+    fail(name, fmt::format("is {} bytes; at most {} are read", bytes, kMaxTrainJsonBytes));
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) fail(name, "cannot be read");
+  const std::string body = text.str();
+  const json doc = parse_json_document(body, name);
+  if (!doc.is_object() || !doc.contains("settings") || !doc["settings"].is_object() || !doc.contains("log") ||
+      !doc["log"].is_array())
+    fail(name, "is not a train.json: expected {\"settings\": {...}, \"log\": [...]}");
+  for (std::size_t k = 0; k < doc["log"].size(); ++k) {
+    const json& entry = doc["log"][k];
+    if (!entry.is_object() || !entry.contains("step") || !entry["step"].is_number_unsigned())
+      fail(name, fmt::format("log[{}] has no whole \"step\"", k));
+  }
+  return doc;
+}
+
+}  // namespace attnlab
