@@ -1,11 +1,14 @@
-// attnlab train --out DIR [...]: a small GPT-2 trained here on the induction task, with
-// the loss, the in-context loss and every head's detector scores logged as it trains.
+// attnlab train --out DIR [...]: a small GPT-2 trained here on the induction task or on a
+// text, with the loss, the held-out loss, the in-context loss and every head's detector
+// scores logged as it trains.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/core/error.hpp"
@@ -28,26 +31,58 @@ std::string strongest(const std::vector<HeadScores>& heads, double HeadScores::*
   return fmt::format("{} {:.2f}", to_string(best->head), (*best).*score);
 }
 
+// A file's bytes, its size checked before it is read (a FIFO or /dev/zero is refused).
+std::string read_file_within(const fs::path& path, std::size_t limit, const std::string& field) {
+  std::error_code error;
+  if (!fs::is_regular_file(path, error)) fail(field, fmt::format("{} is not a file that can be read", path.string()));
+  const std::uintmax_t bytes = fs::file_size(path, error);
+  if (error || bytes > limit)
+    fail(field, fmt::format("{} is {} bytes; at most {} are read", path.string(), bytes, limit));
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) fail(field, fmt::format("{} cannot be read", path.string()));
+  return text.str();
+}
+
+// The text task's corpus: bytes, or GPT-2's BPE with the tokenizer in `tokenizer_dir`.
+std::shared_ptr<const TextCorpus> load_corpus(const std::string& file, const std::string& tokenizer_dir) {
+  const std::string text = read_file_within(file, kMaxTrainTextBytes, "--task");
+  if (tokenizer_dir.empty()) return std::make_shared<const TextCorpus>(byte_corpus(text, file));
+  const fs::path dir(tokenizer_dir);
+  const BpeTokenizer tokenizer = BpeTokenizer::load(dir / "vocab.json", dir / "merges.txt");
+  return std::make_shared<const TextCorpus>(
+      bpe_corpus(text, file, tokenizer, read_file_within(dir / "vocab.json", kMaxVocabFileBytes, "--tokenizer"),
+                 read_file_within(dir / "merges.txt", kMaxVocabFileBytes, "--tokenizer")));
+}
+
 }  // namespace
 
 Command train_command(CLI::App& parent) {
   struct State {
-    std::string out, task = "induction";
+    std::string out, tokenizer;
+    std::vector<std::string> task{"induction"};
     TrainSettings s;
     bool force = false;
   };
   auto state = std::make_shared<State>();
   TrainSettings& s = state->s;
-  CLI::App* app = parent.add_subcommand("train", "Train a small GPT-2 here and watch its heads form (induction task)");
+  CLI::App* app = parent.add_subcommand("train", "Train a small GPT-2 here and watch its heads form");
   app->add_option("--out", state->out, "Directory for the model, its checkpoints and train.json")->required();
-  app->add_option("--task", state->task, "induction: random tokens with a repeated stretch")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"induction"}));
+  app->add_option("--task", state->task,
+                  "induction (random tokens with a repeated stretch), or text FILE (one token per byte, or GPT-2's "
+                  "BPE with --tokenizer)")
+      ->expected(1, 2)
+      ->capture_default_str();
+  app->add_option("--tokenizer", state->tokenizer,
+                  "With --task text: a directory with GPT-2's vocab.json and merges.txt (default: bytes)");
   app->add_option("--layers", s.layers, "Layers L")->capture_default_str()->check(CLI::Range(1, 12));
   app->add_option("--heads", s.heads, "Heads per layer H")->capture_default_str()->check(CLI::Range(1, 16));
   app->add_option("--d-model", s.d_model, "Width d_model")->capture_default_str()->check(CLI::Range(4, 512));
   app->add_option("--context", s.context, "Positions per sequence")->capture_default_str()->check(CLI::Range(12, 256));
-  app->add_option("--vocab", s.vocab, "Vocabulary, BOS included")->capture_default_str()->check(CLI::Range(8, 4096));
+  CLI::Option* vocab = app->add_option("--vocab", s.vocab, "Vocabulary of the induction task, BOS included")
+                           ->capture_default_str()
+                           ->check(CLI::Range(8, 4096));
   app->add_option("--steps", s.steps, "Optimiser steps")->capture_default_str()->check(CLI::Range(1, 1000000));
   app->add_option("--batch", s.batch, "Sequences per step")->capture_default_str()->check(CLI::Range(1, 1024));
   app->add_option("--lr", s.learning_rate, "AdamW's learning rate (after warm-up)")
@@ -63,40 +98,51 @@ Command train_command(CLI::App& parent) {
       ->check(CLI::Range(1, 1000000));
   app->add_flag("--attn-only", s.attention_only, "No MLPs (their weights stay zero in the checkpoint)");
   app->add_flag("--force", state->force, "Write into DIR even when it is not empty");
-  return {app, [state]() {
-            const TrainSettings& s = state->s;
-            const fs::path out(state->out);
-            if (s.d_model % s.heads != 0)
-              fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
-            if (fs::exists(out) && !fs::is_empty(out) && !state->force)
-              fail("--out",
-                   fmt::format("{} is not empty; give a new directory, or --force to write into it", out.string()));
-            std::signal(SIGINT, on_interrupt);
-            std::signal(SIGTERM, on_interrupt);
-            const bool terminal = isatty(STDOUT_FILENO);
-            // The directory (train.json, checkpoints, the final model) is written by
-            // run_training, the same function a run started from the lab goes through.
-            const auto on_log = [&](const TrainLog& log) {
-              const double rate = log.step ? log.step * s.batch * s.context / log.seconds : 0;
-              fmt::print(
-                  "{}step {:>6}/{}  loss {:.3f}  in-context {:.3f} (first copy {:.3f})  prev-token {}  induction {}  "
-                  "{:.0f} tokens/s  {:.1f} s{}",
-                  terminal ? "\r" : "", log.step, s.steps, log.loss, log.loss_second_half, log.loss_first_half,
-                  strongest(log.heads, &HeadScores::previous_token), strongest(log.heads, &HeadScores::induction), rate,
-                  log.seconds, terminal ? "" : "\n");
-              std::fflush(stdout);
-            };
-            const TrainingOutcome outcome = run_training(s, out, on_log, [] { return interrupted.load(); });
-            if (terminal) fmt::print("\n");
-            fmt::print(
-                "{}: wrote config.json and model.safetensors (a GPT-2 checkpoint), checkpoints/ and train.json{}\n",
-                out.string(),
-                outcome.stopped
-                    ? fmt::format(" (stopped early by a signal at step {}; that step is saved as the last checkpoint)",
-                                  outcome.last_step)
-                    : "");
-            return outcome.stopped ? 130 : 0;
-          }};
+  return {
+      app, [state, vocab]() {
+        TrainSettings& s = state->s;
+        const std::vector<std::string>& task = state->task;
+        if (task[0] == "text") {
+          if (task.size() != 2) fail("--task", "text needs the file to train on: --task text FILE");
+          if (vocab->count()) fail("--vocab", "the text task takes its vocabulary from the text; leave --vocab out");
+          s.text = load_corpus(task[1], state->tokenizer);
+        } else if (task[0] != "induction" || task.size() != 1) {
+          fail("--task", fmt::format("\"{}\" is not a task; give induction, or text FILE", fmt::join(task, " ")));
+        } else if (!state->tokenizer.empty()) {
+          fail("--tokenizer", "is for --task text FILE");
+        }
+        const fs::path out(state->out);
+        if (s.d_model % s.heads != 0)
+          fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
+        if (fs::exists(out) && !fs::is_empty(out) && !state->force)
+          fail("--out",
+               fmt::format("{} is not empty; give a new directory, or --force to write into it", out.string()));
+        std::signal(SIGINT, on_interrupt);
+        std::signal(SIGTERM, on_interrupt);
+        const bool terminal = isatty(STDOUT_FILENO);
+        // The directory (train.json, checkpoints, the final model) is written by
+        // run_training, the same function a run started from the lab goes through.
+        const auto on_log = [&](const TrainLog& log) {
+          const double rate = log.step ? log.step * s.batch * s.context / log.seconds : 0;
+          fmt::print(
+              "{}step {:>6}/{}  loss {:.3f}  held-out {:.3f}  in-context {:.3f} (first copy {:.3f})  prev-token {}  "
+              "induction {}  {:.0f} tokens/s  {:.1f} s{}",
+              terminal ? "\r" : "", log.step, s.steps, log.loss, log.loss_held_out, log.loss_second_half,
+              log.loss_first_half, strongest(log.heads, &HeadScores::previous_token),
+              strongest(log.heads, &HeadScores::induction), rate, log.seconds, terminal ? "" : "\n");
+          std::fflush(stdout);
+        };
+        const TrainingOutcome outcome = run_training(s, out, on_log, [] { return interrupted.load(); });
+        if (terminal) fmt::print("\n");
+        fmt::print(
+            "{}: wrote config.json and model.safetensors (a GPT-2 checkpoint), checkpoints/ and train.json{}\n",
+            out.string(),
+            outcome.stopped
+                ? fmt::format(" (stopped early by a signal at step {}; that step is saved as the last checkpoint)",
+                              outcome.last_step)
+                : "");
+        return outcome.stopped ? 130 : 0;
+      }};
 }
 
 }  // namespace attnlab::cli

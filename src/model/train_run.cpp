@@ -1,9 +1,14 @@
-// A training run on the induction task (attnlab/model/train_run.hpp).
+// A training run on the induction task or a text (attnlab/model/train_run.hpp).
 #include "attnlab/model/train_run.hpp"
+
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
+#include <array>
+#include <optional>
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/forward.hpp"
@@ -28,6 +33,57 @@ InductionSequence induction_sequence(std::uint64_t seed, std::size_t context, st
   return s;
 }
 
+TextCorpus byte_corpus(std::string_view text, std::string file) {
+  std::array<int, 256> id;
+  id.fill(-1);
+  for (unsigned char b : text)
+    id[b] = 0;
+  TextCorpus corpus{.file = std::move(file), .tokenizer = "bytes"};
+  nlohmann::json vocab = nlohmann::json::object();
+  int next = 0;
+  for (int b = 0; b < 256; ++b)
+    if (id[b] == 0) {
+      id[b] = next;
+      std::string symbol;
+      const char32_t c = byte_to_unicode(static_cast<std::uint8_t>(b));  // U+0021..U+0143: one or two UTF-8 bytes
+      if (c < 0x80)
+        symbol += static_cast<char>(c);
+      else
+        symbol += static_cast<char>(0xC0 | (c >> 6)), symbol += static_cast<char>(0x80 | (c & 0x3F));
+      vocab[symbol] = next++;
+    }
+  vocab[std::string(kEndOfText)] = next;
+  corpus.vocab = static_cast<std::size_t>(next) + 1;
+  corpus.ids.reserve(text.size());
+  for (unsigned char b : text)
+    corpus.ids.push_back(id[b]);
+  corpus.vocab_json = vocab.dump();
+  corpus.merges_txt = "#version: 0.2\n";
+  return corpus;
+}
+
+TextCorpus bpe_corpus(std::string_view text, std::string file, const BpeTokenizer& tokenizer, std::string vocab_json,
+                      std::string merges_txt) {
+  const std::optional<TokenId> bos = tokenizer.end_of_text();
+  if (!bos || static_cast<std::size_t>(*bos) + 1 != tokenizer.id_limit())
+    fail("vocab.json", "the text task needs <|endoftext|> as the vocabulary's last id (BOS), as GPT-2's has");
+  TextCorpus corpus{.file = std::move(file), .tokenizer = "gpt2", .vocab = tokenizer.id_limit()};
+  // The encoder takes at most kMaxEncodeBytes at a time: the text goes in pieces cut after
+  // a newline (or, in a line longer than that, anywhere), so merges rarely meet a cut.
+  while (!text.empty()) {
+    std::size_t cut = std::min(text.size(), kMaxEncodeBytes);
+    if (cut < text.size())
+      if (const std::size_t newline = text.substr(0, cut).rfind('\n'); newline != std::string_view::npos)
+        cut = newline + 1;
+    for (const TokenId id : tokenizer.encode_ordinary(text.substr(0, cut)))
+      corpus.ids.push_back(id);
+    text.remove_prefix(cut);
+  }
+  corpus.vocab_json = std::move(vocab_json);
+  corpus.merges_txt = std::move(merges_txt);
+  return corpus;
+}
+
 std::pair<double, double> in_context_losses(const Gpt2Model& model, std::uint64_t seed, std::size_t count,
                                             const std::vector<HeadRef>& ablate) {
   const std::size_t vocab = model.config.vocab_size;
@@ -41,9 +97,63 @@ std::pair<double, double> in_context_losses(const Gpt2Model& model, std::uint64_
   return {first / double(count), second / double(count)};
 }
 
+namespace {
+
+std::size_t vocab_of(const TrainSettings& s) { return s.text ? s.text->vocab : s.vocab; }
+
+// The task's sequences of context + 1 tokens, each from a seed: induction sequences, or
+// [BOS, a window of the text]. Training windows start anywhere in the first nine tenths of
+// the text; held-out windows lie in the last tenth (at least one window long).
+class TaskData {
+ public:
+  explicit TaskData(const TrainSettings& s) : s_(s) {
+    if (!s.text) return;
+    const std::size_t window = s.context, n = s.text->ids.size();
+    if (n < 2 * window)
+      fail(s.text->file,
+           fmt::format("has {} tokens; training with --context {} needs at least {} (a window to train on "
+                       "and one held out)",
+                       n, window, 2 * window));
+    held_out_start_ = std::min(n - window, n - n / 10);
+  }
+
+  std::vector<int> training(std::uint64_t seed) const {
+    if (!s_.text) return induction_sequence(seed, s_.context + 1, s_.vocab).ids;
+    return window(SplitMix64(seed).next() % (held_out_start_ - s_.context + 1));
+  }
+
+  std::vector<int> held_out(std::uint64_t seed) const {
+    if (!s_.text) return training(seed);
+    return window(held_out_start_ + SplitMix64(seed).next() % (s_.text->ids.size() - s_.context - held_out_start_ + 1));
+  }
+
+ private:
+  std::vector<int> window(std::size_t start) const {  // [BOS, context tokens of the text from start]
+    std::vector<int> ids{static_cast<int>(s_.text->vocab - 1)};
+    ids.insert(ids.end(), s_.text->ids.begin() + static_cast<std::ptrdiff_t>(start),
+               s_.text->ids.begin() + static_cast<std::ptrdiff_t>(start + s_.context));
+    return ids;
+  }
+
+  const TrainSettings& s_;
+  std::size_t held_out_start_ = 0;
+};
+
+// The mean next-token loss over fixed held-out sequences.
+double held_out_loss(const Gpt2Model& model, const std::vector<std::vector<int>>& sequences) {
+  double total = 0;
+  for (const std::vector<int>& ids : sequences) {
+    const ForwardResult r = gpt2_forward(model, std::span(ids).first(ids.size() - 1));
+    total += next_token_loss(r, ids, model.config.vocab_size, 0, ids.size() - 1);
+  }
+  return total / double(sequences.size());
+}
+
+}  // namespace
+
 Gpt2Model initial_model(const TrainSettings& s) {
   if (s.d_model % s.heads != 0) fail("--d-model", "must be divisible by --heads");
-  const Gpt2Config c{s.layers, s.heads, s.d_model, s.context, s.vocab, 4 * s.d_model, 1e-5};
+  const Gpt2Config c{s.layers, s.heads, s.d_model, s.context, vocab_of(s), 4 * s.d_model, 1e-5};
   SplitMix64 rng(s.seed);
   std::vector<float> p(parameter_count(c));
   const double residual = 0.02 / std::sqrt(2.0 * double(s.layers));
@@ -58,8 +168,12 @@ Gpt2Model initial_model(const TrainSettings& s) {
   return unflatten(c, p);
 }
 
-Gpt2Model train_induction(const TrainSettings& s, const std::function<void(const TrainLog&, const Gpt2Model&)>& on_log,
-                          const std::function<bool()>& stop) {
+Gpt2Model train_model(const TrainSettings& s, const std::function<void(const TrainLog&, const Gpt2Model&)>& on_log,
+                      const std::function<bool()>& stop) {
+  const TaskData data(s);
+  std::vector<std::vector<int>> held_out;
+  for (std::size_t k = 0; k < 16; ++k)
+    held_out.push_back(data.held_out((s.seed + 1) * 0xD1B54A32D192ED03ull + k));  // far from the training seeds
   Gpt2Model model = initial_model(s);
   const Gpt2Config& c = model.config;
   std::vector<float> p = flatten<float>(model), g(p.size());
@@ -71,18 +185,19 @@ Gpt2Model train_induction(const TrainSettings& s, const std::function<void(const
     TrainLog entry;
     entry.step = step;
     entry.loss = loss;
+    entry.loss_held_out = held_out_loss(now, held_out);
     std::tie(entry.loss_first_half, entry.loss_second_half) = in_context_losses(now, s.seed + 1'000'000);
     entry.heads = detect_heads(now, default_detector_sequences(c, s.seed + 2'000'000, 4));
     entry.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     on_log(entry, now);
   };
-  double loss = std::log(double(s.vocab));
+  double loss = std::log(double(c.vocab_size));
   std::size_t step = 0;
   for (; step < s.steps && !(stop && stop()); ++step) {
     if (step % s.log_every == 0) log(step, loss);
     Batch batch;
     for (std::size_t b = 0; b < s.batch; ++b)
-      batch.push_back(induction_sequence(s.seed * 1'000'003 + step * s.batch + b, s.context + 1, s.vocab).ids);
+      batch.push_back(data.training(s.seed * 1'000'003 + step * s.batch + b));
     loss = loss_and_gradients<float>(c, p, batch, g, {.attention_only = s.attention_only});
     clip_gradients(g, s.clip);
     const double rate = s.learning_rate * std::min(1.0, double(step + 1) / double(std::max<std::size_t>(s.warmup, 1)));

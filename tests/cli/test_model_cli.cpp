@@ -213,3 +213,41 @@ TEST(TrainCli, ATrainingRunLogsLearnsInContextAndSavesCheckpointsAnyGpt2ReaderLo
   expect_refused("train --out " + out.string() + flags, "is not empty; give a new directory, or --force");
   expect_refused("train --out " + out.string() + " --heads 3 --force", "--d-model: 32 is not divisible by --heads 3");
 }
+
+TEST(TrainCli, TheTextTaskTrainsOnAFilesBytesAndWritesATokenizerTheModelCommandsRead) {
+  const fs::path out = fs::path(ATTNLAB_TEST_TMP) / fmt::format("train-text-{}", getpid());
+  fs::remove_all(out);
+  std::string text;
+  for (int k = 0; k < 150; ++k)
+    text += "the cat sat on the mat. the dog sat on the log. ";
+  const fs::path file = write_temp("corpus.txt", text);
+  const Result r = run_attnlab("train --out " + out.string() + " --task text " + file.string() +
+                               " --steps 200 --log-every 100 --checkpoint-every 100 --seed 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json train = json::parse(read_file(out / "train.json"));
+  EXPECT_EQ(train["settings"]["task"], "text");
+  EXPECT_EQ(train["settings"]["tokenizer"], "bytes");
+  EXPECT_EQ(train["settings"]["text_tokens"], text.size());
+  EXPECT_EQ(train["settings"]["vocab"], 15) << "14 distinct bytes (\" .acdeghlmnost\") and BOS";
+  // The text is predictable: the held-out loss falls far below chance (ln 15 = 2.71 nats).
+  const double before = train["log"][0]["loss_held_out"], after = train["log"][2]["loss_held_out"];
+  EXPECT_NEAR(before, std::log(15.0), 0.1);
+  EXPECT_LT(after, 1.0);
+  // vocab.json maps each byte by GPT-2's symbol (a space is "Ġ"), in byte order, BOS last.
+  const json vocab = json::parse(read_file(out / "vocab.json"));
+  EXPECT_EQ(vocab["\u0120"], 0) << "space, the smallest byte";
+  EXPECT_EQ(vocab["."], 1);
+  EXPECT_EQ(vocab["<|endoftext|>"], 14);
+  EXPECT_TRUE(fs::exists(out / "checkpoints" / "step-100" / "vocab.json")) << "each checkpoint reads as text too";
+  const Result tokens = run_attnlab("model tokenize " + out.string() + " \"the cat\" --json");
+  ASSERT_EQ(tokens.exit_code, 0) << tokens.err;
+  EXPECT_EQ(json::parse(tokens.out)["ids"].size(), 7u) << "one token per byte";
+  expect_refused("train --out " + out.string() + "-2 --task text", "text needs the file to train on");
+  expect_refused("train --out " + out.string() + "-2 --task text " + file.string() + " --vocab 30",
+                 "--vocab: the text task takes its vocabulary from the text");
+  expect_refused("train --out " + out.string() + "-2 --task text /dev/zero", "is not a file that can be read");
+  expect_refused("train --out " + out.string() + "-2 --task poem", "\"poem\" is not a task");
+  const fs::path short_file = write_temp("short.txt", "the cat sat on the mat. the dog sat on the log. ");
+  expect_refused("train --out " + out.string() + "-2 --task text " + short_file.string() + " --context 64",
+                 "has 48 tokens; training with --context 64 needs at least 128");
+}

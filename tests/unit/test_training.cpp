@@ -8,9 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/safetensors.hpp"
+#include "attnlab/model/train_run.hpp"
 #include "attnlab/model/training.hpp"
 #include "compare.hpp"
 
@@ -135,4 +137,38 @@ TEST(Training, AdamWFollowsItsFormulaAndClippingBoundsTheNorm) {
   EXPECT_DOUBLE_EQ(clip_gradients(big, 1.0), 5.0);
   EXPECT_NEAR(big[0], 0.6, 1e-7);
   EXPECT_NEAR(big[1], 0.8, 1e-7);
+}
+
+TEST(TextTask, ByteCorpusGivesEachDistinctByteAnIdInByteOrderWithBosLast) {
+  const TextCorpus corpus = byte_corpus("ba b\n", "f.txt");
+  EXPECT_EQ(corpus.vocab, 5u) << "newline, space, a, b and BOS";
+  EXPECT_EQ(corpus.ids, (std::vector<int>{3, 2, 1, 3, 0}));
+  // The files are a GPT-2 tokenizer without merges that reads the text as the same ids.
+  const BpeTokenizer tokenizer = BpeTokenizer::from_text(corpus.vocab_json, corpus.merges_txt);
+  EXPECT_EQ(tokenizer.encode("ba b\n"), (std::vector<TokenId>{3, 2, 1, 3, 0}));
+  EXPECT_EQ(tokenizer.end_of_text(), 4);
+}
+
+TEST(TextTask, BpeCorpusUsesTheTokenizerAndNeedsEndOfTextLast) {
+  // Every byte is a symbol (ids 0..255), "ab" is a merge (256), <|endoftext|> is 257.
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    const char32_t c = byte_to_unicode(static_cast<std::uint8_t>(b));
+    std::string symbol;
+    if (c < 0x80)
+      symbol += static_cast<char>(c);
+    else
+      symbol += static_cast<char>(0xC0 | (c >> 6)), symbol += static_cast<char>(0x80 | (c & 0x3F));
+    vocab[symbol] = b;
+  }
+  vocab["ab"] = 256;
+  vocab["<|endoftext|>"] = 257;
+  const BpeTokenizer tokenizer = BpeTokenizer::from_text(vocab.dump(), "#version: 0.2\na b\n");
+  const TextCorpus corpus = bpe_corpus("abc ab", "f.txt", tokenizer, vocab.dump(), "#version: 0.2\na b\n");
+  EXPECT_EQ(corpus.vocab, 258u);
+  EXPECT_EQ(corpus.tokenizer, "gpt2");
+  EXPECT_EQ(corpus.ids, (std::vector<int>{256, 'c', ' ', 256})) << "\"abc\" then \" ab\", the space its own byte";
+  vocab["abc"] = 300;  // <|endoftext|> no longer the last id: no BOS to start windows with
+  const BpeTokenizer gap = BpeTokenizer::from_text(vocab.dump(), "#version: 0.2\na b\n");
+  EXPECT_THROW(bpe_corpus("ab", "f.txt", gap, vocab.dump(), ""), InputError);
 }

@@ -9,6 +9,7 @@
 //                                logged step that is a multiple of checkpoint_every, and at the
 //                                last step (the end, or where the run was stopped)
 //   DIR/config.json, DIR/model.safetensors   the final model, written last
+//   DIR/vocab.json, DIR/merges.txt            a text run's tokenizer (also in each checkpoint)
 //
 // Every file appears whole: each is written under a temporary name and renamed, so a reader
 // (the server, while its own run trains) sees the old file or the new one, never half.
@@ -26,12 +27,13 @@
 
 namespace attnlab {
 
-// The settings as train.json writes them: {"task", "layers", "heads", "d_model", "context",
-// "vocab", "steps", "batch", "lr", "warmup", "seed", "attn_only", "log_every",
-// "checkpoint_every"}.
+// The settings as train.json writes them: {"task" ("induction" or "text"), "layers",
+// "heads", "d_model", "context", "vocab", "steps", "batch", "lr", "warmup", "seed",
+// "attn_only", "log_every", "checkpoint_every"}, and for a text "text_file", "tokenizer"
+// ("bytes" or "gpt2") and "text_tokens".
 nlohmann::json train_settings_json(const TrainSettings& settings);
 
-// One log entry as train.json writes it: {"step", "seconds", "loss", "loss_first_half",
+// One log entry as train.json writes it: {"step", "seconds", "loss", "loss_held_out", "loss_first_half",
 // "loss_second_half", "heads": [{"layer", "head", "previous_token", "duplicate_token",
 // "induction"}]}.
 nlohmann::json train_log_json(const TrainLog& log);
@@ -43,10 +45,10 @@ struct TrainingOutcome {
   std::vector<std::size_t> checkpoints;  // the steps of DIR/checkpoints/step-N written, ascending
 };
 
-// Trains with train_induction and writes `out` as above (creating it; checkpoints/step-N
+// Trains with train_model and writes `out` as above (creating it; checkpoints/step-N
 // left in it by an earlier run are removed first, so that every checkpoint is this run's).
 // on_log is called after each log entry is written to train.json; stop() as
-// train_induction's: the run then ends at the next step, with a checkpoint of that step and
+// train_model's: the run then ends at the next step, with a checkpoint of that step and
 // the final model written. Whether a non-empty `out` may be used is the caller's decision.
 TrainingOutcome run_training(const TrainSettings& settings, const std::filesystem::path& out,
                              const std::function<void(const TrainLog&)>& on_log = {},

@@ -1,17 +1,46 @@
-// A training run: a small GPT-2 trained on this CPU on the induction task (repeated random
-// tokens), with the loss, the in-context loss and every head's detector scores logged as it
-// goes, so the previous-token and induction heads can be watched as they form.
+// A training run: a small GPT-2 trained on this CPU, on the induction task (repeated random
+// tokens) or on a text, with the loss, the held-out loss, the in-context loss and every
+// head's detector scores logged as it goes, so the previous-token and induction heads can be
+// watched as they form.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "attnlab/model/bpe.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/gpt2.hpp"
 #include "attnlab/model/training.hpp"
 
 namespace attnlab {
+
+// A text to train on, as token ids: the first nine tenths are trained on, the last tenth
+// (at least one window) is held out. Its tokenizer's files are written beside the model, so
+// a run on text is a model directory that `attnlab model` and the lab read as text.
+struct TextCorpus {
+  std::string file;       // where the text came from, for train.json
+  std::string tokenizer;  // "bytes" (one token per byte of the text) or "gpt2" (byte-level BPE)
+  std::vector<int> ids;
+  std::size_t vocab = 0;  // the model's vocabulary: every id, BOS (<|endoftext|>, the last) included
+  std::string vocab_json, merges_txt;
+};
+
+// The largest text `attnlab train --task text FILE` reads.
+inline constexpr std::size_t kMaxTrainTextBytes = std::size_t{64} << 20;
+
+// One token per byte: the distinct bytes of `text`, in increasing order, are ids 0..m−1
+// (vocab.json names each by GPT-2's byte symbol, so "a" is "a" and a space "Ġ"), and
+// <|endoftext|> is id m. merges.txt has no merges, so GPT-2's tokenizer reads the same ids.
+TextCorpus byte_corpus(std::string_view text, std::string file);
+
+// GPT-2's byte-level BPE with the given tokenizer (its files' contents are copied beside the
+// model); <|endoftext|> must be its last id (BOS).
+TextCorpus bpe_corpus(std::string_view text, std::string file, const BpeTokenizer& tokenizer, std::string vocab_json,
+                      std::string merges_txt);
 
 struct TrainSettings {
   std::size_t layers = 2, heads = 2, d_model = 32, context = 32, vocab = 28;  // vocab includes BOS (the last id)
@@ -19,6 +48,7 @@ struct TrainSettings {
   double learning_rate = 1e-2, clip = 1.0, weight_decay = 0.0;
   std::uint64_t seed = 0;
   bool attention_only = false;
+  std::shared_ptr<const TextCorpus> text;  // the text task; null: the induction task (vocab as above)
 };
 
 // The induction task's sequences, `context` tokens each: BOS, random tokens, then a random
@@ -35,6 +65,7 @@ struct TrainLog {
   std::size_t step = 0;
   double seconds = 0;
   double loss = 0;                                   // the training batch's, at this step
+  double loss_held_out = 0;                          // fixed held-out sequences of the task (seeded)
   double loss_first_half = 0, loss_second_half = 0;  // held-out [BOS, r, r]: first copy vs the repeat
   std::vector<HeadScores> heads;                     // on held-out [BOS, r, r] sequences
 };
@@ -48,10 +79,11 @@ std::pair<double, double> in_context_losses(const Gpt2Model& model, std::uint64_
 // scaled by 1/√(2L), LayerNorms 1 and 0), seeded.
 Gpt2Model initial_model(const TrainSettings& settings);
 
-// Trains, calling `on_log` every log_every steps (and at the end) with the model as it is;
-// stops early when `stop()` turns true. Returns the trained model.
-Gpt2Model train_induction(const TrainSettings& settings,
-                          const std::function<void(const TrainLog&, const Gpt2Model&)>& on_log,
-                          const std::function<bool()>& stop = {});
+// Trains on the task (settings.text, or induction), calling `on_log` every log_every steps
+// (and at the end) with the model as it is; stops early when `stop()` turns true. Returns
+// the trained model.
+Gpt2Model train_model(const TrainSettings& settings,
+                      const std::function<void(const TrainLog&, const Gpt2Model&)>& on_log,
+                      const std::function<bool()>& stop = {});
 
 }  // namespace attnlab

@@ -33,21 +33,30 @@ void write_whole(const fs::path& path, const std::string& text) {
 }
 
 // Saves `model` as dir/checkpoints/step-N whole: written to .step-N.partial, then renamed.
-void save_checkpoint(const fs::path& dir, std::size_t step, const Gpt2Model& model) {
+// A text run's tokenizer (vocab.json, merges.txt) beside a model, so the directory reads as text.
+void save_tokenizer(const fs::path& dir, const TextCorpus* text) {
+  if (!text) return;
+  write_whole(dir / "vocab.json", text->vocab_json);
+  write_whole(dir / "merges.txt", text->merges_txt);
+}
+
+void save_checkpoint(const fs::path& dir, std::size_t step, const Gpt2Model& model, const TextCorpus* text) {
   const fs::path final_dir = checkpoint_dir(dir, step);
   const fs::path partial = dir / "checkpoints" / fmt::format(".step-{}.partial", step);
   fs::remove_all(partial);
   save_gpt2(partial.string(), model);
+  save_tokenizer(partial, text);
   fs::remove_all(final_dir);
   fs::rename(partial, final_dir);
 }
 
 // Saves the final model as dir/config.json and dir/model.safetensors, each renamed into
 // place (the weights first: whoever sees config.json sees the weights that go with it).
-void save_final(const fs::path& dir, const Gpt2Model& model) {
+void save_final(const fs::path& dir, const Gpt2Model& model, const TextCorpus* text) {
   const fs::path partial = dir / ".final.partial";
   fs::remove_all(partial);
   save_gpt2(partial.string(), model);
+  save_tokenizer(dir, text);
   fs::rename(partial / "model.safetensors", dir / "model.safetensors");
   fs::rename(partial / "config.json", dir / "config.json");
   fs::remove_all(partial);
@@ -67,13 +76,26 @@ std::optional<std::size_t> step_of(const std::string& name) {
 }  // namespace
 
 json train_settings_json(const TrainSettings& s) {
-  return {{"task", "induction"},      {"layers", s.layers},
-          {"heads", s.heads},         {"d_model", s.d_model},
-          {"context", s.context},     {"vocab", s.vocab},
-          {"steps", s.steps},         {"batch", s.batch},
-          {"lr", s.learning_rate},    {"warmup", s.warmup},
-          {"seed", s.seed},           {"attn_only", s.attention_only},
-          {"log_every", s.log_every}, {"checkpoint_every", s.checkpoint_every}};
+  json settings = {{"task", s.text ? "text" : "induction"},
+                   {"layers", s.layers},
+                   {"heads", s.heads},
+                   {"d_model", s.d_model},
+                   {"context", s.context},
+                   {"vocab", s.text ? s.text->vocab : s.vocab},
+                   {"steps", s.steps},
+                   {"batch", s.batch},
+                   {"lr", s.learning_rate},
+                   {"warmup", s.warmup},
+                   {"seed", s.seed},
+                   {"attn_only", s.attention_only},
+                   {"log_every", s.log_every},
+                   {"checkpoint_every", s.checkpoint_every}};
+  if (s.text) {
+    settings["text_file"] = s.text->file;
+    settings["tokenizer"] = s.text->tokenizer;
+    settings["text_tokens"] = s.text->ids.size();
+  }
+  return settings;
 }
 
 json train_log_json(const TrainLog& log) {
@@ -87,6 +109,7 @@ json train_log_json(const TrainLog& log) {
   return {{"step", log.step},
           {"seconds", log.seconds},
           {"loss", number_or_null(log.loss)},
+          {"loss_held_out", number_or_null(log.loss_held_out)},
           {"loss_first_half", number_or_null(log.loss_first_half)},
           {"loss_second_half", number_or_null(log.loss_second_half)},
           {"heads", heads}};
@@ -106,20 +129,20 @@ TrainingOutcome run_training(const TrainSettings& s, const fs::path& out,
     write_whole(out / "train.json", json{{"settings", settings}, {"log", logs}}.dump(1));
     last_logged = log.step;
     if (log.step % s.checkpoint_every == 0 || log.step == s.steps) {
-      save_checkpoint(out, log.step, model);
+      save_checkpoint(out, log.step, model, s.text.get());
       outcome.checkpoints.push_back(log.step);
     }
     if (on_log) on_log(log);
   };
-  outcome.model = train_induction(s, log_written, stop);
+  outcome.model = train_model(s, log_written, stop);
   outcome.last_step = last_logged;
   outcome.stopped = last_logged < s.steps;
   // Stopped between checkpoints: the last step is kept as one too.
   if (outcome.checkpoints.empty() || outcome.checkpoints.back() != last_logged) {
-    save_checkpoint(out, last_logged, outcome.model);
+    save_checkpoint(out, last_logged, outcome.model, s.text.get());
     outcome.checkpoints.push_back(last_logged);
   }
-  save_final(out, outcome.model);
+  save_final(out, outcome.model, s.text.get());
   return outcome;
 }
 
