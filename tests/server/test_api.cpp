@@ -388,7 +388,7 @@ TEST_F(Api, BadCostAndKvRequestsGet400WithTheFieldNamed) {
   refused("/api/kv", {{"layers", 2}, {"head_dim", 64}}, "kv_heads: missing");
   refused("/api/kv", {{"model", "llama-3-8b"}, {"kv_heads", 3}}, "kv_heads: 3 KV heads do not divide 32 query heads");
   refused("/api/kv", {{"model", "llama-3-8b"}, {"context", 131072}, {"measure", true}, {"measure_layers", 32}},
-          "measure: the server measures caches up to 1 GiB");
+          "measure: the server measures within 1 GiB");
 }
 
 // ---- interventions and POST /api/probe ---------------------------------------------
