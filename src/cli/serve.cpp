@@ -1,5 +1,5 @@
-// attnlab serve [--host 127.0.0.1] [--port 8080] [--open] [--model DIR]: the lab in a
-// browser, with a real model as a source when --model names a GPT-2 directory.
+// attnlab serve [--host 127.0.0.1] [--port 8080] [--open] [--model DIR] [--allow-host NAME]:
+// the lab in a browser, with a real model as a source when --model names a GPT-2 directory.
 #include <malloc.h>
 #include <atomic>
 #include <csignal>
@@ -33,7 +33,8 @@ Command serve_command(CLI::App& parent) {
     std::string host = "127.0.0.1";
     int port = 8080;
     bool open = false;
-    std::string model;  // a GPT-2 directory (docs/models.md), or none
+    std::string model;                     // a GPT-2 directory (docs/models.md), or none
+    std::vector<std::string> allow_hosts;  // host names the server answers to besides its own
   };
   auto state = std::make_shared<State>();
   CLI::App* app = parent.add_subcommand("serve", "Serve the lab's page and JSON API (docs/api.md)");
@@ -44,6 +45,10 @@ Command serve_command(CLI::App& parent) {
                   "A GPT-2 directory (config.json, model.safetensors, optionally vocab.json and merges.txt): the "
                   "lab gets a Model source (docs/models.md)")
       ->check(CLI::ExistingDirectory);
+  app->add_option("--allow-host", state->allow_hosts,
+                  "Also answer to requests for this host name (repeatable); by default only 127.0.0.1, localhost, "
+                  "[::1] and --host are (other names get 403: a defence against DNS rebinding)")
+      ->allow_extra_args(false);
   return {app, [state]() {
             // Ctrl-C and SIGTERM are taken by a watcher thread that stops the server cleanly.
             sigset_t stop_signals;
@@ -58,6 +63,8 @@ Command serve_command(CLI::App& parent) {
             std::shared_ptr<const ModelDir> model;
             if (!state->model.empty()) model = std::make_shared<const ModelDir>(open_model_dir(state->model));
             LabServer server(model);
+            for (const std::string& name : state->allow_hosts)
+              server.allow_host(name);
             const int port = server.bind(state->host, state->port);
             const std::string url = fmt::format("http://{}:{}/", state->host, port);
             fmt::print("{}\n", url);

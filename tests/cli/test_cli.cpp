@@ -428,3 +428,8 @@ TEST(CliBadInput, AWindowTooLargeAndOverflowingComputationsAreRefusedNamingTheFi
     "w_k": [[1, 0], [0, 1]], "w_v": [[1, 0], [0, 1]]}]})");
   expect_refused("run " + file.string(), "embeddings: head 0's scores overflow (the largest |number| here is 1e+308)");
 }
+
+TEST(CliBadInput, ServeRefusesAnAllowHostThatIsNotAHostName) {
+  for (const char* name : {"http://lab.example", "lab.example:8080", "lab.example/x", "''"})
+    expect_refused(std::string("serve --port 0 --allow-host ") + name, "--allow-host: ");
+}
