@@ -27,7 +27,9 @@ void remove_heads(Scenario& s, std::vector<std::size_t> drop) {
     s.heads.erase(s.heads.begin() + static_cast<std::ptrdiff_t>(*it));
 }
 
+// The heads are checked and priced, all of them, before any is drawn.
 void add_random_heads(Scenario& s, const std::vector<RandomHeadRequest>& requests, std::uint64_t max_work_bytes) {
+  std::vector<std::pair<std::size_t, std::size_t>> widths;  // d_k, d_v per request
   std::uint64_t weight_numbers = count_numbers(s).weights;
   for (std::size_t k = 0; k < requests.size(); ++k) {
     const std::string field = fmt::format("add_random_heads[{}]", k);
@@ -36,12 +38,14 @@ void add_random_heads(Scenario& s, const std::vector<RandomHeadRequest>& request
       if (*w < 1 || *w > kMaxWidth) fail(field + "." + key, fmt::format("{} is outside 1..{}", *w, kMaxWidth));
       return *w;
     };
-    if (s.heads.size() >= kMaxHeads) fail(field, fmt::format("a scenario has at most {} heads", kMaxHeads));
+    if (s.heads.size() + k >= kMaxHeads) fail(field, fmt::format("a scenario has at most {} heads", kMaxHeads));
     const std::size_t d_k = width(requests[k].d_k, "d_k"), d_v = width(requests[k].d_v, "d_v");
     check_weights_to_draw(weight_numbers, head_weight_numbers(s.d_in(), d_k, d_v), max_work_bytes, field);
     weight_numbers += head_weight_numbers(s.d_in(), d_k, d_v);
-    s.heads.push_back(random_head(requests[k].seed, s.d_in(), d_k, d_v));
+    widths.emplace_back(d_k, d_v);
   }
+  for (std::size_t k = 0; k < requests.size(); ++k)
+    s.heads.push_back(random_head(requests[k].seed, s.d_in(), widths[k].first, widths[k].second));
 }
 
 }  // namespace

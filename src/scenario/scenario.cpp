@@ -151,10 +151,32 @@ void read_head_interventions(const json& j, const std::string& field, HeadSpec& 
   if (j.contains("scale")) head.scale = as_number(j["scale"], field + ".scale");
 }
 
-// Head `index`; a random head is priced before it is drawn: its weights, on top of the
-// `weight_numbers` of the heads before it, must fit `max_work_bytes`.
-HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in, std::uint64_t& weight_numbers,
-                 std::uint64_t max_work_bytes) {
+// A {"random": SEED} head's d_k and d_v: d_in unless given.
+std::pair<std::size_t, std::size_t> random_head_widths(const json& j, const std::string& field, std::size_t d_in) {
+  const auto width = [&](const char* key) -> std::size_t {
+    if (!j.contains(key)) return d_in;
+    const std::uint64_t w = as_count(j[key], fmt::format("{}.{}", field, key));
+    if (w < 1 || w > kMaxWidth)
+      fail(fmt::format("{}.{}", field, key), fmt::format("{} is outside 1..{}", w, kMaxWidth));
+    return w;
+  };
+  return {width("d_k"), width("d_v")};
+}
+
+// The random heads' weights, priced together before any is drawn: they must fit
+// `max_work_bytes`, and the first head that would pass it is named.
+void price_random_heads(const json& heads, std::size_t d_in, std::uint64_t max_work_bytes) {
+  std::uint64_t weight_numbers = 0;
+  for (std::size_t h = 0; h < heads.size(); ++h)
+    if (heads[h].is_object() && heads[h].contains("random")) {
+      const std::string field = fmt::format("heads[{}]", h);
+      const auto [d_k, d_v] = random_head_widths(heads[h], field, d_in);
+      check_weights_to_draw(weight_numbers, head_weight_numbers(d_in, d_k, d_v), max_work_bytes, field);
+      weight_numbers += head_weight_numbers(d_in, d_k, d_v);
+    }
+}
+
+HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   const std::string field = fmt::format("heads[{}]", index);
   if (!j.is_object())
     fail(field, fmt::format("expected an object with w_q, w_k, w_v (or {{\"random\": SEED}}) but got {}", kind_of(j)));
@@ -163,16 +185,7 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in, std::uint64
   if (j.contains("random")) {
     check_known_fields(j, field, {"name", "random", "d_k", "d_v", "ablation", "scale"});
     head.random_seed = as_count(j["random"], field + ".random");
-    const auto width = [&](const char* key) -> std::size_t {
-      if (!j.contains(key)) return d_in;
-      const std::uint64_t w = as_count(j[key], fmt::format("{}.{}", field, key));
-      if (w < 1 || w > kMaxWidth)
-        fail(fmt::format("{}.{}", field, key), fmt::format("{} is outside 1..{}", w, kMaxWidth));
-      return w;
-    };
-    const std::size_t d_k = width("d_k"), d_v = width("d_v");
-    check_weights_to_draw(weight_numbers, head_weight_numbers(d_in, d_k, d_v), max_work_bytes, field);
-    weight_numbers += head_weight_numbers(d_in, d_k, d_v);
+    const auto [d_k, d_v] = random_head_widths(j, field, d_in);
     HeadSpec drawn = random_head(*head.random_seed, d_in, d_k, d_v);
     if (j.contains("name")) drawn.name = head.name;
     read_head_interventions(j, field, drawn);
@@ -192,7 +205,6 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in, std::uint64
       const Matrix row = as_matrix(json::array({j[key]}), field + "." + key, 1);
       bias->assign(row.data.begin(), row.data.end());
     }
-  weight_numbers += head.w_q.data.size() + head.w_k.data.size() + head.w_v.data.size();
   return head;
 }
 
@@ -413,9 +425,9 @@ Scenario scenario_from_json(const json& doc, std::uint64_t max_work_bytes) {
   if (heads.empty()) fail("heads", "no heads; give at least one head");
   if (heads.size() > kMaxHeads)
     fail("heads", fmt::format("{} heads is more than the limit of {}", heads.size(), kMaxHeads));
-  std::uint64_t weight_numbers = 0;
+  price_random_heads(heads, s.d_in(), max_work_bytes);
   for (std::size_t h = 0; h < heads.size(); ++h)
-    s.heads.push_back(as_head(heads[h], h, s.d_in(), weight_numbers, max_work_bytes));
+    s.heads.push_back(as_head(heads[h], h, s.d_in()));
 
   if (doc.contains("w_o") && !doc["w_o"].is_null()) s.w_o = as_matrix(doc["w_o"], "w_o", kMaxHeads * kMaxWidth);
   if (doc.contains("causal")) s.mask.causal = as_bool(doc["causal"], "causal");

@@ -494,6 +494,10 @@ TEST_F(Api, RandomHeadsArePricedBeforeTheyAreDrawn) {
       {{"scenario", narrow}, {"options", {{"add_random_heads", {{{"seed", 2}, {"d_k", 4096}, {"d_v", 4096}}}}}}}, 400);
   EXPECT_EQ(added["field"], "options.add_random_heads[0]");
   EXPECT_THAT(added["error"].get<std::string>(), ::testing::HasSubstr("more than the limit of 268435456"));
+  // Two heads of 201 MB: the first fits alone, but neither is drawn, since both do not.
+  const json half = {{"seed", 3}, {"d_k", 2048}, {"d_v", 2048}};
+  const json second = post_json({{"scenario", narrow}, {"options", {{"add_random_heads", {half, half}}}}}, 400);
+  EXPECT_EQ(second["field"], "options.add_random_heads[1]");
   EXPECT_LT(attnlab::memory::peak_bytes() - before, std::size_t{32} << 20) << "no head was drawn";
   EXPECT_EQ(post_json({{"scenario", narrow}})["heads"][0]["d_k"], 4);  // within the limits: served
 }
