@@ -1,7 +1,7 @@
-// attnlab serve [--host 127.0.0.1] [--port 8080] [--open] [--model DIR] [--runs DIR]: the lab
-// in a browser, with a real model as a source when --model names a GPT-2 directory (a
-// training run's directory adds its curves and checkpoints), and training runs started from
-// the page written under --runs.
+// attnlab serve [--host 127.0.0.1] [--port 8080] [--open] [--model DIR] [--runs DIR]
+// [--allow-host NAME]: the lab in a browser, with a real model as a source when --model names
+// a GPT-2 directory (a training run's directory adds its curves and checkpoints), and
+// training runs started from the page written under --runs.
 #include <malloc.h>
 #include <atomic>
 #include <csignal>
@@ -36,8 +36,9 @@ Command serve_command(CLI::App& parent) {
     std::string host = "127.0.0.1";
     int port = 8080;
     bool open = false;
-    std::string model;                  // a GPT-2 directory (docs/models.md), or none
-    std::string runs = "attnlab-runs";  // where runs started from the page go (docs/training.md)
+    std::string model;                     // a GPT-2 directory (docs/models.md), or none
+    std::string runs = "attnlab-runs";     // where runs started from the page go (docs/training.md)
+    std::vector<std::string> allow_hosts;  // host names the server answers to besides its own
   };
   auto state = std::make_shared<State>();
   CLI::App* app = parent.add_subcommand("serve", "Serve the lab's page and JSON API (docs/api.md)");
@@ -52,6 +53,10 @@ Command serve_command(CLI::App& parent) {
                   "Directory for training runs started from the page (each in a new run-N inside it; created when "
                   "the first starts)")
       ->capture_default_str();
+  app->add_option("--allow-host", state->allow_hosts,
+                  "Also answer to requests for this host name (repeatable); by default only 127.0.0.1, localhost, "
+                  "[::1] and --host are (other names get 403: a defence against DNS rebinding)")
+      ->allow_extra_args(false);
   return {app, [state]() {
             // Ctrl-C and SIGTERM are taken by a watcher thread that stops the server cleanly.
             sigset_t stop_signals;
@@ -67,6 +72,8 @@ Command serve_command(CLI::App& parent) {
             if (!state->model.empty()) model = std::make_shared<const ModelDir>(open_model_dir(state->model));
             if (state->runs.empty()) fail("--runs", "is empty; give a directory, e.g. --runs attnlab-runs");
             LabServer server(model, state->runs);
+            for (const std::string& name : state->allow_hosts)
+              server.allow_host(name);
             const int port = server.bind(state->host, state->port);
             const std::string url = fmt::format("http://{}:{}/", state->host, port);
             fmt::print("{}\n", url);

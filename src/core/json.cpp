@@ -21,9 +21,10 @@ json matrix_to_json(const Matrix& m) {
   return rows;
 }
 
-int json_nesting_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
+JsonShape json_shape(std::string_view text) {
+  JsonShape shape;
+  int depth = 0;
+  bool in_string = false, escaped = false, in_literal = false;
   for (char ch : text) {
     if (in_string) {
       if (escaped)
@@ -34,14 +35,30 @@ int json_nesting_depth(std::string_view text) {
         in_string = false;
       continue;
     }
-    if (ch == '"')
+    const bool literal_char = ch != '"' && ch != '[' && ch != '{' && ch != ']' && ch != '}' && ch != ',' && ch != ':' &&
+                              ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r';
+    if (literal_char && !in_literal) ++shape.values;  // a number, true, false or null begins
+    in_literal = literal_char;
+    if (ch == '"') {
       in_string = true;
-    else if (ch == '[' || ch == '{')
-      deepest = std::max(deepest, ++depth);
-    else if (ch == ']' || ch == '}')
+      ++shape.values;
+    } else if (ch == '[' || ch == '{') {
+      ++shape.values;
+      shape.depth = std::max(shape.depth, ++depth);
+    } else if (ch == ']' || ch == '}') {
       --depth;
+    }
   }
-  return deepest;
+  return shape;
+}
+
+std::string valid_utf8(std::string_view text) {
+  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+}
+
+std::string text_excerpt(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return valid_utf8(text);
+  return valid_utf8(text.substr(0, max_bytes)) + "...";
 }
 
 std::string describe_json(const json& value) {

@@ -19,7 +19,8 @@ bool Mask::visible(std::size_t i, std::size_t j) const {
   if (hidden_[j]) return false;
   const long position = static_cast<long>(i) + offset_, key = static_cast<long>(j);
   if (spec_.causal && key > position) return false;
-  if (spec_.window && std::abs(position - key) >= static_cast<long>(*spec_.window)) return false;
+  // Compared unsigned: a window too large for a long hides nothing (it once hid everything).
+  if (spec_.window && static_cast<std::size_t>(std::abs(position - key)) >= *spec_.window) return false;
   return true;
 }
 

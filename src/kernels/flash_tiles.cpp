@@ -229,7 +229,8 @@ Geometry geometry_of(const AttentionShape& shape, const AttentionOptions& option
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(g.d_k)));
   g.c = static_cast<float>(scale / options.temperature * M_LOG2E);
   g.offset = static_cast<long>(g.m) - static_cast<long>(g.n);
-  g.window = options.window ? static_cast<long>(*options.window) : 0;
+  // A window longer than both sequences hides nothing: clamped so that it fits a long.
+  g.window = options.window ? static_cast<long>(std::min<std::size_t>(*options.window, g.n + g.m)) : 0;
   g.causal = options.causal;
   return g;
 }

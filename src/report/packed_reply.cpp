@@ -106,8 +106,10 @@ PackedDocument read_packed(std::string_view bytes) {
   if (bytes.size() != kFixedHeaderBytes + header + count * sizeof(double))
     bad(fmt::format("{} bytes, but the header says {} + {} + {}·8", bytes.size(), kFixedHeaderBytes, header, count));
   PackedDocument doc;
-  if (json_nesting_depth(bytes.substr(kFixedHeaderBytes, header)) > kMaxJsonDepth)
-    bad(fmt::format("the header is nested more than {} levels deep", kMaxJsonDepth));
+  const JsonShape shape = json_shape(bytes.substr(kFixedHeaderBytes, header));
+  if (shape.depth > kMaxJsonDepth) bad(fmt::format("the header is nested more than {} levels deep", kMaxJsonDepth));
+  if (shape.values > kMaxJsonValues)
+    bad(fmt::format("the header holds {} JSON values, more than the limit of {}", shape.values, kMaxJsonValues));
   doc.header = json::parse(bytes.substr(kFixedHeaderBytes, header), nullptr, false);
   if (doc.header.is_discarded()) bad("the header is not JSON");
   doc.values.resize(count);

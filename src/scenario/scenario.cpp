@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -17,6 +18,7 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/core/rng.hpp"
+#include "attnlab/scenario/price.hpp"
 
 namespace attnlab {
 
@@ -149,6 +151,31 @@ void read_head_interventions(const json& j, const std::string& field, HeadSpec& 
   if (j.contains("scale")) head.scale = as_number(j["scale"], field + ".scale");
 }
 
+// A {"random": SEED} head's d_k and d_v: d_in unless given.
+std::pair<std::size_t, std::size_t> random_head_widths(const json& j, const std::string& field, std::size_t d_in) {
+  const auto width = [&](const char* key) -> std::size_t {
+    if (!j.contains(key)) return d_in;
+    const std::uint64_t w = as_count(j[key], fmt::format("{}.{}", field, key));
+    if (w < 1 || w > kMaxWidth)
+      fail(fmt::format("{}.{}", field, key), fmt::format("{} is outside 1..{}", w, kMaxWidth));
+    return w;
+  };
+  return {width("d_k"), width("d_v")};
+}
+
+// The random heads' weights, priced together before any is drawn: they must fit
+// `max_work_bytes`, and the first head that would pass it is named.
+void price_random_heads(const json& heads, std::size_t d_in, std::uint64_t max_work_bytes) {
+  std::uint64_t weight_numbers = 0;
+  for (std::size_t h = 0; h < heads.size(); ++h)
+    if (heads[h].is_object() && heads[h].contains("random")) {
+      const std::string field = fmt::format("heads[{}]", h);
+      const auto [d_k, d_v] = random_head_widths(heads[h], field, d_in);
+      check_weights_to_draw(weight_numbers, head_weight_numbers(d_in, d_k, d_v), max_work_bytes, field);
+      weight_numbers += head_weight_numbers(d_in, d_k, d_v);
+    }
+}
+
 HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   const std::string field = fmt::format("heads[{}]", index);
   if (!j.is_object())
@@ -158,14 +185,7 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   if (j.contains("random")) {
     check_known_fields(j, field, {"name", "random", "d_k", "d_v", "ablation", "scale"});
     head.random_seed = as_count(j["random"], field + ".random");
-    const auto width = [&](const char* key) -> std::size_t {
-      if (!j.contains(key)) return d_in;
-      const std::uint64_t w = as_count(j[key], fmt::format("{}.{}", field, key));
-      if (w < 1 || w > kMaxWidth)
-        fail(fmt::format("{}.{}", field, key), fmt::format("{} is outside 1..{}", w, kMaxWidth));
-      return w;
-    };
-    const std::size_t d_k = width("d_k"), d_v = width("d_v");
+    const auto [d_k, d_v] = random_head_widths(j, field, d_in);
     HeadSpec drawn = random_head(*head.random_seed, d_in, d_k, d_v);
     if (j.contains("name")) drawn.name = head.name;
     read_head_interventions(j, field, drawn);
@@ -234,6 +254,31 @@ std::string line_and_column(std::string_view text, std::size_t byte) {
     }
   }
   return fmt::format("line {}, column {}", line, column);
+}
+
+// The file's text, at most kMaxScenarioFileBytes: a regular file's size is checked before
+// anything is read, and anything else (a pipe, a device such as /dev/zero) is read only
+// until it passes the limit.
+std::string read_scenario_file(const std::string& path) {
+  const auto too_large = [&](const std::string& size) {
+    fail(path,
+         fmt::format("{} more than the limit of {} bytes (64 MiB) for a scenario file", size, kMaxScenarioFileBytes));
+  };
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (std::filesystem::is_regular_file(status)) {
+    const std::uintmax_t size = std::filesystem::file_size(path, error);
+    if (!error && size > kMaxScenarioFileBytes) too_large(fmt::format("the file is {} bytes,", size));
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) fail(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
+  std::string text;
+  char block[1 << 16];
+  while (file.read(block, sizeof block) || file.gcount() > 0) {
+    text.append(block, static_cast<std::size_t>(file.gcount()));
+    if (text.size() > kMaxScenarioFileBytes) too_large("it holds");
+  }
+  return text;
 }
 
 }  // namespace
@@ -329,6 +374,10 @@ void validate(const Scenario& s) {
                      n, m));
   if (s.mask.window && *s.mask.window == 0)
     fail("window", "must be at least 1 (a window of w lets query i see |i - j| < w)");
+  if (s.mask.window && *s.mask.window > kMaxTokens)
+    fail("window", fmt::format("{} is more than the limit of {}; a window as long as the sequence hides nothing, so "
+                               "leave the window out instead",
+                               *s.mask.window, kMaxTokens));
   for (std::size_t k = 0; k < s.mask.hidden_keys.size(); ++k)
     if (s.mask.hidden_keys[k] >= m)
       fail(fmt::format("mask_tokens[{}]", k),
@@ -340,7 +389,7 @@ void validate(const Scenario& s) {
   if (s.precision < 0 || s.precision > 12) fail("precision", fmt::format("must be 0 to 12 but is {}", s.precision));
 }
 
-Scenario scenario_from_json(const json& doc) {
+Scenario scenario_from_json(const json& doc, std::uint64_t max_work_bytes) {
   if (!doc.is_object()) fail("scenario", fmt::format("expected a JSON object but got {}", kind_of(doc)));
   check_known_fields(doc, "",
                      {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads", "w_o",
@@ -376,6 +425,7 @@ Scenario scenario_from_json(const json& doc) {
   if (heads.empty()) fail("heads", "no heads; give at least one head");
   if (heads.size() > kMaxHeads)
     fail("heads", fmt::format("{} heads is more than the limit of {}", heads.size(), kMaxHeads));
+  price_random_heads(heads, s.d_in(), max_work_bytes);
   for (std::size_t h = 0; h < heads.size(); ++h)
     s.heads.push_back(as_head(heads[h], h, s.d_in()));
 
@@ -389,13 +439,19 @@ Scenario scenario_from_json(const json& doc) {
     s.precision = static_cast<int>(std::min<std::uint64_t>(as_count(doc["precision"], "precision"), 99));
   if (doc.contains("readout") && !doc["readout"].is_null()) s.readout = as_readout(doc["readout"]);
   validate(s);
+  check_work(s, max_work_bytes, "heads");
   return s;
 }
 
-json parse_json_document(std::string_view text, std::string_view origin) {
-  if (json_nesting_depth(text) > kMaxJsonDepth)
+json parse_json_document(std::string_view text, std::string_view origin, std::size_t max_values) {
+  const JsonShape shape = json_shape(text);
+  if (shape.depth > kMaxJsonDepth)
     fail(origin,
          fmt::format("nested more than {} levels deep; no attnlab document needs more than a few", kMaxJsonDepth));
+  if (shape.values > max_values)
+    fail(origin, fmt::format("holds {} JSON values (numbers, strings, lists, objects), more than the limit of {}; "
+                             "send a smaller document",
+                             shape.values, max_values));
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
@@ -430,12 +486,7 @@ Scenario load_scenario(std::string_view name_or_path) {
                                  name_or_path, fmt::join(bundled_scenario_names(), ", ")));
   }
   const std::string path(name_or_path);
-  std::ifstream file(path, std::ios::binary);
-  if (!file) fail(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (text.str().size() > 512u << 20) fail(path, "the file is larger than 512 MiB");
-  return parse_scenario(text.str(), path);
+  return parse_scenario(read_scenario_file(path), path);
 }
 
 void apply_overrides(Scenario& s, const Overrides& o) {
@@ -516,7 +567,62 @@ Trace run_scenario(const Scenario& s) {
   Trace trace = attend(attention_input(s));
   trace.tokens = s.tokens;
   trace.source_tokens = s.source ? s.source->tokens : s.tokens;
+  check_finite(s, trace);
   return trace;
+}
+
+namespace {
+
+bool all_finite(std::span<const double> values) {
+  return std::all_of(values.begin(), values.end(), [](double x) { return std::isfinite(x); });
+}
+
+double largest_magnitude(std::span<const double> values) {
+  double largest = 0.0;
+  for (double x : values)
+    largest = std::max(largest, std::abs(x));
+  return largest;
+}
+
+}  // namespace
+
+void check_finite(const Scenario& s, const Trace& trace) {
+  const std::size_t n = s.n(), m = s.m();
+  const Mask mask(s.mask, n, m);
+  for (std::size_t h = 0; h < trace.heads.size(); ++h) {
+    const HeadTrace& t = trace.heads[h];
+    const HeadSpec& head = s.heads[h];
+    // What the projections, the scores and the mix multiply: the larger numbers are named.
+    const auto overflow = [&](std::string_view stage) {
+      std::pair<std::string, double> culprit{"embeddings", largest_magnitude(s.embeddings.data)};
+      if (s.source && largest_magnitude(s.source->embeddings.data) > culprit.second)
+        culprit = {"source.embeddings", largest_magnitude(s.source->embeddings.data)};
+      for (const auto& [name, w] : {std::pair{"w_q", &head.w_q}, {"w_k", &head.w_k}, {"w_v", &head.w_v}})
+        if (largest_magnitude(w->data) > culprit.second)
+          culprit = {fmt::format("heads[{}].{}", h, name), largest_magnitude(w->data)};
+      fail(culprit.first, fmt::format("head {}'s {} overflow (the largest |number| here is {}); use smaller numbers", h,
+                                      stage, culprit.second));
+    };
+    if (!all_finite(t.queries.data) || !all_finite(t.keys.data) || !all_finite(t.values.data))
+      overflow("projections (queries, keys, values)");
+    if (!all_finite(t.scores.data) || !all_finite(t.scaled.data)) overflow("scores");
+    for (std::size_t i = 0; i < t.logits.rows; ++i)  // none from the tiled kernel, which keeps no grid
+      for (std::size_t j = 0; j < t.logits.cols; ++j)
+        if (mask.visible(i, j) && !std::isfinite(t.logits(i, j)))
+          fail("temperature", fmt::format("{} makes head {}'s logits (scaled scores ÷ T, up to {} ÷ T) overflow a "
+                                          "double; use a larger temperature, e.g. 0.01 or more",
+                                          s.temperature, h, largest_magnitude(t.scaled.row(i))));
+    if (!all_finite(t.mixed.data)) overflow("outputs (weights · values)");
+    if (!all_finite(t.output.data)) {
+      if (head.scale == 1.0) overflow("outputs (weights · values)");
+      fail(fmt::format("heads[{}].scale", h),
+           fmt::format("{} makes head {}'s output overflow; use a smaller factor", head.scale, h));
+    }
+  }
+  if (!all_finite(trace.output.data))
+    fail("w_o", fmt::format("the layer's output (the heads' outputs · W_O) overflows (the largest |number| of w_o is "
+                            "{}); use smaller numbers",
+                            s.w_o ? largest_magnitude(s.w_o->data) : 0.0));
 }
 
 }  // namespace attnlab

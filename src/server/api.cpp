@@ -24,6 +24,7 @@
 #include "attnlab/report/packed_reply.hpp"
 #include "attnlab/report/trace_json.hpp"
 #include "attnlab/scenario/interventions.hpp"
+#include "attnlab/scenario/price.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "attnlab/server/model_sources.hpp"
 #include "model_api.hpp"
@@ -74,7 +75,7 @@ Scenario requested_scenario(const json& request, const ModelSources& models) {
     return model_head_request(models, s["model"], "scenario.model");
   }
   try {
-    return scenario_from_json(s);
+    return scenario_from_json(s, kMaxApiWorkBytes);
   } catch (const InputError& e) {
     throw e.under("scenario");
   }
@@ -201,6 +202,7 @@ Interventions requested_interventions(const json& options) {
 // The experiment a request describes: its scenario, edits, interventions and kernel.
 Experiment requested_experiment(const json& request, const ModelSources& models) {
   Experiment e{requested_scenario(request, models), {}, {}, KernelKind::reference, "options"};
+  e.edits.max_work_bytes = kMaxApiWorkBytes;
   if (request.contains("kernel")) {
     if (!request["kernel"].is_string()) fail("kernel", "expected \"reference\" or \"tiled\"");
     e.kernel = kernel_named(request["kernel"].get<std::string>(), "kernel");
@@ -221,6 +223,7 @@ Experiment requested_experiment(const json& request, const ModelSources& models)
              "means nothing for a model's head (its tokens are the model's, its one head the model's); change "
              "scenario.model.text, .layer or .head instead");
   e.edits = requested_edits(options);
+  e.edits.max_work_bytes = kMaxApiWorkBytes;
   e.interventions = requested_interventions(options);
   return e;
 }
@@ -267,6 +270,21 @@ void check_detail_heads(const std::optional<std::vector<std::size_t>>& keep, std
       if (h >= heads) fail("detail_heads", fmt::format("head {} does not exist; heads run from 0 to {}", h, heads - 1));
 }
 
+// The reply's price: the trace, the effective scenario (its embeddings and weights; the
+// page engine's input again with "attention_input") and the intervention's before, after
+// and delta, every number at its longest: 25 bytes of JSON ("-1.2345678901234567e-100,"),
+// or 8 packed.
+void check_reply_bytes(const Scenario& s, bool packed, bool with_input, bool intervened) {
+  const ScenarioNumbers c = count_numbers(s);
+  const std::uint64_t numbers =
+      c.trace + (c.inputs + c.weights) * (with_input ? 2 : 1) + (intervened ? 4 * std::uint64_t{s.n()} * s.d_out() : 0);
+  const std::uint64_t bytes = numbers * (packed ? 8 : 25);
+  if (bytes > kMaxApiReplyBytes)
+    fail("scenario", fmt::format("the reply would be up to {} bytes ({} numbers{}), more than the limit of {}; use "
+                                 "fewer tokens or heads, narrower heads, or `attnlab run --json`",
+                                 bytes, numbers, packed ? ", packed" : " as JSON", kMaxApiReplyBytes));
+}
+
 // The reply of POST /api/attention, its matrices written by write_matrix.
 json attention_reply(const json& request, const ModelSources& models,
                      const std::function<json(const Matrix&)>& write_matrix) {
@@ -283,6 +301,7 @@ json attention_reply(const json& request, const ModelSources& models,
   if (with_input && experiment.kernel == KernelKind::tiled)
     fail("attention_input", "is given with the reference kernel only; drop \"kernel\"");
   // Priced before anything runs (interventions keep the shape).
+  const bool packed = wants_packed_reply(request), intervened = !experiment.interventions.empty();
   const auto price = [&](Scenario& s) {
     check_detail_heads(written.detail_heads, s.heads.size());
     const std::size_t cells = s.heads.size() * s.n() * s.m();
@@ -291,6 +310,8 @@ json attention_reply(const json& request, const ModelSources& models,
            fmt::format("{} heads × {} × {} tokens is {} score cells; the API returns at most {} (e.g. 8 heads "
                        "of 180 tokens); use `attnlab run --json` for larger traces",
                        s.heads.size(), s.n(), s.m(), cells, kMaxApiTraceCells));
+    check_work(s, kMaxApiWorkBytes, "scenario", intervened ? 2 : 1);  // interventions run before and after
+    check_reply_bytes(s, packed, with_input, intervened);
   };
   const ExperimentResult result = run_experiment(experiment, price);
   const Scenario& s = result.scenario;
@@ -356,7 +377,11 @@ json api_probe(const json& request, const ModelSources& models) {
   std::optional<std::size_t> query;
   if (request.contains("query") && !request["query"].is_null()) query = as_index(request["query"], "query");
   // The query names a token of the scenario before any permutation; the permutation carries it.
-  const ExperimentResult experiment = run_experiment(requested_experiment(request, models), [&](Scenario& baseline) {
+  const Experiment asked = requested_experiment(request, models);
+  const ExperimentResult experiment = run_experiment(asked, [&](Scenario& baseline) {
+    // One run per key token, and the interventions' run before them.
+    check_work(baseline, kMaxApiWorkBytes, "scenario", asked.interventions.empty() ? 1 : 2);
+    check_work(baseline, kMaxApiProbeWorkBytes, "scenario", baseline.m() + 1);
     if (!query) return;
     if (*query >= baseline.n())
       fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", *query, baseline.n() - 1));
@@ -497,6 +522,11 @@ json api_cost(const json& request) {
     if (options.max_tokens > kMaxApiMeasureTokens)
       fail("measure", fmt::format("the server measures up to {} tokens, not {}; run `attnlab cost --measure` for more",
                                   kMaxApiMeasureTokens, format_count(options.max_tokens)));
+    if (const std::uint64_t bytes = cost_measure_bytes(options, kernel); bytes > kMaxApiMeasureBytes)
+      fail("measure", fmt::format("timing the {} kernel at n = {} with d_k {} holds {}; the server measures within {}; "
+                                  "use fewer d_model per head or `attnlab cost --measure`",
+                                  kernel.name, format_count(options.max_tokens), options.d_k, format_bytes(bytes),
+                                  format_bytes(kMaxApiMeasureBytes)));
     const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
     const CostMeasurement m = measure_attention_cost(options, kernel);
     json points = json::array();
@@ -578,17 +608,15 @@ json api_kv(const json& request) {
     options.dtype = dtype;
     options.max_context = *std::max_element(contexts.begin(), contexts.end());
     options.extra_contexts = contexts;
-    options.auto_layers_cap = kMaxApiMeasureCacheBytes / 2;
+    options.auto_layers_cap = kMaxApiMeasureBytes / 2;
     options.layers = measure_layers.value_or(kv_measure_layers(options));
-    ModelShape measured_shape = model;
-    measured_shape.layers = *options.layers;
-    if (*options.layers <= model.layers &&
-        kv_cache_bytes(measured_shape, dtype, options.max_context) > kMaxApiMeasureCacheBytes)
+    // The cache, the random weights and the token table (kv_measure_bytes), before any is made.
+    if (*options.layers <= model.layers && kv_measure_bytes(options, *options.layers) > kMaxApiMeasureBytes)
       fail("measure",
-           fmt::format("the server measures caches up to {}, and {} layers at {} tokens take {}; run `attnlab "
-                       "kv --measure` for more, or fewer measure_layers or a shorter context",
-                       format_bytes(kMaxApiMeasureCacheBytes), *options.layers, format_count(options.max_context),
-                       format_bytes(kv_cache_bytes(measured_shape, dtype, options.max_context))));
+           fmt::format("the server measures within {}, and {} layers at {} tokens with their weights take {}; run "
+                       "`attnlab kv --measure` for more, or fewer measure_layers or a shorter context",
+                       format_bytes(kMaxApiMeasureBytes), *options.layers, format_count(options.max_context),
+                       format_bytes(kv_measure_bytes(options, *options.layers))));
     const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
     const KVMeasurement m = measure_kv_cache(options);
     json points = json::array();

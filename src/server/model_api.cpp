@@ -36,12 +36,6 @@ std::string model_name(const ModelDir& m) {
   return name.empty() ? m.dir : name;
 }
 
-// Text as JSON can carry it: a byte-level BPE token may be part of a UTF-8 sequence (the
-// first byte of "é", say), and such bytes become U+FFFD.
-std::string valid_utf8(const std::string& text) {
-  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
-}
-
 // The token ids a request runs on: `text` through the model's tokenizer, or `ids` as given;
 // one of them, at least one token and at most the model's positions. Errors name
 // prefix + "text" or prefix + "ids".

@@ -1,19 +1,28 @@
 // The HTTP face: routes to the API functions and the embedded page. Every reply is JSON,
 // a packed trace (docs/api.md, "encoding": "packed") or a page file; errors are
-// {"error": ...} with 400/404/413/500, and nothing a client sends takes the server down.
+// {"error": ...} with 400/403/404/405/411/413/415/500, and nothing a client sends takes the
+// server down.
+//
+// Every request is screened before it is routed and before its body is read
+// (request_guard.hpp): its Host, its Origin, its method for the path, and for a POST its
+// Content-Type and its length. A POST body is then read by the handler through a receiver
+// that counts, so the body limit holds whatever the framing.
 #include "attnlab/server/server.hpp"
 
 #include <httplib.h>
 
 #include <fmt/format.h>
+#include <regex>
 
 #include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "attnlab/server/api.hpp"
 #include "attnlab/server/model_sources.hpp"
 #include "attnlab/server/training_jobs.hpp"
+#include "request_guard.hpp"
 
 namespace attnlab {
 
@@ -29,13 +38,32 @@ constexpr const char* kJson = "application/json; charset=utf-8";
 // The packed trace (docs/api.md, "encoding": "packed"); cpp-httplib never compresses it.
 constexpr const char* kPacked = "application/octet-stream";
 
+// JSON text of a reply; a string that is not UTF-8 (it should not get here) becomes U+FFFD
+// rather than an exception.
+std::string json_text(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void reply_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), kJson);
+  res.set_content(json_text(body), kJson);
 }
 
 void reply_error(httplib::Response& res, int status, const std::string& message) {
   reply_json(res, status, {{"error", message}});
+}
+
+// An error reply after which the connection is closed: the request's body was not read (or
+// not all of it), and what is left of it must not be taken for the next request. cpp-httplib
+// 0.11 closes a connection whose reply's content provider fails, so the provider writes the
+// whole reply and then reports failure.
+void refuse_and_close(httplib::Response& res, int status, const std::string& message, const json& field = nullptr) {
+  res.status = status;
+  res.set_header("Connection", "close");
+  auto text = std::make_shared<std::string>(json_text({{"error", message}, {"field", field}}));
+  res.set_content_provider(text->size(), kJson,
+                           [text](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+                             sink.write(text->data() + offset, length);
+                             return false;
+                           });
 }
 
 // 400 with {"error": "field: message", "field": field} (field null when the error is about
@@ -56,10 +84,9 @@ json query_json(const httplib::Request& req) {
   return q;
 }
 
-// A body that may be empty (POST /api/training/cancel): null, or the parsed document.
-json optional_body(const httplib::Request& req) {
-  return req.body.find_first_not_of(" \t\r\n") == std::string::npos ? json(nullptr)
-                                                                    : parse_json_document(req.body, "request body");
+std::string no_such_path(const httplib::Request& req) {
+  return fmt::format("no such path: {} {} (the API is under /api/, see docs/api.md)", text_excerpt(req.method),
+                     text_excerpt(req.path));
 }
 
 std::string content_type(std::string_view name) {
@@ -73,6 +100,38 @@ std::string content_type(std::string_view name) {
   return "application/octet-stream";
 }
 
+bool has_body(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") ||
+         (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+// The body of a POST, read through a receiver that counts: cpp-httplib 0.11 applies its
+// payload limit to Content-Length only, so a chunked body (or a compressed one as it
+// inflates) would otherwise grow without bound. Reading stops at kMaxRequestBytes, whatever
+// the framing, rather than refusing chunked bodies outright (411): a chunked request within
+// the limit is a valid request. A Content-Length over the limit cpp-httplib refuses itself
+// (status 413), after reading and dropping the body so that the client reads the reply.
+// False when the request was refused (413, or 400 for a broken framing), the connection then
+// closed.
+bool read_body(const httplib::ContentReader& reader, httplib::Response& res, std::string& body) {
+  bool over = false;
+  const bool complete = reader([&](const char* data, std::size_t size) {
+    if (size > kMaxRequestBytes - body.size()) {
+      over = true;
+      return false;
+    }
+    body.append(data, size);
+    return true;
+  });
+  over = over || res.status == 413;
+  if (over)
+    refuse_and_close(
+        res, 413, fmt::format("the request body is larger than {} bytes; send a smaller scenario", kMaxRequestBytes));
+  else if (!complete)
+    refuse_and_close(res, 400, "the request body ended early or its chunked framing is broken");
+  return !over && complete;
+}
+
 }  // namespace
 
 // Destroyed in reverse: the HTTP server first, then the training (a run still training is
@@ -83,6 +142,105 @@ struct LabServer::Impl {
   ModelSources models;  // the --model directory (or none), the runs under --runs, checkpoints
   TrainingJobs training;
   httplib::Server http;
+  AllowedHosts allowed;
+  // Each route's pattern and method, for 405 and its Allow header.
+  std::vector<std::pair<std::regex, std::string>> routes;
+
+  void get(const std::string& pattern, httplib::Server::Handler handler) {
+    http.Get(pattern, std::move(handler));
+    routes.emplace_back(std::regex(pattern), "GET, HEAD");
+  }
+  // A POST route: its body read and parsed (within kMaxRequestBytes and
+  // kMaxRequestJsonValues), then handed to `api`; an InputError is a 400 naming the field.
+  // With `body_optional`, an empty body is handed over as null.
+  void post(const std::string& pattern, std::function<void(const json&, httplib::Response&)> api,
+            bool body_optional = false) {
+    http.Post(pattern, [api = std::move(api), body_optional](const httplib::Request&, httplib::Response& res,
+                                                             const httplib::ContentReader& reader) {
+      std::string body;
+      if (!read_body(reader, res, body)) return;
+      try {
+        const bool empty = body.find_first_not_of(" \t\r\n") == std::string::npos;
+        api(body_optional && empty ? json(nullptr) : parse_json_document(body, "request body", kMaxRequestJsonValues),
+            res);
+      } catch (const InputError& e) {
+        reply_input_error(res, e);
+      }
+    });
+    routes.emplace_back(std::regex(pattern), "POST");
+  }
+
+  // The methods `path` takes ("GET, HEAD", "POST"), or "" for a path no route serves.
+  std::string allowed_methods(const std::string& path) const {
+    std::string methods;
+    for (const auto& [pattern, method] : routes)
+      if (std::regex_match(path, pattern) && methods.find(method) == std::string::npos)
+        methods += (methods.empty() ? "" : ", ") + method;
+    return methods;
+  }
+
+  // Refuses, before routing and before its body is read, a request the server must not
+  // serve (true: the reply is written). Every refusal closes the connection: the body, if
+  // any, is left unread.
+  bool refused(const httplib::Request& req, httplib::Response& res) const {
+    if (!req.has_header("Host")) {
+      refuse_and_close(res, 400, "the request has no Host header", "Host");
+      return true;
+    }
+    const std::string host = req.get_header_value("Host");
+    if (!host_allowed(host, allowed)) {
+      refuse_and_close(res, 403,
+                       fmt::format("the Host \"{}\" is not a name this server answers to ({} on port {}); if you "
+                                   "reach it by that name, start it with --allow-host {}",
+                                   text_excerpt(host), allowed.listed(), allowed.port, text_excerpt(host_name(host))),
+                       "Host");
+      return true;
+    }
+    if (req.has_header("Origin") && !origin_allowed(req.get_header_value("Origin"), allowed)) {
+      refuse_and_close(
+          res, 403,
+          fmt::format("requests from the page at \"{}\" are refused: only the lab's own page (http://NAME:{} "
+                      "for NAME in {}) may use this server; --allow-host NAME adds a name",
+                      text_excerpt(req.get_header_value("Origin")), allowed.port, allowed.listed()),
+          "Origin");
+      return true;
+    }
+    const std::string methods = allowed_methods(req.path);
+    if (methods.empty()) {
+      if (!has_body(req)) return false;  // the router's 404 (the error handler's reply)
+      refuse_and_close(res, 404, no_such_path(req));
+      return true;
+    }
+    const bool is_post = req.method == "POST", is_get = req.method == "GET" || req.method == "HEAD";
+    if (methods.find(is_post ? "POST" : is_get ? "GET" : "-") == std::string::npos) {
+      res.set_header("Allow", methods);
+      refuse_and_close(res, 405,
+                       fmt::format("{} {} is not served; this path takes {}", text_excerpt(req.method),
+                                   text_excerpt(req.path), methods));
+      return true;
+    }
+    if (!is_post) {
+      if (!has_body(req)) return false;
+      refuse_and_close(res, 400, fmt::format("a {} request carries no body", text_excerpt(req.method)));
+      return true;
+    }
+    if (!is_json_content_type(req.get_header_value("Content-Type"))) {
+      refuse_and_close(res, 415,
+                       fmt::format("the body's Content-Type is \"{}\"; send the JSON body as application/json",
+                                   text_excerpt(req.get_header_value("Content-Type"))),
+                       "Content-Type");
+      return true;
+    }
+    if (req.has_header("Content-Encoding") && req.get_header_value("Content-Encoding") != "identity") {
+      refuse_and_close(res, 415, "the request body is compressed; send it uncompressed", "Content-Encoding");
+      return true;
+    }
+    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      refuse_and_close(res, 411, "a POST needs a Content-Length (or a chunked body)");
+      return true;
+    }
+    return false;  // a Content-Length over the limit is read_body's 413
+  }
 };
 
 LabServer::LabServer() : LabServer(nullptr) {}
@@ -91,50 +249,48 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model) : LabServer(std::mov
 
 LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::path runs_dir)
     : impl_(std::make_unique<Impl>(std::move(model), std::move(runs_dir))) {
-  const ModelSources* m = &impl_->models;  // lives as long as the server
-  TrainingJobs* training = &impl_->training;
-  httplib::Server& http = impl_->http;
-  http.set_payload_max_length(kMaxRequestBytes);
+  Impl& impl = *impl_;
+  for (const char* name : {"127.0.0.1", "localhost", "[::1]"})
+    impl.allowed.add(name);
+  const ModelSources* m = &impl.models;  // lives as long as the server
+  TrainingJobs* training = &impl.training;
+  httplib::Server& http = impl.http;
+  http.set_payload_max_length(kMaxRequestBytes);  // Content-Length only; read_body counts the rest
   // Without it, the last segment of a reply can wait for the client's delayed ACK
   // (Nagle's algorithm), and the lab trades many small request-reply pairs.
   http.set_tcp_nodelay(true);
   // A page sends a request per slider step: keep its connection (cpp-httplib closes it
   // after 5 requests by default, and a new one costs a handshake).
   http.set_keep_alive_max_count(10000);
+  http.set_pre_routing_handler([&impl](const httplib::Request& req, httplib::Response& res) {
+    return impl.refused(req, res) ? httplib::Server::HandlerResponse::Handled
+                                  : httplib::Server::HandlerResponse::Unhandled;
+  });
 
-  http.Get("/api/health", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_health()); });
-  http.Get("/api/scenarios",
+  impl.get("/api/health", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_health()); });
+  impl.get("/api/scenarios",
            [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_scenarios()); });
-  http.Get("/api/models", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_models()); });
-  http.Get(R"(/api/scenarios/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
+  impl.get("/api/models", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_models()); });
+  impl.get(R"(/api/scenarios/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.matches[1];
     if (const auto text = api_scenario_file(name)) {
       res.set_content(std::string(*text), kJson);
       return;
     }
-    reply_error(res, 404, fmt::format("unknown scenario \"{}\"; GET /api/scenarios lists the bundled ones", name));
+    reply_error(res, 404,
+                fmt::format("unknown scenario \"{}\"; GET /api/scenarios lists the bundled ones", text_excerpt(name)));
   });
-  http.Post("/api/attention", [m](const httplib::Request& req, httplib::Response& res) {
-    try {
-      const json request = parse_json_document(req.body, "request body");
-      if (wants_packed_reply(request))
-        res.set_content(api_attention_packed(request, *m), kPacked);
-      else
-        reply_json(res, 200, api_attention(request, *m));
-    } catch (const InputError& e) {
-      reply_input_error(res, e);
-    }
+  impl.post("/api/attention", [m](const json& request, httplib::Response& res) {
+    if (wants_packed_reply(request))
+      res.set_content(api_attention_packed(request, *m), kPacked);
+    else
+      reply_json(res, 200, api_attention(request, *m));
   });
-  http.Post("/api/probe", [m](const httplib::Request& req, httplib::Response& res) {
-    try {
-      reply_json(res, 200, api_probe(parse_json_document(req.body, "request body"), *m));
-    } catch (const InputError& e) {
-      reply_input_error(res, e);
-    }
-  });
+  impl.post("/api/probe",
+            [m](const json& request, httplib::Response& res) { reply_json(res, 200, api_probe(request, *m)); });
   // The model (docs/api.md): what is loaded (?run=NAME&step=N: a training run's checkpoint),
   // and a run of it (written as text already).
-  http.Get("/api/model", [m](const httplib::Request& req, httplib::Response& res) {
+  impl.get("/api/model", [m](const httplib::Request& req, httplib::Response& res) {
     try {
       json query = query_json(req);
       for (const auto& [name, value] : query.items())
@@ -150,49 +306,30 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
       reply_input_error(res, e);
     }
   });
-  http.Post("/api/model/run", [m](const httplib::Request& req, httplib::Response& res) {
-    try {
-      res.set_content(api_model_run(*m, parse_json_document(req.body, "request body")), kJson);
-    } catch (const InputError& e) {
-      reply_input_error(res, e);
-    }
-  });
+  impl.post("/api/model/run",
+            [m](const json& request, httplib::Response& res) { res.set_content(api_model_run(*m, request), kJson); });
   // Training (docs/api.md, "Training"): a run's log and checkpoints, and runs started here.
-  http.Get("/api/training", [training](const httplib::Request& req, httplib::Response& res) {
+  impl.get("/api/training", [training](const httplib::Request& req, httplib::Response& res) {
     try {
       reply_json(res, 200, training->view(query_json(req)));
     } catch (const InputError& e) {
       reply_input_error(res, e);
     }
   });
-  http.Get("/api/training/job",
+  impl.get("/api/training/job",
            [training](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, training->job()); });
-  http.Post("/api/training/start", [training](const httplib::Request& req, httplib::Response& res) {
-    try {
-      reply_json(res, 202, training->start(parse_json_document(req.body, "request body")));
-    } catch (const InputError& e) {
-      reply_input_error(res, e);
-    }
+  impl.post("/api/training/start", [training](const json& request, httplib::Response& res) {
+    reply_json(res, 202, training->start(request));
   });
-  http.Post("/api/training/cancel", [training](const httplib::Request& req, httplib::Response& res) {
-    try {
-      reply_json(res, 200, training->cancel(optional_body(req)));
-    } catch (const InputError& e) {
-      reply_input_error(res, e);
-    }
-  });
-  // The other POST endpoints: a JSON body in, the API function's JSON out.
-  for (const auto& [path, api] : {std::pair{"/api/cost", &api_cost}, std::pair{"/api/kv", &api_kv}})
-    http.Post(path, [api](const httplib::Request& req, httplib::Response& res) {
-      try {
-        reply_json(res, 200, api(parse_json_document(req.body, "request body")));
-      } catch (const InputError& e) {
-        reply_input_error(res, e);
-      }
-    });
+  impl.post(
+      "/api/training/cancel",
+      [training](const json& request, httplib::Response& res) { reply_json(res, 200, training->cancel(request)); },
+      /*body_optional=*/true);
+  impl.post("/api/cost", [](const json& request, httplib::Response& res) { reply_json(res, 200, api_cost(request)); });
+  impl.post("/api/kv", [](const json& request, httplib::Response& res) { reply_json(res, 200, api_kv(request)); });
 
   // The page: every embedded web file at /NAME, index.html also at /.
-  http.Get(R"(/([^/]*))", [](const httplib::Request& req, httplib::Response& res) {
+  impl.get(R"(/([^/]*))", [](const httplib::Request& req, httplib::Response& res) {
     std::string name = req.matches[1];
     if (name.empty()) name = "index.html";
     for (const auto& files : {web_files(), page_engine_files()})
@@ -201,19 +338,18 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
           res.set_content(std::string(f.bytes), content_type(f.name));
           return;
         }
-    reply_error(res, 404, fmt::format("no such page: /{}", name));
+    reply_error(res, 404, fmt::format("no such page: /{}", text_excerpt(name)));
   });
 
   // Anything no route produced: a JSON body for 404 (unknown path), 413 (body over the
-  // limit), 405 and the rest, unless a handler already wrote one.
+  // limit) and the rest, unless a handler already wrote one (it set a Content-Type).
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
+    if (res.has_header("Content-Type")) return;
     if (res.status == 413)
       reply_error(res, 413,
                   fmt::format("the request body is larger than {} bytes; send a smaller scenario", kMaxRequestBytes));
     else if (res.status == 404)
-      reply_error(res, 404,
-                  fmt::format("no such path: {} {} (the API is under /api/, see docs/api.md)", req.method, req.path));
+      reply_error(res, 404, no_such_path(req));
     else
       reply_error(res, res.status, fmt::format("the request could not be served (HTTP {})", res.status));
   });
@@ -231,6 +367,8 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
 
 LabServer::~LabServer() = default;
 
+void LabServer::allow_host(const std::string& name) { impl_->allowed.add(name); }
+
 int LabServer::bind(const std::string& host, int port) {
   if (port < 0 || port > 65535)
     fail("--port", fmt::format("{} is not a port; use 1 to 65535, or 0 for any free port", port));
@@ -240,6 +378,12 @@ int LabServer::bind(const std::string& host, int port) {
         fmt::format("cannot listen on {}:{} (in use, or not an address of this machine); try --port 0 "
                     "for any free port",
                     host, port));
+  try {
+    impl_->allowed.add(host);  // the address it listens on is a name it answers to
+  } catch (const InputError&) {
+    // an address cpp-httplib took but no Host header can name (it stays unreachable by name)
+  }
+  impl_->allowed.port = bound;
   return bound;
 }
 

@@ -393,3 +393,43 @@ TEST(CliBadInput, ADeeplyNestedScenarioFileIsRefusedNotACrash) {
   for (const char* command : {"run", "explain", "probe"})
     expect_refused(std::string(command) + " " + file.string(), "nested more than 64 levels deep");
 }
+
+// ---- scenario files priced before the work, and read within their limit ------------------
+
+TEST(CliBadInput, AScenarioFileIsSizedBeforeItIsRead) {
+  // A sparse file: 1 GiB long, no disk and, since its size is checked first, no memory.
+  const auto big = std::filesystem::path(ATTNLAB_TEST_TMP) / (std::to_string(getpid()) + "-big.json");
+  { std::ofstream(big) << ' '; }
+  std::filesystem::resize_file(big, std::uint64_t{1} << 30);
+  expect_refused("run " + big.string(), "the file is 1073741824 bytes, more than the limit of 67108864 bytes");
+  std::filesystem::remove(big);
+  // A device or a pipe has no size: it is read only until it passes the limit.
+  expect_refused("run /dev/zero", "/dev/zero: it holds more than the limit of 67108864 bytes (64 MiB)");
+}
+
+TEST(CliBadInput, RandomHeadsArePricedBeforeTheyAreDrawn) {
+  // One token 4096 wide and 64 heads of d_k = d_v = 4096: 402 MB of weights each, 25 GB in all.
+  nlohmann::json doc = {{"format", "attnlab-scenario/1"},
+                        {"tokens", {"a"}},
+                        {"embeddings", {std::vector<int>(4096, 0)}},
+                        {"heads", std::vector<nlohmann::json>(64, {{"random", 1}, {"d_k", 4096}, {"d_v", 4096}})}};
+  const auto file = write_temp(std::to_string(getpid()) + "-wide.json", doc.dump());
+  for (const char* command : {"run", "explain", "probe"})
+    expect_refused(std::string(command) + " " + file.string(),
+                   "heads[5]: drawing this head's 50331648 weights (d_in × (2·d_k + d_v)) would bring the heads' "
+                   "weights to 2415919104 bytes, more than the limit of 2147483648");
+}
+
+TEST(CliBadInput, AWindowTooLargeAndOverflowingComputationsAreRefusedNamingTheField) {
+  expect_refused("run --window 18446744073709551615", "window: 18446744073709551615 is more than the limit of 4096");
+  expect_refused("run --temperature 1e-320", "temperature: 1e-320 makes head 0's logits");
+  const auto file = write_temp(std::to_string(getpid()) + "-huge.json", R"({"format": "attnlab-scenario/1",
+    "tokens": ["a", "b"], "embeddings": [[1e308, 1e308], [1, 0]], "heads": [{"w_q": [[1, 0], [0, 1]],
+    "w_k": [[1, 0], [0, 1]], "w_v": [[1, 0], [0, 1]]}]})");
+  expect_refused("run " + file.string(), "embeddings: head 0's scores overflow (the largest |number| here is 1e+308)");
+}
+
+TEST(CliBadInput, ServeRefusesAnAllowHostThatIsNotAHostName) {
+  for (const char* name : {"http://lab.example", "lab.example:8080", "lab.example/x", "''"})
+    expect_refused(std::string("serve --port 0 --allow-host ") + name, "--allow-host: ");
+}

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,11 +15,13 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "../model/vocabulary_model.hpp"
 #include "attnlab/analysis/cost.hpp"
+#include "attnlab/analysis/memory.hpp"
 #include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
@@ -32,12 +38,19 @@ using nlohmann::json;
 namespace {
 
 // A LabServer (with a model, or none) on a free loopback port, serving from its own thread
-// for as long as the object lives: one per test suite.
+// for as long as the object lives: one per test suite. `allowed_hosts` are given to
+// allow_host() (`attnlab serve --allow-host`).
 struct RunningServer {
-  explicit RunningServer(std::shared_ptr<const attnlab::ModelDir> model = nullptr)
-      : server(std::move(model)), port(server.bind("127.0.0.1", 0)), thread([this] { server.run(); }) {}
+  explicit RunningServer(std::shared_ptr<const attnlab::ModelDir> model = nullptr,
+                         const std::vector<std::string>& allowed_hosts = {"lab.test"})
+      : server(std::move(model)), port(bind_allowing(server, allowed_hosts)), thread([this] { server.run(); }) {}
   RunningServer(std::shared_ptr<const attnlab::ModelDir> model, const std::filesystem::path& runs)
-      : server(std::move(model), runs), port(server.bind("127.0.0.1", 0)), thread([this] { server.run(); }) {}
+      : server(std::move(model), runs), port(bind_allowing(server, {"lab.test"})), thread([this] { server.run(); }) {}
+  static int bind_allowing(attnlab::LabServer& server, const std::vector<std::string>& allowed_hosts) {
+    for (const std::string& name : allowed_hosts)
+      server.allow_host(name);
+    return server.bind("127.0.0.1", 0);
+  }
   ~RunningServer() {
     server.stop();
     thread.join();
@@ -90,6 +103,14 @@ RunningServer* Api::running_ = nullptr;
 int Api::port_ = 0;
 
 json three_tokens_object() { return json::parse(std::string(*attnlab::api_scenario_file("three-tokens"))); }
+
+json post_to(httplib::Client client, const std::string& path, const json& body, int expected_status) {
+  auto r = client.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r) << "no response";
+  if (!r) return {};
+  EXPECT_EQ(r->status, expected_status) << r->body;
+  return json::parse(r->body);
+}
 
 }  // namespace
 
@@ -245,6 +266,322 @@ TEST_F(Api, BodyOverOneMebibyteIs413WithAJsonError) {
   EXPECT_EQ(health->status, 200);
 }
 
+// ---- hostile clients: who may drive the server, and how much it reads and does -----------
+
+namespace {
+
+// A reply as a raw socket client reads it: the status and the body after the headers.
+struct RawReply {
+  int status = 0;
+  std::string headers, body;
+};
+
+// Sends `head` (the request line and headers, ending in a blank line) to the server on a raw
+// socket, then up to `body_bytes` of chunked body in 64 KiB chunks for as long as the server
+// reads, and reads the reply. The body is made as it is sent: nothing the size of the whole
+// is ever held here.
+RawReply raw_chunked_request(int port, const std::string& head, std::size_t body_bytes) {
+  const int sock = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const auto send_all = [&](const std::string& bytes) {
+    for (std::size_t sent = 0; sent < bytes.size();) {
+      pollfd p{sock, POLLOUT | POLLIN, 0};
+      if (poll(&p, 1, 10000) <= 0 || (p.revents & (POLLIN | POLLERR | POLLHUP))) return false;  // it answered
+      const ssize_t n = send(sock, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  };
+  const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";  // 64 KiB of JSON whitespace
+  if (send_all(head))
+    for (std::size_t sent = 0; sent < body_bytes && send_all(chunk); sent += 0x10000) {
+    }
+  RawReply reply;
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = recv(sock, buffer, sizeof buffer, 0)) > 0;)
+    text.append(buffer, static_cast<std::size_t>(n));
+  close(sock);
+  const std::size_t blank = text.find("\r\n\r\n");
+  if (text.rfind("HTTP/1.1 ", 0) != 0 || blank == std::string::npos) return reply;
+  reply.status = std::stoi(text.substr(9, 3));
+  reply.headers = text.substr(0, blank);
+  reply.body = text.substr(blank + 4);
+  return reply;
+}
+
+}  // namespace
+
+TEST_F(Api, RequestsForAnotherHostAre403NamingTheHostAndTheFlag) {
+  const std::string port = std::to_string(port_);
+  for (const std::string& host : std::vector<std::string>{"evil.example:" + port, "evil.example", "127.0.0.1:1",
+                                                          "localhost.evil.example:" + port, "lab.test:1"}) {
+    SCOPED_TRACE(host);
+    auto r = client().Get("/api/health", {{"Host", host}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 403);
+    const json reply = json::parse(r->body);
+    EXPECT_EQ(reply["field"], "Host");
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr("\"" + host + "\""));
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr("--allow-host"));
+  }
+  // A POST to a foreign host is refused before its body is read, and the page too.
+  auto post = client().Post("/api/attention", {{"Host", "evil.example:" + port}}, R"({"scenario": "three-tokens"})",
+                            "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 403);
+  // Its own names, with or without the port, and a name given by --allow-host.
+  for (const std::string& host :
+       std::vector<std::string>{"127.0.0.1:" + port, "127.0.0.1", "localhost:" + port, "LOCALHOST", "[::1]:" + port,
+                                "[::1]", "lab.test:" + port, "lab.test"}) {
+    SCOPED_TRACE(host);
+    auto r = client().Get("/", {{"Host", host}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+}
+
+TEST_F(Api, ForeignOriginsAre403AndTheServersOwnOriginIsServed) {
+  const std::string port = std::to_string(port_);
+  for (const std::string& origin :
+       std::vector<std::string>{"http://evil.example", "http://evil.example:" + port, "https://127.0.0.1:" + port,
+                                "http://127.0.0.1", "http://localhost:3000", "null"}) {
+    SCOPED_TRACE(origin);
+    auto r =
+        client().Post("/api/attention", {{"Origin", origin}}, R"({"scenario": "three-tokens"})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 403);
+    const json reply = json::parse(r->body);
+    EXPECT_EQ(reply["field"], "Origin");
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr(origin));
+  }
+  for (const std::string& origin :
+       {"http://127.0.0.1:" + port, "http://localhost:" + port, "http://[::1]:" + port, "http://lab.test:" + port}) {
+    SCOPED_TRACE(origin);
+    auto r =
+        client().Post("/api/attention", {{"Origin", origin}}, R"({"scenario": "three-tokens"})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+}
+
+TEST_F(Api, PostsMustSayTheyAreJsonElse415) {
+  const std::string body = R"({"scenario": "three-tokens"})";
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                           "application/jsonx", "application/json; charset=latin1", ""}) {
+    SCOPED_TRACE(type);
+    auto r = client().Post("/api/attention", body, type);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 415);
+    EXPECT_EQ(json::parse(r->body)["field"], "Content-Type");
+  }
+  for (const char* type : {"application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8"}) {
+    SCOPED_TRACE(type);
+    auto r = client().Post("/api/attention", body, type);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+  }
+  auto compressed = client().Post("/api/cost", {{"Content-Encoding", "gzip"}}, R"({"tokens": 3})", "application/json");
+  ASSERT_TRUE(compressed);
+  EXPECT_EQ(compressed->status, 415);
+}
+
+TEST_F(Api, AWrongMethodOnAKnownPathIs405WithAllow) {
+  auto get = client().Get("/api/attention");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  EXPECT_THAT(json::parse(get->body)["error"].get<std::string>(), ::testing::HasSubstr("this path takes POST"));
+  for (const char* path : {"/api/health", "/", "/api/scenarios/three-tokens"}) {
+    SCOPED_TRACE(path);
+    auto post = client().Post(path, "{}", "application/json");
+    ASSERT_TRUE(post);
+    EXPECT_EQ(post->status, 405);
+    EXPECT_EQ(post->get_header_value("Allow"), "GET, HEAD");
+    auto del = client().Delete(path);
+    ASSERT_TRUE(del);
+    EXPECT_EQ(del->status, 405);
+  }
+  auto health = client().Get("/api/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+// cpp-httplib 0.11 applies its payload limit to Content-Length only: a chunked body of any
+// size was read into memory whole. Now the handler's receiver stops at the limit.
+TEST_F(Api, AChunkedBodyOverTheLimitIs413AndTheServerReadsNoMoreThanTheLimit) {
+  ASSERT_TRUE(attnlab::memory::heap_counted()) << "the API tests link attnlab::heap_counter";
+  const std::string head = "POST /api/attention HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
+                           "\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::size_t before = attnlab::memory::current_bytes();
+  attnlab::memory::reset_peak();
+  const RawReply reply = raw_chunked_request(port_, head, std::size_t{200} << 20);  // 200 MiB offered
+  EXPECT_EQ(reply.status, 413) << reply.headers;
+  EXPECT_THAT(json::parse(reply.body)["error"].get<std::string>(), ::testing::HasSubstr("larger than 1048576 bytes"));
+  EXPECT_THAT(reply.headers, ::testing::HasSubstr("Connection: close"));
+  // The server held the 1 MiB it read and its buffers, not the body offered.
+  EXPECT_LT(attnlab::memory::peak_bytes() - before, std::size_t{4} << 20);
+  // A chunked body within the limit is a request like any other.
+  httplib::Client c = client();
+  auto small = c.Post(
+      "/api/attention",
+      [](std::size_t offset, httplib::DataSink& sink) {
+        const std::string body = R"({"scenario": "three-tokens"})";
+        if (offset == 0) sink.write(body.data(), body.size());
+        sink.done();
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 200);
+  EXPECT_EQ(json::parse(small->body)["scenario"], "three-tokens");
+}
+
+TEST_F(Api, BodiesTheServerWillNotReadAreRefusedBeforeReading) {
+  const std::string host = "Host: 127.0.0.1:" + std::to_string(port_) + "\r\n";
+  // A GET carries no body, and a chunked one to an unknown path is not read either.
+  for (const std::string& head : {"GET /api/health HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n",
+                                  "POST /api/nothing HTTP/1.1\r\n" + host +
+                                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+                                  "PUT /api/attention HTTP/1.1\r\n" + host +
+                                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
+    SCOPED_TRACE(head);
+    attnlab::memory::reset_peak();
+    const std::size_t before = attnlab::memory::current_bytes();
+    const RawReply reply = raw_chunked_request(port_, head, std::size_t{64} << 20);
+    EXPECT_GE(reply.status, 400);
+    EXPECT_LE(reply.status, 405);
+    EXPECT_TRUE(json::parse(reply.body).contains("error"));
+    EXPECT_LT(attnlab::memory::peak_bytes() - before, std::size_t{4} << 20);
+  }
+  const RawReply no_length = raw_chunked_request(
+      port_, "POST /api/attention HTTP/1.1\r\n" + host + "Content-Type: application/json\r\n\r\n", 0);
+  EXPECT_EQ(no_length.status, 411);
+}
+
+// A 1 MiB body of [{},{},...] is 350,000 objects: about 28 MB of parsed tree. The values are
+// counted before parsing, and a body with more than kMaxRequestJsonValues is refused.
+TEST_F(Api, BodiesWithMoreJsonValuesThanTheLimitAre400BeforeParsing) {
+  std::string objects = "[{}";
+  while (objects.size() < attnlab::kMaxRequestBytes - 8)
+    objects += ",{}";
+  objects += "]";
+  attnlab::memory::reset_peak();
+  const std::size_t before = attnlab::memory::current_bytes();
+  auto r = post(objects);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(json::parse(r->body)["error"].get<std::string>(),
+              ::testing::HasSubstr("JSON values (numbers, strings, lists, objects), more than the limit of 262144"));
+  EXPECT_LT(attnlab::memory::peak_bytes() - before, std::size_t{8} << 20) << "the body, not a tree of it";
+}
+
+// {"random": i, "d_k": 4096, "d_v": 4096} on a 4096-wide scenario is 402 MB of weights from
+// a 9 KB request: priced from the widths before anything is drawn.
+TEST_F(Api, RandomHeadsArePricedBeforeTheyAreDrawn) {
+  const json wide = {{"format", "attnlab-scenario/1"},
+                     {"tokens", {"a"}},
+                     {"embeddings", {std::vector<int>(4096, 0)}},
+                     {"heads", {{{"random", 1}, {"d_k", 4096}, {"d_v", 4096}}}}};
+  attnlab::memory::reset_peak();
+  const std::size_t before = attnlab::memory::current_bytes();
+  const json refused = post_json({{"scenario", wide}}, 400);
+  EXPECT_EQ(refused["field"], "scenario.heads[0]");
+  EXPECT_THAT(
+      refused["error"].get<std::string>(),
+      ::testing::HasSubstr("would bring the heads' weights to 402653184 bytes, more than the limit of 268435456"));
+  json narrow = wide;
+  narrow["heads"] = {{{"random", 1}, {"d_k", 4}, {"d_v", 4}}};
+  const json added = post_json(
+      {{"scenario", narrow}, {"options", {{"add_random_heads", {{{"seed", 2}, {"d_k", 4096}, {"d_v", 4096}}}}}}}, 400);
+  EXPECT_EQ(added["field"], "options.add_random_heads[0]");
+  EXPECT_THAT(added["error"].get<std::string>(), ::testing::HasSubstr("more than the limit of 268435456"));
+  // Two heads of 201 MB: the first fits alone, but neither is drawn, since both do not.
+  const json half = {{"seed", 3}, {"d_k", 2048}, {"d_v", 2048}};
+  const json second = post_json({{"scenario", narrow}, {"options", {{"add_random_heads", {half, half}}}}}, 400);
+  EXPECT_EQ(second["field"], "options.add_random_heads[1]");
+  EXPECT_LT(attnlab::memory::peak_bytes() - before, std::size_t{32} << 20) << "no head was drawn";
+  EXPECT_EQ(post_json({{"scenario", narrow}})["heads"][0]["d_k"], 4);  // within the limits: served
+}
+
+TEST_F(Api, TheWorkTheReplyAndTheProbeArePricedWithTheirWidths) {
+  // 512 tokens of one head is within the score-cell limit, but 4096-wide it is 12.6 million
+  // numbers to send: 315 MB of JSON, 101 MB packed.
+  json wide = three_tokens_object();
+  wide["tokens"] = std::vector<std::string>(512, "w");
+  wide["embeddings"] = std::vector<std::vector<int>>(512, {1, 0});
+  wide["heads"] = {{{"random", 1}, {"d_k", 4096}, {"d_v", 4096}}};
+  for (const char* encoding : {"json", "packed"}) {
+    SCOPED_TRACE(encoding);
+    const json reply = post_json({{"scenario", wide}, {"encoding", encoding}}, 400);
+    EXPECT_EQ(reply["field"], "scenario");
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr("the reply would be up to"));
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr("more than the limit of 67108864"));
+  }
+  // The probe runs the scenario once per key: 200 keys of a 4096-wide head is 201 runs of 21 MB.
+  json probed = three_tokens_object();
+  probed["tokens"] = std::vector<std::string>(200, "w");
+  probed["embeddings"] = std::vector<std::vector<int>>(200, {1, 0});
+  probed["heads"] = {{{"random", 1}, {"d_k", 4096}, {"d_v", 4096}}};
+  const json probe = post_to(client(), "/api/probe", {{"scenario", probed}}, 400);
+  EXPECT_EQ(probe["field"], "scenario");
+  EXPECT_THAT(probe["error"].get<std::string>(), ::testing::HasSubstr("× 201 runs"));
+  EXPECT_THAT(probe["error"].get<std::string>(), ::testing::HasSubstr("more than the limit of 2147483648"));
+}
+
+TEST_F(Api, MeasuresArePricedWithTheirInputsAndWeights) {
+  // q, k, v and out at 4096 tokens of d_k 32768 are 2 GiB: more than the server measures in.
+  const json cost =
+      post_to(client(), "/api/cost",
+              {{"tokens", 4096}, {"d_model", 32768}, {"heads", 1}, {"layers", 1}, {"measure", true}}, 400);
+  EXPECT_EQ(cost["field"], "measure");
+  EXPECT_THAT(cost["error"].get<std::string>(), ::testing::HasSubstr("the server measures within 1 GiB"));
+  // A one-token cache of a model whose random weights alone are 3 GiB.
+  const json kv = post_to(client(), "/api/kv",
+                          {{"layers", 1},
+                           {"heads", 1},
+                           {"kv_heads", 1},
+                           {"head_dim", 1024},
+                           {"d_model", 262144},
+                           {"context", 1},
+                           {"measure", true}},
+                          400);
+  EXPECT_EQ(kv["field"], "measure");
+  EXPECT_THAT(kv["error"].get<std::string>(), ::testing::HasSubstr("with their weights take 3.06 GiB"));
+}
+
+TEST_F(Api, InvalidUtf8InAPathIs404WithAValidJsonMessage) {
+  for (const char* path : {"/%FF", "/api/scenarios/%C3%28", "/x%80y.js", "/api/%FF/deep"}) {
+    SCOPED_TRACE(path);
+    auto r = client().Get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404);
+    const json reply = json::parse(r->body);                                               // valid UTF-8 JSON
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr("\xEF\xBF\xBD"));  // U+FFFD for the bad byte
+  }
+}
+
+TEST_F(Api, AWindowTooLargeAndComputationsThatOverflowAreRefusedNamingTheField) {
+  const json window = post_json(
+      {{"scenario", "three-tokens"}, {"options", {{"window", std::numeric_limits<std::uint64_t>::max()}}}}, 400);
+  EXPECT_EQ(window["field"], "options.window");
+  EXPECT_THAT(window["error"].get<std::string>(),
+              ::testing::HasSubstr("18446744073709551615 is more than the limit of 4096"));
+  const json cold = post_json({{"scenario", "three-tokens"}, {"options", {{"temperature", 1e-320}}}}, 400);
+  EXPECT_EQ(cold["field"], "temperature");
+  EXPECT_THAT(cold["error"].get<std::string>(), ::testing::HasSubstr("overflow"));
+  json huge = three_tokens_object();
+  huge["embeddings"][0] = {1e308, 1e308};
+  const json big = post_json({{"scenario", huge}}, 400);
+  EXPECT_EQ(big["field"], "embeddings");
+  EXPECT_THAT(big["error"].get<std::string>(), ::testing::HasSubstr("overflow"));
+}
+
 TEST_F(Api, UnknownPathsAre404WithAJsonError) {
   for (const char* path : {"/api/nothing", "/deep/path/x", "/missing.js"}) {
     auto r = client().Get(path);
@@ -284,16 +621,6 @@ TEST_F(Api, TracesAreNotCompressedEvenWhenTheBrowserAcceptsBrotli) {
 }
 
 // ---- POST /api/cost and POST /api/kv: the CLI's numbers, from the same functions ----------
-
-namespace {
-json post_to(httplib::Client client, const std::string& path, const json& body, int expected_status) {
-  auto r = client.Post(path, body.dump(), "application/json");
-  EXPECT_TRUE(r) << "no response";
-  if (!r) return {};
-  EXPECT_EQ(r->status, expected_status) << r->body;
-  return json::parse(r->body);
-}
-}  // namespace
 
 TEST_F(Api, CostGivesTheGridCountsFlopsAndBytesOfTheLibrary) {
   const json reply = post_to(client(), "/api/cost", {{"tokens", {3, 6, 100000}}}, 200);
@@ -397,7 +724,7 @@ TEST_F(Api, BadCostAndKvRequestsGet400WithTheFieldNamed) {
   refused("/api/kv", {{"layers", 2}, {"head_dim", 64}}, "kv_heads: missing");
   refused("/api/kv", {{"model", "llama-3-8b"}, {"kv_heads", 3}}, "kv_heads: 3 KV heads do not divide 32 query heads");
   refused("/api/kv", {{"model", "llama-3-8b"}, {"context", 131072}, {"measure", true}, {"measure_layers", 32}},
-          "measure: the server measures caches up to 1 GiB");
+          "measure: the server measures within 1 GiB");
 }
 
 // ---- interventions and POST /api/probe ---------------------------------------------

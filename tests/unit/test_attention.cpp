@@ -112,6 +112,15 @@ TEST(Masks, WindowAloneAndWithCausal) {
     }
 }
 
+// A window of 2^64 - 1 was cast to a long (-1) and hid every key; compared unsigned, a
+// window longer than the sequence hides nothing.
+TEST(Masks, AWindowTooLargeForALongHidesNothing) {
+  const Mask mask({.causal = false, .window = std::numeric_limits<std::size_t>::max(), .hidden_keys = {}}, 5, 5);
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = 0; j < 5; ++j)
+      EXPECT_TRUE(mask.visible(i, j)) << i << "," << j;
+}
+
 TEST(Masks, HiddenKeysAreHiddenFromEveryQueryAndTheRestRenormalise) {
   AttentionInput input = random_input(4, 5, 3, 1, 3, 3);
   input.mask.hidden_keys = {1, 3};

@@ -79,9 +79,9 @@ TEST(Experiment, ErrorsNameTheFieldWhereTheRequestPutIt) {
 }
 
 TEST(UntrustedJson, NestingIsMeasuredWithoutParsingAndValuesAreDescribedWithoutWalking) {
-  EXPECT_EQ(json_nesting_depth(R"({"a": [1, {"b": "[[[[{{"}]})"), 3) << "brackets inside strings do not count";
-  EXPECT_EQ(json_nesting_depth(R"("a \" [[[")"), 0) << "an escaped quote does not end the string";
-  EXPECT_EQ(json_nesting_depth(std::string(100000, '[')), 100000);
+  EXPECT_EQ(json_shape(R"({"a": [1, {"b": "[[[[{{"}]})").depth, 3) << "brackets inside strings do not count";
+  EXPECT_EQ(json_shape(R"("a \" [[[")").depth, 0) << "an escaped quote does not end the string";
+  EXPECT_EQ(json_shape(std::string(100000, '[')).depth, 100000);
   nlohmann::json deep = nlohmann::json::array();
   for (int k = 0; k < 1000; ++k)
     deep = nlohmann::json::array({deep});
@@ -89,6 +89,18 @@ TEST(UntrustedJson, NestingIsMeasuredWithoutParsingAndValuesAreDescribedWithoutW
   EXPECT_EQ(describe_json(nlohmann::json{{"x", 1}, {"y", 2}}), "an object of 2 fields");
   EXPECT_EQ(describe_json(std::string(100, 'z')), "\"" + std::string(36, 'z') + "...");
   EXPECT_EQ(describe_json(-3), "-3");
+  // Values are counted as a parser would build them: keys, strings, numbers, literals, lists
+  // and objects (2 objects, 5 keys, 1 list, 3 numbers, a string, true and null: 14).
+  EXPECT_EQ(json_shape(R"({"a": [1, -2.5e3, 7], "b": {"c": "x, [y]", "d": true, "e": null}})").values, 14u);
+  EXPECT_EQ(json_shape("[[],[],{}]").values, 4u);
+  EXPECT_EQ(json_shape("  42  ").values, 1u);
+  // A document with more values than its limit is refused before it is parsed.
+  std::string many = "[0";
+  for (int k = 0; k < 1000; ++k)
+    many += ",0";
+  EXPECT_ERROR_CONTAINS(error_of_call([&] { parse_json_document(many + "]", "body", 1000); }),
+                        "body: holds 1002 JSON values (numbers, strings, lists, objects), more than the limit of 1000");
+  EXPECT_NO_THROW(parse_json_document(many + "]", "body", 1002));
   // A scenario file nested 70,000 deep is refused before it is parsed.
   EXPECT_ERROR_CONTAINS(
       error_of_call([] { parse_scenario(std::string(70000, '[') + std::string(70000, ']'), "deep.json"); }),

@@ -139,9 +139,8 @@ struct ProbeOptions {
   double epsilon = 0.01;             // |readout_after - readout_before| <= epsilon
 };
 
-// The probe refuses problems whose m + 1 forward passes would exceed this many score cells.
-inline constexpr std::size_t kMaxProbeCells = 1u << 25;
-inline constexpr std::size_t kMaxProbeKeys = 512;
+// The probe refuses more than kMaxProbeKeys keys, and problems whose m + 1 forward passes
+// would exceed kMaxProbeCells score cells or kMaxProbeWorkBytes of work (core/limits.hpp).
 
 // Runs the probe (m + 1 forward passes of the engine, plus the gradient and the search).
 // Throws InputError naming query, readout, head or epsilon when one is bad.

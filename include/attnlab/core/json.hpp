@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/core/limits.hpp"
 #include "attnlab/core/matrix.hpp"
 
 namespace attnlab {
@@ -16,15 +17,25 @@ nlohmann::json number_or_null(double x);
 // A matrix as a list of rows; non-finite entries (masked logits) become null.
 nlohmann::json matrix_to_json(const Matrix& m);
 
-// Untrusted JSON is nested at most this deep (a scenario needs 4 levels, a request 6).
-inline constexpr int kMaxJsonDepth = 64;
-
-// The deepest nesting of [ and { in `text` (strings skipped), found in one pass without
-// parsing, so a hostile document is refused before a parser or an error message walks it.
-int json_nesting_depth(std::string_view text);
+// What parsing `text` would build, found in one pass without parsing, so that a hostile
+// document is refused (kMaxJsonDepth, kMaxJsonValues, kMaxRequestJsonValues) before a
+// parser or an error message walks it.
+struct JsonShape {
+  int depth = 0;           // the deepest nesting of [ and { (strings skipped)
+  std::size_t values = 0;  // numbers, strings (keys too), literals, lists and objects
+};
+JsonShape json_shape(std::string_view text);
 
 // A value for an error message, never walked: a scalar as written (cut at 40 characters),
 // "a list of N items" or "an object of N fields" otherwise.
 std::string describe_json(const nlohmann::json& value);
+
+// Text as JSON can carry it: bytes that are not valid UTF-8 (a byte-level BPE token's part
+// of a character, a URL path with %FF) become U+FFFD.
+std::string valid_utf8(std::string_view text);
+
+// Text from a client for an error message: its first `max_bytes` bytes ("..." after a cut),
+// as valid UTF-8.
+std::string text_excerpt(std::string_view text, std::size_t max_bytes = 80);
 
 }  // namespace attnlab

@@ -23,6 +23,9 @@ struct ScenarioEdits {
   std::vector<std::size_t> remove_heads;  // indices of the scenario as given
   std::vector<RandomHeadRequest> add_random_heads;
   Overrides overrides;  // causal, temperature, window
+  // The edited scenario's work (attnlab/scenario/price.hpp) must fit this; random heads are
+  // priced against it before they are drawn. The server sets kMaxApiWorkBytes.
+  std::uint64_t max_work_bytes = kMaxWorkBytes;
 
   bool empty() const;
 };
@@ -30,7 +33,8 @@ struct ScenarioEdits {
 // The scenario with the edits applied in a fixed order: the sentence, heads removed, random
 // heads added, then the overrides. W_O and the readout are dropped when heads change (their
 // rows belong to the original heads). Throws InputError naming the field as the JSON API
-// spells it: "sentence", "remove_heads", "add_random_heads[k].d_k", "temperature", ...
+// spells it: "sentence", "remove_heads", "add_random_heads[k].d_k", "temperature", ...;
+// work over edits.max_work_bytes names the sentence or the heads added.
 Scenario apply_edits(Scenario scenario, const ScenarioEdits& edits);
 
 }  // namespace attnlab

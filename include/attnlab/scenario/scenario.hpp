@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "attnlab/core/attention.hpp"
+#include "attnlab/core/limits.hpp"
 #include "attnlab/core/mask.hpp"
 #include "attnlab/core/matrix.hpp"
 #include "attnlab/core/positions.hpp"
@@ -20,10 +21,7 @@
 namespace attnlab {
 
 inline constexpr std::string_view kScenarioFormat = "attnlab-scenario/1";
-inline constexpr std::size_t kMaxTokens = 4096;  // per sequence
-inline constexpr std::size_t kMaxWidth = 4096;   // d_model, d_k, d_v, d_out
-inline constexpr std::size_t kMaxHeads = 64;
-inline constexpr std::size_t kMaxTraceCells = 1u << 25;  // Σ over heads of n·m
+// kMaxTokens, kMaxWidth, kMaxHeads, kMaxTraceCells, kMaxWorkBytes: attnlab/core/limits.hpp.
 
 struct HeadSpec {
   std::string name;
@@ -71,14 +69,19 @@ struct Scenario {
 };
 
 // Parses any JSON document, turning syntax errors into an InputError that gives `origin`,
-// line and column, and numbers too large for a double into one that says so.
-nlohmann::json parse_json_document(std::string_view text, std::string_view origin);
+// line and column, and numbers too large for a double into one that says so. A document
+// nested deeper than kMaxJsonDepth or holding more than `max_values` JSON values is
+// refused before it is parsed (a request body has kMaxRequestJsonValues).
+nlohmann::json parse_json_document(std::string_view text, std::string_view origin,
+                                   std::size_t max_values = kMaxJsonValues);
 
 // Parses and validates a scenario. `origin` names the text in messages (a file path,
 // "request body"); a malformed document reports line and column.
 Scenario parse_scenario(std::string_view text, std::string_view origin);
-// The same from an already parsed JSON value (the server's request bodies).
-Scenario scenario_from_json(const nlohmann::json& document);
+// The same from an already parsed JSON value (the server's request bodies). Its work
+// (attnlab/scenario/price.hpp) must fit `max_work_bytes`; random heads are priced against
+// it before they are drawn.
+Scenario scenario_from_json(const nlohmann::json& document, std::uint64_t max_work_bytes = kMaxWorkBytes);
 
 // Checks every rule of the format (shapes chain, indices in range, limits, T > 0) and
 // throws InputError naming the first field that breaks one. parse_scenario calls it;
@@ -142,7 +145,14 @@ void check_permutation(std::span<const std::size_t> order, std::size_t n);
 // The layer's input for the reference kernel: positions applied, heads, mask, T.
 AttentionInput attention_input(const Scenario& scenario);
 
-// Runs the reference computation and names the tokens in the trace.
+// Runs the reference computation and names the tokens in the trace; a computation that
+// overflows is refused (check_finite).
 Trace run_scenario(const Scenario& scenario);
+
+// Throws InputError when finite inputs overflowed a double somewhere in `trace` (embeddings
+// of 1e308 whose scores are 1e616, a temperature of 1e-320), naming the field to change:
+// "embeddings" (or "source.embeddings", "heads[h].w_q" ..., whichever holds the larger
+// numbers), "temperature", "heads[h].scale" or "w_o". Masked logits (-inf) are not overflow.
+void check_finite(const Scenario& scenario, const Trace& trace);
 
 }  // namespace attnlab

@@ -9,16 +9,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnlab/core/limits.hpp"
+
 namespace attnlab {
 
 struct ModelDir;     // attnlab/model/model_dir.hpp: the model `attnlab serve --model DIR` loaded
 class ModelSources;  // attnlab/server/model_sources.hpp: that model, the runs under --runs, their checkpoints
 struct ModelChoice;  // attnlab/server/model_sources.hpp: which of them a request names ("run", "step")
 
-// The API refuses traces larger than this (Σ over heads of n·m score cells): the reply
-// carries every intermediate of every cell. `attnlab run --json` has no such limit.
-inline constexpr std::size_t kMaxApiTraceCells = 1u << 18;
-inline constexpr std::size_t kMaxRequestBytes = 1u << 20;  // 1 MiB
+// Every request is priced against the limits of attnlab/core/limits.hpp (kMaxRequestBytes,
+// kMaxApiTraceCells, kMaxApiWorkBytes, kMaxApiReplyBytes, ...) before work starts.
 
 // GET /api/health -> {"ok": true, "version": "...", "page_engine": bool (attnlab.wasm is served)}
 nlohmann::json api_health();
@@ -52,9 +52,8 @@ nlohmann::json api_probe(const nlohmann::json& request, const ModelSources& mode
 
 // What long context costs (docs/api.md, docs/cost-and-kv.md): the numbers `attnlab cost`
 // and `attnlab kv` print, from the same library functions. "measure": true runs the
-// measure on the server, within these limits (the CLI has none beyond the machine's memory).
-inline constexpr std::uint64_t kMaxApiMeasureTokens = 4096;
-inline constexpr std::uint64_t kMaxApiMeasureCacheBytes = std::uint64_t{1} << 30;  // 1 GiB
+// measure on the server, within kMaxApiMeasureTokens and kMaxApiMeasureBytes (the CLI has
+// no limit beyond the machine's memory).
 
 // POST /api/cost: {"tokens": [3, 6, 100000], "d_model", "heads", "layers", "dtype",
 // "window", "measure", "kernel", "causal"} -> {"shape": {...}, "rows": [...], "measured"}.
@@ -72,9 +71,8 @@ nlohmann::json api_kv(const nlohmann::json& request);
 // ---- the lab with a model (`attnlab serve --model DIR`, docs/api.md) ----------------------
 
 // POST /api/model/run refuses texts whose attention weights (layers × heads × n²) exceed
-// this: GPT-2 small (12 × 12) at 256 tokens is 9.4 million, 22 MB of JSON; at 342 it
-// would be refused.
-inline constexpr std::size_t kMaxApiModelWeights = std::size_t{1} << 24;
+// kMaxApiModelWeights: GPT-2 small (12 × 12) at 256 tokens is 9.4 million, 22 MB of JSON;
+// at 342 it would be refused.
 
 // GET /api/model[?run=NAME&step=N] -> {"loaded": false} or {"loaded": true, "name", "run",
 // "step", "training" (the directory is a training run), "n_layer", "n_head", "n_embd",

@@ -21,6 +21,11 @@ class LabServer {
   LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::path runs_dir);
   ~LabServer();
 
+  // The server answers only to requests whose Host (and Origin, when there is one) names
+  // it: 127.0.0.1, localhost, [::1], the address it is bound to, and the names given here
+  // (`attnlab serve --allow-host NAME`), on the port it is bound to; others get 403.
+  // Throws InputError naming "--allow-host" for anything but a host name or an IP address.
+  void allow_host(const std::string& name);
   // Binds to host:port (port 0 picks a free one) and returns the port bound. Throws
   // InputError when the address cannot be used (in use, not an address of this machine).
   int bind(const std::string& host, int port);

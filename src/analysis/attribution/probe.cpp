@@ -5,6 +5,7 @@
 // the numbers of the engine's own trace.
 #include "attnlab/analysis/probe.hpp"
 #include "attnlab/scenario/interventions.hpp"
+#include "attnlab/scenario/price.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -591,6 +592,7 @@ void check_probe_request(const Scenario& s, const ProbeOptions& options, std::si
          fmt::format("the probe runs the scenario {} times ({} heads × {} × {} tokens each), more than its limit "
                      "of {} score cells; use fewer heads or tokens",
                      m + 1, heads, n, m, kMaxProbeCells));
+  check_work(s, kMaxProbeWorkBytes, "scenario", m + 1);  // the cells above, with their widths
 }
 
 // Every measure of key j for the query: its weights, weight·‖v‖, the erasure effect (the

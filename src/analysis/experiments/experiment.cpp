@@ -12,6 +12,7 @@ Trace tiled_trace(const Scenario& scenario) {
   Trace trace = attend_tiled(attention_input(scenario));
   trace.tokens = scenario.tokens;
   trace.source_tokens = scenario.source ? scenario.source->tokens : scenario.tokens;
+  check_finite(scenario, trace);  // as run_scenario does for the reference
   return trace;
 }
 
