@@ -12,6 +12,8 @@
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
+#include "attnlab/model/train_run.hpp"
+#include "attnlab/model/training.hpp"
 #include "common.hpp"
 
 namespace attnlab::cli {
@@ -27,6 +29,9 @@ struct BenchFlags {
   int threads = 0, repeats = 5;
   std::string model;          // a GPT-2 directory: time its forward pass instead of the kernels
   std::size_t tokens = 1024;  // with --model: tokens per forward pass
+  bool train = false;         // time training steps instead (the shape below, --heads shared)
+  TrainSettings shape{.steps = 20};
+  CLI::Option* heads_flag = nullptr;
 };
 
 void add_bench_flags(CLI::App& app, BenchFlags& f) {
@@ -34,7 +39,10 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
   app.add_flag("--json", f.json, "Machine-readable output");
   app.add_option("--n", f.n, "One case: n = m tokens (default: the standard case list)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 22));
-  app.add_option("--heads", f.heads, "One case: query heads H")->capture_default_str()->check(CLI::Range(1, 1024));
+  f.heads_flag =
+      app.add_option("--heads", f.heads, "One case: query heads H (with --train: heads per layer, default 2)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1024));
   app.add_option("--kv-heads", f.kv_heads, "One case: key/value heads H_kv (default H)")->check(CLI::Range(1, 1024));
   app.add_option("--d-k", f.d_k, "One case: head width d_k = d_v")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_flag("--causal", f.causal, "One case: causal mask");
@@ -60,6 +68,24 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
   app.add_option("--tokens", f.tokens, "With --model: tokens per forward pass (at most the model's positions)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  app.add_flag("--train", f.train, "Time training steps of a small GPT-2 instead (attnlab train's model and task)");
+  app.add_option("--layers", f.shape.layers, "With --train: layers")->capture_default_str()->check(CLI::Range(1, 48));
+  app.add_option("--d-model", f.shape.d_model, "With --train: width")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 4096));
+  app.add_option("--context", f.shape.context, "With --train: positions per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(12, 4096));
+  app.add_option("--vocab", f.shape.vocab, "With --train: vocabulary, BOS included")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 65536));
+  app.add_option("--batch", f.shape.batch, "With --train: sequences per step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--steps", f.shape.steps, "With --train: timed steps per run")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  app.add_flag("--attn-only", f.shape.attention_only, "With --train: no MLPs");
   app.add_option("--repeats", f.repeats, "Timed runs per case (median reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -189,6 +215,70 @@ int bench_model(const BenchFlags& f) {
   return 0;
 }
 
+// Training steps of attnlab train's model on its induction task: each timed run is
+// `steps` whole steps (loss and every gradient, clipping, AdamW) after one warm-up step;
+// the median run gives tokens/s and GFLOP/s (gpt2_training_flops) as a share of the f32 peak.
+int bench_train(const BenchFlags& f) {
+  TrainSettings s = f.shape;
+  s.heads = f.heads_flag->count() ? f.heads : 2;
+  if (s.d_model % s.heads != 0) fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
+  const Gpt2Model model = initial_model(s);
+  const Gpt2Config& c = model.config;
+  std::vector<float> p = flatten<float>(model), g(p.size());
+  Batch batch;
+  for (std::size_t b = 0; b < s.batch; ++b)
+    batch.push_back(induction_sequence(b, s.context + 1, s.vocab).ids);
+  AdamW adam;
+  const auto step = [&] {
+    loss_and_gradients<float>(c, p, batch, g, {.attention_only = s.attention_only});
+    clip_gradients(g, s.clip);
+    adam.step(p, g, 1e-3);
+  };
+  fmt::print(stderr, "measuring this machine's peaks...\n");
+  const MachinePeaks peaks = measure_peaks(f.threads);
+  step();  // warm-up
+  std::vector<double> times;
+  for (int rep = 0; rep < f.repeats; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t k = 0; k < s.steps; ++k)
+      step();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                    static_cast<double>(s.steps));
+  }
+  std::sort(times.begin(), times.end());
+  const double seconds = times[times.size() / 2], tokens = double(s.batch * s.context);
+  const double flops = double(s.batch) * gpt2_training_flops(c, s.context, s.attention_only);
+  const double gflops = flops / seconds / 1e9;
+  if (f.json) {
+    fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},
+                                      {"layers", s.layers},
+                                      {"heads", s.heads},
+                                      {"d_model", s.d_model},
+                                      {"context", s.context},
+                                      {"vocab", s.vocab},
+                                      {"batch", s.batch},
+                                      {"attn_only", s.attention_only},
+                                      {"parameters", parameter_count(c)},
+                                      {"step_seconds", seconds},
+                                      {"tokens_per_second", tokens / seconds},
+                                      {"flops_per_step", flops},
+                                      {"gflops", gflops},
+                                      {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
+                                      {"blas_core", blas_core()}}
+                           .dump(2));
+    return 0;
+  }
+  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s; OpenBLAS kernels: {}\n", peaks.threads,
+             to_string(peaks.isa), peaks.f32_gflops, blas_core());
+  fmt::print(
+      "training step: {} layers × {} heads, d_model {}, context {}, vocabulary {}, batch {}{}: median {:.3f} ms, "
+      "{:.0f} tokens/s, {:.1f} GFLOP/s ({:.1f}% of the f32 peak; {:.3f} GFLOP a step: 3 × the forward's, "
+      "6 × parameters × tokens plus attention)\n",
+      s.layers, s.heads, s.d_model, s.context, s.vocab, s.batch, s.attention_only ? ", attention only" : "",
+      seconds * 1e3, tokens / seconds, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9);
+  return 0;
+}
+
 }  // namespace
 
 Command bench_command(CLI::App& parent) {
@@ -198,6 +288,7 @@ Command bench_command(CLI::App& parent) {
   add_bench_flags(*app, *flags);
   return {app, [flags]() {
             if (!flags->model.empty()) return bench_model(*flags);
+            if (flags->train) return bench_train(*flags);
             const std::vector<BenchCase> cases = cases_from_flags(*flags);
             fmt::print(stderr, "measuring this machine's peaks...\n");
             const MachinePeaks peaks = measure_peaks(flags->threads);

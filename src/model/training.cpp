@@ -3,6 +3,8 @@
 // d = n_embd, H heads of dh, I = the MLP's width, V the vocabulary).
 #include "attnlab/model/training.hpp"
 
+#include "attnlab/model/forward.hpp"
+
 #include <cblas.h>
 
 #include <fmt/format.h>
@@ -420,6 +422,14 @@ template float loss_and_gradients<float>(const Gpt2Config&, std::span<const floa
                                          const TrainingOptions&);
 template double loss_and_gradients<double>(const Gpt2Config&, std::span<const double>, const Batch&, std::span<double>,
                                            const TrainingOptions&);
+
+double gpt2_training_flops(const Gpt2Config& c, std::size_t n, bool attention_only) {
+  double forward = gpt2_forward_flops(c, n);
+  if (attention_only)
+    forward -=
+        static_cast<double>(c.n_layer) * 2 * static_cast<double>(n) * 2 * static_cast<double>(c.n_embd * c.n_inner);
+  return 3 * forward;
+}
 
 void AdamW::step(std::span<float> p, std::span<const float> g, double rate) {
   if (m.size() != p.size()) m.assign(p.size(), 0.0f), v.assign(p.size(), 0.0f), t = 0;

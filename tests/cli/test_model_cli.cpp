@@ -251,3 +251,29 @@ TEST(TrainCli, TheTextTaskTrainsOnAFilesBytesAndWritesATokenizerTheModelCommands
   expect_refused("train --out " + out.string() + "-2 --task text " + short_file.string() + " --context 64",
                  "has 48 tokens; training with --context 64 needs at least 128");
 }
+
+TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
+  const Result r = run_attnlab(
+      "bench --train --layers 1 --heads 2 --d-model 16 --context 12 --vocab 10 --batch 3 --steps 2 --repeats 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json b = json::parse(r.out);
+  // The FLOPs of a step, counted here by hand: the forward's linear layers (c_attn d×3d,
+  // c_proj d×d, the MLP's d×4d twice), q·kᵀ and a·v over the causal half, the logits; the
+  // backward twice the forward; three sequences of 12 positions.
+  const double d = 16, n = 12, inner = 64, vocab = 10;
+  const double forward = 2 * n * (d * 3 * d + d * d + 2 * d * inner) + 2 * 2 * d * n * (n + 1) / 2 + 2 * n * d * vocab;
+  EXPECT_DOUBLE_EQ(b["flops_per_step"].get<double>(), 3 * 3 * forward);
+  const double seconds = b["step_seconds"];
+  EXPECT_GT(seconds, 0);
+  EXPECT_NEAR(b["tokens_per_second"].get<double>(), 3 * 12 / seconds, 1e-9 * b["tokens_per_second"].get<double>());
+  EXPECT_NEAR(b["gflops"].get<double>(), 3 * 3 * forward / seconds / 1e9, 1e-9 * b["gflops"].get<double>());
+  EXPECT_NEAR(b["percent_of_peak"].get<double>(),
+              100 * b["gflops"].get<double>() / b["machine"]["f32_peak_gflops"].get<double>(), 1e-6);
+  // Attention-only drops the MLP's two matrices from the count.
+  const json a = json::parse(
+      run_attnlab("bench --train --layers 1 --d-model 16 --context 12 --vocab 10 --batch 3 --steps 1 --repeats 1 "
+                  "--attn-only --json")
+          .out);
+  EXPECT_DOUBLE_EQ(a["flops_per_step"].get<double>(), 3 * 3 * (forward - 2 * n * 2 * d * inner));
+  expect_refused("bench --train --d-model 30 --heads 4", "--d-model: 30 is not divisible by --heads 4");
+}

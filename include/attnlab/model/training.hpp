@@ -44,6 +44,12 @@ template <class T>
 T loss_and_gradients(const Gpt2Config& config, std::span<const T> parameters, const Batch& batch,
                      std::span<T> gradients, const TrainingOptions& options = {});
 
+// FLOPs of one training step on one sequence of n positions: the forward's
+// (gpt2_forward_flops, without the MLPs when attention_only) three times over, since the
+// backward pass does two multiply-adds for each of the forward's (one for the input's
+// gradient, one for the weights'). For the linear layers that is 6 × parameters × tokens.
+double gpt2_training_flops(const Gpt2Config& config, std::size_t n, bool attention_only);
+
 // AdamW (Loshchilov & Hutter): m, v the running moments, decoupled weight decay, step t from 1.
 struct AdamW {
   double learning_rate = 1e-3, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8, weight_decay = 0.0;
