@@ -70,7 +70,8 @@ export function startPendingCount() {
 
 /**
  * GET `path` (no body) or POST `body` as JSON; resolves to the reply, or throws an Error
- * with the server's `error` message.
+ * with the server's `error` message. A 503 with Retry-After (heavy work while the server's
+ * slots for it are taken) is asked again after that many seconds, up to three times.
  *   exact: integers above 2^53 stay exact (BigInt), for the cost and KV numbers;
  *   packed: ask POST api/attention for its packed reply ("encoding": "packed"), the same
  *     trace with its matrices as raw doubles. A JSON reply (an error, or a server that does
@@ -84,7 +85,12 @@ export async function api(path, body, { exact = false, packed = false } = {}) {
   const sent = packed ? { ...body, encoding: 'packed' } : body;
   /** @type {RequestInit} */
   const init = body === undefined ? {} : { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(sent) };
-  const res = await fetch(path, init);
+  let res = await fetch(path, init);
+  // 503 with Retry-After: the server's heavy-work slots were all taken; ask again a few times.
+  for (let attempt = 0; attempt < 3 && res.status === 503 && res.headers.get('Retry-After'); ++attempt) {
+    await new Promise((resolve) => setTimeout(resolve, 1000 * Number(res.headers.get('Retry-After'))));
+    res = await fetch(path, init);
+  }
   if (res.ok && (res.headers.get('Content-Type') || '').startsWith('application/octet-stream')) return unpack(await res.arrayBuffer());
   let data = null;
   try {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attnlab/core/deadline.hpp"
 #include "attnlab/core/positions.hpp"
 
 namespace attnlab {
@@ -151,8 +152,10 @@ HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
 
 Trace attend(const AttentionInput& input) {
   Trace trace;
-  for (const HeadWeights& head : input.heads)
+  for (const HeadWeights& head : input.heads) {
+    check_deadline();  // a server request's time budget (core/deadline.hpp): checked between heads
     trace.heads.push_back(attend_head(input, head));
+  }
 
   // Concatenate the heads' outputs, then project with W_O when there is one.
   trace.concatenated = Matrix(input.queries_from.rows, 0);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 
+#include "attnlab/core/deadline.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/flash_decode.hpp"
@@ -233,6 +234,7 @@ ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, con
   r.n = n;
   std::vector<float> x = embed(model, ids, 0), a(n * d);
   for (std::size_t l = 0; l < c.n_layer; ++l) {
+    check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
     const HeadsStep causal_heads = [&](const float* qkv, float* z) {
       if (!options.keep_attention) return attention_tiled(qkv, n, d, heads, z);
       std::vector<float> weights(heads * n * n);  // [H × n × n]

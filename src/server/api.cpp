@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 
+#include "admission.hpp"
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/experiment.hpp"
 #include "attnlab/analysis/kv_memory.hpp"
@@ -312,6 +313,7 @@ json attention_reply(const json& request, const ModelSources& models,
                        s.heads.size(), s.n(), s.m(), cells, kMaxApiTraceCells));
     check_work(s, kMaxApiWorkBytes, "scenario", intervened ? 2 : 1);  // interventions run before and after
     check_reply_bytes(s, packed, with_input, intervened);
+    admit_work(count_numbers(s).bytes() * (intervened ? 2 : 1));  // heavy work waits for no one: a slot or 503
   };
   const ExperimentResult result = run_experiment(experiment, price);
   const Scenario& s = result.scenario;
@@ -382,6 +384,7 @@ json api_probe(const json& request, const ModelSources& models) {
     // One run per key token, and the interventions' run before them.
     check_work(baseline, kMaxApiWorkBytes, "scenario", asked.interventions.empty() ? 1 : 2);
     check_work(baseline, kMaxApiProbeWorkBytes, "scenario", baseline.m() + 1);
+    admit_work(count_numbers(baseline).bytes() * (baseline.m() + 1));
     if (!query) return;
     if (*query >= baseline.n())
       fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", *query, baseline.n() - 1));
@@ -527,6 +530,7 @@ json api_cost(const json& request) {
                                   "use fewer d_model per head or `attnlab cost --measure`",
                                   kernel.name, format_count(options.max_tokens), options.d_k, format_bytes(bytes),
                                   format_bytes(kMaxApiMeasureBytes)));
+    admit_work(kHeavyWork);
     const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
     const CostMeasurement m = measure_attention_cost(options, kernel);
     json points = json::array();
@@ -617,6 +621,7 @@ json api_kv(const json& request) {
                        "`attnlab kv --measure` for more, or fewer measure_layers or a shorter context",
                        format_bytes(kMaxApiMeasureBytes), *options.layers, format_count(options.max_context),
                        format_bytes(kv_measure_bytes(options, *options.layers))));
+    admit_work(kHeavyWork);
     const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
     const KVMeasurement m = measure_kv_cache(options);
     json points = json::array();

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 
+#include "admission.hpp"
 #include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
@@ -85,6 +86,12 @@ std::string tokens_field(const json& spec, const std::string& prefix) {
   return prefix + (spec.contains("text") ? "text" : "ids");
 }
 
+// A forward pass's work, priced for admission (admission.hpp): it reads every weight once
+// and keeps L × H × n² attention weights, 4 bytes each.
+std::uint64_t forward_work_bytes(const Gpt2Config& c, std::size_t n) {
+  return 4 * (std::uint64_t{c.parameters()} + std::uint64_t{c.n_layer} * c.n_head * n * n);
+}
+
 // The last forward pass with its weights kept: the page asks for /api/model/run and then
 // for heads of the same text, one by one.
 struct ForwardCache {
@@ -101,6 +108,7 @@ std::shared_ptr<const ForwardResult> forward_with_weights(const std::shared_ptr<
     const std::lock_guard<std::mutex> lock(forward_cache.mutex);
     if (forward_cache.model == m && forward_cache.ids == ids) return forward_cache.result;
   }
+  admit_work(forward_work_bytes(m->model.config, ids.size()));
   auto result = std::make_shared<const ForwardResult>(gpt2_forward(m->model, ids, {.keep_attention = true}));
   const std::lock_guard<std::mutex> lock(forward_cache.mutex);
   forward_cache.model = m;
@@ -285,6 +293,7 @@ std::string api_model_run(const ModelSources& models, const json& request) {
   for (const std::string& t : token_texts(m, ids))
     reply["tokens"].push_back(valid_utf8(t));
   if (!ablate.empty()) {
+    admit_work(forward_work_bytes(c, ids.size()));
     const ForwardResult ablated = gpt2_forward(m.model, ids, {.ablate = ablate});
     reply["top_k_ablated"] = top_k_json(m, ablated, k);
     json heads = json::array();

@@ -12,8 +12,12 @@
 #include <httplib.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <regex>
+#include <thread>
 
+#include "admission.hpp"
+#include "attnlab/core/deadline.hpp"
 #include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
@@ -143,26 +147,50 @@ struct LabServer::Impl {
   TrainingJobs training;
   httplib::Server http;
   AllowedHosts allowed;
+  HeavySlots heavy{std::max(1u, std::thread::hardware_concurrency())};  // one per core
+  std::chrono::steady_clock::duration budget = kRequestBudget;
   // Each route's pattern and method, for 405 and its Allow header.
   std::vector<std::pair<std::regex, std::string>> routes;
 
   void get(const std::string& pattern, httplib::Server::Handler handler) {
-    http.Get(pattern, std::move(handler));
+    http.Get(pattern, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+      admitted(res, [&] { handler(req, res); });
+    });
     routes.emplace_back(std::regex(pattern), "GET, HEAD");
+  }
+
+  // Runs a request's work with its time budget and its claim on the heavy-work slots
+  // (admission.hpp): heavy work with every slot taken, and work past its budget, are 503s.
+  void admitted(httplib::Response& res, const std::function<void()>& work) {
+    RequestScope scope(heavy);
+    try {
+      DeadlineScope deadline(budget);
+      work();
+    } catch (const ServerBusy& e) {
+      res.set_header("Retry-After", "1");
+      reply_json(res, 503, {{"error", e.what()}, {"field", nullptr}});
+    } catch (const DeadlineExceeded&) {
+      reply_json(res, 503,
+                 {{"error", fmt::format("the request took longer than the server's budget of {} s and was stopped; "
+                                        "ask for less (fewer tokens, heads or probe keys) or use the CLI",
+                                        std::chrono::duration<double>(budget).count())},
+                  {"field", nullptr}});
+    }
   }
   // A POST route: its body read and parsed (within kMaxRequestBytes and
   // kMaxRequestJsonValues), then handed to `api`; an InputError is a 400 naming the field.
   // With `body_optional`, an empty body is handed over as null.
   void post(const std::string& pattern, std::function<void(const json&, httplib::Response&)> api,
             bool body_optional = false) {
-    http.Post(pattern, [api = std::move(api), body_optional](const httplib::Request&, httplib::Response& res,
-                                                             const httplib::ContentReader& reader) {
+    http.Post(pattern, [this, api = std::move(api), body_optional](const httplib::Request&, httplib::Response& res,
+                                                                   const httplib::ContentReader& reader) {
       std::string body;
       if (!read_body(reader, res, body)) return;
       try {
         const bool empty = body.find_first_not_of(" \t\r\n") == std::string::npos;
-        api(body_optional && empty ? json(nullptr) : parse_json_document(body, "request body", kMaxRequestJsonValues),
-            res);
+        const json request =
+            body_optional && empty ? json(nullptr) : parse_json_document(body, "request body", kMaxRequestJsonValues);
+        admitted(res, [&] { api(request, res); });
       } catch (const InputError& e) {
         reply_input_error(res, e);
       }
@@ -261,7 +289,11 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
   http.set_tcp_nodelay(true);
   // A page sends a request per slider step: keep its connection (cpp-httplib closes it
   // after 5 requests by default, and a new one costs a handshake).
-  http.set_keep_alive_max_count(10000);
+  http.set_keep_alive_max_count(kMaxKeepAliveRequests);
+  http.set_keep_alive_timeout(kKeepAliveSeconds);
+  // Many more threads than cores: a slow or idle client holds a thread, not a core, so the
+  // health check and the page's small requests find a free thread (admission.hpp).
+  http.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
   http.set_pre_routing_handler([&impl](const httplib::Request& req, httplib::Response& res) {
     return impl.refused(req, res) ? httplib::Server::HandlerResponse::Handled
                                   : httplib::Server::HandlerResponse::Unhandled;
@@ -368,6 +400,10 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
 LabServer::~LabServer() = default;
 
 void LabServer::allow_host(const std::string& name) { impl_->allowed.add(name); }
+
+void LabServer::set_heavy_slots(std::size_t slots) { impl_->heavy.resize(slots); }
+
+void LabServer::set_request_budget(std::chrono::steady_clock::duration budget) { impl_->budget = budget; }
 
 int LabServer::bind(const std::string& host, int port) {
   if (port < 0 || port > 65535)

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -1624,4 +1625,98 @@ TEST_F(Api, WithoutAModelThereIsNoTrainingButRunsCanStillBeNamed) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 400);
   EXPECT_EQ(json::parse(missing->body)["field"], "run");
+}
+
+// ---- heavy work, time budgets and slow clients (admission.hpp) -----------------------------
+
+namespace {
+
+// One token, 1024 wide, a random head of width 512: 12.6 MB of weights, more than small work
+// (8 MiB) and far within the request limit (256 MiB).
+json heavy_request() {
+  return {{"scenario",
+           {{"format", "attnlab-scenario/1"},
+            {"tokens", {"a"}},
+            {"embeddings", {std::vector<int>(1024, 1)}},
+            {"heads", {{{"random", 1}, {"d_k", 512}, {"d_v", 512}}}}}}};
+}
+
+}  // namespace
+
+TEST(ApiAdmission, HeavyWorkWithEverySlotTakenIs503WithRetryAfterWhileSmallWorkIsServed) {
+  RunningServer s;
+  s.server.set_heavy_slots(0);
+  httplib::Client c("127.0.0.1", s.port);
+  auto busy = c.Post("/api/attention", heavy_request().dump(), "application/json");
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 503);
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  EXPECT_THAT(json::parse(busy->body)["error"].get<std::string>(),
+              ::testing::HasSubstr("all 0 slots for heavy work are taken"));
+  auto probe = c.Post("/api/probe", heavy_request().dump(), "application/json");
+  ASSERT_TRUE(probe);
+  EXPECT_EQ(probe->status, 503) << "the probe's runs are heavy work too";
+  // Small work and the health check are served meanwhile.
+  EXPECT_EQ(c.Post("/api/attention", R"({"scenario": "three-tokens"})", "application/json")->status, 200);
+  EXPECT_EQ(c.Get("/api/health")->status, 200);
+  s.server.set_heavy_slots(1);
+  auto served = c.Post("/api/attention", heavy_request().dump(), "application/json");
+  ASSERT_TRUE(served);
+  EXPECT_EQ(served->status, 200) << served->body;
+  EXPECT_EQ(c.Post("/api/attention", heavy_request().dump(), "application/json")->status, 200)
+      << "the slot was given back when the request ended";
+}
+
+TEST(ApiAdmission, WorkPastItsBudgetIsStoppedWith503AndTheServerGoesOn) {
+  RunningServer s;
+  s.server.set_request_budget(std::chrono::seconds(0));
+  httplib::Client c("127.0.0.1", s.port);
+  auto stopped = c.Post("/api/attention", R"({"scenario": "three-tokens"})", "application/json");
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(stopped->status, 503);
+  EXPECT_THAT(json::parse(stopped->body)["error"].get<std::string>(),
+              ::testing::HasSubstr("took longer than the server's budget of 0 s and was stopped"));
+  EXPECT_FALSE(stopped->has_header("Retry-After")) << "asking again would not help";
+  EXPECT_EQ(c.Get("/api/health")->status, 200) << "no work to check, so nothing to stop";
+  s.server.set_request_budget(std::chrono::seconds(30));
+  EXPECT_EQ(c.Post("/api/attention", R"({"scenario": "three-tokens"})", "application/json")->status, 200);
+}
+
+// 72 clients hold connections open by sending a header byte every 200 ms (as slowly as a
+// client may without timing out), more than cpp-httplib's default 8 worker threads. The
+// health check is answered while every one of them is still connected and sending.
+TEST(ApiAdmission, SlowClientsHoldingConnectionsDoNotStarveTheHealthCheck) {
+  RunningServer s;
+  std::vector<int> sockets;
+  for (int k = 0; k < 72; ++k) {
+    const int sock = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(s.port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    const std::string start = "GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    ASSERT_EQ(send(sock, start.data(), start.size(), MSG_NOSIGNAL), static_cast<ssize_t>(start.size()));
+    sockets.push_back(sock);
+  }
+  std::atomic<bool> done{false}, gave_up{false};
+  std::thread attack([&] {
+    for (int tick = 0; tick < 150 && !done; ++tick) {  // at most 30 s
+      for (int sock : sockets)
+        send(sock, "a", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    gave_up = !done;
+  });
+  httplib::Client c("127.0.0.1", s.port);
+  c.set_read_timeout(60, 0);
+  auto health = c.Get("/api/health");
+  const bool during_attack = !gave_up;
+  done = true;
+  attack.join();
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_TRUE(during_attack) << "the health check waited until the slow clients stopped";
+  for (int sock : sockets)
+    close(sock);
 }

@@ -5,8 +5,10 @@
 // bpe.hpp), and so do the shapes `attnlab cost` and `attnlab kv` compute for (cost.hpp,
 // kv_memory.hpp).
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 
 namespace attnlab {
 
@@ -67,5 +69,13 @@ inline constexpr std::uint64_t kMaxApiMeasureTokens = 4096;
 inline constexpr std::uint64_t kMaxApiMeasureBytes = std::uint64_t{1} << 30;  // 1 GiB
 // POST /api/model/run: attention weights (layers × heads × n²) of one forward pass.
 inline constexpr std::size_t kMaxApiModelWeights = std::size_t{1} << 24;
+// Worker threads: a slow or idle client holds one until its read times out, so there are
+// many more than cores (heavy work is limited to one slot per core separately).
+inline constexpr std::size_t kServerThreads = 128;
+// A request's time budget: its work stops at the next check past it (503).
+inline constexpr std::chrono::seconds kRequestBudget{30};
+// Keep-alive: requests per connection, and seconds a connection may sit idle between them.
+inline constexpr std::size_t kMaxKeepAliveRequests = 1000;
+inline constexpr time_t kKeepAliveSeconds = 2;
 
 }  // namespace attnlab

@@ -1,5 +1,6 @@
 // `attnlab serve`: the lab's page (compiled into the binary) and the JSON API over HTTP.
 #pragma once
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -26,6 +27,13 @@ class LabServer {
   // (`attnlab serve --allow-host NAME`), on the port it is bound to; others get 403.
   // Throws InputError naming "--allow-host" for anything but a host name or an IP address.
   void allow_host(const std::string& name);
+  // Heavy work (priced above a few MB: a big scenario, a probe, a model's forward pass, a
+  // timed measure) runs in at most `slots` requests at once, one per core by default; more
+  // is refused with 503 and Retry-After while small requests are served.
+  void set_heavy_slots(std::size_t slots);
+  // Each request's work stops at the first check past `budget` (kRequestBudget by default):
+  // 503, and the thread is free again.
+  void set_request_budget(std::chrono::steady_clock::duration budget);
   // Binds to host:port (port 0 picks a free one) and returns the port bound. Throws
   // InputError when the address cannot be used (in use, not an address of this machine).
   int bind(const std::string& host, int port);

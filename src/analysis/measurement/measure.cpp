@@ -13,6 +13,7 @@
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/memory.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/core/deadline.hpp"
 #include "attnlab/core/decode.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/kv_cache.hpp"
@@ -168,6 +169,7 @@ CostMeasurement measure_attention_cost(const CostMeasureOptions& o, const Measur
   CostMeasurement result{kernel.name, o.d_k, o.causal, {}, std::nullopt, std::nullopt, true};
   SplitMix64 rng(o.seed);
   for (const std::uint64_t n : doubling_lengths(o.max_tokens, o.points, kMinMeasuredTokens)) {
+    check_deadline();  // a server request's time budget (core/deadline.hpp): checked between lengths
     const std::vector<float> q = random_floats(rng, n * o.d_k), k = random_floats(rng, n * o.d_k),
                              v = random_floats(rng, n * o.d_k);
     std::vector<float> out(n * o.d_k);
@@ -277,6 +279,7 @@ KVMeasurement measure_kv_cache(const KVMeasureOptions& o) {
   const std::uint64_t rss_before = memory::resident_bytes();
   KVCache cache(layers, m.kv_heads, m.head_dim, o.dtype);
   for (const std::uint64_t context : contexts) {
+    check_deadline();
     cache.reserve(context);
     for (std::size_t l = 0; l < layers; ++l)
       while (cache.length(l) + 1 < context) {
