@@ -124,12 +124,14 @@ Command train_command(CLI::App& parent) {
         // run_training, the same function a run started from the lab goes through.
         const auto on_log = [&](const TrainLog& log) {
           const double rate = log.step ? log.step * s.batch * s.context / log.seconds : 0;
+          // Time left at the rate so far (logging included).
+          const double left = log.step ? double(s.steps - log.step) * log.seconds / double(log.step) : 0;
           fmt::print(
               "{}step {:>6}/{}  loss {:.3f}  held-out {:.3f}  in-context {:.3f} (first copy {:.3f})  prev-token {}  "
-              "induction {}  {:.0f} tokens/s  {:.1f} s{}",
+              "induction {}  {:.0f} tokens/s  {:.1f} s, about {:.0f} s left{}",
               terminal ? "\r" : "", log.step, s.steps, log.loss, log.loss_held_out, log.loss_second_half,
               log.loss_first_half, strongest(log.heads, &HeadScores::previous_token),
-              strongest(log.heads, &HeadScores::induction), rate, log.seconds, terminal ? "" : "\n");
+              strongest(log.heads, &HeadScores::induction), rate, log.seconds, left, terminal ? "" : "\n");
           std::fflush(stdout);
         };
         const TrainingOutcome outcome = run_training(s, out, on_log, [] { return interrupted.load(); });
