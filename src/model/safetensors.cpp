@@ -200,6 +200,9 @@ std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& t) const {
 std::vector<float> SafetensorsFile::to_f32(const TensorInfo& t) const {
   const std::span<const std::byte> raw = bytes(t);
   std::vector<float> out(t.elements());
+  // An empty tensor (a size of 0 in its shape) has no bytes to copy; memcpy's pointers may
+  // not be null even then.
+  if (raw.empty()) return out;
   if (t.dtype == DType::f32) {
     std::memcpy(out.data(), raw.data(), raw.size());
     return out;
