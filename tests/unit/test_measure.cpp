@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "../sanitizers.hpp"
 #include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/measure.hpp"
@@ -14,19 +15,6 @@
 #include "attnlab/core/error.hpp"
 #include "compare.hpp"
 #include "random_inputs.hpp"
-
-// GCC says AddressSanitizer is on with __SANITIZE_ADDRESS__; clang (14) only through
-// __has_feature.
-#if defined(__SANITIZE_ADDRESS__)
-#define ATTNLAB_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ATTNLAB_UNDER_ASAN 1
-#endif
-#endif
-#ifndef ATTNLAB_UNDER_ASAN
-#define ATTNLAB_UNDER_ASAN 0
-#endif
 
 using namespace attnlab;
 using attnlab::test::all_close;
