@@ -9,7 +9,9 @@ packages=(build-essential cmake g++ pkg-config git clang-format python3
           libhwy-dev libcpp-httplib-dev librsvg2-bin
           libopenblas-dev libpcre2-dev   # the model layer: linear layers (CBLAS), the BPE pre-tokenizer
           # the page's engine: the attention code compiled to WebAssembly (src/wasm/)
-          clang-14 lld-14 wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32)
+          clang-14 lld-14 wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32
+          # the sanitizer build (build-fuzz/): libFuzzer, ASan and UBSan runtimes, clang's OpenMP
+          libfuzzer-14-dev libclang-rt-14-dev libomp-14-dev)
 if [ "${ATTNLAB_WITH_BROWSER:-0}" = 1 ]; then
   packages+=(chromium)
   command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)

@@ -1,11 +1,27 @@
 #!/usr/bin/env bash
 # Sets everything up (packages, build, browser-test dependencies) and runs every test
-# through CTest: unit, reference fixtures, CLI, API and browser tests.
+# through CTest: unit, reference fixtures, CLI, API and browser tests in build/ (g++);
+# then, in build-fuzz/ (clang-14 with AddressSanitizer and UndefinedBehaviorSanitizer),
+# the unit, CLI and API tests again and each fuzz target over its corpus plus a few
+# seconds of fuzzing (README.md, "Tests").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ATTNLAB_WITH_BROWSER=1 scripts/setup.sh
 if [ -f package.json ]; then
   if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi
 fi
-cd build
-ctest --output-on-failure --timeout 600 -j"$(nproc)"
+(cd build && ctest --output-on-failure --timeout 600 -j"$(nproc)")
+
+if [ "${ATTNLAB_SKIP_SANITIZERS:-0}" = 1 ]; then
+  echo "test: ATTNLAB_SKIP_SANITIZERS=1: the sanitizer build and the fuzz targets are skipped"
+  exit 0
+fi
+cmake --preset fuzz >/dev/null
+cmake --build build-fuzz -j"$(nproc)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Labels: unit, cli, api (the gtest suites) and fuzz. Two sweeps are left to the g++ run
+# above, which runs them: under the sanitizers the flash kernel's sweep of shapes,
+# masks, tiles, threads and instruction sets takes about 200 s and the seeded training run
+# about 130 s; the rest of the run, fuzz targets included, about 140 s on 2 cores (README.md, "Tests").
+slow='^(FlashAttention\.SweepOfShapesMasksTilesThreadsAndInstructionSets|TrainCli\.ATrainingRunLogsLearnsInContextAndSavesCheckpointsAnyGpt2ReaderLoads)$'
+(cd build-fuzz && ctest --output-on-failure --timeout 600 -j"$(nproc)" -L '^(unit|cli|api|fuzz)$' -E "$slow")

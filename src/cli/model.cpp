@@ -5,7 +5,6 @@
 #include <charconv>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <ranges>
 
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/error.hpp"
@@ -209,7 +208,11 @@ int run(const ModelFlags& f) {
     fmt::print("{}\n", run_json(m, r, ids, tokens, f.top_k).dump());
     return 0;
   }
-  fmt::print("{} tokens: {}\n", ids.size(), fmt::join(tokens | std::views::transform(quoted_token), " "));
+  // A plain loop rather than std::views::transform: clang 14 cannot read libstdc++ 12's ranges.
+  std::vector<std::string> quoted;
+  for (const std::string& t : tokens)
+    quoted.push_back(quoted_token(t));
+  fmt::print("{} tokens: {}\n", ids.size(), fmt::join(quoted, " "));
   print_top_k(m, r, tokens, f.top_k);
   print_heads_in_brief(m, r, tokens);
   return 0;

@@ -28,10 +28,10 @@ constexpr std::size_t kBlock = 64;  // cached rows converted and used together
 // Folds the 16 lanes into one with `op` (add, max), halving the distance each step.
 template <class Op>
 inline float reduce(VF v, Op op) {
-  v = op(v, __builtin_shuffle(v, VI{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
-  v = op(v, __builtin_shuffle(v, VI{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}));
-  v = op(v, __builtin_shuffle(v, VI{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));
-  v = op(v, __builtin_shuffle(v, VI{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}));
+  v = op(v, ATTNLAB_SHUFFLE(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  v = op(v, ATTNLAB_SHUFFLE(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  v = op(v, ATTNLAB_SHUFFLE(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  v = op(v, ATTNLAB_SHUFFLE(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
   return v[0];
 }
 inline VF max_vec(VF a, VF b) { return a > b ? a : b; }
@@ -135,17 +135,16 @@ void convert_rows(const void* array, DType dtype, std::size_t d, std::size_t d_p
 inline VF sum16(const VF (&acc)[W]) {
   VF t8[8], t4[4], t2[2];
   for (int k = 0; k < 8; ++k)  // lanes 0-7: key 2k, 8-15: key 2k+1
-    t8[k] =
-        __builtin_shuffle(acc[2 * k], acc[2 * k + 1], VI{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) +
-        __builtin_shuffle(acc[2 * k], acc[2 * k + 1], VI{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+    t8[k] = ATTNLAB_SHUFFLE2(acc[2 * k], acc[2 * k + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+            ATTNLAB_SHUFFLE2(acc[2 * k], acc[2 * k + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
   for (int k = 0; k < 4; ++k)  // four lanes a key: keys 4k .. 4k+3
-    t4[k] = __builtin_shuffle(t8[2 * k], t8[2 * k + 1], VI{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) +
-            __builtin_shuffle(t8[2 * k], t8[2 * k + 1], VI{4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+    t4[k] = ATTNLAB_SHUFFLE2(t8[2 * k], t8[2 * k + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+            ATTNLAB_SHUFFLE2(t8[2 * k], t8[2 * k + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
   for (int k = 0; k < 2; ++k)  // two lanes a key: keys 8k .. 8k+7
-    t2[k] = __builtin_shuffle(t4[2 * k], t4[2 * k + 1], VI{0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}) +
-            __builtin_shuffle(t4[2 * k], t4[2 * k + 1], VI{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
-  return __builtin_shuffle(t2[0], t2[1], VI{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}) +
-         __builtin_shuffle(t2[0], t2[1], VI{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+    t2[k] = ATTNLAB_SHUFFLE2(t4[2 * k], t4[2 * k + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+            ATTNLAB_SHUFFLE2(t4[2 * k], t4[2 * k + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  return ATTNLAB_SHUFFLE2(t2[0], t2[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+         ATTNLAB_SHUFFLE2(t2[0], t2[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
 // out_q = out_q · correction_q + Σ_r p_q[r] · v_r for NQ queries at once, so each value row

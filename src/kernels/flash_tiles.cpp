@@ -123,8 +123,8 @@ inline VF bf16_pairs(VF first, VF second) {
 // 2W consecutive floats x[0..2W) as W pairs (x[2l], x[2l+1]).
 inline VF bf16_pairs_of(const float* x) {
   const VF a = load(x), b = load(x + W);
-  const VI even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-  return bf16_pairs(__builtin_shuffle(a, b, even), __builtin_shuffle(a, b, even + 1));
+  return bf16_pairs(ATTNLAB_SHUFFLE2(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
+                    ATTNLAB_SHUFFLE2(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));
 }
 
 // C[MR_][NR_·W] (+)= A[MR_][K] · B[K][NR_·W]. A is read one element at a time and

@@ -10,6 +10,17 @@
 #error "compile with -DATTNLAB_ISA=<namespace>"
 #endif
 
+// Lanes picked by constant indices: from `a` (0..W-1), or from `a` then `b` (W..2W-1).
+// GCC spells it __builtin_shuffle with an index vector, clang __builtin_shufflevector with
+// the indices as arguments (the fuzz build compiles the kernels with clang).
+#if defined(__clang__)
+#define ATTNLAB_SHUFFLE(a, ...) __builtin_shufflevector(a, a, __VA_ARGS__)
+#define ATTNLAB_SHUFFLE2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define ATTNLAB_SHUFFLE(a, ...) __builtin_shuffle(a, VI{__VA_ARGS__})
+#define ATTNLAB_SHUFFLE2(a, b, ...) __builtin_shuffle(a, b, VI{__VA_ARGS__})
+#endif
+
 namespace attnlab::kernels::ATTNLAB_ISA {
 namespace {
 

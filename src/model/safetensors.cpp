@@ -150,10 +150,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       }
       tensors_.push_back(read_entry(name, entry, data_bytes, path));
     }
-    // No two tensors share bytes.
+    // No two tensors share bytes. An empty tensor (a 0 in its shape) holds none, so it
+    // overlaps nothing, wherever its offsets point (write_safetensors gives it the offset of
+    // the next tensor's first byte).
     std::vector<const TensorInfo*> by_offset;
     for (const TensorInfo& t : tensors_)
-      by_offset.push_back(&t);
+      if (t.begin < t.end) by_offset.push_back(&t);
     std::sort(by_offset.begin(), by_offset.end(), [](auto a, auto b) { return a->begin < b->begin; });
     for (std::size_t k = 1; k < by_offset.size(); ++k)
       if (by_offset[k]->begin < by_offset[k - 1]->end)
@@ -200,6 +202,9 @@ std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& t) const {
 std::vector<float> SafetensorsFile::to_f32(const TensorInfo& t) const {
   const std::span<const std::byte> raw = bytes(t);
   std::vector<float> out(t.elements());
+  // An empty tensor (a size of 0 in its shape) has no bytes to copy; memcpy's pointers may
+  // not be null even then.
+  if (raw.empty()) return out;
   if (t.dtype == DType::f32) {
     std::memcpy(out.data(), raw.data(), raw.size());
     return out;

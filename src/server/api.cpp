@@ -40,9 +40,11 @@ namespace {
 // known ones, so a misspelt field never passes silently.
 void refuse_unknown_keys(const json& object, std::initializer_list<const char*> known, const std::string& prefix = "",
                          std::string_view what = "field") {
-  for (const auto& [key, value] : object.items())
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();  // a name, not a structured binding: clang 14 cannot capture those
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
       fail(prefix + key, fmt::format("unknown {} (known: {})", what, fmt::join(known, ", ")));
+  }
 }
 
 std::size_t as_index(const json& j, std::string_view field) {

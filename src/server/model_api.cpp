@@ -124,9 +124,11 @@ std::size_t as_index(const json& j, const std::string& field) {
 }
 
 void refuse_unknown(const json& object, std::initializer_list<const char*> known, const std::string& prefix) {
-  for (const auto& [key, value] : object.items())
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();  // a name, not a structured binding: clang 14 cannot capture those
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
       fail(prefix + key, fmt::format("unknown field (known: {})", fmt::join(known, ", ")));
+  }
 }
 
 // The next-token distribution at the last position, as the reply writes it.

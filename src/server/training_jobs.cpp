@@ -28,9 +28,11 @@ using L = TrainingLimits;
 namespace {
 
 void refuse_unknown(const json& object, std::initializer_list<const char*> known) {
-  for (const auto& [key, value] : object.items())
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();  // a name, not a structured binding: clang 14 cannot capture those
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
       fail(key, fmt::format("unknown field (known: {})", fmt::join(known, ", ")));
+  }
 }
 
 // request[key] as a whole number in [low, high], or `fallback` when absent.

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "../model/vocabulary_model.hpp"
+#include "../sanitizers.hpp"
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/memory.hpp"
 #include "attnlab/analysis/training_dir.hpp"
@@ -699,6 +700,9 @@ TEST_F(Api, KvMeasuresOnRequestAndAgreesWithTheFormula) {
   EXPECT_EQ(last["context"], 2048);
   EXPECT_EQ(last["formula_bytes"], 2 * 12 * 12 * 64 * 2048 * 2);
   EXPECT_EQ(last["cache_bytes"], last["formula_bytes"]);
+#if ATTNLAB_UNDER_ASAN
+  GTEST_SKIP() << "AddressSanitizer's allocator keeps its own books: malloc's counts mean nothing under it";
+#endif
   EXPECT_NEAR(last["allocator_bytes"].get<double>() / last["formula_bytes"].get<double>(), 1.0, 0.05);
 }
 

@@ -113,6 +113,29 @@ TEST(Gpt2, SavedCheckpointsLoadBackTheSameModel) {
   fs::remove_all(dir);
 }
 
+// Found by fuzz_safetensors: an empty tensor's to_f32 passed a null pointer to memcpy
+// (undefined even for 0 bytes). Each dtype gives no values, and the tensor beside it is intact.
+// Writing this test found a second bug: empty tensors at the offset where "after" starts were
+// refused as overlapping it, so attnlab could not read a file it had written.
+TEST(Safetensors, EmptyTensorsConvertToNoValues) {
+  const fs::path path = fs::temp_directory_path() / ("attnlab-empty-" + std::to_string(::getpid()) + ".safetensors");
+  const std::vector<float> none, two = {1.5f, -2.0f};
+  write_safetensors(path.string(), {{"f32", {0, 4}, none, DType::f32},
+                                    {"f16", {3, 0}, none, DType::f16},
+                                    {"bf16", {0}, none, DType::bf16},
+                                    {"after", {2}, two, DType::f32}});
+  const SafetensorsFile file(path.string());
+  for (const char* name : {"f32", "f16", "bf16"}) {
+    const TensorInfo* t = file.find(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->elements(), 0u) << name;
+    EXPECT_EQ(t->begin, t->end) << name;
+    EXPECT_TRUE(file.to_f32(*t).empty()) << name;
+  }
+  EXPECT_EQ(file.to_f32(*file.find("after")), two);
+  fs::remove(path);
+}
+
 TEST(Gpt2, HeadNamesAreLayerDotHead) {
   EXPECT_EQ(to_string(HeadRef{5, 1}), "5.1");
   EXPECT_EQ(parse_head_ref("11.7", "--ablate"), (HeadRef{11, 7}));

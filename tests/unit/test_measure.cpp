@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "../sanitizers.hpp"
 #include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/measure.hpp"
@@ -117,7 +118,7 @@ TEST(Measure, UnknownKernelListsTheKernels) {
 }
 
 TEST(Measure, KVCacheMeasuredAgreesWithTheFormulaWithinFivePercentAtTheLargestContext) {
-#if defined(__SANITIZE_ADDRESS__)
+#if ATTNLAB_UNDER_ASAN
   GTEST_SKIP() << "AddressSanitizer's allocator keeps its own books: malloc's counts mean nothing under it";
 #endif
   KVMeasureOptions options;

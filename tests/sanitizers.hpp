@@ -1,0 +1,16 @@
+// ATTNLAB_UNDER_ASAN: 1 when the test is built with AddressSanitizer (the fuzz preset's
+// build-fuzz/, the asan preset), whose allocator keeps its own books, so that malloc's
+// statistics mean nothing; tests that read them skip, saying so. GCC says AddressSanitizer
+// is on with __SANITIZE_ADDRESS__, clang (14) only through __has_feature.
+#pragma once
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ATTNLAB_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTNLAB_UNDER_ASAN 1
+#endif
+#endif
+#ifndef ATTNLAB_UNDER_ASAN
+#define ATTNLAB_UNDER_ASAN 0
+#endif
