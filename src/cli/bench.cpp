@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "attnlab/analysis/bench.hpp"
@@ -170,6 +171,24 @@ void print_result(const BenchResult& r) {
                r.gflops, r.percent_of_peak, mib(r.extra_bytes));
 }
 
+// `run` once to warm up, then `repeats` timed runs: the median's seconds.
+double median_seconds(int repeats, const std::function<void()>& run) {
+  run();
+  std::vector<double> times;
+  for (int rep = 0; rep < repeats; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void print_blas_machine(const MachinePeaks& peaks) {
+  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s; OpenBLAS kernels: {}\n", peaks.threads,
+             to_string(peaks.isa), peaks.f32_gflops, blas_core());
+}
+
 // The forward pass of a model over `tokens` seeded random ids: the median of the timed runs
 // (after one warm-up), tokens per second, and GFLOP/s as a share of the f32 peak.
 int bench_model(const BenchFlags& f) {
@@ -183,15 +202,8 @@ int bench_model(const BenchFlags& f) {
     id = static_cast<int>(rng.next() % c.vocab_size);
   fmt::print(stderr, "measuring this machine's peaks...\n");
   const MachinePeaks peaks = measure_peaks(f.threads);
-  gpt2_forward(model, ids);  // warm-up
-  std::vector<double> times;
-  for (int rep = 0; rep < f.repeats; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    gpt2_forward(model, ids);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2], flops = gpt2_forward_flops(c, f.tokens);
+  const double median = median_seconds(f.repeats, [&] { gpt2_forward(model, ids); });
+  const double flops = gpt2_forward_flops(c, f.tokens);
   const double gflops = flops / median / 1e9;
   if (f.json) {
     fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},
@@ -205,8 +217,7 @@ int bench_model(const BenchFlags& f) {
                            .dump(2));
     return 0;
   }
-  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s; OpenBLAS kernels: {}\n", peaks.threads,
-             to_string(peaks.isa), peaks.f32_gflops, blas_core());
+  print_blas_machine(peaks);
   fmt::print(
       "{}: {} layers × {} heads, d_model {}, {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
       "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",
@@ -236,17 +247,13 @@ int bench_train(const BenchFlags& f) {
   };
   fmt::print(stderr, "measuring this machine's peaks...\n");
   const MachinePeaks peaks = measure_peaks(f.threads);
-  step();  // warm-up
-  std::vector<double> times;
-  for (int rep = 0; rep < f.repeats; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    for (std::size_t k = 0; k < s.steps; ++k)
-      step();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                    static_cast<double>(s.steps));
-  }
-  std::sort(times.begin(), times.end());
-  const double seconds = times[times.size() / 2], tokens = double(s.batch * s.context);
+  const double seconds = median_seconds(f.repeats,
+                                        [&] {
+                                          for (std::size_t k = 0; k < s.steps; ++k)
+                                            step();
+                                        }) /
+                         static_cast<double>(s.steps);
+  const double tokens = double(s.batch * s.context);
   const double flops = double(s.batch) * gpt2_training_flops(c, s.context, s.attention_only);
   const double gflops = flops / seconds / 1e9;
   if (f.json) {
@@ -268,8 +275,7 @@ int bench_train(const BenchFlags& f) {
                            .dump(2));
     return 0;
   }
-  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s; OpenBLAS kernels: {}\n", peaks.threads,
-             to_string(peaks.isa), peaks.f32_gflops, blas_core());
+  print_blas_machine(peaks);
   fmt::print(
       "training step: {} layers × {} heads, d_model {}, context {}, vocabulary {}, batch {}{}: median {:.3f} ms, "
       "{:.0f} tokens/s, {:.1f} GFLOP/s ({:.1f}% of the f32 peak; {:.3f} GFLOP a step: 3 × the forward's, "
