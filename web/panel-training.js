@@ -272,19 +272,20 @@ function marker(S, step) {
  */
 function lossChart(log, maxStep, vocab, step) {
   const chance = Math.log(Math.max(2, vocab - 1));
-  const values = log.flatMap((e) => [e.loss, e.loss_first_half, e.loss_second_half]).filter((x) => x !== null && Number.isFinite(x));
+  const values = log.flatMap((e) => [e.loss, e.loss_held_out, e.loss_first_half, e.loss_second_half]).filter((x) => x !== null && Number.isFinite(x));
   const y1 = Math.max(chance, ...values.map(Number)) * 1.08, y0 = 0;
   const S = scales(maxStep, y0, y1);
   const series = /** @type {const} */ ([
     ['loss', 'training batch', 'loss-batch'],
+    ['loss_held_out', 'held out', 'loss-held-out'],
     ['loss_first_half', 'first copy (chance)', 'loss-first'],
     ['loss_second_half', 'the repeat (in-context)', 'loss-second'],
   ]);
   const lines = series.map(([key, label, cls]) =>
-    line(S, log.map((e) => ({ step: e.step, value: e[key] })), `training-line-${key}`, `train-line ${cls}`, '', label));
+    line(S, log.map((e) => ({ step: e.step, value: e[key] ?? null })), `training-line-${key}`, `train-line ${cls}`, '', label));
   const { L, R, W } = CHART;
   return html`<figure class="train-chart"><figcaption>Loss (nats)</figcaption>\
-<svg class="chart" viewBox="0 0 ${CHART.W} ${CHART.H}" role="img" aria-label="Loss against step: the training batch, the first copy and the repeat" data-testid="training-loss-chart">\
+<svg class="chart" viewBox="0 0 ${CHART.W} ${CHART.H}" role="img" aria-label="Loss against step: the training batch, held-out sequences, the first copy and the repeat" data-testid="training-loss-chart">\
 ${axes(S, maxStep, y0, y1, 'nats')}<line class="chance-line" x1="${L}" x2="${W - R}" y1="${S.py(chance)}" y2="${S.py(chance)}" data-value="${chance}"/>\
 ${lines}${marker(S, step)}</svg>\
 <p class="chart-legend">${series.map(([, label, cls]) => html`<span><span class="key ${cls}-key"></span>${label}</span>`)}\

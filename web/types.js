@@ -268,6 +268,7 @@
  * @property {number} step
  * @property {number} seconds
  * @property {number | null} loss               the training batch's
+ * @property {number | null} [loss_held_out]    fixed held-out sequences of the task (text: the last tenth)
  * @property {number | null} loss_first_half    held-out [BOS, r, r]: the first copy (chance)
  * @property {number | null} loss_second_half   ... and the repeat (the in-context loss)
  * @property {TrainHeadScores[]} heads

@@ -280,8 +280,9 @@ int eval(const ModelFlags& f) {
   fmt::print("induction task: {} seeded sequences [BOS, r_1..r_k, r_1..r_k], k from {} down to {}{}\n", kSequences,
              longest, shortest,
              f.ablate.empty() ? "" : fmt::format(", heads {} ablated (output zeroed)", fmt::join(f.ablate, ", ")));
-  fmt::print("mean next-token loss, first half:  {:.4f} nats (chance: ln {} = {:.4f})\n", first, vocab,
-             std::log(static_cast<double>(vocab)));
+  // The task's tokens are drawn from every id but BOS, so guessing scores ln(vocab − 1).
+  fmt::print("mean next-token loss, first half:  {:.4f} nats (chance: ln {} = {:.4f})\n", first, vocab - 1,
+             std::log(static_cast<double>(vocab - 1)));
   fmt::print("mean next-token loss, second half: {:.4f} nats (in-context: the repeat can be copied)\n", second);
   return 0;
 }

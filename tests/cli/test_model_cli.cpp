@@ -151,6 +151,12 @@ TEST(ModelCli, EvalGivesBothHalvesLossesAndAblationMovesThem) {
   EXPECT_NE(b["loss_second_half"].get<double>(), a["loss_second_half"].get<double>())
       << "zeroing two heads changes the model";
   EXPECT_EQ(b["ablated"], json({"1.3", "0.0"}));
+  // Read as text, the first half is set beside chance: the task draws every id but BOS.
+  const Result text = run_attnlab("model eval " + kTiny.string());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const int vocab = json::parse(read_file(kTiny / "config.json"))["vocab_size"].get<int>();
+  EXPECT_NE(text.out.find(fmt::format("(chance: ln {} = {:.4f})", vocab - 1, std::log(vocab - 1.0))), std::string::npos)
+      << text.out;
   expect_refused("model eval " + kTiny.string() + " --ablate 9.9", "head 9.9 does not exist");
   expect_refused("model eval " + kTiny.string() + " --ablate x", "--ablate: \"x\" is not a head");
 }

@@ -55,13 +55,13 @@ const chartLines = (page) => page.$$eval('polyline[data-testid^="training-"]', (
   drawn: e.getAttribute('points').split(' ').filter(Boolean).length,
 })));
 
-// The lines the charts must have for `log`: the three losses and, per head, its
+// The lines the charts must have for `log`: the four losses and, per head, its
 // previous-token and induction scores, each with a point per log entry.
 function expectLinesOf(lines, log) {
   const byId = new Map(lines.map((l) => [l.id, l]));
   const steps = log.map((e) => e.step);
   const want = [
-    ...['loss', 'loss_first_half', 'loss_second_half'].map((k) => [`training-line-${k}`, log.map((e) => e[k])]),
+    ...['loss', 'loss_held_out', 'loss_first_half', 'loss_second_half'].map((k) => [`training-line-${k}`, log.map((e) => e[k])]),
     ...log[log.length - 1].heads.flatMap((h) => ['previous_token', 'induction'].map((k) => [
       `training-score-${k}-${h.layer}.${h.head}`,
       log.map((e) => e.heads.find((x) => x.layer === h.layer && x.head === h.head)[k])])),
