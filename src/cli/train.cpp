@@ -96,21 +96,34 @@ Command train_command(CLI::App& parent) {
   app->add_option("--checkpoint-every", s.checkpoint_every, "Steps between checkpoints (DIR/checkpoints/step-N)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
+  CLI::Option* prev_token_steps =
+      app->add_option("--prev-token-steps", s.prev_token_steps,
+                      "Induction task: the first N steps train layer 0 alone on look-back sequences (token i+1 is "
+                      "token i-1 plus 7), so previous-token heads form; then layer 0 is kept, its outputs scaled by "
+                      "1/20, and the other layers learn the task (0: one phase, every layer throughout)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 1000000));
   app->add_flag("--attn-only", s.attention_only, "No MLPs (their weights stay zero in the checkpoint)");
   app->add_flag("--force", state->force, "Write into DIR even when it is not empty");
   return {
-      app, [state, vocab]() {
+      app, [state, vocab, prev_token_steps]() {
         TrainSettings& s = state->s;
         const std::vector<std::string>& task = state->task;
         if (task[0] == "text") {
           if (task.size() != 2) fail("--task", "text needs the file to train on: --task text FILE");
           if (vocab->count()) fail("--vocab", "the text task takes its vocabulary from the text; leave --vocab out");
+          if (prev_token_steps->count() && s.prev_token_steps > 0)
+            fail("--prev-token-steps", "only the induction task has the previous-token phase; leave it out");
           s.text = load_corpus(task[1], state->tokenizer);
         } else if (task[0] != "induction" || task.size() != 1) {
           fail("--task", fmt::format("\"{}\" is not a task; give induction, or text FILE", fmt::join(task, " ")));
         } else if (!state->tokenizer.empty()) {
           fail("--tokenizer", "is for --task text FILE");
         }
+        if (s.layers == 1 && prev_token_steps->count() && s.prev_token_steps > 0)
+          fail("--prev-token-steps",
+               "a one-layer model has no later layer to learn after layer 0; give --layers 2 "
+               "or more, or leave it out");
         const fs::path out(state->out);
         if (s.d_model % s.heads != 0)
           fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));

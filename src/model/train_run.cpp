@@ -33,6 +33,20 @@ InductionSequence induction_sequence(std::uint64_t seed, std::size_t context, st
   return s;
 }
 
+std::vector<int> look_back_sequence(std::uint64_t seed, std::size_t context, std::size_t vocab) {
+  SplitMix64 rng(seed);
+  const int tokens = static_cast<int>(vocab - 1);  // BOS is never drawn
+  std::vector<int> ids{tokens};
+  while (ids.size() < context) {
+    const int random = static_cast<int>(rng.next() % static_cast<std::uint64_t>(tokens));
+    const bool follows_rule = ids.size() >= 3 && rng.next() % 5 != 0;
+    ids.push_back(follows_rule ? (ids[ids.size() - 2] + kLookBackShift) % tokens : random);
+  }
+  return ids;
+}
+
+bool has_prev_token_phase(const TrainSettings& s) { return !s.text && s.layers > 1 && s.prev_token_steps > 0; }
+
 TextCorpus byte_corpus(std::string_view text, std::string file) {
   std::array<int, 256> id;
   id.fill(-1);
@@ -117,7 +131,9 @@ class TaskData {
     held_out_start_ = std::min(n - window, n - n / 10);
   }
 
-  std::vector<int> training(std::uint64_t seed) const {
+  // A training sequence; in the previous-token phase, a look-back sequence.
+  std::vector<int> training(std::uint64_t seed, bool prev_token_phase = false) const {
+    if (prev_token_phase) return look_back_sequence(seed, s_.context + 1, s_.vocab);
     if (!s_.text) return induction_sequence(seed, s_.context + 1, s_.vocab).ids;
     return window(SplitMix64(seed).next() % (held_out_start_ - s_.context + 1));
   }
@@ -161,7 +177,8 @@ Gpt2Model initial_model(const TrainSettings& s) {
     const bool gain = t.name.ends_with("ln_1.weight") || t.name.ends_with("ln_2.weight") || t.name == "ln_f.weight";
     const bool bias = t.name.ends_with(".bias");
     const bool mlp = t.name.find("mlp.") != std::string::npos;
-    const double scale = t.name.ends_with("c_proj.weight") ? residual : 0.02;
+    const bool attention = t.name.find(".attn.") != std::string::npos;
+    const double scale = attention ? s.attention_init : t.name.ends_with("c_proj.weight") ? residual : 0.02;
     for (std::size_t k = 0; k < t.size; ++k)
       p[t.offset + k] = gain ? 1.0f : bias || (mlp && s.attention_only) ? 0.0f : float(scale * rng.normal());
   }
@@ -177,6 +194,15 @@ Gpt2Model train_model(const TrainSettings& s, const std::function<void(const Tra
   Gpt2Model model = initial_model(s);
   const Gpt2Config& c = model.config;
   std::vector<float> p = flatten<float>(model), g(p.size());
+  // Which parameters learn in each phase (one flag each): in the previous-token phase
+  // layer 0 and what no block owns (embeddings, the final LayerNorm); after it, all but layer 0.
+  const bool phases = has_prev_token_phase(s);
+  std::vector<std::uint8_t> first_phase(p.size(), 1), second_phase(p.size(), 1);
+  for (const ParameterTensor& t : parameter_tensors(c)) {
+    const bool layer0 = t.name.starts_with("h.0."), block = t.name.starts_with("h.");
+    std::fill_n(first_phase.begin() + t.offset, t.size, std::uint8_t(!block || layer0));
+    std::fill_n(second_phase.begin() + t.offset, t.size, std::uint8_t(!layer0));
+  }
   AdamW adam;
   adam.weight_decay = s.weight_decay;
   const auto start = std::chrono::steady_clock::now();
@@ -195,13 +221,23 @@ Gpt2Model train_model(const TrainSettings& s, const std::function<void(const Tra
   std::size_t step = 0;
   for (; step < s.steps && !(stop && stop()); ++step) {
     if (step % s.log_every == 0) log(step, loss);
+    const bool first = phases && step < s.prev_token_steps;
+    if (phases && step == s.prev_token_steps)  // layer 0's outputs (attention, MLP), weights and biases, scaled down
+      for (const ParameterTensor& t : parameter_tensors(c))
+        if (t.name.starts_with("h.0.attn.c_proj.") || t.name.starts_with("h.0.mlp.c_proj."))
+          for (std::size_t k = 0; k < t.size; ++k)
+            p[t.offset + k] = float(p[t.offset + k] * s.layer0_output_scale);
+    const std::vector<std::uint8_t>& learns = first ? first_phase : second_phase;
     Batch batch;
     for (std::size_t b = 0; b < s.batch; ++b)
-      batch.push_back(data.training(s.seed * 1'000'003 + step * s.batch + b));
+      batch.push_back(data.training(s.seed * 1'000'003 + step * s.batch + b, first));
     loss = loss_and_gradients<float>(c, p, batch, g, {.attention_only = s.attention_only});
+    if (phases)  // what does not learn now does not count in the gradient's norm either
+      for (std::size_t k = 0; k < g.size(); ++k)
+        g[k] = learns[k] ? g[k] : 0.0f;
     clip_gradients(g, s.clip);
     const double rate = s.learning_rate * std::min(1.0, double(step + 1) / double(std::max<std::size_t>(s.warmup, 1)));
-    adam.step(p, g, rate);
+    adam.step(p, g, rate, phases ? std::span<const std::uint8_t>(learns) : std::span<const std::uint8_t>());
     if (s.attention_only)  // the MLPs stay zero: the checkpoint then computes the same function anywhere
       for (const ParameterTensor& t : parameter_tensors(c))
         if (t.name.find("mlp.") != std::string::npos) std::fill_n(p.begin() + t.offset, t.size, 0.0f);

@@ -431,11 +431,12 @@ double gpt2_training_flops(const Gpt2Config& c, std::size_t n, bool attention_on
   return 3 * forward;
 }
 
-void AdamW::step(std::span<float> p, std::span<const float> g, double rate) {
+void AdamW::step(std::span<float> p, std::span<const float> g, double rate, std::span<const std::uint8_t> learns) {
   if (m.size() != p.size()) m.assign(p.size(), 0.0f), v.assign(p.size(), 0.0f), t = 0;
   ++t;
   const double correction1 = 1 - std::pow(beta1, double(t)), correction2 = 1 - std::pow(beta2, double(t));
   for (std::size_t k = 0; k < p.size(); ++k) {
+    if (!learns.empty() && !learns[k]) continue;
     m[k] = float(beta1 * m[k] + (1 - beta1) * g[k]);
     v[k] = float(beta2 * v[k] + (1 - beta2) * double(g[k]) * g[k]);
     const double m_hat = m[k] / correction1, v_hat = v[k] / correction2;

@@ -139,6 +139,62 @@ TEST(Training, AdamWFollowsItsFormulaAndClippingBoundsTheNorm) {
   EXPECT_NEAR(big[1], 0.8, 1e-7);
 }
 
+TEST(Training, AdamWLeavesWhatDoesNotLearnAsItIs) {
+  AdamW adam;
+  std::vector<float> p{1.0f, -2.0f, 3.0f}, g{0.5f, -0.25f, 1.0f};
+  const std::vector<std::uint8_t> learns{1, 0, 1};
+  adam.step(p, g, 0.1, learns);
+  EXPECT_NEAR(p[0], 0.9, 1e-6);
+  EXPECT_EQ(p[1], -2.0f);
+  EXPECT_NEAR(p[2], 2.9, 1e-6);
+  EXPECT_EQ(adam.m[1], 0.0f) << "its moments stay as they were too";
+  EXPECT_EQ(adam.v[1], 0.0f);
+}
+
+TEST(InductionTask, LookBackSequencesMostlyFollowTheRule) {
+  const std::size_t context = 33, vocab = 28;
+  std::size_t follows = 0, predicted = 0;
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    const std::vector<int> ids = look_back_sequence(seed, context, vocab);
+    ASSERT_EQ(ids.size(), context);
+    EXPECT_EQ(ids[0], 27) << "BOS first";
+    for (std::size_t i = 1; i < context; ++i)
+      ASSERT_TRUE(ids[i] >= 0 && ids[i] < 27) << "BOS is never drawn";
+    for (std::size_t i = 3; i < context; ++i, ++predicted)
+      follows += ids[i] == (ids[i - 2] + kLookBackShift) % 27;
+  }
+  // Four in five follow the rule, and a random draw hits it one time in 27 besides.
+  EXPECT_NEAR(double(follows) / double(predicted), 0.8 + 0.2 / 27, 0.02);
+}
+
+// The two phases: in the first only layer 0 and what no block owns learn; at the switch
+// layer 0's outputs are scaled by layer0_output_scale; after it layer 0 stays as it is.
+TEST(InductionTask, ThePreviousTokenPhaseTrainsLayer0ThenKeepsItScaledDown) {
+  TrainSettings s;
+  s.layers = 2, s.heads = 2, s.d_model = 8, s.context = 12, s.vocab = 10, s.batch = 2, s.log_every = 100;
+  s.prev_token_steps = 2;
+  const auto log = [](const TrainLog&, const Gpt2Model&) {};
+  const Gpt2Config c = initial_model(s).config;
+  const std::vector<float> start = flatten<float>(initial_model(s));
+  s.steps = 2;
+  const std::vector<float> first = flatten<float>(train_model(s, log));
+  s.steps = 4;
+  const std::vector<float> second = flatten<float>(train_model(s, log));
+  const auto same = [](std::span<const float> a, std::span<const float> b) { return std::ranges::equal(a, b); };
+  for (const ParameterTensor& t : parameter_tensors(c)) {
+    const auto at = [&](const std::vector<float>& p) { return std::span(p).subspan(t.offset, t.size); };
+    const bool layer0 = t.name.starts_with("h.0."), layer1 = t.name.starts_with("h.1.");
+    if (layer1) EXPECT_TRUE(same(at(first), at(start))) << t.name << " learns in the first phase";
+    if (layer0) EXPECT_FALSE(same(at(first), at(start))) << t.name << " does not learn in the first phase";
+    if (layer1) EXPECT_FALSE(same(at(second), at(first))) << t.name << " does not learn in the second phase";
+    if (!layer0) continue;
+    const bool output = t.name.starts_with("h.0.attn.c_proj.") || t.name.starts_with("h.0.mlp.c_proj.");
+    for (std::size_t k = 0; k < t.size; ++k)
+      ASSERT_EQ(at(second)[k], output ? float(at(first)[k] * s.layer0_output_scale) : at(first)[k])
+          << t.name << "[" << k << "]";
+  }
+}
+
 TEST(TextTask, ByteCorpusGivesEachDistinctByteAnIdInByteOrderWithBosLast) {
   const TextCorpus corpus = byte_corpus("ba b\n", "f.txt");
   EXPECT_EQ(corpus.vocab, 5u) << "newline, space, a, b and BOS";

@@ -43,13 +43,31 @@ TextCorpus bpe_corpus(std::string_view text, std::string file, const BpeTokenize
                       std::string merges_txt);
 
 struct TrainSettings {
-  std::size_t layers = 2, heads = 2, d_model = 32, context = 32, vocab = 28;  // vocab includes BOS (the last id)
-  std::size_t steps = 1500, batch = 16, warmup = 50, log_every = 50, checkpoint_every = 500;
-  double learning_rate = 1e-2, clip = 1.0, weight_decay = 0.0;
+  std::size_t layers = 2, heads = 1, d_model = 32, context = 32, vocab = 28;  // vocab includes BOS (the last id)
+  std::size_t steps = 1200, batch = 64, warmup = 50, log_every = 50, checkpoint_every = 100;
+  double learning_rate = 3e-3, clip = 1.0, weight_decay = 0.0;
+  double attention_init = 0.1;  // the attention weights' initial standard deviation (GPT-2's is 0.02)
   std::uint64_t seed = 0;
   bool attention_only = false;
   std::shared_ptr<const TextCorpus> text;  // the text task; null: the induction task (vocab as above)
+  // The induction task's first phase (docs/training.md): for the first prev_token_steps
+  // steps only layer 0 and the embeddings learn, on look-back sequences, which a
+  // previous-token head predicts; then layer 0 is kept as it is, its outputs (attention and
+  // MLP) scaled by layer0_output_scale so that they sit beside the token embeddings instead
+  // of drowning them, and the other layers and the embeddings learn the induction task.
+  // 0, a text, or a single layer: one phase, every parameter on the task throughout.
+  std::size_t prev_token_steps = 300;
+  double layer0_output_scale = 0.05;
 };
+
+// The first phase's look-back sequences, `context` tokens each: BOS, then random tokens of
+// which, from the third on, four in five are the token two places back plus kLookBackShift
+// (mod the vocabulary without BOS). A head that reads the previous token predicts them.
+inline constexpr int kLookBackShift = 7;
+std::vector<int> look_back_sequence(std::uint64_t seed, std::size_t context, std::size_t vocab);
+
+// Whether a run of these settings has the previous-token phase.
+bool has_prev_token_phase(const TrainSettings& settings);
 
 // The induction task's sequences, `context` tokens each: BOS, random tokens, then a random
 // stretch r_1..r_k and its repeat, then random tokens. k and where the stretch starts vary
@@ -76,7 +94,8 @@ std::pair<double, double> in_context_losses(const Gpt2Model& model, std::uint64_
                                             const std::vector<HeadRef>& ablate = {});
 
 // A fresh model of these settings: GPT-2's initialisation (N(0, 0.02), residual projections
-// scaled by 1/√(2L), LayerNorms 1 and 0), seeded.
+// scaled by 1/√(2L), LayerNorms 1 and 0), seeded, except the attention weights (queries,
+// keys, values and the output projection): N(0, attention_init).
 Gpt2Model initial_model(const TrainSettings& settings);
 
 // Trains on the task (settings.text, or induction), calling `on_log` every log_every steps

@@ -8,6 +8,7 @@
 // double, where the differences are exact enough to compare).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,7 +58,10 @@ struct AdamW {
   std::size_t t = 0;
 
   // One update of `parameters` by `gradients`, with the learning rate `rate` for this step.
-  void step(std::span<float> parameters, std::span<const float> gradients, double rate);
+  // Where `learns` is given (a flag per parameter), a parameter whose flag is 0 stays as it
+  // is, and so do its moments.
+  void step(std::span<float> parameters, std::span<const float> gradients, double rate,
+            std::span<const std::uint8_t> learns = {});
 };
 
 // Scales the gradients so their norm is at most `max_norm`; returns the norm before.
