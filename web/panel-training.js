@@ -33,7 +33,7 @@ import { getState, update } from './state.js';
 /** The new run's settings, in the order the form shows them: [name, label]. */
 export const SETTINGS = /** @type {const} */ ([
   ['layers', 'layers'], ['heads', 'heads'], ['d_model', 'd_model'], ['context', 'context'], ['vocab', 'vocabulary'],
-  ['steps', 'steps'], ['batch', 'batch'], ['lr', 'learning rate'], ['warmup', 'warm-up'], ['log_every', 'log every'],
+  ['steps', 'steps'], ['prev_token_steps', 'previous-token phase (steps)'], ['batch', 'batch'], ['lr', 'learning rate'], ['warmup', 'warm-up'], ['log_every', 'log every'],
   ['checkpoint_every', 'checkpoint every'], ['seed', 'seed'],
 ]);
 
@@ -263,14 +263,27 @@ function marker(S, step) {
 }
 
 /**
+ * Where the induction task's second phase begins (docs/training.md: layer 0 alone learns
+ * until then, the later layers after): a dotted line, labelled; nothing for one phase.
+ * @param {{ px: (step: number) => number }} S
+ * @param {number} at
+ */
+function phaseMarker(S, at) {
+  if (!at) return html``;
+  const { H, T, B } = CHART;
+  return html`<line class="phase-marker" x1="${S.px(at)}" x2="${S.px(at)}" y1="${T}" y2="${H - B}" data-step="${at}"/><text class="phase-label" x="${S.px(at) + 3}" y="${T + 10}">layer 1 learns</text>`;
+}
+
+/**
  * The loss chart: the training batch's loss, the first copy's (chance) and the repeat's
  * (in-context), with chance, ln(vocabulary − 1), as a dashed line.
  * @param {TrainLogEntry[]} log
  * @param {number} maxStep
  * @param {number} vocab
  * @param {number | null} step
+ * @param {number} phase   the step the second phase begins at (0: none)
  */
-function lossChart(log, maxStep, vocab, step) {
+function lossChart(log, maxStep, vocab, step, phase) {
   const chance = Math.log(Math.max(2, vocab - 1));
   const values = log.flatMap((e) => [e.loss, e.loss_held_out, e.loss_first_half, e.loss_second_half]).filter((x) => x !== null && Number.isFinite(x));
   const y1 = Math.max(chance, ...values.map(Number)) * 1.08, y0 = 0;
@@ -287,7 +300,7 @@ function lossChart(log, maxStep, vocab, step) {
   return html`<figure class="train-chart"><figcaption>Loss (nats)</figcaption>\
 <svg class="chart" viewBox="0 0 ${CHART.W} ${CHART.H}" role="img" aria-label="Loss against step: the training batch, held-out sequences, the first copy and the repeat" data-testid="training-loss-chart">\
 ${axes(S, maxStep, y0, y1, 'nats')}<line class="chance-line" x1="${L}" x2="${W - R}" y1="${S.py(chance)}" y2="${S.py(chance)}" data-value="${chance}"/>\
-${lines}${marker(S, step)}</svg>\
+${phaseMarker(S, phase)}${lines}${marker(S, step)}</svg>\
 <p class="chart-legend">${series.map(([, label, cls]) => html`<span><span class="key ${cls}-key"></span>${label}</span>`)}\
 <span><span class="key chance-key"></span>chance, ln ${vocab - 1}</span></p></figure>`;
 }
@@ -299,8 +312,9 @@ ${lines}${marker(S, step)}</svg>\
  * @param {'previous_token' | 'induction'} key
  * @param {string} title
  * @param {number | null} step
+ * @param {number} phase   the step the second phase begins at (0: none)
  */
-function scoreChart(log, maxStep, key, title, step) {
+function scoreChart(log, maxStep, key, title, step, phase) {
   const S = scales(maxStep, 0, 1);
   const heads = log.length ? log[log.length - 1].heads : [];
   const perLayer = heads.reduce((m, h) => Math.max(m, h.head + 1), 1);
@@ -318,7 +332,7 @@ function scoreChart(log, maxStep, key, title, step) {
 <span class="key" style="border-color: ${HEAD_COLOURS[k % HEAD_COLOURS.length]}"></span>${h.layer}.${h.head}</span>`);
   return html`<figure class="train-chart"><figcaption>${title} score, per head (layer.head; ${perLayer} per layer)</figcaption>\
 <svg class="chart" viewBox="0 0 ${CHART.W} ${CHART.H}" role="img" aria-label="${title} score of each head against step" data-testid="training-${key}-chart">\
-${axes(S, maxStep, 0, 1, 'score')}${lines}${marker(S, step)}</svg><p class="chart-legend">${legend}</p></figure>`;
+${axes(S, maxStep, 0, 1, 'score')}${phaseMarker(S, phase)}${lines}${marker(S, step)}</svg><p class="chart-legend">${legend}</p></figure>`;
 }
 
 /** @type {WeakMap<HTMLElement, unknown[]>} what each part shows (rendered again only when it changes) */
@@ -395,15 +409,18 @@ export function renderTraining(s) {
     if (!same(charts, [log, step, v.settings])) {
       const maxStep = Math.max(v.settings ? Number(v.settings.steps) : 0, log.length ? log[log.length - 1].step : 0, 1);
       const vocab = v.settings ? Number(v.settings.vocab) : 2;
-      setHtml(charts, log.length ? html`${lossChart(log, maxStep, vocab, step)}\
-${scoreChart(log, maxStep, 'previous_token', 'Previous-token', step)}${scoreChart(log, maxStep, 'induction', 'Induction', step)}`
+      const phase = v.settings ? Number(v.settings.prev_token_steps ?? 0) : 0;  // 0: one phase
+      const at = phase > 0 && phase < maxStep ? phase : 0;
+      setHtml(charts, log.length ? html`${lossChart(log, maxStep, vocab, step, at)}\
+${scoreChart(log, maxStep, 'previous_token', 'Previous-token', step, at)}\
+${scoreChart(log, maxStep, 'induction', 'Induction', step, at)}`
         : html`<p class="hint">No log entry yet.</p>`);
     }
   }
   // the new run's form
   const limits = t.job ? t.job.limits : null;
   for (const [name] of SETTINGS) {
-    const input = byId(`training-${name.replace('_', '-')}`, HTMLInputElement);
+    const input = byId(`training-${name.replaceAll('_', '-')}`, HTMLInputElement);
     setValue(input, t.form[name] ?? '');
     const range = limits ? limits[name] : null;
     if (Array.isArray(range)) {
@@ -428,7 +445,7 @@ ${scoreChart(log, maxStep, 'previous_token', 'Previous-token', step)}${scoreChar
 
 export function bindTraining() {
   for (const [name] of SETTINGS) {
-    const input = byId(`training-${name.replace('_', '-')}`, HTMLInputElement);
+    const input = byId(`training-${name.replaceAll('_', '-')}`, HTMLInputElement);
     input.addEventListener('input', () => {
       const t = getState().training;
       patchTraining({ form: { ...t.form, [name]: input.value } });

@@ -130,6 +130,11 @@ Command train_command(CLI::App& parent) {
         if (fs::exists(out) && !fs::is_empty(out) && !state->force)
           fail("--out",
                fmt::format("{} is not empty; give a new directory, or --force to write into it", out.string()));
+        if (has_prev_token_phase(s) && s.steps <= s.prev_token_steps)
+          fmt::print(stderr,
+                     "note: the run ends within the previous-token phase (--steps {} ≤ --prev-token-steps {}): only "
+                     "layer 0 and the embeddings will learn\n",
+                     s.steps, s.prev_token_steps);
         std::signal(SIGINT, on_interrupt);
         std::signal(SIGTERM, on_interrupt);
         const bool terminal = isatty(STDOUT_FILENO);

@@ -93,7 +93,7 @@ json log_since(const std::vector<json>& log, std::size_t since) {
 TrainSettings requested_train_settings(const json& request) {
   if (!request.is_object()) fail("body", "expected a JSON object of settings, e.g. {\"steps\": 400} or {}");
   refuse_unknown(request, {"task", "layers", "heads", "d_model", "context", "vocab", "steps", "batch", "lr", "warmup",
-                           "seed", "attn_only", "log_every", "checkpoint_every"});
+                           "seed", "attn_only", "log_every", "checkpoint_every", "prev_token_steps"});
   if (request.contains("task") && request["task"] != "induction")
     fail("task", fmt::format("{} is not a task; the one task is \"induction\"", describe_json(request["task"])));
   TrainSettings s;
@@ -103,6 +103,7 @@ TrainSettings requested_train_settings(const json& request) {
   s.context = whole(request, "context", s.context, L::min_context, L::max_context);
   s.vocab = whole(request, "vocab", s.vocab, L::min_vocab, L::max_vocab);
   s.steps = whole(request, "steps", s.steps, 1, L::max_steps);
+  s.prev_token_steps = whole(request, "prev_token_steps", s.prev_token_steps, 0, L::max_steps);
   s.batch = whole(request, "batch", s.batch, 1, L::max_batch);
   s.warmup = whole(request, "warmup", s.warmup, 0, L::max_warmup);
   s.seed = whole(request, "seed", s.seed, 0, L::max_seed);
@@ -154,6 +155,7 @@ json training_limits_json() {
           {"context", {L::min_context, L::max_context}},
           {"vocab", {L::min_vocab, L::max_vocab}},
           {"steps", {1, L::max_steps}},
+          {"prev_token_steps", {0, L::max_steps}},
           {"batch", {1, L::max_batch}},
           {"warmup", {0, L::max_warmup}},
           {"seed", {0, L::max_seed}},

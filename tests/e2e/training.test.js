@@ -34,7 +34,7 @@ before(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-e2e-training-'));
   run = path.join(tmp, 'small-run');
   runs = path.join(tmp, 'runs');
-  execFileSync(BIN, ['train', '--out', run, '--steps', '40', '--log-every', '10', '--checkpoint-every', '20',
+  execFileSync(BIN, ['train', '--out', run, '--steps', '40', '--prev-token-steps', '15', '--log-every', '10', '--checkpoint-every', '20',
     '--layers', '2', '--heads', '2', '--d-model', '16', '--context', '16', '--vocab', '12'], { stdio: 'ignore' });
   browser = await openBrowser({ serveArgs: ['--model', run, '--runs', runs] });
 });
@@ -95,6 +95,13 @@ test('a training run: the loss and per-head score curves from train.json, the st
     assert.equal(doc.log.length, 5);
     expectLinesOf(await chartLines(page), doc.log);
     assert.equal(await page.$$eval('[data-testid^="training-legend-induction-"]', (els) => els.length), 4);
+    // each chart marks where the second phase begins (step 15: the later layers learn from there)
+    const phase = await page.$$eval('[data-testid="training-charts"] .phase-marker', (els) => els.map((e) => ({
+      step: Number(e.getAttribute('data-step')), x: Number(e.getAttribute('x1')) })));
+    assert.deepEqual(phase.map((p) => p.step), [15, 15, 15]);
+    const at10 = await page.$eval('[data-testid="training-line-loss"]', (e) => e.getAttribute('points').split(' ')[1].split(',')[0]);
+    const at20 = await page.$eval('[data-testid="training-line-loss"]', (e) => e.getAttribute('points').split(' ')[2].split(',')[0]);
+    assert.ok(Math.abs(phase[0].x - (Number(at10) + Number(at20)) / 2) < 0.5, 'halfway between steps 10 and 20');
 
     // the slider: three checkpoints, at the final model
     const slider = '[data-testid="training-step"]';
