@@ -23,7 +23,7 @@ import time
 torch = None  # imported in main(), after OPENBLAS_CORETYPE is settled (OpenBLAS reads it when it loads)
 
 # (layers, heads, d_model, context, vocabulary, batch, attention only)
-SHAPES = [(2, 2, 32, 32, 28, 16, True), (2, 2, 32, 32, 28, 16, False), (2, 4, 128, 128, 256, 16, False)]
+SHAPES = [(2, 1, 32, 32, 28, 64, True), (2, 1, 32, 32, 28, 64, False), (2, 4, 128, 128, 256, 16, False)]
 
 
 def make_parameters(layers, d, context, vocab, attention_only):
