@@ -233,6 +233,7 @@ int bench_train(const BenchFlags& f) {
   TrainSettings s = f.shape;
   s.heads = f.heads_flag->count() ? f.heads : 2;
   if (s.d_model % s.heads != 0) fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
+  check_training_price(s);  // priced as `attnlab train` prices its run, before anything is allocated
   const Gpt2Model model = initial_model(s);
   const Gpt2Config& c = model.config;
   std::vector<float> p = flatten<float>(model), g(p.size());
