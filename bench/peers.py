@@ -17,14 +17,7 @@ import subprocess
 import sys
 import time
 
-# OpenBLAS: unset the machine's compatibility overrides for this process only, so the
-# peer runs its best kernel (see the machine notes), and use both cores.
-for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(var, None)
-
-import torch  # noqa: E402  (after the environment is set)
-
-torch.set_num_threads(2)
+torch = None  # imported in main(), after OPENBLAS_CORETYPE is settled (OpenBLAS reads it when it loads)
 MEMORY_LIMIT = 12 * 2**30  # bytes a peer may use for its grids before we call a case out of reach
 
 
@@ -70,6 +63,18 @@ def main():
     parser.add_argument("--quick", action="store_true", help="two small cases")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+
+    # PyTorch gets the same OpenBLAS kernels attnlab runs with. Debian's OpenBLAS falls back to
+    # generic SSE3 kernels on CPUs it does not know; the attnlab command then restarts itself
+    # with OPENBLAS_CORETYPE set to fitting ones (SkylakeX with AVX-512, Haswell with AVX2) and
+    # reports the kernels it ran ("blas_core"). A value the user set stands, for both.
+    ours = json.loads(subprocess.run([args.attnlab, "bench", "--json", "--n", "64", "--heads", "1", "--d-k", "8",
+                                      "--repeats", "1"], check=True, capture_output=True, text=True).stdout)
+    os.environ.setdefault("OPENBLAS_CORETYPE", ours["blas_core"])
+    global torch
+    import torch as imported
+    torch = imported
+    torch.set_num_threads(2)
 
     cases = [(1024, 16, 128, False), (2048, 16, 128, True)] if args.quick else [
         (1024, 16, 128, False), (2048, 16, 128, False), (4096, 16, 128, False), (4096, 16, 128, True),

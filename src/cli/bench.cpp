@@ -151,6 +151,12 @@ nlohmann::json peaks_json(const MachinePeaks& peaks) {
           {"read_gbps", peaks.read_gbps}};
 }
 
+// The kernels' --json: the machine, each case, and the OpenBLAS kernels this process runs
+// (bench/peers.py gives PyTorch the same ones).
+nlohmann::json kernels_json(const MachinePeaks& peaks, const nlohmann::json& results) {
+  return {{"machine", peaks_json(peaks)}, {"results", results}, {"blas_core", blas_core()}};
+}
+
 void print_header(const MachinePeaks& peaks) {
   fmt::print(
       "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s\n",
@@ -233,6 +239,7 @@ int bench_train(const BenchFlags& f) {
   TrainSettings s = f.shape;
   s.heads = f.heads_flag->count() ? f.heads : 2;
   if (s.d_model % s.heads != 0) fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
+  check_training_price(s);  // priced as `attnlab train` prices its run, before anything is allocated
   const Gpt2Model model = initial_model(s);
   const Gpt2Config& c = model.config;
   std::vector<float> p = flatten<float>(model), g(p.size());
@@ -308,8 +315,7 @@ Command bench_command(CLI::App& parent) {
               else
                 print_result(r);
             }
-            if (flags->json)
-              fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)}, {"results", results}}.dump(2));
+            if (flags->json) fmt::print("{}\n", kernels_json(peaks, results).dump(2));
             return 0;
           }};
 }

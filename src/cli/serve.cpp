@@ -3,9 +3,12 @@
 // a GPT-2 directory (a training run's directory adds its curves and checkpoints), and
 // training runs started from the page written under --runs.
 #include <malloc.h>
-#include <atomic>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -28,6 +31,54 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
 }
+
+// SIGINT and SIGTERM, taken by a handler that writes a byte to a pipe, which a watcher thread
+// reads before it stops the server. Blocking the signals and waiting for them (sigwait) would
+// not do: threads started before serve runs (OpenBLAS starts its own when it loads) keep them
+// unblocked, the kernel may hand the signal to one of those, and its default action ends the
+// process at once, with code 143 and the work in flight cut off.
+class StopSignals {
+ public:
+  StopSignals() {
+    if (pipe(fds_) != 0) throw std::runtime_error("cannot create a pipe for the stop signals");
+    write_end = fds_[1];
+    struct sigaction action {};
+    action.sa_handler = [](int) {
+      const char byte = 's';
+      [[maybe_unused]] const ssize_t written = write(write_end, &byte, 1);  // async-signal-safe
+    };
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // Waits for a signal (true) or wake() (false).
+  bool wait() {
+    char byte = 0;
+    while (read(fds_[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    return byte == 's';
+  }
+  void wake() {
+    const char byte = 'w';
+    [[maybe_unused]] const ssize_t written = write(fds_[1], &byte, 1);
+  }
+
+ private:
+  static inline int write_end = -1;  // for the handler
+  int fds_[2] = {-1, -1};
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
 
 }  // namespace
 
@@ -58,12 +109,8 @@ Command serve_command(CLI::App& parent) {
                   "[::1] and --host are (other names get 403: a defence against DNS rebinding)")
       ->allow_extra_args(false);
   return {app, [state]() {
-            // Ctrl-C and SIGTERM are taken by a watcher thread that stops the server cleanly.
-            sigset_t stop_signals;
-            sigemptyset(&stop_signals);
-            sigaddset(&stop_signals, SIGINT);
-            sigaddset(&stop_signals, SIGTERM);
-            pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+            // Ctrl-C and SIGTERM stop the server cleanly (stop_on_signal).
+            StopSignals signals;
 
             keep_freed_memory();
             // The model is loaded (and checked) once, before the port is taken: a broken
@@ -87,16 +134,11 @@ Command serve_command(CLI::App& parent) {
             if (state->open && std::system(fmt::format("xdg-open '{}' >/dev/null 2>&1 &", url).c_str()) != 0)
               fmt::print("could not start a browser; open the URL above by hand\n");
 
-            std::atomic<bool> signalled{false};
-            std::thread watcher([&server, &signalled, stop_signals]() {
-              int signal = 0;
-              sigwait(&stop_signals, &signal);
-              signalled = true;
-              server.stop();
+            std::thread watcher([&server, &signals]() {
+              if (signals.wait()) server.stop();
             });
             server.run();
-            // If run() returned for another reason, the watcher still waits: wake it.
-            if (!signalled) pthread_kill(watcher.native_handle(), SIGTERM);
+            signals.wake();  // if run() returned for another reason, the watcher still waits
             watcher.join();
             fmt::print("attnlab lab: stopped\n");
             // (a run still training is cancelled as `server` goes, keeping its last checkpoint)

@@ -50,7 +50,23 @@ std::shared_ptr<const TextCorpus> load_corpus(const std::string& file, const std
   const std::string text = read_file_within(file, kMaxTrainTextBytes, "--task");
   if (tokenizer_dir.empty()) return std::make_shared<const TextCorpus>(byte_corpus(text, file));
   const fs::path dir(tokenizer_dir);
-  const BpeTokenizer tokenizer = BpeTokenizer::load(dir / "vocab.json", dir / "merges.txt");
+  std::error_code error;
+  if (!fs::is_directory(dir, error))
+    fail("--tokenizer", fmt::format("{} is not a directory; give the directory that holds GPT-2's vocab.json and "
+                                    "merges.txt (or leave --tokenizer out to train on bytes)",
+                                    dir.string()));
+  for (const char* name : {"vocab.json", "merges.txt"})
+    if (!fs::is_regular_file(dir / name, error))
+      fail("--tokenizer", fmt::format("{} has no {}; a tokenizer directory holds GPT-2's vocab.json and merges.txt",
+                                      dir.string(), name));
+  // The tokenizer's errors name its file ("vocab.json: ..."): said here as the flag's, with the path.
+  const BpeTokenizer tokenizer = [&] {
+    try {
+      return BpeTokenizer::load(dir / "vocab.json", dir / "merges.txt");
+    } catch (const InputError& e) {
+      throw InputError("--tokenizer", fmt::format("{}: {}", (dir / e.field()).string(), e.message()));
+    }
+  }();
   return std::make_shared<const TextCorpus>(
       bpe_corpus(text, file, tokenizer, read_file_within(dir / "vocab.json", kMaxVocabFileBytes, "--tokenizer"),
                  read_file_within(dir / "merges.txt", kMaxVocabFileBytes, "--tokenizer")));
@@ -127,6 +143,7 @@ Command train_command(CLI::App& parent) {
         const fs::path out(state->out);
         if (s.d_model % s.heads != 0)
           fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
+        check_training_price(s);  // the shape's memory, before the model is allocated
         if (fs::exists(out) && !fs::is_empty(out) && !state->force)
           fail("--out",
                fmt::format("{} is not empty; give a new directory, or --force to write into it", out.string()));

@@ -10,6 +10,7 @@
 #include <array>
 #include <optional>
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/limits.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/forward.hpp"
 
@@ -183,6 +184,61 @@ Gpt2Model initial_model(const TrainSettings& s) {
       p[t.offset + k] = gain ? 1.0f : bias || (mlp && s.attention_only) ? 0.0f : float(scale * rng.normal());
   }
   return unflatten(c, p);
+}
+
+TrainingPrice price_training(const TrainSettings& s) {
+  const double L = double(s.layers), H = double(s.heads), d = double(s.d_model), n = double(s.context),
+               V = double(vocab_of(s)), inner = 4 * d;
+  TrainingPrice price;
+  // As parameter_count counts them: token and position embeddings, per block two LayerNorms,
+  // attention (3d·d + 3d, d·d + d) and the MLP (d·4d + 4d, 4d·d + d), the final LayerNorm.
+  const double block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * inner + inner) + (inner * d + d);
+  price.parameters = V * d + n * d + L * block + 2 * d;
+  price.state_bytes = 6 * price.parameters * 4;
+  const double per_layer = 7 * n * d + H * n * n + 2 * n + (s.attention_only ? 0 : n * d + 2 * n + 2 * n * inner);
+  price.activation_bytes = (L * per_layer + 10 * n * d + n * V + n * inner + 2 * n) * 4;
+  price.batch_bytes = double(s.batch) * (n + 1) * double(sizeof(int));
+  return price;
+}
+
+namespace {
+
+// "1.5 GiB", "12.0 MiB".
+std::string bytes_text(double bytes) {
+  constexpr double MiB = 1 << 20, GiB = 1 << 30;
+  return bytes >= GiB ? fmt::format("{:.1f} GiB", bytes / GiB) : fmt::format("{:.1f} MiB", bytes / MiB);
+}
+
+// A whole number with thousands separators: 9,666,486,272.
+std::string count_text(double count) {
+  const std::string digits = fmt::format("{:.0f}", count);
+  std::string text;
+  for (std::size_t k = 0; k < digits.size(); ++k) {
+    if (k > 0 && (digits.size() - k) % 3 == 0) text += ',';
+    text += digits[k];
+  }
+  return text;
+}
+
+}  // namespace
+
+void check_training_price(const TrainSettings& s) {
+  const TrainingPrice price = price_training(s);
+  if (price.total_bytes() <= double(kMaxTrainBytes)) return;
+  // The flag that drives the larger part: the context (activations: H·n² a layer), else the
+  // vocabulary when the embedding table is most of the parameters (the tokenizer's, for a
+  // text), else the width (12·d² a layer).
+  const double embeddings = double(vocab_of(s)) * double(s.d_model);
+  const char* flag = price.activation_bytes > price.state_bytes ? "--context"
+                     : embeddings > price.parameters / 2        ? (s.text ? "--tokenizer" : "--vocab")
+                                                                : "--d-model";
+  fail(flag, fmt::format("{} layers × {} heads, d_model {}, context {}, vocabulary {}, batch {} would hold about {}: "
+                         "{} parameters, six copies as floats (weights, gradients, AdamW's two moments, the model a "
+                         "checkpoint writes) {}, one sequence's activations {}, the batch's tokens {}; the limit is {} "
+                         "GiB: a smaller --d-model, --layers, --vocab or --context",
+                         s.layers, s.heads, s.d_model, s.context, vocab_of(s), s.batch, bytes_text(price.total_bytes()),
+                         count_text(price.parameters), bytes_text(price.state_bytes),
+                         bytes_text(price.activation_bytes), bytes_text(price.batch_bytes), kMaxTrainBytes >> 30));
 }
 
 Gpt2Model train_model(const TrainSettings& s, const std::function<void(const TrainLog&, const Gpt2Model&)>& on_log,

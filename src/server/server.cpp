@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -149,6 +150,10 @@ struct LabServer::Impl {
   AllowedHosts allowed;
   HeavySlots heavy{std::max(1u, std::thread::hardware_concurrency())};  // one per core
   std::chrono::steady_clock::duration budget = kRequestBudget;
+  CancelToken shutdown;  // cancelled by stop(): every request's work registers it (admitted)
+  // run() and stop() meet here: a stop that comes before run() starts listening is not lost.
+  std::mutex lifecycle;
+  bool running = false, stopped = false;
   // Each route's pattern and method, for 405 and its Allow header.
   std::vector<std::pair<std::regex, std::string>> routes;
 
@@ -161,11 +166,22 @@ struct LabServer::Impl {
 
   // Runs a request's work with its time budget and its claim on the heavy-work slots
   // (admission.hpp): heavy work with every slot taken, and work past its budget, are 503s.
+  // Stopping the server cancels `shutdown`: work in flight stops at its next check, and work
+  // not yet started does not start; both answer 503 saying so, and the connection is closed.
   void admitted(httplib::Response& res, const std::function<void()>& work) {
     RequestScope scope(heavy);
     try {
+      if (shutdown.cancelled()) throw WorkCancelled("the server is shutting down");
+      CancelScope cancel(shutdown);
       DeadlineScope deadline(budget);
       work();
+    } catch (const WorkCancelled&) {
+      res.set_header("Connection", "close");
+      reply_json(res, 503,
+                 {{"error",
+                   "the server is shutting down: the request was stopped before it finished; ask again once the "
+                   "server is running again"},
+                  {"field", nullptr}});
     } catch (const ServerBusy& e) {
       res.set_header("Retry-After", "1");
       reply_json(res, 503, {{"error", e.what()}, {"field", nullptr}});
@@ -423,8 +439,33 @@ int LabServer::bind(const std::string& host, int port) {
   return bound;
 }
 
-void LabServer::run() { impl_->http.listen_after_bind(); }
+void LabServer::run() {
+  {
+    const std::lock_guard<std::mutex> lock(impl_->lifecycle);
+    if (impl_->stopped) return;
+    impl_->running = true;
+  }
+  impl_->http.listen_after_bind();
+  const std::lock_guard<std::mutex> lock(impl_->lifecycle);
+  impl_->running = false;
+}
 
-void LabServer::stop() { impl_->http.stop(); }
+void LabServer::stop() {
+  Impl& impl = *impl_;
+  // First the work: requests in flight stop at their next check (503), a run training here
+  // stops at its next step and writes its checkpoint and final model before this returns.
+  impl.shutdown.cancel();
+  impl.training.shut_down();
+  // Then the listener. cpp-httplib's stop() does nothing until listen_after_bind() has begun
+  // (it sets is_running first thing): wait for that when run() is on its way.
+  std::unique_lock<std::mutex> lock(impl.lifecycle);
+  impl.stopped = true;
+  while (impl.running && !impl.http.is_running()) {
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    lock.lock();
+  }
+  impl.http.stop();
+}
 
 }  // namespace attnlab

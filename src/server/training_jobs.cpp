@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "attnlab/analysis/training_dir.hpp"
+#include "attnlab/core/deadline.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/model/training.hpp"
 #include "attnlab/server/model_sources.hpp"
@@ -183,21 +184,26 @@ struct TrainingJobs::Impl {
   mutable std::condition_variable ended;
   std::shared_ptr<Job> job;  // the last run started, null before the first
   std::thread thread;
+  bool shut = false;  // shut_down() was called: no run starts any more
 };
 
 TrainingJobs::TrainingJobs(const ModelSources& models) : impl_(new Impl{models, {}, {}, nullptr, {}}) {}
 
-TrainingJobs::~TrainingJobs() {
-  {
-    const std::lock_guard<std::mutex> lock(impl_->mutex);
-    if (impl_->job) impl_->job->cancel = true;
-  }
-  if (impl_->thread.joinable()) impl_->thread.join();
+TrainingJobs::~TrainingJobs() { shut_down(); }
+
+void TrainingJobs::shut_down() {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->shut = true;
+  if (impl_->job) impl_->job->cancel = true;
+  std::thread thread = std::move(impl_->thread);
+  lock.unlock();
+  if (thread.joinable()) thread.join();
 }
 
 json TrainingJobs::start(const json& request) {
   const TrainSettings settings = requested_train_settings(request);
   std::unique_lock<std::mutex> lock(impl_->mutex);
+  if (impl_->shut) throw WorkCancelled("the server is shutting down");
   if (impl_->job && impl_->job->state == "running")
     throw ConflictError("", fmt::format("{} is training (step {} of {}); one run trains at a time: cancel it (POST "
                                         "/api/training/cancel) or wait for it",

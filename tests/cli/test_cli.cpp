@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <thread>
 
 #include <cmath>
 #include <cstdio>
@@ -431,6 +436,107 @@ TEST(CliBadInput, AWindowTooLargeAndOverflowingComputationsAreRefusedNamingTheFi
     "tokens": ["a", "b"], "embeddings": [[1e308, 1e308], [1, 0]], "heads": [{"w_q": [[1, 0], [0, 1]],
     "w_k": [[1, 0], [0, 1]], "w_v": [[1, 0], [0, 1]]}]})");
   expect_refused("run " + file.string(), "embeddings: head 0's scores overflow (the largest |number| here is 1e+308)");
+}
+
+namespace {
+
+// `attnlab ARGS...` started directly (no shell, so a signal reaches it), its stdout a pipe.
+struct Child {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+};
+Child start_attnlab(const std::vector<std::string>& args) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    std::vector<char*> argv{const_cast<char*>(ATTNLAB_BIN)};
+    for (const std::string& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(ATTNLAB_BIN, argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  return {pid, fdopen(pipe_fds[0], "r")};
+}
+
+// The reply to one HTTP request on a fresh connection to 127.0.0.1:`port`, read until the
+// server closes it ("" when it closed without a reply).
+std::string http_exchange(int port, const std::string& request) {
+  const int sock = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      send(sock, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+    char buffer[4096];
+    for (ssize_t got; (got = recv(sock, buffer, sizeof buffer, 0)) > 0;)
+      reply.append(buffer, static_cast<std::size_t>(got));
+  }
+  close(sock);
+  return reply;
+}
+
+}  // namespace
+
+// SIGTERM while a heavy probe runs (64 tokens, d_model 512, seven 256-wide random heads: many
+// seconds of work): the probe stops at its next check and is answered with the shutdown 503
+// (or its connection closed), never its results, and the command exits 0.
+TEST(CliServe, SigtermWhileAHeavyRequestRunsStopsItAndExitsZero) {
+  Child child = start_attnlab({"serve", "--port", "0", "--runs", std::string(ATTNLAB_TEST_TMP) + "/serve-runs"});
+  ASSERT_GT(child.pid, 0);
+  ASSERT_NE(child.out, nullptr);
+  char line[256] = {};
+  ASSERT_NE(std::fgets(line, sizeof line, child.out), nullptr);  // the URL, http://127.0.0.1:PORT/
+  const std::string url = line;
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  nlohmann::json tokens = nlohmann::json::array(), embeddings = nlohmann::json::array(),
+                 heads = nlohmann::json::array();
+  for (int i = 0; i < 64; ++i) {
+    tokens.push_back("t" + std::to_string(i));
+    std::vector<double> row(512);
+    for (int j = 0; j < 512; ++j)
+      row[j] = double((i * 7 + j * 3) % 11 - 5) / 5.0;
+    embeddings.push_back(row);
+  }
+  for (int h = 0; h < 7; ++h)
+    heads.push_back({{"random", h + 1}, {"d_k", 256}, {"d_v", 256}});
+  const std::string body =
+      nlohmann::json{
+          {"scenario",
+           {{"format", "attnlab-scenario/1"}, {"tokens", tokens}, {"embeddings", embeddings}, {"heads", heads}}}}
+          .dump();
+  std::string reply;
+  std::thread asker([&] {
+    reply = http_exchange(port, fmt::format("POST /api/probe HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: "
+                                            "application/json\r\nContent-Length: {}\r\n\r\n{}",
+                                            port, body.size(), body));
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the probe start (not a bound: see below)
+  kill(child.pid, SIGTERM);
+  int status = 0;
+  waitpid(child.pid, &status, 0);
+  asker.join();
+  std::string rest;
+  for (char buffer[256]; std::fgets(buffer, sizeof buffer, child.out);)
+    rest += buffer;
+  std::fclose(child.out);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_CONTAINS(rest, "attnlab lab: stopped");
+  // Whether the signal came while the probe ran or (on a very slow machine) before its work
+  // began, it is refused, never answered with results.
+  if (!reply.empty()) {
+    EXPECT_EQ(reply.rfind("HTTP/1.1 503", 0), 0u) << reply.substr(0, 300);
+    EXPECT_CONTAINS(reply, "the server is shutting down");
+  }
+  EXPECT_EQ(reply.find("\"tokens\""), std::string::npos) << "the probe's results came back";
 }
 
 TEST(CliBadInput, ServeRefusesAnAllowHostThatIsNotAHostName) {

@@ -307,3 +307,65 @@ TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
   EXPECT_DOUBLE_EQ(a["flops_per_step"].get<double>(), 3 * 3 * (forward - 2 * n * 2 * d * inner));
   expect_refused("bench --train --d-model 30 --heads 4", "--d-model: 30 is not divisible by --heads 4");
 }
+
+// A training shape is priced before anything is allocated, by the one function both commands
+// call: bench --train's wide flags over the limit name the flag and the price; train's own
+// ranges stay within it, but a tokenizer with a large vocabulary makes the embedding table
+// too big, and train names --tokenizer.
+TEST(TrainCli, TrainingShapesArePricedBeforeAnythingIsAllocatedAndRefusedOverTheLimit) {
+  expect_refused("bench --train --layers 48 --heads 16 --d-model 4096",
+                 "--d-model: 48 layers × 16 heads, d_model 4096, context 32, vocabulary 28, batch 16 would hold about "
+                 "216.4 GiB: 9,666,486,272 parameters");
+  expect_refused("bench --train --heads 64 --d-model 64 --context 4096", "--context: ");
+  expect_refused("bench --train --vocab 65536 --d-model 4096 --layers 1 --heads 1", "--vocab: ");
+  expect_refused("bench --train --vocab 65536 --d-model 4096 --layers 1 --heads 1", "the limit is 4 GiB");
+  // GPT-2's vocabulary and 300,000 more tokens, <|endoftext|> moved to the last id.
+  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / fmt::format("big-tokenizer-{}", getpid());
+  fs::create_directories(dir);
+  json vocab = json::parse(read_file(fs::path(ATTNLAB_GPT2_VOCAB_DIR) / "encoder.json"));
+  vocab.erase("<|endoftext|>");
+  const std::size_t first_extra = vocab.size();
+  for (std::size_t k = 0; k < 300000; ++k)
+    vocab[fmt::format("extra{}", k)] = first_extra + k;
+  vocab["<|endoftext|>"] = first_extra + 300000;
+  std::ofstream(dir / "vocab.json") << vocab.dump();
+  fs::copy_file(fs::path(ATTNLAB_GPT2_VOCAB_DIR) / "vocab.bpe", dir / "merges.txt",
+                fs::copy_options::overwrite_existing);
+  std::string text;
+  for (int k = 0; k < 100; ++k)
+    text += "the cat sat on the mat. ";
+  const fs::path file = write_temp(fmt::format("priced-{}.txt", getpid()), text);
+  const fs::path out = fs::path(ATTNLAB_TEST_TMP) / fmt::format("train-priced-{}", getpid());
+  fs::remove_all(out);
+  expect_refused("train --out " + out.string() + " --task text " + file.string() + " --tokenizer " + dir.string() +
+                     " --layers 12 --heads 16 --d-model 512",
+                 "--tokenizer: 12 layers × 16 heads, d_model 512, context 32, vocabulary 350257");
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+  fs::remove_all(dir);
+}
+
+// --tokenizer DIR: a directory that is not there, one without the tokenizer's files, and one
+// whose vocab.json is broken are each refused with exit 2 naming the flag and the file.
+TEST(TrainCli, ABadTokenizerDirectoryIsRefusedNamingTheFlagAndTheFile) {
+  const fs::path root = fs::path(ATTNLAB_TEST_TMP) / fmt::format("bad-tokenizers-{}", getpid());
+  fs::remove_all(root);
+  fs::create_directories(root / "empty");
+  fs::create_directories(root / "broken");
+  fs::create_directories(root / "no-merges");
+  std::ofstream(root / "broken" / "vocab.json") << "{\"a\": 1, ";
+  std::ofstream(root / "broken" / "merges.txt") << "#version: 0.2\n";
+  std::ofstream(root / "no-merges" / "vocab.json") << "{\"a\": 0}";
+  const fs::path file = write_temp(fmt::format("tokenizer-text-{}.txt", getpid()), "the cat sat on the mat. ");
+  const std::string train =
+      "train --out " + (root / "out").string() + " --task text " + file.string() + " --tokenizer ";
+  expect_refused(train + (root / "missing").string(), "--tokenizer: " + (root / "missing").string() +
+                                                          " is not a directory; give the directory that holds "
+                                                          "GPT-2's vocab.json and merges.txt");
+  expect_refused(train + (root / "empty").string(), "--tokenizer: " + (root / "empty").string() + " has no vocab.json");
+  expect_refused(train + (root / "no-merges").string(),
+                 "--tokenizer: " + (root / "no-merges").string() + " has no merges.txt");
+  expect_refused(train + (root / "broken").string(),
+                 "--tokenizer: " + (root / "broken" / "vocab.json").string() + ": is not valid JSON");
+  EXPECT_FALSE(fs::exists(root / "out" / "model.safetensors"));
+  fs::remove_all(root);
+}

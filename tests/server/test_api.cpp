@@ -18,6 +18,7 @@
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "../model/vocabulary_model.hpp"
@@ -1612,6 +1613,32 @@ TEST(TrainingApiShutdown, AServerStoppedWhileARunTrainsCancelsItAndKeepsItsLastC
   fs::remove_all(runs);
 }
 
+// stop() itself (not the server's destruction) ends the run: when it returns, the run has
+// stopped at a step, written that step's checkpoint and its final model.
+TEST(TrainingApiShutdown, StopEndsARunTrainingAndWritesItsLastCheckpointBeforeItReturns) {
+  const fs::path runs = fs::path(ATTNLAB_TEST_TMP) / ("stop-" + std::to_string(getpid()));
+  fs::remove_all(runs);
+  RunningServer running(nullptr, runs);
+  httplib::Client c("127.0.0.1", running.port);
+  auto r = c.Post("/api/training/start", long_request().dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 202) << r->body;
+  for (;;) {  // until its first log is written
+    auto v = c.Get("/api/training?run=run-1");
+    ASSERT_TRUE(v);
+    if (json::parse(v->body)["log_count"] >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  running.server.stop();  // the server object still lives
+  const fs::path dir = runs / "run-1";
+  EXPECT_TRUE(attnlab::has_final_model(dir)) << "stop() returned before the run wrote its final model";
+  const json log = attnlab::read_train_json(dir)["log"];
+  const std::size_t last = log.back()["step"];
+  EXPECT_LT(last, 3000u);
+  EXPECT_EQ(attnlab::checkpoint_steps(dir).back(), last);
+  fs::remove_all(runs);
+}
+
 TEST_F(ModelApi, AModelThatIsNotATrainingRunHasNoTrainingAndNoSteps) {
   httplib::Client c("127.0.0.1", port_);
   auto r = c.Get("/api/training");
@@ -1723,4 +1750,93 @@ TEST(ApiAdmission, SlowClientsHoldingConnectionsDoNotStarveTheHealthCheck) {
   EXPECT_TRUE(during_attack) << "the health check waited until the slow clients stopped";
   for (int sock : sockets)
     close(sock);
+}
+
+// ---- stopping the server: work in flight is cancelled ---------------------------------------
+
+namespace {
+
+// A probe that runs for many seconds here (64 tokens, d_model 512, seven random heads with
+// d_k = d_v = 256: 65 runs of the scenario) and is still within the server's limits (2.0 GB
+// of work over its runs against 2 GiB).
+json slow_probe_request() {
+  std::vector<std::string> tokens;
+  std::vector<std::vector<double>> embeddings;
+  for (int i = 0; i < 64; ++i) {
+    tokens.push_back("t" + std::to_string(i));
+    std::vector<double> row(512);
+    for (int j = 0; j < 512; ++j)
+      row[j] = double((i * 7 + j * 3) % 11 - 5) / 5.0;
+    embeddings.push_back(std::move(row));
+  }
+  json heads = json::array();
+  for (int h = 0; h < 7; ++h)
+    heads.push_back({{"random", h + 1}, {"d_k", 256}, {"d_v", 256}});
+  return {{"scenario",
+           {{"format", "attnlab-scenario/1"}, {"tokens", tokens}, {"embeddings", embeddings}, {"heads", heads}}}};
+}
+
+}  // namespace
+
+// A heavy probe is running (the server's one heavy slot is taken: another heavy request is
+// refused as busy) when the server is stopped. Its work stops at the next check between
+// heads: the reply is the shutdown 503, with no results, and run() returns. The request
+// budget is an hour, so nothing but the stop can cut the probe short.
+TEST(ApiShutdown, StopCancelsAHeavyProbeInFlightWhichIsAnswered503WithoutResults) {
+  attnlab::LabServer server;
+  server.set_heavy_slots(1);
+  server.set_request_budget(std::chrono::hours(1));
+  const int port = server.bind("127.0.0.1", 0);
+  std::thread serving([&] { server.run(); });
+  const std::string probe_body = slow_probe_request().dump();
+  std::optional<httplib::Response> probe;  // none: the connection was closed without a reply
+  std::atomic<bool> probe_answered{false};
+  std::thread asker([&] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(3600, 0);
+    for (;;) {  // as the page does: again while the slot is busy (503 with Retry-After)
+      auto r = c.Post("/api/probe", probe_body, "application/json");
+      probe = r ? std::optional(*r) : std::nullopt;
+      if (!probe || probe->status != 503 || !probe->has_header("Retry-After")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    probe_answered = true;
+  });
+  // Small heavy requests until one is refused as busy: the probe holds the one slot.
+  httplib::Client c("127.0.0.1", port);
+  bool probe_running = false;
+  for (int k = 0; k < 100000 && !probe_answered; ++k) {
+    auto other = c.Post("/api/attention", heavy_request().dump(), "application/json");
+    if (!other) break;
+    if (other->status == 503) {
+      probe_running = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  server.stop();
+  serving.join();
+  asker.join();
+  EXPECT_TRUE(probe_running) << "the probe never held the heavy slot";
+  // The probe's reply: the shutdown 503 on a closed connection (or, had the stop come between
+  // requests, a closed connection), never its results.
+  if (probe) {
+    EXPECT_EQ(probe->status, 503) << probe->body.substr(0, 300);
+    const json reply = json::parse(probe->body);
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr("the server is shutting down"));
+    EXPECT_TRUE(reply.contains("field") && reply["field"].is_null());
+    EXPECT_FALSE(reply.contains("tokens")) << "the probe finished";
+    EXPECT_FALSE(probe->has_header("Retry-After"));
+    EXPECT_EQ(probe->get_header_value("Connection"), "close");
+  }
+}
+
+// A stop that comes before run() has begun listening is not lost: run() returns at once.
+TEST(ApiShutdown, AServerStoppedBeforeItRunsReturnsFromRunAtOnce) {
+  attnlab::LabServer server;
+  server.bind("127.0.0.1", 0);
+  server.stop();
+  server.run();
+  server.stop();  // and stopping again does nothing
+  SUCCEED();
 }

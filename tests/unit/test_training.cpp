@@ -228,3 +228,36 @@ TEST(TextTask, BpeCorpusUsesTheTokenizerAndNeedsEndOfTextLast) {
   const BpeTokenizer gap = BpeTokenizer::from_text(vocab.dump(), "#version: 0.2\na b\n");
   EXPECT_THROW(bpe_corpus("ab", "f.txt", gap, vocab.dump(), ""), InputError);
 }
+
+// The price counts the parameters exactly as the model has them, six float copies of them,
+// and grows with the context as the attention weights do (H·n² a layer); a shape over
+// kMaxTrainBytes is refused naming the flag that drives the price.
+TEST(TrainingPrice, CountsTheModelsParametersAndRefusesAShapeOverTheLimitNamingItsFlag) {
+  for (const TrainSettings& s :
+       {TrainSettings{},
+        TrainSettings{.layers = 3, .heads = 4, .d_model = 48, .context = 20, .vocab = 50, .attention_only = true}}) {
+    const Gpt2Config c{s.layers, s.heads, s.d_model, s.context, s.vocab, 4 * s.d_model, 1e-5};
+    const TrainingPrice price = price_training(s);
+    EXPECT_EQ(price.parameters, double(parameter_count(c)));
+    EXPECT_EQ(price.state_bytes, 6 * 4 * price.parameters);
+    EXPECT_EQ(price.batch_bytes, double(s.batch * (s.context + 1) * sizeof(int)));
+    EXPECT_NO_THROW(check_training_price(s));
+  }
+  TrainSettings longer;
+  longer.context *= 2;
+  const double grown = price_training(longer).activation_bytes - price_training(TrainSettings{}).activation_bytes;
+  EXPECT_GE(grown, 4.0 * longer.layers * longer.heads * (64.0 * 64 - 32.0 * 32)) << "H·n² a layer";
+
+  const auto refused_flag = [](const TrainSettings& s) {
+    try {
+      check_training_price(s);
+    } catch (const InputError& e) {
+      EXPECT_NE(e.message().find("the limit is 4 GiB"), std::string::npos) << e.what();
+      return e.field();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(refused_flag({.layers = 48, .heads = 16, .d_model = 4096}), "--d-model");
+  EXPECT_EQ(refused_flag({.d_model = 256, .vocab = 4'000'000}), "--vocab");
+  EXPECT_EQ(refused_flag({.heads = 64, .d_model = 64, .context = 4096}), "--context");
+}

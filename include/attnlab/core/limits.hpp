@@ -42,6 +42,15 @@ inline constexpr std::size_t kMaxProbeCells = std::size_t{1} << 25;  // score ce
 // this bounds time; memory is one run's).
 inline constexpr std::uint64_t kMaxProbeWorkBytes = std::uint64_t{16} << 30;  // 16 GiB
 
+// ---- training (`attnlab train`, `attnlab bench --train`) ---------------------------------
+
+// The memory a training run holds, priced from its shape flags before anything is allocated
+// (attnlab/model/train_run.hpp, price_training): the parameters' state (six float copies:
+// weights, gradients, AdamW's moments, the model a checkpoint writes), one sequence's
+// activations and the batch's token ids. The lab's own runs have narrower limits
+// (attnlab/server/training_jobs.hpp).
+inline constexpr std::uint64_t kMaxTrainBytes = std::uint64_t{4} << 30;  // 4 GiB
+
 // ---- the HTTP server (`attnlab serve`) -------------------------------------------------
 
 // Bytes of a request body, counted as they arrive whatever the framing (Content-Length,

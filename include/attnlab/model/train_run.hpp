@@ -98,6 +98,27 @@ std::pair<double, double> in_context_losses(const Gpt2Model& model, std::uint64_
 // keys, values and the output projection): N(0, attention_init).
 Gpt2Model initial_model(const TrainSettings& settings);
 
+// The memory a training run of these settings holds, priced from its shape before anything
+// is allocated (`attnlab train` and `attnlab bench --train`). Floats throughout:
+// - state: six copies of the parameters: the model, the flat weights, the gradients,
+//   AdamW's two moments, and the model a log or checkpoint makes from the weights;
+// - activations: what one sequence's forward and backward hold (the batch's sequences run
+//   one after another), per layer 7·n·d + H·n² + 2n (+ 9·n·d + 2n with the MLP, its width
+//   4·d), then 10·n·d + n·V + 4·n·d + 2n for the final LayerNorm, the logits and the
+//   backward's buffers (n the context, d the width, V the vocabulary, H the heads);
+// - the batch: its token ids, batch × (context + 1).
+// The evaluations a log makes hold less than a training step.
+struct TrainingPrice {
+  double parameters = 0, state_bytes = 0, activation_bytes = 0, batch_bytes = 0;
+  double total_bytes() const { return state_bytes + activation_bytes + batch_bytes; }
+};
+TrainingPrice price_training(const TrainSettings& settings);
+
+// Refuses settings whose price is over kMaxTrainBytes (attnlab/core/limits.hpp) with an
+// InputError naming the flag that drives the larger part of it (--d-model or --vocab for the
+// parameters' state, --context for the activations), the price and the limit.
+void check_training_price(const TrainSettings& settings);
+
 // Trains on the task (settings.text, or induction), calling `on_log` every log_every steps
 // (and at the end) with the model as it is; stops early when `stop()` turns true. Returns
 // the trained model.

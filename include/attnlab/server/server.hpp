@@ -37,8 +37,15 @@ class LabServer {
   // Binds to host:port (port 0 picks a free one) and returns the port bound. Throws
   // InputError when the address cannot be used (in use, not an address of this machine).
   int bind(const std::string& host, int port);
-  // Serves until stop() is called (from another thread or a signal watcher).
+  // Serves until stop() is called (from another thread or a signal watcher), then returns
+  // once every connection's thread has finished.
   void run();
+  // Stops the server for good, promptly: the work of requests in flight stops at its next
+  // check (between heads, layers, measured lengths) and they are answered 503 ("the server
+  // is shutting down") on a closed connection, as is any request that reaches its work
+  // afterwards; a run training here stops at its next step, and stop() returns once its
+  // checkpoint of that step and its final model are written; then the listener closes and
+  // run() returns. Safe to call from any thread, before run() or more than once.
   void stop();
 
  private:

@@ -56,7 +56,7 @@ class TrainingJobs {
   TrainingJobs& operator=(const TrainingJobs&) = delete;
 
   // POST /api/training/start: {"run", "dir", "state": "running", "settings"}. InputError for
-  // bad settings, ConflictError while another run trains.
+  // bad settings, ConflictError while another run trains, WorkCancelled after shut_down().
   nlohmann::json start(const nlohmann::json& request);
   // POST /api/training/cancel: the running run stops at its next step, keeping a checkpoint
   // of that step and its final model. {"run", "state": "running", "cancelling": true};
@@ -70,6 +70,11 @@ class TrainingJobs {
   // directory ({"training": false} when it is not a training run). `query` holds the query
   // string's parameters as strings.
   nlohmann::json view(const nlohmann::json& query) const;
+
+  // Cancels a run still training, waits for it to write the checkpoint of the step it
+  // stopped at and its final model, and refuses every later start (WorkCancelled): the
+  // server is stopping. Calling it again does nothing more.
+  void shut_down();
 
   // Waits until no run is training (tests).
   void wait() const;
