@@ -314,7 +314,7 @@ TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
 // too big, and train names --tokenizer.
 TEST(TrainCli, TrainingShapesArePricedBeforeAnythingIsAllocatedAndRefusedOverTheLimit) {
   expect_refused("bench --train --layers 48 --heads 16 --d-model 4096",
-                 "--d-model: 48 layers × 16 heads, d_model 4096, context 32, vocabulary 28, batch 16 would hold about "
+                 "--d-model: 48 layers × 16 heads, d_model 4096, context 32, vocabulary 28, batch 64 would hold about "
                  "216.4 GiB: 9,666,486,272 parameters");
   expect_refused("bench --train --heads 64 --d-model 64 --context 4096", "--context: ");
   expect_refused("bench --train --vocab 65536 --d-model 4096 --layers 1 --heads 1", "--vocab: ");
