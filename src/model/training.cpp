@@ -10,6 +10,9 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
+#include <vector>
 
 #include "attnlab/core/error.hpp"
 
@@ -395,6 +398,15 @@ Gpt2Model unflatten(const Gpt2Config& c, std::span<const float> parameters) {
   return m;
 }
 
+namespace {
+
+// The widest linear layer of a block: the MLP's, unless there are no MLPs.
+std::size_t block_width(const Gpt2Config& c, const TrainingOptions& options) {
+  return options.attention_only ? c.n_embd : c.n_inner;
+}
+
+}  // namespace
+
 template <class T>
 T loss_and_gradients(const Gpt2Config& c, std::span<const T> parameters, const Batch& batch, std::span<T> gradients,
                      const TrainingOptions& options) {
@@ -412,10 +424,46 @@ T loss_and_gradients(const Gpt2Config& c, std::span<const T> parameters, const B
   }
   std::fill(gradients.begin(), gradients.end(), T(0));
   const ModelView<const T*> w = view(c, parameters.data());
-  const ModelView<T*> g = view(c, gradients.data());
-  T total = 0;
+  // By default the batch is split over the cores only when every matrix product of a
+  // sequence is small enough that OpenBLAS runs it on one thread (fewer than 2^18
+  // multiply-adds: its GEMM threading threshold); larger products OpenBLAS spreads over the
+  // cores itself, and calling it from several threads at once would queue them on its lock.
+  std::size_t longest = 0;
   for (const std::vector<int>& ids : batch)
-    total += sequence_loss_and_gradients(c, w, ids, T(1) / T(predictions), g, options.attention_only);
+    longest = std::max(longest, ids.size() - 1);
+  const std::size_t largest_product =
+      longest * c.n_embd * std::max({3 * c.n_embd, block_width(c, options), c.vocab_size});
+  const std::size_t cores =
+      largest_product < (std::size_t{1} << 18) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+  const std::size_t threads = std::clamp<std::size_t>(options.threads ? options.threads : cores, 1, batch.size());
+  // Thread k takes sequences [k·B/threads, (k+1)·B/threads): thread 0 into `gradients`, the
+  // others into buffers of their own, added to it afterwards in thread order.
+  std::vector<std::vector<T>> partial(threads - 1, std::vector<T>(gradients.size(), T(0)));
+  std::vector<T> totals(threads, T(0));
+  std::vector<std::exception_ptr> errors(threads);
+  const auto work = [&](std::size_t k) {
+    try {
+      const ModelView<T*> g = view(c, k == 0 ? gradients.data() : partial[k - 1].data());
+      for (std::size_t b = k * batch.size() / threads; b < (k + 1) * batch.size() / threads; ++b)
+        totals[k] += sequence_loss_and_gradients(c, w, batch[b], T(1) / T(predictions), g, options.attention_only);
+    } catch (...) {
+      errors[k] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (std::size_t k = 1; k < threads; ++k)
+    helpers.emplace_back(work, k);
+  work(0);
+  for (std::thread& t : helpers)
+    t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  T total = totals[0];
+  for (std::size_t k = 1; k < threads; ++k) {
+    total += totals[k];
+    for (std::size_t i = 0; i < gradients.size(); ++i)
+      gradients[i] += partial[k - 1][i];
+  }
   return total / T(predictions);
 }
 template float loss_and_gradients<float>(const Gpt2Config&, std::span<const float>, const Batch&, std::span<float>,

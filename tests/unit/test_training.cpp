@@ -124,6 +124,31 @@ TEST(Training, TheTrainingLossIsTheInferenceForwardsLoss) {
   EXPECT_NEAR(loss_and_gradients<float>(kSmall, as_float, kBatch, g), expected / double(predictions), 1e-5);
 }
 
+// The batch split over threads: the same loss and gradients as one thread (up to the order
+// of the sums), and bit for bit the same for the same thread count.
+TEST(Training, SplittingTheBatchOverThreadsGivesTheSameGradients) {
+  const std::vector<double> p = random_parameters(kSmall, 5);
+  const std::vector<float> as_float(p.begin(), p.end());
+  const Batch batch{{1, 4, 7, 1, 4, 7}, {10, 0, 3, 3, 9, 2, 5}, {2, 2, 8}, {5, 6, 7, 8, 9}, {0, 1, 0, 1, 0, 1, 0, 1}};
+  const auto run = [&](std::size_t threads, std::vector<float>& g) {
+    g.assign(p.size(), 0.0f);
+    return loss_and_gradients<float>(kSmall, as_float, batch, g, {.threads = threads});
+  };
+  std::vector<float> one, two, three, again;
+  const float loss = run(1, one);
+  EXPECT_NEAR(run(2, two), loss, 1e-6);
+  EXPECT_NEAR(run(3, three), loss, 1e-6);
+  float largest = 0;
+  for (float x : one)
+    largest = std::max(largest, std::abs(x));
+  for (std::size_t k = 0; k < one.size(); ++k) {
+    ASSERT_NEAR(two[k], one[k], 1e-6f * largest) << k;
+    ASSERT_NEAR(three[k], one[k], 1e-6f * largest) << k;
+  }
+  run(2, again);
+  EXPECT_EQ(again, two);
+}
+
 TEST(Training, AdamWFollowsItsFormulaAndClippingBoundsTheNorm) {
   AdamW adam;
   adam.learning_rate = 0.1;

@@ -37,6 +37,10 @@ using Batch = std::vector<std::vector<int>>;
 
 struct TrainingOptions {
   bool attention_only = false;  // no MLPs: their weights stay zero and are not run
+  // Threads the batch's sequences are split over (0: one per core, at most one per
+  // sequence). Each adds its sequences' gradients into its own buffer and the buffers are
+  // summed in thread order, so a thread count always gives the same result.
+  std::size_t threads = 0;
 };
 
 // The mean next-token cross-entropy (nats) over every prediction of the batch, and its
