@@ -41,8 +41,11 @@ inline float reduce_add(VF v) {
 inline float reduce_max(VF v) { return reduce(v, max_vec); }
 
 // GCC 12's own _mm512_cvtph_ps trips its -Wmaybe-uninitialized; the code here is fine.
+// (Clang has no such warning, and would warn about the unknown name.)
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // 16 cached values from `row` (in the storage dtype) as floats.
 inline VF load_row16(const void* row, DType dtype, std::size_t offset) {
   switch (dtype) {

@@ -320,7 +320,7 @@ void softmax_tile(Scratch& t, const Geometry& g, long j0, std::size_t cols, std:
       VF x = load(s);
       if (masked) {
         const int key = static_cast<int>(j0 + j);
-        x = (first > key) | (last < key) ? splat(kMinusInf) : x;
+        x = ((first > key) | (last < key)) ? splat(kMinusInf) : x;
         store(s, x);
       }
       tile_max = x > tile_max ? x : tile_max;
