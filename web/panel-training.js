@@ -267,11 +267,12 @@ function marker(S, step) {
  * until then, the later layers after): a dotted line, labelled; nothing for one phase.
  * @param {{ px: (step: number) => number }} S
  * @param {number} at
+ * @param {number} layers
  */
-function phaseMarker(S, at) {
+function phaseMarker(S, at, layers) {
   if (!at) return html``;
   const { H, T, B } = CHART;
-  return html`<line class="phase-marker" x1="${S.px(at)}" x2="${S.px(at)}" y1="${T}" y2="${H - B}" data-step="${at}"/><text class="phase-label" x="${S.px(at) + 3}" y="${T + 10}">layer 1 learns</text>`;
+  return html`<line class="phase-marker" x1="${S.px(at)}" x2="${S.px(at)}" y1="${T}" y2="${H - B}" data-step="${at}"/><text class="phase-label" x="${S.px(at) + 3}" y="${T + 10}">${layers > 2 ? 'layers 1+ learn' : 'layer 1 learns'}</text>`;
 }
 
 /**
@@ -282,8 +283,9 @@ function phaseMarker(S, at) {
  * @param {number} vocab
  * @param {number | null} step
  * @param {number} phase   the step the second phase begins at (0: none)
+ * @param {number} layers
  */
-function lossChart(log, maxStep, vocab, step, phase) {
+function lossChart(log, maxStep, vocab, step, phase, layers) {
   const chance = Math.log(Math.max(2, vocab - 1));
   const values = log.flatMap((e) => [e.loss, e.loss_held_out, e.loss_first_half, e.loss_second_half]).filter((x) => x !== null && Number.isFinite(x));
   const y1 = Math.max(chance, ...values.map(Number)) * 1.08, y0 = 0;
@@ -300,7 +302,7 @@ function lossChart(log, maxStep, vocab, step, phase) {
   return html`<figure class="train-chart"><figcaption>Loss (nats)</figcaption>\
 <svg class="chart" viewBox="0 0 ${CHART.W} ${CHART.H}" role="img" aria-label="Loss against step: the training batch, held-out sequences, the first copy and the repeat" data-testid="training-loss-chart">\
 ${axes(S, maxStep, y0, y1, 'nats')}<line class="chance-line" x1="${L}" x2="${W - R}" y1="${S.py(chance)}" y2="${S.py(chance)}" data-value="${chance}"/>\
-${phaseMarker(S, phase)}${lines}${marker(S, step)}</svg>\
+${phaseMarker(S, phase, layers)}${lines}${marker(S, step)}</svg>\
 <p class="chart-legend">${series.map(([, label, cls]) => html`<span><span class="key ${cls}-key"></span>${label}</span>`)}\
 <span><span class="key chance-key"></span>chance, ln ${vocab - 1}</span></p></figure>`;
 }
@@ -313,8 +315,9 @@ ${phaseMarker(S, phase)}${lines}${marker(S, step)}</svg>\
  * @param {string} title
  * @param {number | null} step
  * @param {number} phase   the step the second phase begins at (0: none)
+ * @param {number} layers
  */
-function scoreChart(log, maxStep, key, title, step, phase) {
+function scoreChart(log, maxStep, key, title, step, phase, layers) {
   const S = scales(maxStep, 0, 1);
   const heads = log.length ? log[log.length - 1].heads : [];
   const perLayer = heads.reduce((m, h) => Math.max(m, h.head + 1), 1);
@@ -332,7 +335,7 @@ function scoreChart(log, maxStep, key, title, step, phase) {
 <span class="key" style="border-color: ${HEAD_COLOURS[k % HEAD_COLOURS.length]}"></span>${h.layer}.${h.head}</span>`);
   return html`<figure class="train-chart"><figcaption>${title} score, per head (layer.head; ${perLayer} per layer)</figcaption>\
 <svg class="chart" viewBox="0 0 ${CHART.W} ${CHART.H}" role="img" aria-label="${title} score of each head against step" data-testid="training-${key}-chart">\
-${axes(S, maxStep, 0, 1, 'score')}${phaseMarker(S, phase)}${lines}${marker(S, step)}</svg><p class="chart-legend">${legend}</p></figure>`;
+${axes(S, maxStep, 0, 1, 'score')}${phaseMarker(S, phase, layers)}${lines}${marker(S, step)}</svg><p class="chart-legend">${legend}</p></figure>`;
 }
 
 /** @type {WeakMap<HTMLElement, unknown[]>} what each part shows (rendered again only when it changes) */
@@ -411,9 +414,10 @@ export function renderTraining(s) {
       const vocab = v.settings ? Number(v.settings.vocab) : 2;
       const phase = v.settings ? Number(v.settings.prev_token_steps ?? 0) : 0;  // 0: one phase
       const at = phase > 0 && phase < maxStep ? phase : 0;
-      setHtml(charts, log.length ? html`${lossChart(log, maxStep, vocab, step, at)}\
-${scoreChart(log, maxStep, 'previous_token', 'Previous-token', step, at)}\
-${scoreChart(log, maxStep, 'induction', 'Induction', step, at)}`
+      const layers = v.settings ? Number(v.settings.layers) : 2;
+      setHtml(charts, log.length ? html`${lossChart(log, maxStep, vocab, step, at, layers)}\
+${scoreChart(log, maxStep, 'previous_token', 'Previous-token', step, at, layers)}\
+${scoreChart(log, maxStep, 'induction', 'Induction', step, at, layers)}`
         : html`<p class="hint">No log entry yet.</p>`);
     }
   }

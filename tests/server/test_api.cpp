@@ -1456,6 +1456,8 @@ TEST_F(TrainingApi, BadSettingsAre400NamingTheSetting) {
   refused({{"lr", 2}}, "lr", "2 is not a learning rate");
   refused({{"lr", "fast"}}, "lr", "not a learning rate");
   refused({{"attn_only", 1}}, "attn_only", "expected true or false");
+  refused({{"prev_token_steps", -1}}, "prev_token_steps", "from 0 to 20000");
+  refused({{"prev_token_steps", 20001}}, "prev_token_steps", "from 0 to 20000");
   refused({{"task", "copy"}}, "task", "the one task is \"induction\"");
   refused({{"colour", 1}}, "colour", "unknown field");
   refused({{"steps", 20000}, {"log_every", 1}}, "log_every", "20001 log entries; at most 1001");
@@ -1588,21 +1590,27 @@ TEST_F(TrainingApi, OneRunAtATimeOthersAreServedMeanwhileAndCancelKeepsTheLastCh
   EXPECT_EQ(poll("/api/training?run=" + next, [](const json& v) { return v["state"] != "running"; })["state"], "done");
 }
 
+// Starts the long run (run-1) through client `c` and returns once its first log entry is
+// written, so the run is training.
+void start_long_run_and_wait_for_its_first_log(httplib::Client& c) {
+  auto r = c.Post("/api/training/start", long_request().dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 202) << r->body;
+  for (;;) {
+    auto v = c.Get("/api/training?run=run-1");
+    ASSERT_TRUE(v);
+    if (json::parse(v->body)["log_count"] >= 1) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 TEST(TrainingApiShutdown, AServerStoppedWhileARunTrainsCancelsItAndKeepsItsLastCheckpoint) {
   const fs::path runs = fs::path(ATTNLAB_TEST_TMP) / ("shutdown-" + std::to_string(getpid()));
   fs::remove_all(runs);
   {
     RunningServer running(nullptr, runs);
     httplib::Client c("127.0.0.1", running.port);
-    auto r = c.Post("/api/training/start", long_request().dump(), "application/json");
-    ASSERT_TRUE(r);
-    ASSERT_EQ(r->status, 202) << r->body;
-    for (;;) {  // until its first log is written
-      auto v = c.Get("/api/training?run=run-1");
-      ASSERT_TRUE(v);
-      if (json::parse(v->body)["log_count"] >= 1) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    ASSERT_NO_FATAL_FAILURE(start_long_run_and_wait_for_its_first_log(c));
   }  // the server goes, with the run still training
   const fs::path dir = runs / "run-1";
   const json log = attnlab::read_train_json(dir)["log"];
@@ -1620,15 +1628,7 @@ TEST(TrainingApiShutdown, StopEndsARunTrainingAndWritesItsLastCheckpointBeforeIt
   fs::remove_all(runs);
   RunningServer running(nullptr, runs);
   httplib::Client c("127.0.0.1", running.port);
-  auto r = c.Post("/api/training/start", long_request().dump(), "application/json");
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 202) << r->body;
-  for (;;) {  // until its first log is written
-    auto v = c.Get("/api/training?run=run-1");
-    ASSERT_TRUE(v);
-    if (json::parse(v->body)["log_count"] >= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ASSERT_NO_FATAL_FAILURE(start_long_run_and_wait_for_its_first_log(c));
   running.server.stop();  // the server object still lives
   const fs::path dir = runs / "run-1";
   EXPECT_TRUE(attnlab::has_final_model(dir)) << "stop() returned before the run wrote its final model";
