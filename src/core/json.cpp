@@ -65,7 +65,7 @@ std::string describe_json(const json& value) {
   if (value.is_array()) return "a list of " + std::to_string(value.size()) + " items";
   if (value.is_object()) return "an object of " + std::to_string(value.size()) + " fields";
   const std::string text = value.dump();
-  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  return text.size() > 40 ? text_excerpt(text, 37) : text;  // the cut never splits a character
 }
 
 }  // namespace attnlab

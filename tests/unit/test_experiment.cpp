@@ -89,6 +89,9 @@ TEST(UntrustedJson, NestingIsMeasuredWithoutParsingAndValuesAreDescribedWithoutW
   EXPECT_EQ(describe_json(nlohmann::json{{"x", 1}, {"y", 2}}), "an object of 2 fields");
   EXPECT_EQ(describe_json(std::string(100, 'z')), "\"" + std::string(36, 'z') + "...");
   EXPECT_EQ(describe_json(-3), "-3");
+  // A cut through a two-byte character (found by fuzz_api): the message stays valid UTF-8.
+  const std::string cut = describe_json(std::string(35, 'z') + "\xd3\xa0" + std::string(10, 'z'));
+  EXPECT_EQ(cut, "\"" + std::string(35, 'z') + "\xef\xbf\xbd...") << "the half character becomes U+FFFD";
   // Values are counted as a parser would build them: keys, strings, numbers, literals, lists
   // and objects (2 objects, 5 keys, 1 list, 3 numbers, a string, true and null: 14).
   EXPECT_EQ(json_shape(R"({"a": [1, -2.5e3, 7], "b": {"c": "x, [y]", "d": true, "e": null}})").values, 14u);
