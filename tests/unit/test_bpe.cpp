@@ -62,7 +62,7 @@ std::string tiny_vocab(const std::vector<std::string>& extra) {
 // The message of the InputError that `action` raises, prefixed with its field
 // ("field: message").
 template <typename Action>
-std::string error_of(Action action) {
+std::string encode_error_of(Action action) {
   try {
     action();
   } catch (const InputError& e) {
@@ -176,7 +176,7 @@ TEST(BpeTiny, AMergeWhoseResultIsNotInTheVocabularyIsWrittenAsItsParts) {
 TEST(BpeTiny, ABytesSymbolMissingFromTheVocabularyIsAnErrorOnText) {
   const auto bpe = BpeTokenizer::from_text(R"({"a": 0})", "");
   EXPECT_EQ(bpe.encode("aa"), (std::vector<TokenId>{0, 0}));
-  EXPECT_EQ(error_of([&] { bpe.encode("ab"); }),
+  EXPECT_EQ(encode_error_of([&] { bpe.encode("ab"); }),
             "text: holds a byte whose symbol \"b\" is not in vocab.json, so it "
             "has no token");
 }
@@ -208,7 +208,7 @@ TEST(BpeTiny, PreTokenizingFollowsGpt2sPattern) {
 // -------------------------------------------------------------
 
 TEST(BpeLoad, VocabJsonMustBeAnObjectOfNonNegativeIntegerIds) {
-  const auto load = [](std::string vocab) { return error_of([&] { BpeTokenizer::from_text(vocab, ""); }); };
+  const auto load = [](std::string vocab) { return encode_error_of([&] { BpeTokenizer::from_text(vocab, ""); }); };
   EXPECT_EQ(load("[1, 2]"),
             "vocab.json: must be a JSON object of token -> id, "
             "like {\"hello\": 31373}, but is an array");
@@ -238,7 +238,7 @@ TEST(BpeLoad, VocabJsonMustBeAnObjectOfNonNegativeIntegerIds) {
 
 TEST(BpeLoad, ErrorsShowOnlyTheStartOfALongToken) {
   const std::string long_token(10000, 'x');
-  const std::string message = error_of([&] { BpeTokenizer::from_text("{\"" + long_token + "\": -1}", ""); });
+  const std::string message = encode_error_of([&] { BpeTokenizer::from_text("{\"" + long_token + "\": -1}", ""); });
   EXPECT_LT(message.size(), 200u) << message;
   EXPECT_NE(message.find("(the first 32 of 10000 bytes)"), std::string::npos) << message;
 }
@@ -248,13 +248,15 @@ TEST(BpeLoad, VocabJsonOfMoreThanAMillionEntriesIsRefused) {
   for (std::size_t i = 0; i <= kMaxVocabEntries; ++i)
     vocab += "\"t" + std::to_string(i) + "\":" + std::to_string(i % kMaxVocabEntries) + ",";
   vocab.back() = '}';
-  EXPECT_EQ(error_of([&] { BpeTokenizer::from_text(vocab, ""); }),
+  EXPECT_EQ(encode_error_of([&] { BpeTokenizer::from_text(vocab, ""); }),
             "vocab.json: has more than 1000000 entries; the limit is 1000000");
 }
 
 TEST(BpeLoad, MergeLinesHaveExactlyTwoPartsAndEachPairOneRank) {
   const std::string vocab = tiny_vocab({});
-  const auto load = [&](std::string merges) { return error_of([&] { BpeTokenizer::from_text(vocab, merges); }); };
+  const auto load = [&](std::string merges) {
+    return encode_error_of([&] { BpeTokenizer::from_text(vocab, merges); });
+  };
   EXPECT_EQ(load("#version: 0.2\na b\na b c\n"),
             "merges.txt: line 3: a merge is two symbols separated by a space, "
             "like \"Ġ t\", but this line has 3 parts");
@@ -280,14 +282,16 @@ TEST(BpeLoad, FilesAreSizedBeforeTheyAreRead) {
   std::filesystem::resize_file(dir / "huge.json",
                                kMaxVocabFileBytes + 1);  // sparse: costs no disk
   EXPECT_EQ(BpeTokenizer::load(dir / "vocab.json", dir / "merges.txt").vocab_size(), 256u);
-  EXPECT_EQ(error_of([&] { BpeTokenizer::load(dir / "huge.json", dir / "merges.txt"); }),
+  EXPECT_EQ(encode_error_of([&] { BpeTokenizer::load(dir / "huge.json", dir / "merges.txt"); }),
             "vocab.json: " + (dir / "huge.json").string() + " is 67108865 bytes; the limit is 67108864 bytes (64 MiB)");
-  EXPECT_NE(
-      error_of([&] { BpeTokenizer::load(dir / "missing.json", dir / "merges.txt"); }).find("vocab.json: cannot read"),
-      std::string::npos);
-  EXPECT_NE(
-      error_of([&] { BpeTokenizer::load(dir / "vocab.json", dir / "missing.txt"); }).find("merges.txt: cannot read"),
-      std::string::npos);
+  EXPECT_NE(encode_error_of([&] {
+              BpeTokenizer::load(dir / "missing.json", dir / "merges.txt");
+            }).find("vocab.json: cannot read"),
+            std::string::npos);
+  EXPECT_NE(encode_error_of([&] {
+              BpeTokenizer::load(dir / "vocab.json", dir / "missing.txt");
+            }).find("merges.txt: cannot read"),
+            std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
@@ -296,7 +300,7 @@ TEST(BpeLoad, FilesAreSizedBeforeTheyAreRead) {
 
 TEST(BpeEncode, RefusesTextThatIsNotUtf8NamingTheByte) {
   const auto bpe = BpeTokenizer::from_text(tiny_vocab({}), "");
-  const auto message = [&](std::string text) { return error_of([&] { bpe.encode(text); }); };
+  const auto message = [&](std::string text) { return encode_error_of([&] { bpe.encode(text); }); };
   const std::string advice =
       " is not valid UTF-8; the tokenizer reads UTF-8 text only (decode the "
       "text as UTF-8, replacing bad bytes with "
@@ -311,32 +315,33 @@ TEST(BpeEncode, RefusesTextThatIsNotUtf8NamingTheByte) {
             "text: byte 0 (0xF4)" + advice);  // above U+10FFFF
   EXPECT_EQ(message("\x80"),
             "text: byte 0 (0x80)" + advice);  // a lone continuation
-  EXPECT_EQ(error_of([&] { bpe.pre_tokenize("\xFF"); }), "text: byte 0 (0xFF)" + advice);
+  EXPECT_EQ(encode_error_of([&] { bpe.pre_tokenize("\xFF"); }), "text: byte 0 (0xFF)" + advice);
 }
 
 TEST(BpeEncode, RefusesTextOverOneMebibyteBeforeAnyWork) {
   const auto bpe = BpeTokenizer::from_text(tiny_vocab({}), "");
   EXPECT_EQ(bpe.encode(std::string(kMaxEncodeBytes, 'a')).size(), kMaxEncodeBytes);
-  EXPECT_EQ(error_of([&] { bpe.encode(std::string(kMaxEncodeBytes + 1, 'a')); }),
+  EXPECT_EQ(encode_error_of([&] { bpe.encode(std::string(kMaxEncodeBytes + 1, 'a')); }),
             "text: is 1048577 bytes; the tokenizer takes at most 1048576 bytes (1 "
             "MiB) at once: split the text");
 }
 
 TEST(BpeDecode, UnknownIdsNameTheIdAndTheVocabularySize) {
   const auto bpe = BpeTokenizer::from_text(tiny_vocab({"ab"}), "a b\n");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(encode_error_of([&] {
               bpe.decode(std::vector<TokenId>{'a', 300});
             }),
             "ids[1]: token id 300 is not in the vocabulary (257 tokens, ids 0 "
             "to 256)");
-  EXPECT_EQ(error_of([&] { bpe.decode(std::vector<TokenId>{-1}); }),
+  EXPECT_EQ(encode_error_of([&] { bpe.decode(std::vector<TokenId>{-1}); }),
             "ids[0]: token id -1 is not in the vocabulary (257 tokens, ids 0 "
             "to 256)");
-  EXPECT_EQ(error_of([&] { bpe.token_text(257); }),
+  EXPECT_EQ(encode_error_of([&] { bpe.token_text(257); }),
             "id: token id 257 is not in the vocabulary (257 tokens, ids 0 to 256)");
   // A vocabulary with a gap in its ids says so.
   const auto gappy = BpeTokenizer::from_text(R"({"a": 0, "b": 5})", "");
-  EXPECT_EQ(error_of([&] { gappy.token_text(3); }), "id: token id 3 is not in the vocabulary (2 tokens, ids below 6)");
+  EXPECT_EQ(encode_error_of([&] { gappy.token_text(3); }),
+            "id: token id 3 is not in the vocabulary (2 tokens, ids below 6)");
   EXPECT_EQ(gappy.vocab_size(), 2u);
   EXPECT_EQ(gappy.id_limit(), 6u);
 }

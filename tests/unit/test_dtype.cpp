@@ -18,7 +18,7 @@ using namespace attnlab;
 namespace {
 float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
 std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kFloatInf = std::numeric_limits<float>::infinity();
 }  // namespace
 
 TEST(DType, SizesNamesAndUnitRoundoff) {
@@ -52,8 +52,8 @@ TEST(F16, KnownBitPatterns) {
                                                            {std::ldexp(1.0f, -14), 0x0400},     // smallest normal
                                                            {std::ldexp(1.0f, -24), 0x0001},     // smallest subnormal
                                                            {std::ldexp(1023.0f, -24), 0x03ff},  // largest subnormal
-                                                           {kInf, 0x7c00},
-                                                           {-kInf, 0xfc00}};
+                                                           {kFloatInf, 0x7c00},
+                                                           {-kFloatInf, 0xfc00}};
   for (const auto& [value, pattern] : known) {
     EXPECT_EQ(f32_to_f16(value), pattern) << value;
     EXPECT_EQ(bits(f16_to_f32(pattern)), bits(value)) << value;
@@ -147,8 +147,8 @@ TEST(BF16, KnownBitPatterns) {
       {-2.0f, 0xc000},
       {0.1f, 0x3dcd},
       {3.14159265f, 0x4049},
-      {kInf, 0x7f80},
-      {-kInf, 0xff80},
+      {kFloatInf, 0x7f80},
+      {-kFloatInf, 0xff80},
       {std::numeric_limits<float>::max(), 0x7f80},  // rounds past the largest bf16
       {from_bits(0x7f7f0000u), 0x7f7f}};            // the largest bf16, exact
   for (const auto& [value, pattern] : known)
@@ -205,7 +205,7 @@ TEST(RowConversion, F32RowsRoundExactlyAsTheScalarConversion) {
     std::vector<float> in(1003);
     for (float& x : in)
       x = from_bits(static_cast<std::uint32_t>(rng.next()));
-    in[0] = 65520.0f, in[1] = std::ldexp(1.0f, -25), in[2] = from_bits(0x7f800001u), in[3] = -kInf;
+    in[0] = 65520.0f, in[1] = std::ldexp(1.0f, -25), in[2] = from_bits(0x7f800001u), in[3] = -kFloatInf;
     std::vector<std::uint16_t> f16(in.size()), bf16(in.size());
     f32_to_f16(in, f16);
     f32_to_bf16(in, bf16);
