@@ -1,17 +1,30 @@
 // The per-instruction-set part of split-K decoding (FlashDecoding): a few new queries
 // against one contiguous run of a KV cache, leaving a partial softmax state that
 // decode_split.cpp merges across runs. Compiled once per instruction set, like
-// flash_tiles.cpp. Decoding reads every cached key and value once per step, so this loop
-// is bound by memory bandwidth: it converts 64 cached rows at a time to f32 (prefetching
-// the next 64 into L2 meanwhile) and uses them for every query of the KV head's group
-// before moving on: scores 16 keys per vector, the block's softmax in vectors, and the
-// values mixed for four queries per row read.
+// flash_tiles.cpp.
+//
+// Decoding reads every cached key and value once per step and does only 2·count
+// multiply-adds with each number it reads (count = the queries sharing the KV head), so
+// for one new token it is bound by memory bandwidth. The loop therefore computes straight
+// on the cache's storage type as the rows stream in: 16 rows at a time, each 16-bit vector
+// converted to f32 in a register where it is used and never written back, so the only
+// memory traffic is the cache itself. For each block of 16 rows:
+//   1. scores: two keys by up to four queries at a time (eight independent sums); each
+//      key vector is converted once for all four queries, and the per-key partial sums are
+//      folded into one vector of 16 scores per query (sum16);
+//   2. the block's online softmax, in vectors;
+//   3. values: up to four queries by four vectors of columns; each value vector is
+//      converted once for the four queries.
+// More than four queries (several new tokens, or eight or more heads per KV head) go four
+// at a time over the same 16 rows, which are then in L1. Rows kAhead ahead are prefetched
+// into L2 so the memory reads overlap the arithmetic.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
-#if defined(__AVX512F__) || defined(__F16C__)
+#if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -23,22 +36,36 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
 
-constexpr std::size_t kBlock = 64;  // cached rows converted and used together
+constexpr std::size_t kRows = W;           // cached rows per block: one score vector per query
+constexpr std::size_t kQueries = 4;        // queries scored and mixed together
+constexpr std::size_t kAheadBytes = 4096;  // how far ahead of the block each array is prefetched
+#if defined(__AVX512F__)
+constexpr int kKeys = 4;                   // keys scored together: 4 × 4 sums + 4 keys in 32 registers
+constexpr std::size_t kColumnVectors = 4;  // value columns per pass: 4 × 4 sums + 4 values
+#else
+constexpr int kKeys = 2;  // 16 ymm registers (two a vector): half as many
+constexpr std::size_t kColumnVectors = 2;
+#endif
 
-// Folds the 16 lanes into one with `op` (add, max), halving the distance each step.
+// `op` (add, max) over the 16 lanes, halving the distance each step; every lane ends up
+// holding the result.
 template <class Op>
-inline float reduce(VF v, Op op) {
+inline VF all_lanes(VF v, Op op) {
   v = op(v, ATTNLAB_SHUFFLE(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
   v = op(v, ATTNLAB_SHUFFLE(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
   v = op(v, ATTNLAB_SHUFFLE(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
-  v = op(v, ATTNLAB_SHUFFLE(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
-  return v[0];
+  return op(v, ATTNLAB_SHUFFLE(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
 }
 inline VF max_vec(VF a, VF b) { return a > b ? a : b; }
-inline float reduce_add(VF v) {
-  return reduce(v, [](VF a, VF b) { return a + b; });
+inline VF add_vec(VF a, VF b) { return a + b; }
+
+template <class From>
+inline VF bit_cast_vf(const From& x) {
+  static_assert(sizeof(From) == sizeof(VF));
+  VF out;
+  std::memcpy(&out, &x, sizeof out);
+  return out;
 }
-inline float reduce_max(VF v) { return reduce(v, max_vec); }
 
 // GCC 12's own _mm512_cvtph_ps trips its -Wmaybe-uninitialized; the code here is fine.
 // (Clang has no such warning, and would warn about the unknown name.)
@@ -46,90 +73,50 @@ inline float reduce_max(VF v) { return reduce(v, max_vec); }
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// 16 cached values from `row` (in the storage dtype) as floats.
-inline VF load_row16(const void* row, DType dtype, std::size_t offset) {
-  switch (dtype) {
-    case DType::f32: return load(static_cast<const float*>(row) + offset);
-    case DType::bf16: {
-      VI wide;
-      const std::uint16_t* p = static_cast<const std::uint16_t*>(row) + offset;
-      for (int l = 0; l < W; ++l)
-        wide[l] = static_cast<int>(p[l]) << 16;
-      VF out;
-      std::memcpy(&out, &wide, sizeof out);
-      return out;
-    }
-    case DType::f16: {
-      const std::uint16_t* p = static_cast<const std::uint16_t*>(row) + offset;
+// Cached values c..c+15 of `row` (stored as `dtype`) as floats, converted in registers.
+template <DType dtype>
+inline VF load16(const void* row, std::size_t c) {
+  if constexpr (dtype == DType::f32) {
+    return load(static_cast<const float*>(row) + c);
+  } else {
+    const std::uint16_t* p = static_cast<const std::uint16_t*>(row) + c;
 #if defined(__AVX512F__)
-      const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-      VF out;
-      std::memcpy(&out, &v, sizeof out);
-      return out;
-#elif defined(__F16C__)
-      const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-      const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
-      VF out;
-      std::memcpy(&out, &lo, sizeof lo);
-      std::memcpy(reinterpret_cast<char*>(&out) + sizeof lo, &hi, sizeof hi);
-      return out;
-#else
-      VF out;
-      for (int l = 0; l < W; ++l)
-        out[l] = f16_to_f32(p[l]);
-      return out;
-#endif
+    const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (dtype == DType::f16) return bit_cast_vf(_mm512_cvtph_ps(half));
+    return bit_cast_vf(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));  // bf16: the top half of an f32
+#elif defined(__AVX2__) && defined(__F16C__)
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8));
+    struct {
+      __m256 lo, hi;
+    } both;
+    if constexpr (dtype == DType::f16) {
+      both = {_mm256_cvtph_ps(lo), _mm256_cvtph_ps(hi)};
+    } else {
+      both = {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(lo), 16)),
+              _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(hi), 16))};
     }
+    return bit_cast_vf(both);
+#else
+    VF out;
+    for (int l = 0; l < W; ++l)
+      out[l] = dtype == DType::f16 ? f16_to_f32(p[l]) : bf16_to_f32(p[l]);
+    return out;
+#endif
   }
-  return VF{};
 }
-
 #pragma GCC diagnostic pop
 
-// How converted rows are laid out: row by row (values: each row is read whole), or in
-// blocks of 16 rows where the 16 rows' floats c..c+15 sit together (keys: the score loop
-// then reads 16 keys at fixed offsets from one pointer).
-enum class Layout { rows, blocks_of_16 };
-
-// Where converted row r's floats c..c+15 go (v = c / 16), for `vectors` = d_pad / 16.
-inline float* converted_at(float* out, Layout layout, std::size_t r, std::size_t v, std::size_t vectors) {
-  return layout == Layout::rows ? out + (r * vectors + v) * W : out + ((r / W * vectors + v) * W + r % W) * W;
-}
-
-// Rows [first, first + count) of a cache array as f32, d_pad floats a row (zero padded),
-// laid out as `layout` says. Each row also asks for the same row of the next block (up to
-// `prefetch_end`) to be brought into L2, so the memory reads of the next block overlap the
-// arithmetic on this one.
+// The last `n` < 16 values of a row from column c, zero padded (never reads past the
+// row): copied raw into a zeroed vector's worth of storage first, so no call is made and
+// the compiler can keep every accumulator in registers around it.
 template <DType dtype>
-void convert_rows(const void* array, std::size_t d, std::size_t d_pad, std::size_t first, std::size_t count,
-                  std::size_t prefetch_end, Layout layout, float* out) {
-  const std::size_t row_bytes = d * dtype_bytes(dtype), vectors = d_pad / W, full = d / W;
-  const char* bytes = static_cast<const char*>(array);
-  for (std::size_t r = 0; r < count; ++r) {
-    const char* row = bytes + (first + r) * row_bytes;
-    if (first + count + r < prefetch_end)
-      for (std::size_t line = 0; line < row_bytes; line += 64)
-        __builtin_prefetch(row + count * row_bytes + line, 0, 1);
-    for (std::size_t v = 0; v < full; ++v)
-      store(converted_at(out, layout, r, v, vectors), load_row16(row, dtype, v * W));
-    if (full < vectors) {  // the last, partial vector: the rest of the row, then zeros
-      VF x = VF{};
-      for (std::size_t c = full * W; c < d; ++c)
-        x[c - full * W] = dtype == DType::f32   ? reinterpret_cast<const float*>(row)[c]
-                          : dtype == DType::f16 ? f16_to_f32(reinterpret_cast<const std::uint16_t*>(row)[c])
-                                                : bf16_to_f32(reinterpret_cast<const std::uint16_t*>(row)[c]);
-      store(converted_at(out, layout, r, full, vectors), x);
-    }
-  }
-}
-
-void convert_rows(const void* array, DType dtype, std::size_t d, std::size_t d_pad, std::size_t first,
-                  std::size_t count, std::size_t prefetch_end, Layout layout, float* out) {
-  switch (dtype) {
-    case DType::f32: return convert_rows<DType::f32>(array, d, d_pad, first, count, prefetch_end, layout, out);
-    case DType::f16: return convert_rows<DType::f16>(array, d, d_pad, first, count, prefetch_end, layout, out);
-    case DType::bf16: return convert_rows<DType::bf16>(array, d, d_pad, first, count, prefetch_end, layout, out);
-  }
+inline VF load_tail(const void* row, std::size_t c, std::size_t n) {
+  using Raw = std::conditional_t<dtype == DType::f32, float, std::uint16_t>;
+  Raw raw[W] = {};
+  for (std::size_t l = 0; l < n; ++l)
+    raw[l] = static_cast<const Raw*>(row)[c + l];
+  return load16<dtype>(raw, 0);
 }
 
 // Σ_c acc[k][c] for k = 0..15, as one vector whose lane k is key k's score: the 16
@@ -150,127 +137,198 @@ inline VF sum16(const VF (&acc)[W]) {
          ATTNLAB_SHUFFLE2(t2[0], t2[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
-// out_q = out_q · correction_q + Σ_r p_q[r] · v_r for NQ queries at once, so each value row
-// is read once for all of them; four vectors of columns at a time, then one at a time.
-template <int NQ>
-void mix_values(const float* values, std::size_t rows, std::size_t d_pad, const float* p, std::size_t p_stride,
-                const float* correction, float* out) {
-  std::size_t c = 0;
-  for (; c + 4 * W <= d_pad; c += 4 * W) {
-    VF acc[NQ][4];
-    for (int q = 0; q < NQ; ++q)
-      for (int k = 0; k < 4; ++k)
-        acc[q][k] = load(out + q * d_pad + c + k * W) * correction[q];
-    for (std::size_t r = 0; r < rows; ++r) {
-      VF v[4];
-      for (int k = 0; k < 4; ++k)
-        v[k] = load(values + r * d_pad + c + k * W);
-      for (int q = 0; q < NQ; ++q) {
-        const VF pr = splat(p[q * p_stride + r]);
-        for (int k = 0; k < 4; ++k)
-          acc[q][k] += pr * v[k];
+// Where one block's rows are: `rows` (<= 16) rows of `d` values, `row_bytes` apart.
+struct Rows {
+  const char* first;
+  std::size_t row_bytes, rows, d;
+  const void* row(std::size_t r) const { return first + r * row_bytes; }
+};
+
+// Per query (NQ of them, `q` [NQ × d_pad], already scaled): the 16 keys' scores into
+// `scores` [NQ × 16]. Lanes of keys past `keys.rows` hold 0 (masked later).
+template <DType dtype, bool has_tail, int NQ>
+void score_block(const Rows& keys, const float* q, std::size_t d_pad, float* scores) {
+  const std::size_t full = keys.d / W, tail = keys.d % W;
+  VF partial[NQ][W];  // partial[i][k]: query i · key k, 16 lanes still to be added
+  // NK keys by NQ queries at once: NK·NQ independent sums, and each query vector loaded
+  // once for NK keys (four keys by four queries: one load for every two multiply-adds).
+  const auto dot = [&]<int NK>(std::size_t k) {
+    VF acc[NK][NQ] = {};
+    for (std::size_t v = 0; v < full; ++v) {
+      VF kv[NK];
+      for (int j = 0; j < NK; ++j)
+        kv[j] = load16<dtype>(keys.row(k + j), v * W);
+      for (int i = 0; i < NQ; ++i) {
+        const VF qv = load(q + i * d_pad + v * W);
+        for (int j = 0; j < NK; ++j)
+          acc[j][i] += qv * kv[j];
       }
     }
-    for (int q = 0; q < NQ; ++q)
-      for (int k = 0; k < 4; ++k)
-        store(out + q * d_pad + c + k * W, acc[q][k]);
+    if constexpr (has_tail)
+      for (int j = 0; j < NK; ++j) {
+        const VF kv = load_tail<dtype>(keys.row(k + j), full * W, tail);
+        for (int i = 0; i < NQ; ++i)
+          acc[j][i] += load(q + i * d_pad + full * W) * kv;
+      }
+    for (int j = 0; j < NK; ++j)
+      for (int i = 0; i < NQ; ++i)
+        partial[i][k + j] = acc[j][i];
+  };
+  std::size_t k = 0;
+  for (; k + kKeys <= keys.rows; k += kKeys)
+    dot.template operator()<kKeys>(k);
+  for (; k < keys.rows; ++k)
+    dot.template operator()<1>(k);
+  for (int i = 0; i < NQ; ++i) {
+    for (std::size_t j = k; j < kRows; ++j)
+      partial[i][j] = VF{};
+    store(scores + i * kRows, sum16(partial[i]));
   }
-  for (; c < d_pad; c += W) {
-    VF acc[NQ];
-    for (int q = 0; q < NQ; ++q)
-      acc[q] = load(out + q * d_pad + c) * correction[q];
-    for (std::size_t r = 0; r < rows; ++r) {
-      const VF v = load(values + r * d_pad + c);
-      for (int q = 0; q < NQ; ++q)
-        acc[q] += splat(p[q * p_stride + r]) * v;
+}
+
+// out_i = out_i · correction_i + Σ_r p_i[r] · v_r for NQ queries at once (p [NQ × 16]),
+// so each value vector is converted once for all of them; kColumnVectors vectors of
+// columns a pass, then one at a time, then the zero-padded tail.
+template <DType dtype, bool has_tail, int NQ>
+void mix_block(const Rows& values, const float* p, const float* correction, std::size_t d_pad, float* out) {
+  const std::size_t full = values.d / W, tail = values.d % W;
+  std::size_t v0 = 0;
+  const auto pass = [&]<std::size_t NV, bool is_tail>(std::size_t first_vector) {
+    VF acc[NQ][NV];
+    for (int i = 0; i < NQ; ++i)
+      for (std::size_t k = 0; k < NV; ++k)
+        acc[i][k] = load(out + i * d_pad + (first_vector + k) * W) * correction[i];
+    for (std::size_t r = 0; r < values.rows; ++r) {
+      VF v[NV];
+      for (std::size_t k = 0; k < NV; ++k)
+        if constexpr (is_tail)
+          v[k] = load_tail<dtype>(values.row(r), full * W, tail);
+        else
+          v[k] = load16<dtype>(values.row(r), (first_vector + k) * W);
+      for (int i = 0; i < NQ; ++i) {
+        const VF pr = splat(p[i * kRows + r]);
+        for (std::size_t k = 0; k < NV; ++k)
+          acc[i][k] += pr * v[k];
+      }
     }
-    for (int q = 0; q < NQ; ++q)
-      store(out + q * d_pad + c, acc[q]);
+    for (int i = 0; i < NQ; ++i)
+      for (std::size_t k = 0; k < NV; ++k)
+        store(out + i * d_pad + (first_vector + k) * W, acc[i][k]);
+  };
+  for (; v0 + kColumnVectors <= full; v0 += kColumnVectors)
+    pass.template operator()<kColumnVectors, false>(v0);
+  for (; v0 < full; ++v0)
+    pass.template operator()<1, false>(v0);
+  if constexpr (has_tail) pass.template operator()<1, true>(full);
+}
+
+// Brings `bytes` from `p` towards L2, one request per cache line.
+inline void prefetch(const char* p, std::size_t bytes) {
+  for (std::size_t line = 0; line < bytes; line += 64)
+    __builtin_prefetch(p + line, 0, 1);
+}
+
+template <DType dtype, bool has_tail>
+void decode_run_as(const DecodeRun& run) {
+  const std::size_t d = run.d, d_pad = round_up(d, W), row_bytes = d * dtype_bytes(dtype);
+  // Scratch kept per thread between calls: on this kind of machine a page fault costs
+  // microseconds, and a decode step is only milliseconds long.
+  thread_local std::vector<float> q, p, correction;
+  thread_local std::vector<VF> top, total;  // per query: the running max (in every lane), Σ 2^(s - max) by lane
+  q.assign(run.count * d_pad, 0.0f);        // scaled queries, zero padded to whole vectors
+  p.resize(run.count * kRows);              // per query: the block's scores, then 2^(score - max)
+  correction.resize(run.count);
+  top.assign(run.count, splat(kMinusInf));
+  total.assign(run.count, VF{});
+  for (std::size_t i = 0; i < run.count; ++i)
+    for (std::size_t c = 0; c < d; ++c)
+      q[i * d_pad + c] = run.queries[i * d + c] * run.log2_scale;
+  std::fill(run.out, run.out + run.count * d_pad, 0.0f);
+  const VI lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const char* key_bytes = static_cast<const char*>(run.keys);
+  const char* value_bytes = static_cast<const char*>(run.values);
+  const char* key_end = key_bytes + run.end * row_bytes;
+  const std::size_t block_bytes = kRows * row_bytes;
+
+  for (std::size_t j0 = run.first; j0 < run.end; j0 += kRows) {
+    const std::size_t rows = std::min(kRows, run.end - j0);
+    const Rows keys{key_bytes + j0 * row_bytes, row_bytes, rows, d};
+    const Rows values{value_bytes + j0 * row_bytes, row_bytes, rows, d};
+    // The block kAhead bytes ahead, for both arrays (within this run's rows).
+    const std::size_t ahead = j0 * row_bytes + kAheadBytes;
+    if (key_bytes + ahead + block_bytes <= key_end) {
+      prefetch(key_bytes + ahead, block_bytes);
+      prefetch(value_bytes + ahead, block_bytes);
+    }
+    for (std::size_t i0 = 0; i0 < run.count; i0 += kQueries) {
+      const float* qi = q.data() + i0 * d_pad;
+      float* pi = p.data() + i0 * kRows;
+      switch (std::min(kQueries, run.count - i0)) {
+        case 4: score_block<dtype, has_tail, 4>(keys, qi, d_pad, pi); break;
+        case 3: score_block<dtype, has_tail, 3>(keys, qi, d_pad, pi); break;
+        case 2: score_block<dtype, has_tail, 2>(keys, qi, d_pad, pi); break;
+        default: score_block<dtype, has_tail, 1>(keys, qi, d_pad, pi); break;
+      }
+    }
+    // Online softmax per query, in vectors: mask keys past the block or past the query's
+    // last visible key; only when the block raises the running max is what came before
+    // rescaled by 2^(old max - new max) (after the first blocks that is rare).
+    for (std::size_t i = 0; i < run.count; ++i) {
+      float* pi = p.data() + i * kRows;
+      const std::size_t seen = run.last_visible[i] < j0 ? 0 : std::min(rows, run.last_visible[i] - j0 + 1);
+      correction[i] = 1.0f;
+      if (seen == 0) {  // nothing visible here: leave the state as it is
+        store(pi, VF{});
+        continue;
+      }
+      const VF s = seen == kRows ? load(pi) : lane < static_cast<int>(seen) ? load(pi) : splat(kMinusInf);
+      const VF block_top = all_lanes(s, max_vec);
+      if (block_top[0] > top[i][0]) {
+        const VF rescale = exp2_vec(top[i] - block_top);  // 0 for the first block (-inf)
+        correction[i] = rescale[0];
+        total[i] *= rescale;
+        top[i] = block_top;
+      }
+      const VF e = exp2_vec(s - top[i]);
+      store(pi, e);
+      total[i] += e;
+    }
+    // out = out · correction + p · V, four queries at a time.
+    for (std::size_t i0 = 0; i0 < run.count; i0 += kQueries) {
+      const float* pi = p.data() + i0 * kRows;
+      const float* ci = correction.data() + i0;
+      float* o = run.out + i0 * d_pad;
+      switch (std::min(kQueries, run.count - i0)) {
+        case 4: mix_block<dtype, has_tail, 4>(values, pi, ci, d_pad, o); break;
+        case 3: mix_block<dtype, has_tail, 3>(values, pi, ci, d_pad, o); break;
+        case 2: mix_block<dtype, has_tail, 2>(values, pi, ci, d_pad, o); break;
+        default: mix_block<dtype, has_tail, 1>(values, pi, ci, d_pad, o); break;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < run.count; ++i) {
+    run.max[i] = top[i][0];
+    run.sum[i] = all_lanes(total[i], add_vec)[0];
   }
 }
 
 }  // namespace
 
-void decode_run(const DecodeRun& run) {
-  const std::size_t d = run.d, d_pad = round_up(d, W);
-  // Scratch kept per thread between calls: on this kind of machine a page fault costs
-  // microseconds, and a decode step is only milliseconds long.
-  thread_local std::vector<float> q, keys, values, p, correction;
-  q.assign(run.count * d_pad, 0.0f);
-  keys.resize(kBlock * d_pad);
-  values.resize(kBlock * d_pad);
-  p.resize(run.count * kBlock);  // scores, then 2^(score - max), per query
-  correction.resize(run.count);
-  for (std::size_t i = 0; i < run.count; ++i)
-    for (std::size_t c = 0; c < d; ++c)
-      q[i * d_pad + c] = run.queries[i * d + c] * run.log2_scale;
-  for (std::size_t i = 0; i < run.count; ++i) {
-    run.max[i] = kMinusInf;
-    run.sum[i] = 0.0f;
-    std::fill(run.out + i * d_pad, run.out + (i + 1) * d_pad, 0.0f);
-  }
-  const VI lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+// One loop per storage type, and for head widths that are not whole vectors a second one
+// with the zero-padded last vector (kept apart so the common widths carry no tail code).
+template <DType dtype>
+void decode_run_as(const DecodeRun& run) {
+  if (run.d % W == 0)
+    decode_run_as<dtype, false>(run);
+  else
+    decode_run_as<dtype, true>(run);
+}
 
-  for (std::size_t j0 = run.first; j0 < run.end; j0 += kBlock) {
-    const std::size_t rows = std::min(kBlock, run.end - j0), groups = (rows + W - 1) / W;
-    convert_rows(run.keys, run.dtype, d, d_pad, j0, rows, run.end, Layout::blocks_of_16, keys.data());
-    convert_rows(run.values, run.dtype, d, d_pad, j0, rows, run.end, Layout::rows, values.data());
-    // Scores, 16 keys at a time for each query: the 16 keys stay in L1 for all queries.
-    // (Rows past `rows` hold an earlier block's keys; their lanes are masked below.)
-    for (std::size_t g = 0; g < groups; ++g)
-      for (std::size_t i = 0; i < run.count; ++i) {
-        const float* qi = q.data() + i * d_pad;
-        const float* kg = keys.data() + g * W * d_pad;  // [d_pad / 16][16 keys][16 floats]
-        VF acc[W] = {};
-        for (std::size_t c = 0; c < d_pad; c += W, kg += W * W) {
-          const VF qc = load(qi + c);
-#pragma GCC unroll 16
-          for (int k = 0; k < W; ++k)
-            acc[k] += qc * load(kg + k * W);
-        }
-        store(p.data() + i * kBlock + g * W, sum16(acc));
-      }
-    // Online softmax per query: mask keys past the block or past the query's last visible
-    // key, then rescale what came before by 2^(old max - new max).
-    for (std::size_t i = 0; i < run.count; ++i) {
-      float* pi = p.data() + i * kBlock;
-      const std::size_t seen = run.last_visible[i] < j0 ? 0 : std::min(rows, run.last_visible[i] - j0 + 1);
-      VF block_max = splat(kMinusInf);
-      for (std::size_t g = 0; g < groups; ++g) {
-        const VF s = load(pi + g * W);
-        const VF x = lane < static_cast<int>(seen - std::min(seen, g * W)) ? s : splat(kMinusInf);
-        store(pi + g * W, x);
-        block_max = max_vec(block_max, x);
-      }
-      const float top = seen ? reduce_max(block_max) : kMinusInf;
-      if (top == kMinusInf) {  // nothing visible here: leave the state as it is
-        std::fill(pi, pi + groups * W, 0.0f);
-        correction[i] = 1.0f;
-        continue;
-      }
-      const float new_max = std::max(run.max[i], top);
-      correction[i] = run.max[i] == kMinusInf ? 0.0f : std::exp2(run.max[i] - new_max);
-      run.max[i] = new_max;
-      VF sum = VF{};
-      for (std::size_t g = 0; g < groups; ++g) {
-        const VF e = exp2_vec(load(pi + g * W) - new_max);
-        store(pi + g * W, e);
-        sum += e;
-      }
-      run.sum[i] = run.sum[i] * correction[i] + reduce_add(sum);
-    }
-    // out = out · correction + p · V, four queries at a time.
-    for (std::size_t i0 = 0; i0 < run.count; i0 += 4) {
-      const std::size_t nq = std::min<std::size_t>(4, run.count - i0);
-      const float* pi = p.data() + i0 * kBlock;
-      float* o = run.out + i0 * d_pad;
-      switch (nq) {
-        case 4: mix_values<4>(values.data(), rows, d_pad, pi, kBlock, correction.data() + i0, o); break;
-        case 3: mix_values<3>(values.data(), rows, d_pad, pi, kBlock, correction.data() + i0, o); break;
-        case 2: mix_values<2>(values.data(), rows, d_pad, pi, kBlock, correction.data() + i0, o); break;
-        default: mix_values<1>(values.data(), rows, d_pad, pi, kBlock, correction.data() + i0, o); break;
-      }
-    }
+void decode_run(const DecodeRun& run) {
+  switch (run.dtype) {
+    case DType::f32: return decode_run_as<DType::f32>(run);
+    case DType::f16: return decode_run_as<DType::f16>(run);
+    case DType::bf16: return decode_run_as<DType::bf16>(run);
   }
 }
 

@@ -64,3 +64,41 @@ TEST(FlashDecode, MatchesTheReferenceDecodeOverShapesDtypesChunksThreadsAndInstr
                                   std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
     }
 }
+
+// The decode loop works on 16 cached rows at a time, scores up to four keys and mixes up to
+// four queries together, and has a separate path for head widths that are not whole
+// vectors of 16: cache lengths and chunks around those edges, every remainder of queries
+// (1 to 9 queries per KV head, from several new tokens too), and widths with and without a
+// tail, on every dtype and instruction set.
+TEST(FlashDecode, BlockEdgesQueryRemaindersAndWidthTailsOnEveryDtypeAndInstructionSet) {
+  std::vector<Isa> isas{Isa::generic};
+  if (best_isa() >= Isa::avx2) isas.push_back(Isa::avx2);
+  if (best_isa() >= Isa::avx512) isas.push_back(Isa::avx512);
+  struct Case {
+    std::size_t heads, kv_heads, n_new, m, d, chunk;
+  };
+  const Case cases[] = {{1, 1, 1, 1, 16, 64},   {3, 1, 1, 15, 20, 64},  {5, 1, 1, 17, 128, 16},
+                        {2, 2, 3, 33, 8, 48},   {9, 1, 1, 47, 136, 32}, {6, 2, 3, 64, 72, 1024},
+                        {4, 4, 2, 100, 64, 17}, {8, 1, 4, 129, 96, 64}, {7, 7, 1, 1025, 40, 1000}};
+  std::size_t counter = 0;
+  for (const Case& c : cases)
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (Isa isa : isas) {
+        DecodeOptions options;
+        options.chunk = c.chunk;
+        options.threads = 1 + counter % 2;
+        options.isa = isa;
+        SCOPED_TRACE(fmt::format("H={} H_kv={} n_new={} m={} d={} chunk={} dtype={} isa={}", c.heads, c.kv_heads,
+                                 c.n_new, c.m, c.d, c.chunk, dtype_name(dtype), to_string(isa)));
+        const KVCache cache = random_cache(c.kv_heads, c.d, c.m, dtype, ++counter);
+        SplitMix64 rng(counter + 1000);
+        std::vector<float> q(c.n_new * c.heads * c.d);
+        for (float& x : q)
+          x = static_cast<float>(2.0 * rng.normal());  // sharper weights: the running max moves more
+        std::vector<float> fast(q.size()), slow(q.size());
+        flash_decode(cache, 0, c.heads, q, c.n_new, fast, options);
+        decode_attention(cache, 0, c.heads, q, c.n_new, slow);
+        EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
+                                    std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
+      }
+}
