@@ -129,7 +129,8 @@ std::string kernel_of(const BenchResult& r) {
 }
 
 nlohmann::json result_json(const BenchResult& r) {
-  const double flops = r.bench_case.decode ? 0.0 : attention_flops(r.bench_case.shape, r.bench_case.options.causal);
+  const double flops = r.bench_case.decode ? decode_flops(r.bench_case.shape)
+                                           : attention_flops(r.bench_case.shape, r.bench_case.options.causal);
   return {{"case", r.bench_case.name},
           {"kernel", kernel_of(r)},
           {"ran", r.ran},
@@ -140,6 +141,11 @@ nlohmann::json result_json(const BenchResult& r) {
           {"extra_bytes", r.extra_bytes},
           {"gbps", r.gbps},
           {"percent_of_bandwidth", r.percent_of_bandwidth},
+          {"stream_gbps", r.stream_gbps},
+          {"percent_of_stream", r.percent_of_stream},
+          {"bytes", r.bytes},
+          {"roofline_seconds", r.roofline_seconds},
+          {"percent_of_roofline", r.ran ? 100.0 * r.roofline_seconds / r.median_seconds : 0.0},
           {"flops", flops}};
 }
 
@@ -170,8 +176,11 @@ void print_result(const BenchResult& r) {
   if (!r.ran)
     fmt::print("{:<34} {:>9} skipped: {}\n", name, kernel_of(r), r.skipped_because);
   else if (r.bench_case.decode)
-    fmt::print("{:<34} {:>9} {:>11.2f} {:>8.1f} GB/s, {:.1f}% of read bandwidth {:>12}\n", name, kernel_of(r),
-               r.median_seconds * 1e3, r.gbps, r.percent_of_bandwidth, mib(r.extra_bytes));
+    fmt::print(
+        "{:<34} {:>9} {:>11.2f} {:>8.1f} GB/s, {:.1f}% of read bandwidth, {:.1f}% of reading the same bytes "
+        "({:.1f} GB/s), {:.1f}% of the roofline {:>12}\n",
+        name, kernel_of(r), r.median_seconds * 1e3, r.gbps, r.percent_of_bandwidth, r.percent_of_stream, r.stream_gbps,
+        100.0 * r.roofline_seconds / r.median_seconds, mib(r.extra_bytes));
   else
     fmt::print("{:<34} {:>9} {:>11.2f} {:>10.1f} {:>7.1f}% {:>12}\n", name, kernel_of(r), r.median_seconds * 1e3,
                r.gflops, r.percent_of_peak, mib(r.extra_bytes));

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "attnlab/core/attention.hpp"
 #include "attnlab/core/error.hpp"
@@ -142,6 +144,31 @@ double read_bandwidth_gbps(Isa isa, int threads, const float* data, std::size_t 
     case Isa::avx2: return kernels::avx2::read_bandwidth_gbps(threads, data, count, passes);
     default: return kernels::avx512::read_bandwidth_gbps(threads, data, count, passes);
   }
+}
+
+double stream_read_seconds(Isa isa, int threads, std::span<const ByteRange> ranges) {
+  constexpr std::size_t kPiece = 64 << 10;
+  std::vector<ByteRange> pieces;
+  for (const ByteRange& r : ranges)
+    for (std::size_t at = 0; at < r.bytes; at += kPiece)
+      pieces.push_back({static_cast<const char*>(r.data) + at, std::min(kPiece, r.bytes - at)});
+  const auto read = [isa](const ByteRange& piece) {
+    switch (isa) {
+      case Isa::generic: return kernels::generic::read_bytes(piece.data, piece.bytes);
+      case Isa::avx2: return kernels::avx2::read_bytes(piece.data, piece.bytes);
+      default: return kernels::avx512::read_bytes(piece.data, piece.bytes);
+    }
+  };
+  const ByteRange* piece_list = pieces.data();
+  const auto start = std::chrono::steady_clock::now();
+  float total = 0;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1) reduction(+ : total)
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    total += read(piece_list[i]);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  volatile float keep = total;
+  (void)keep;
+  return seconds;
 }
 
 }  // namespace attnlab

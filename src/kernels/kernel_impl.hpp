@@ -38,6 +38,7 @@ struct DecodeRun {
   double fma_peak_gflops(int threads, long iterations);                                                              \
   double bf16_peak_gflops(int threads, long iterations);                                                             \
   double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                         \
+  float read_bytes(const void* data, std::size_t bytes);                                                             \
   }
 
 ATTNLAB_DECLARE_KERNELS(generic)

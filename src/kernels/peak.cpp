@@ -105,4 +105,24 @@ double read_bandwidth_gbps(int threads, const float* data, std::size_t count, in
   return static_cast<double>(count / (4 * W) * 4 * W) * sizeof(float) * passes / seconds / 1e9;
 }
 
+// Reads `bytes` at `data` (whole vectors, then the rest byte by byte) and returns a sum, so
+// the compiler cannot drop the reads.
+float read_bytes(const void* data, std::size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  VF a = VF{}, b = VF{};
+  std::size_t i = 0;
+  for (; i + 2 * sizeof(VF) <= bytes; i += 2 * sizeof(VF)) {
+    VF x, y;
+    std::memcpy(&x, p + i, sizeof x);
+    std::memcpy(&y, p + i + sizeof x, sizeof y);
+    a += x;
+    b += y;
+  }
+  float rest = 0;
+  for (; i < bytes; ++i)
+    rest += static_cast<unsigned char>(p[i]);
+  const VF s = a + b;
+  return s[0] + s[W - 1] + rest;
+}
+
 }  // namespace attnlab::kernels::ATTNLAB_ISA

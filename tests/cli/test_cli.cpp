@@ -383,7 +383,16 @@ TEST(CliKernels, BenchQuickPrintsConsistentFigures) {
     const double seconds = c["median_seconds"].get<double>();
     ASSERT_GT(seconds, 0);
     if (c["kernel"] == "decode") {
-      EXPECT_GT(c["gbps"].get<double>(), 0);
+      // Bytes over time, and the share of reading the same bytes (timed in the same run).
+      const double gbps = c["gbps"].get<double>(), stream = c["stream_gbps"].get<double>();
+      EXPECT_GT(gbps, 0);
+      EXPECT_GT(stream, 0);
+      EXPECT_NEAR(c["percent_of_stream"].get<double>(), 100 * gbps / stream, 1e-6 * 100);
+      EXPECT_NEAR(gbps, c["bytes"].get<double>() / seconds / 1e9, 1e-6 * gbps);
+      // The roofline: the slower of reading the bytes and doing the multiply-adds at peak.
+      const double read_s = c["bytes"].get<double>() / (stream * 1e9), math_s = c["flops"].get<double>() / (peak * 1e9);
+      EXPECT_NEAR(c["roofline_seconds"].get<double>(), std::max(read_s, math_s), 1e-6 * std::max(read_s, math_s));
+      EXPECT_EQ(c["flops"].get<double>(), 4.0 * 1 * 32 * 8192 * 128) << "scores and mixing: 4·n·H·m·d";
       continue;
     }
     // GFLOP/s is the counted FLOPs over the median time, and % of peak its share.

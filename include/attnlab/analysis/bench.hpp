@@ -39,7 +39,15 @@ struct BenchResult {
   std::size_t extra_bytes = 0;      // peak heap bytes during a run beyond inputs and outputs
   double gbps = 0;                  // decode: cache bytes read / median_seconds
   double percent_of_bandwidth = 0;  // decode: of the measured read bandwidth
+  double stream_gbps = 0;           // decode: reading the same cache bytes, nothing else (same run)
+  double percent_of_stream = 0;     // decode: that read's time / the decode's time
+  double bytes = 0;                 // decode: the cache's bytes, read once per step
+  double roofline_seconds = 0;      // decode: the slower of reading them and the FLOPs at the f32 peak
 };
+
+// FLOPs of decoding shape.n new tokens against shape.m cached ones, every head: a multiply
+// and an add per query number per cached key for the scores, and again for mixing values.
+double decode_flops(const AttentionShape& shape);
 
 // Times one case: one warm-up, then `repeats` runs; inputs are seeded random numbers.
 BenchResult run_bench_case(const BenchCase& bench_case, const MachinePeaks& peaks, int repeats);

@@ -3,6 +3,7 @@
 // in the same run (a machine shared with others changes from minute to minute).
 #pragma once
 #include <cstddef>
+#include <span>
 
 #include "attnlab/kernels/flash_attention.hpp"
 
@@ -17,5 +18,15 @@ double bf16_peak_gflops(int threads, long iterations);
 
 // GB/s of streaming reads of `count` floats at `data` (`passes` times) on `threads` threads.
 double read_bandwidth_gbps(Isa isa, int threads, const float* data, std::size_t count, int passes);
+
+// Seconds to read every byte of `ranges` once on `threads` threads (pieces of 64 KiB taken
+// in turn, as the decode kernel takes its chunks): the floor for any kernel that must read
+// the same bytes, measured where they are (a KV cache that fits in the last-level cache
+// streams faster than one that comes from memory).
+struct ByteRange {
+  const void* data;
+  std::size_t bytes;
+};
+double stream_read_seconds(Isa isa, int threads, std::span<const ByteRange> ranges);
 
 }  // namespace attnlab

@@ -32,6 +32,8 @@ double reference_grid_bytes(const AttentionShape& s) { return 5.0 * s.n * s.m * 
 
 }  // namespace
 
+double decode_flops(const AttentionShape& s) { return 4.0 * s.n * s.heads * s.m * s.d_k; }
+
 MachinePeaks measure_peaks(int threads) {
   MachinePeaks p;
   p.threads = threads > 0 ? threads : omp_get_max_threads();
@@ -74,18 +76,34 @@ BenchResult run_decode_case(const BenchCase& c, const MachinePeaks& peaks, int r
   const std::size_t before = memory::current_bytes();
   flash_decode(cache, 0, s.heads, q, s.n, out, options);
   r.extra_bytes = memory::peak_bytes() - before;
-  std::vector<double> times;
+  // The roofline beside it: the same bytes read and nothing else, timed in turn with the
+  // decode so both see the same machine (and the same caches: a small cache stays hot).
+  std::vector<ByteRange> ranges;
+  const std::size_t array_bytes = s.m * s.d_k * dtype_bytes(c.cache_dtype);
+  for (std::size_t g = 0; g < s.kv_heads; ++g) {
+    ranges.push_back({cache.keys(0, g), array_bytes});
+    ranges.push_back({cache.values(0, g), array_bytes});
+  }
+  std::vector<double> times, stream_times;
   for (int rep = 0; rep < repeats; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     flash_decode(cache, 0, s.heads, q, s.n, out, options);
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    stream_times.push_back(stream_read_seconds(peaks.isa, peaks.threads, ranges));
   }
   std::sort(times.begin(), times.end());
+  std::sort(stream_times.begin(), stream_times.end());
   r.ran = true;
   r.median_seconds = times[times.size() / 2];
-  r.gflops = 4.0 * s.n * s.heads * s.m * s.d_k / r.median_seconds / 1e9;
+  r.gflops = decode_flops(s) / r.median_seconds / 1e9;
   r.percent_of_peak = 100.0 * r.gflops / peaks.f32_gflops;
-  r.gbps = static_cast<double>(cache.used_bytes()) / r.median_seconds / 1e9;
+  r.bytes = static_cast<double>(cache.used_bytes());
+  r.gbps = r.bytes / r.median_seconds / 1e9;
+  r.stream_gbps = r.bytes / stream_times[stream_times.size() / 2] / 1e9;
+  r.percent_of_stream = 100.0 * r.gbps / r.stream_gbps;
+  // Several queries per KV head (grouped heads, several new tokens) do more arithmetic per
+  // byte: past about 2·(peak / bandwidth) multiply-adds a byte the FLOPs are the floor.
+  r.roofline_seconds = std::max(r.bytes / (r.stream_gbps * 1e9), decode_flops(s) / (peaks.f32_gflops * 1e9));
   r.percent_of_bandwidth = 100.0 * r.gbps / peaks.read_gbps;
   return r;
 }
