@@ -9,14 +9,15 @@
 // on the cache's storage type as the rows stream in: 16 rows at a time, each 16-bit vector
 // converted to f32 in a register where it is used and never written back, so the only
 // memory traffic is the cache itself. For each block of 16 rows:
-//   1. scores: two keys by up to four queries at a time (eight independent sums); each
-//      key vector is converted once for all four queries, and the per-key partial sums are
-//      folded into one vector of 16 scores per query (sum16);
-//   2. the block's online softmax, in vectors;
+//   1. scores: four keys (two without AVX-512) by up to four queries at a time, 16
+//      independent sums; each key vector is converted once for all four queries, and the
+//      per-key partial sums are folded into one vector of 16 scores per query (sum16);
+//   2. the block's online softmax, in vectors; the earlier output is rescaled only when
+//      the block raises the running max;
 //   3. values: up to four queries by four vectors of columns; each value vector is
 //      converted once for the four queries.
 // More than four queries (several new tokens, or eight or more heads per KV head) go four
-// at a time over the same 16 rows, which are then in L1. Rows kAhead ahead are prefetched
+// at a time over the same 16 rows, which are then in L1. Rows kAheadBytes ahead are prefetched
 // into L2 so the memory reads overlap the arithmetic.
 #include <algorithm>
 #include <cmath>
