@@ -39,8 +39,16 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
 
-constexpr std::size_t MR = 6;  // rows per micro-tile
-constexpr std::size_t NR = 2;  // vectors per micro-tile row (32 columns)
+// Micro-tile sizes (rows × vectors of 16 columns) of the two GEMMs, chosen by measurement
+// (README, "Prefill"). AVX-512 has 32 vector registers: 24 accumulators, a row of B and a
+// broadcast fit. Elsewhere a vector of 16 floats takes two (AVX2) or four registers.
+#if defined(__AVX512F__)
+constexpr std::size_t kScoreMR = 8, kScoreNR = 3;  // GEMM 1: 8 keys × 48 queries
+constexpr std::size_t kMixMR = 6, kMixNR = 4;      // GEMM 2: 6 queries × 64 columns of d_v
+#else
+constexpr std::size_t kScoreMR = 6, kScoreNR = 2;
+constexpr std::size_t kMixMR = 6, kMixNR = 2;
+#endif
 
 // The multiply-accumulate step of the GEMMs, acc += a·b, in three flavours. Every operand
 // is 32 bits wide: one float, or (bf16) a pair of bf16 numbers along the summed dimension,
@@ -159,34 +167,46 @@ inline void micro_gemm(const float* A, std::size_t a_row, std::size_t a_col, con
       store(C + r * ldc + c * W, acc[r][c]);
 }
 
-// One row block of up to MR rows (a tail block has fewer) across NR_ vectors of columns.
-template <class Madd, std::size_t NR_, bool Accumulate>
+// One row block of up to MR_ rows (a tail block has fewer) across NR_ vectors of columns.
+template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
 inline void row_block(std::size_t rows, const float* A, std::size_t a_row, std::size_t a_col, const float* B,
                       std::size_t ldb, float* C, std::size_t ldc, std::size_t K) {
-  switch (rows) {
-    case 6: return micro_gemm<Madd, 6, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    case 5: return micro_gemm<Madd, 5, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    case 4: return micro_gemm<Madd, 4, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    case 3: return micro_gemm<Madd, 3, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    case 2: return micro_gemm<Madd, 2, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-    default: return micro_gemm<Madd, 1, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
-  }
+  if constexpr (MR_ > 1)
+    if (rows < MR_) return row_block<Madd, MR_ - 1, NR_, Accumulate>(rows, A, a_row, a_col, B, ldb, C, ldc, K);
+  micro_gemm<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
 }
 
-// C[rows][cols] (+)= A[rows][K] · B[K][cols], cols a multiple of W. Column panels on the
-// outside, so a panel of B (K × 32 floats) stays in L1 while every row block passes over it.
-template <class Madd, bool Accumulate>
+// Every row block of one column panel NR_ vectors wide.
+template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
+inline void column_panel(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb,
+                         float* C, std::size_t ldc, std::size_t rows, std::size_t K) {
+  for (std::size_t r0 = 0; r0 < rows; r0 += MR_)
+    row_block<Madd, MR_, NR_, Accumulate>(std::min(MR_, rows - r0), A + r0 * a_row, a_row, a_col, B, ldb, C + r0 * ldc,
+                                          ldc, K);
+}
+
+// The last panel, narrower than a full one: `vectors` of them (1 .. NR_).
+template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
+inline void tail_panel(std::size_t vectors, const float* A, std::size_t a_row, std::size_t a_col, const float* B,
+                       std::size_t ldb, float* C, std::size_t ldc, std::size_t rows, std::size_t K) {
+  if constexpr (NR_ > 1)
+    if (vectors < NR_)
+      return tail_panel<Madd, MR_, NR_ - 1, Accumulate>(vectors, A, a_row, a_col, B, ldb, C, ldc, rows, K);
+  column_panel<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, rows, K);
+}
+
+// C[rows][cols] (+)= A[rows][K] · B[K][cols], cols a multiple of W, in MR_ × NR_·W
+// micro-tiles. Column panels on the outside, so a panel of B (K × NR_·W floats) stays in
+// L1 while every row block passes over it.
+template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
 void block_gemm(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb, float* C,
                 std::size_t ldc, std::size_t rows, std::size_t cols, std::size_t K) {
   std::size_t c0 = 0;
-  for (; c0 + NR * W <= cols; c0 += NR * W)
-    for (std::size_t r0 = 0; r0 < rows; r0 += MR)
-      row_block<Madd, NR, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb,
-                                      C + r0 * ldc + c0, ldc, K);
-  for (; c0 < cols; c0 += W)
-    for (std::size_t r0 = 0; r0 < rows; r0 += MR)
-      row_block<Madd, 1, Accumulate>(std::min(MR, rows - r0), A + r0 * a_row, a_row, a_col, B + c0, ldb,
-                                     C + r0 * ldc + c0, ldc, K);
+  for (; c0 + NR_ * W <= cols; c0 += NR_ * W)
+    column_panel<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B + c0, ldb, C + c0, ldc, rows, K);
+  if constexpr (NR_ > 1)
+    if (c0 < cols)
+      tail_panel<Madd, MR_, NR_ - 1, Accumulate>((cols - c0) / W, A, a_row, a_col, B + c0, ldb, C + c0, ldc, rows, K);
 }
 
 // Per-thread scratch: a few tiles, never O(n·m).
@@ -300,8 +320,8 @@ void score_tile(Scratch& t, const Geometry& g, const float* k_tile, std::size_t 
     }
     k_rows = t.k.data();
   }
-  block_gemm<Madd, false>(k_rows, g.dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols, rows_pad,
-                          g.dk_slots);
+  block_gemm<Madd, kScoreMR, kScoreNR, false>(k_rows, g.dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols,
+                                              rows_pad, g.dk_slots);
 }
 
 // Online softmax over the tile, 16 queries at a time: mask, new max, rescale the running
@@ -384,7 +404,14 @@ void mix_tile(Scratch& t, const Geometry& g, const float* v_tile, std::size_t co
     v_rows = t.v.data();
     ldv = g.dv_pad;
   }
-  block_gemm<Madd, true>(p_rows, 1, rows_pad, v_rows, ldv, t.o.data(), g.dv_pad, rows_pad, g.dv_pad, key_slots);
+  // Widths that are not whole panels of kMixNR vectors (d = 72, 80, 96) do better with the
+  // scores' tile than with a narrow last panel.
+  if ((g.dv_pad / W) % kMixNR == 0)
+    block_gemm<Madd, kMixMR, kMixNR, true>(p_rows, 1, rows_pad, v_rows, ldv, t.o.data(), g.dv_pad, rows_pad, g.dv_pad,
+                                           key_slots);
+  else
+    block_gemm<Madd, kScoreMR, kScoreNR, true>(p_rows, 1, rows_pad, v_rows, ldv, t.o.data(), g.dv_pad, rows_pad,
+                                               g.dv_pad, key_slots);
 }
 
 // O_b / l, written out; a query that saw no key stays 0.

@@ -93,6 +93,26 @@ TEST(FlashAttention, SweepOfShapesMasksTilesThreadsAndInstructionSets) {
       }
 }
 
+TEST(FlashAttention, MicroTileEdgesAtTheDefaultTileSizes) {
+  // With AVX-512 the scores are computed in micro-tiles of 8 keys × 3 vectors of queries and
+  // the mixing in 6 queries × 4 vectors of d_v; a tile of 48 keys and a block of 288 queries
+  // by default. Every remainder of rows (1..8 keys, 1..5 queries) and every panel width
+  // (1..8 vectors) occurs here, on every instruction set.
+  const std::size_t key_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 53, 100};
+  const std::size_t query_counts[] = {1, 17, 49, 80, 289};
+  std::size_t counter = 0;
+  for (std::size_t d_v = 16; d_v <= 128; d_v += 16)
+    for (std::size_t m : key_counts)
+      for (Isa isa : runnable_isas()) {
+        Case c;
+        c.shape = {2, 1, query_counts[counter % 5], m, counter % 2 ? d_v : d_v + 8, d_v};
+        c.options.causal = counter % 3 == 0;
+        c.options.isa = isa;
+        expect_tiled_matches_reference(c);
+        ++counter;
+      }
+}
+
 TEST(FlashAttention, RowsThatSeeNoKeyGiveZeroNotNaN) {
   // n > m with a causal mask: query i stands at i + m - n, so the first n - m rows see nothing.
   for (Isa isa : runnable_isas()) {

@@ -48,8 +48,8 @@ struct AttentionOptions {
   double temperature = 1.0;           // logits = q·k · scale / T
   std::optional<double> scale;        // default 1/√d_k
   Precision precision = Precision::f32;
-  std::size_t block_q = 96;   // queries per tile (rounded up to a multiple of 16)
-  std::size_t block_k = 128;  // keys per tile
+  std::size_t block_q = 288;  // queries per tile (rounded up to a multiple of 16)
+  std::size_t block_k = 48;   // keys per tile
   int threads = 0;            // 0: all cores
   std::optional<Isa> isa;     // force an instruction set (tests); default best_isa()
 };
