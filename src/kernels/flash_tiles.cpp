@@ -242,7 +242,9 @@ Geometry geometry_of(const AttentionShape& shape, const AttentionOptions& option
   g.n = shape.n, g.m = shape.m, g.d_k = shape.d_k, g.d_v = shape.d_v;
   g.dk_slots = Bf16 ? (g.d_k + 1) / 2 : g.d_k;
   g.group = shape.heads / shape.kv_heads;
-  g.block_q = round_up(std::max<std::size_t>(options.block_q, 1), W);
+  const std::size_t masked_block_q = 96, open_block_q = 288;  // measured: README, "Prefill"
+  const bool diagonal = options.causal || options.window;
+  g.block_q = round_up(options.block_q ? options.block_q : diagonal ? masked_block_q : open_block_q, W);
   g.block_k = std::max<std::size_t>(options.block_k, 1);
   g.dv_pad = round_up(g.d_v, W);
   g.pack_v = Bf16 || g.dv_pad != g.d_v;

@@ -96,7 +96,7 @@ TEST(FlashAttention, SweepOfShapesMasksTilesThreadsAndInstructionSets) {
 TEST(FlashAttention, MicroTileEdgesAtTheDefaultTileSizes) {
   // With AVX-512 the scores are computed in micro-tiles of 8 keys × 3 vectors of queries and
   // the mixing in 6 queries × 4 vectors of d_v; a tile of 48 keys and a block of 288 queries
-  // by default. Every remainder of rows (1..8 keys, 1..5 queries) and every panel width
+  // by default (96 when causal). Every remainder of rows (1..8 keys, 1..5 queries) and every panel width
   // (1..8 vectors) occurs here, on every instruction set.
   const std::size_t key_counts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 53, 100};
   const std::size_t query_counts[] = {1, 17, 49, 80, 289};

@@ -48,10 +48,12 @@ struct AttentionOptions {
   double temperature = 1.0;           // logits = q·k · scale / T
   std::optional<double> scale;        // default 1/√d_k
   Precision precision = Precision::f32;
-  std::size_t block_q = 288;  // queries per tile (rounded up to a multiple of 16)
-  std::size_t block_k = 48;   // keys per tile
-  int threads = 0;            // 0: all cores
-  std::optional<Isa> isa;     // force an instruction set (tests); default best_isa()
+  // Queries per tile (rounded up to a multiple of 16); 0: 288, or 96 with a causal mask or
+  // window, where the tiles on the diagonal are partly hidden and smaller ones waste less.
+  std::size_t block_q = 0;
+  std::size_t block_k = 48;  // keys per tile
+  int threads = 0;           // 0: all cores
+  std::optional<Isa> isa;    // force an instruction set (tests); default best_isa()
 };
 
 // Tiled prefill. Layouts, all row-major and contiguous:
