@@ -17,8 +17,15 @@
 //   3. values: up to four queries by four vectors of columns; each value vector is
 //      converted once for the four queries.
 // More than four queries (several new tokens, or eight or more heads per KV head) go four
-// at a time over the same 16 rows, which are then in L1. Rows kAheadBytes ahead are prefetched
-// into L2 so the memory reads overlap the arithmetic.
+// at a time over the same 16 rows, which are then in L1.
+//
+// While a block is scored and mixed, the rows kAheadBytes further on are requested a line
+// at a time, each as the same place in this block is read, so the memory system always
+// has a steady number of reads in flight. (Requesting the next block's 128 lines at once
+// at the block's start, as this loop first did, filled the line-fill buffers and stalled
+// the loads the arithmetic was waiting for: a 128k-token f16 cache decoded at 50% of a plain
+// read of its bytes that way and at 72-79% spread out, measured in one run; README "Fast
+// attention" has the table.)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -39,7 +46,7 @@ namespace {
 
 constexpr std::size_t kRows = W;           // cached rows per block: one score vector per query
 constexpr std::size_t kQueries = 4;        // queries scored and mixed together
-constexpr std::size_t kAheadBytes = 4096;  // how far ahead of the block each array is prefetched
+constexpr std::size_t kAheadBytes = 4096;  // how far ahead of each read its array is prefetched (a d=128 f16 block)
 #if defined(__AVX512F__)
 constexpr int kKeys = 4;                   // keys scored together: 4 × 4 sums + 4 keys in 32 registers
 constexpr std::size_t kColumnVectors = 4;  // value columns per pass: 4 × 4 sums + 4 values
@@ -142,8 +149,19 @@ inline VF sum16(const VF (&acc)[W]) {
 struct Rows {
   const char* first;
   std::size_t row_bytes, rows, d;
+  bool prefetch;  // whether reading the block also requests the rows kAheadBytes further on
   const void* row(std::size_t r) const { return first + r * row_bytes; }
+  // Requests the cache line kAheadBytes past byte `byte` of row r (into L2), when this
+  // block prefetches. A hint: it never faults, and the caller only sets `prefetch` when
+  // the addresses stay inside the run's rows. (Always inlined: GCC counts a prefetch as
+  // no side effect, so it deletes the call to a function that only prefetches.)
+  [[gnu::always_inline]] void prefetch_ahead(std::size_t r, std::size_t byte) const {
+    if (prefetch) __builtin_prefetch(first + r * row_bytes + byte + kAheadBytes, 0, 1);
+  }
 };
+
+template <DType dtype>
+constexpr std::size_t kValueBytes = dtype == DType::f32 ? 4 : 2;
 
 // Per query (NQ of them, `q` [NQ × d_pad], already scaled): the 16 keys' scores into
 // `scores` [NQ × 16]. Lanes of keys past `keys.rows` hold 0 (masked later).
@@ -156,6 +174,10 @@ void score_block(const Rows& keys, const float* q, std::size_t d_pad, float* sco
   const auto dot = [&]<int NK>(std::size_t k) {
     VF acc[NK][NQ] = {};
     for (std::size_t v = 0; v < full; ++v) {
+      const std::size_t byte = v * W * kValueBytes<dtype>;
+      if (byte % 64 == 0)  // one request per line of each row
+        for (int j = 0; j < NK; ++j)
+          keys.prefetch_ahead(k + j, byte);
       VF kv[NK];
       for (int j = 0; j < NK; ++j)
         kv[j] = load16<dtype>(keys.row(k + j), v * W);
@@ -200,6 +222,9 @@ void mix_block(const Rows& values, const float* p, const float* correction, std:
       for (std::size_t k = 0; k < NV; ++k)
         acc[i][k] = load(out + i * d_pad + (first_vector + k) * W) * correction[i];
     for (std::size_t r = 0; r < values.rows; ++r) {
+      const std::size_t byte = first_vector * W * kValueBytes<dtype>;
+      for (std::size_t line = 0; line < NV * W * kValueBytes<dtype>; line += 64)
+        values.prefetch_ahead(r, byte + line);
       VF v[NV];
       for (std::size_t k = 0; k < NV; ++k)
         if constexpr (is_tail)
@@ -221,12 +246,6 @@ void mix_block(const Rows& values, const float* p, const float* correction, std:
   for (; v0 < full; ++v0)
     pass.template operator()<1, false>(v0);
   if constexpr (has_tail) pass.template operator()<1, true>(full);
-}
-
-// Brings `bytes` from `p` towards L2, one request per cache line.
-inline void prefetch(const char* p, std::size_t bytes) {
-  for (std::size_t line = 0; line < bytes; line += 64)
-    __builtin_prefetch(p + line, 0, 1);
 }
 
 template <DType dtype, bool has_tail>
@@ -253,15 +272,14 @@ void decode_run_as(const DecodeRun& run) {
 
   for (std::size_t j0 = run.first; j0 < run.end; j0 += kRows) {
     const std::size_t rows = std::min(kRows, run.end - j0);
-    const Rows keys{key_bytes + j0 * row_bytes, row_bytes, rows, d};
-    const Rows values{value_bytes + j0 * row_bytes, row_bytes, rows, d};
-    // The block kAhead bytes ahead, for both arrays (within this run's rows).
-    const std::size_t ahead = j0 * row_bytes + kAheadBytes;
-    if (key_bytes + ahead + block_bytes <= key_end) {
-      prefetch(key_bytes + ahead, block_bytes);
-      prefetch(value_bytes + ahead, block_bytes);
-    }
+    // Prefetch while reading this block when the rows kAheadBytes on are still this run's;
+    // only the first four queries do (the others read the block from L1).
+    const bool ahead = key_bytes + j0 * row_bytes + kAheadBytes + block_bytes <= key_end;
+    const auto block = [&](const char* bytes, std::size_t i0) {
+      return Rows{bytes + j0 * row_bytes, row_bytes, rows, d, ahead && i0 == 0};
+    };
     for (std::size_t i0 = 0; i0 < run.count; i0 += kQueries) {
+      const Rows keys = block(key_bytes, i0);
       const float* qi = q.data() + i0 * d_pad;
       float* pi = p.data() + i0 * kRows;
       switch (std::min(kQueries, run.count - i0)) {
@@ -296,6 +314,7 @@ void decode_run_as(const DecodeRun& run) {
     }
     // out = out · correction + p · V, four queries at a time.
     for (std::size_t i0 = 0; i0 < run.count; i0 += kQueries) {
+      const Rows values = block(value_bytes, i0);
       const float* pi = p.data() + i0 * kRows;
       const float* ci = correction.data() + i0;
       float* o = run.out + i0 * d_pad;
