@@ -102,3 +102,42 @@ TEST(FlashDecode, BlockEdgesQueryRemaindersAndWidthTailsOnEveryDtypeAndInstructi
                                     std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
       }
 }
+
+// From 16 queries per KV head on, AVX-512 scores and mixes with the queries in the vector
+// lanes (decode_run_lanes): whole and partial groups of 16 (16, 17, 31, 32, 40 queries),
+// new tokens whose last visible key falls inside a block or before a run (chunks of 1, 5
+// and 16 rows put some runs wholly after some queries' last key), widths with and without a
+// tail, every dtype, against the reference. Below 16 queries, and on the other instruction
+// sets, the same cases go through the key-major loop.
+TEST(FlashDecode, QueriesInLanesWholeAndPartialGroupsCausalEdgesAndTails) {
+  std::vector<Isa> isas{Isa::generic};
+  if (best_isa() >= Isa::avx2) isas.push_back(Isa::avx2);
+  if (best_isa() >= Isa::avx512) isas.push_back(Isa::avx512);
+  struct Case {
+    std::size_t heads, kv_heads, n_new, m, d, chunk;
+  };
+  const Case cases[] = {{16, 1, 1, 37, 128, 1024}, {16, 2, 2, 50, 72, 16}, {17, 1, 1, 33, 20, 5},
+                        {31, 1, 1, 16, 8, 1},      {8, 1, 4, 129, 128, 64}, {8, 1, 5, 21, 136, 5},
+                        {10, 1, 4, 300, 64, 100},  {32, 8, 4, 48, 96, 16}};
+  std::size_t counter = 0;
+  for (const Case& c : cases)
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      for (Isa isa : isas) {
+        DecodeOptions options;
+        options.chunk = c.chunk;
+        options.threads = 1 + counter % 2;
+        options.isa = isa;
+        SCOPED_TRACE(fmt::format("H={} H_kv={} n_new={} m={} d={} chunk={} dtype={} isa={}", c.heads, c.kv_heads,
+                                 c.n_new, c.m, c.d, c.chunk, dtype_name(dtype), to_string(isa)));
+        const KVCache cache = random_cache(c.kv_heads, c.d, c.m, dtype, ++counter + 500);
+        SplitMix64 rng(counter + 2000);
+        std::vector<float> q(c.n_new * c.heads * c.d);
+        for (float& x : q)
+          x = static_cast<float>(2.0 * rng.normal());
+        std::vector<float> fast(q.size()), slow(q.size());
+        flash_decode(cache, 0, c.heads, q, c.n_new, fast, options);
+        decode_attention(cache, 0, c.heads, q, c.n_new, slow);
+        EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
+                                    std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
+      }
+}
