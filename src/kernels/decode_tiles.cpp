@@ -344,8 +344,8 @@ void decode_run_as(const DecodeRun& run) {
 // goes over every block once per four queries; here that work is gone, which pays once a
 // group of 16 lanes is full: measured with 2 threads, 16 queries per KV head (32 / 8 heads,
 // 4 new tokens) decode 15-18% faster this way and 32 (8 / 1, 4 new tokens) 39% faster.
-// AVX-512 only: with AVX2's 16 registers of half the width the tiles shrink to 4 keys and
-// the key-major loop was faster (10%).
+// AVX-512 only: its 32 registers hold the 16-key tile and a query vector; with AVX2's 16
+// registers of half the width the tile would shrink to 4 keys (not measured).
 #if defined(__AVX512F__)
 constexpr std::size_t kLaneKeys = 16;     // keys scored together: 16 sums + a query vector in 32 registers
 constexpr std::size_t kLaneColumns = 16;  // output columns mixed together
