@@ -43,8 +43,8 @@ inline VF splat(float x) { return VF{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x
 inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 
 // 2^x for x <= 0 (and -inf): Cephes' exp2f polynomial on [-0.5, 0.5] (within 2e-9 of
-// 2^f; evaluated in f32, within 1e-7 relative), scaled by 2^round(x). x < -126 gives exactly 0 (never a subnormal, which
-// would slow every multiply it meets).
+// 2^f; evaluated in f32, within 1e-7 relative), scaled by 2^round(x). x < -126 gives
+// exactly 0 (never a subnormal, which would slow every multiply it meets).
 inline VF exp2_poly(VF f) {  // 2^f for f in [-0.5, 0.5]
   VF p = splat(1.535336188319500e-4f);
   p = p * f + 1.339887440266574e-3f;

@@ -116,7 +116,7 @@ TEST(FlashDecode, QueriesInLanesWholeAndPartialGroupsCausalEdgesAndTails) {
   struct Case {
     std::size_t heads, kv_heads, n_new, m, d, chunk;
   };
-  const Case cases[] = {{16, 1, 1, 37, 128, 1024}, {16, 2, 2, 50, 72, 16}, {17, 1, 1, 33, 20, 5},
+  const Case cases[] = {{16, 1, 1, 37, 128, 1024}, {16, 2, 2, 50, 72, 16},  {17, 1, 1, 33, 20, 5},
                         {31, 1, 1, 16, 8, 1},      {8, 1, 4, 129, 128, 64}, {8, 1, 5, 21, 136, 5},
                         {10, 1, 4, 300, 64, 100},  {32, 8, 4, 48, 96, 16}};
   std::size_t counter = 0;
