@@ -268,14 +268,14 @@ void decode_run_as(const DecodeRun& run) {
   const VI lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const char* key_bytes = static_cast<const char*>(run.keys);
   const char* value_bytes = static_cast<const char*>(run.values);
-  const char* key_end = key_bytes + run.end * row_bytes;
+  const std::size_t run_bytes = run.end * row_bytes;  // the run's end as an offset into each array
   const std::size_t block_bytes = kRows * row_bytes;
 
   for (std::size_t j0 = run.first; j0 < run.end; j0 += kRows) {
     const std::size_t rows = std::min(kRows, run.end - j0);
     // Prefetch while reading this block when the rows kAheadBytes on are still this run's;
     // only the first four queries do (the others read the block from L1).
-    const bool ahead = key_bytes + j0 * row_bytes + kAheadBytes + block_bytes <= key_end;
+    const bool ahead = j0 * row_bytes + kAheadBytes + block_bytes <= run_bytes;
     const auto block = [&](const char* bytes, std::size_t i0) {
       return Rows{bytes + j0 * row_bytes, row_bytes, rows, d, ahead && i0 == 0};
     };
@@ -374,7 +374,7 @@ void decode_run_lanes(const DecodeRun& run) {
       qt[((i / W) * d_pad + c) * W + i % W] = run.queries[i * d + c] * run.log2_scale;
   const char* key_bytes = static_cast<const char*>(run.keys);
   const char* value_bytes = static_cast<const char*>(run.values);
-  const char* key_end = key_bytes + run.end * row_bytes;
+  const std::size_t run_bytes = run.end * row_bytes;  // the run's end as an offset into each array
   const std::size_t block_bytes = kRows * row_bytes;
   const std::size_t full = d / W, tail = d % W;
 
@@ -394,7 +394,7 @@ void decode_run_lanes(const DecodeRun& run) {
 
   for (std::size_t j0 = run.first; j0 < run.end; j0 += kRows) {
     const std::size_t rows = std::min(kRows, run.end - j0);
-    const bool ahead = key_bytes + j0 * row_bytes + kAheadBytes + block_bytes <= key_end;
+    const bool ahead = j0 * row_bytes + kAheadBytes + block_bytes <= run_bytes;
     convert(Rows{key_bytes + j0 * row_bytes, row_bytes, rows, d, ahead}, kf.data());
     convert(Rows{value_bytes + j0 * row_bytes, row_bytes, rows, d, ahead}, vf.data());
     for (std::size_t g = 0; g < groups; ++g) {
