@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <span>
 #include <vector>
 
 #include "attnlab/core/decode.hpp"
@@ -65,62 +66,22 @@ TEST(FlashDecode, MatchesTheReferenceDecodeOverShapesDtypesChunksThreadsAndInstr
     }
 }
 
-// The decode loop works on 16 cached rows at a time, scores up to four keys and mixes up to
-// four queries together, and has a separate path for head widths that are not whole
-// vectors of 16: cache lengths and chunks around those edges, every remainder of queries
-// (1 to 9 queries per KV head, from several new tokens too), and widths with and without a
-// tail, on every dtype and instruction set.
-TEST(FlashDecode, BlockEdgesQueryRemaindersAndWidthTailsOnEveryDtypeAndInstructionSet) {
-  std::vector<Isa> isas{Isa::generic};
-  if (best_isa() >= Isa::avx2) isas.push_back(Isa::avx2);
-  if (best_isa() >= Isa::avx512) isas.push_back(Isa::avx512);
-  struct Case {
-    std::size_t heads, kv_heads, n_new, m, d, chunk;
-  };
-  const Case cases[] = {{1, 1, 1, 1, 16, 64},   {3, 1, 1, 15, 20, 64},  {5, 1, 1, 17, 128, 16},
-                        {2, 2, 3, 33, 8, 48},   {9, 1, 1, 47, 136, 32}, {6, 2, 3, 64, 72, 1024},
-                        {4, 4, 2, 100, 64, 17}, {8, 1, 4, 129, 96, 64}, {7, 7, 1, 1025, 40, 1000}};
-  std::size_t counter = 0;
-  for (const Case& c : cases)
-    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
-      for (Isa isa : isas) {
-        DecodeOptions options;
-        options.chunk = c.chunk;
-        options.threads = 1 + counter % 2;
-        options.isa = isa;
-        SCOPED_TRACE(fmt::format("H={} H_kv={} n_new={} m={} d={} chunk={} dtype={} isa={}", c.heads, c.kv_heads,
-                                 c.n_new, c.m, c.d, c.chunk, dtype_name(dtype), to_string(isa)));
-        const KVCache cache = random_cache(c.kv_heads, c.d, c.m, dtype, ++counter);
-        SplitMix64 rng(counter + 1000);
-        std::vector<float> q(c.n_new * c.heads * c.d);
-        for (float& x : q)
-          x = static_cast<float>(2.0 * rng.normal());  // sharper weights: the running max moves more
-        std::vector<float> fast(q.size()), slow(q.size());
-        flash_decode(cache, 0, c.heads, q, c.n_new, fast, options);
-        decode_attention(cache, 0, c.heads, q, c.n_new, slow);
-        EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
-                                    std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
-      }
-}
+// A decode shape: query heads, KV heads, new tokens, cached tokens, head width, chunk.
+namespace {
 
-// From 16 queries per KV head on, AVX-512 scores and mixes with the queries in the vector
-// lanes (decode_run_lanes): whole and partial groups of 16 (16, 17, 31, 32, 40 queries),
-// new tokens whose last visible key falls inside a block or before a run (chunks of 1, 5
-// and 16 rows put some runs wholly after some queries' last key), widths with and without a
-// tail, every dtype, against the reference. Below 16 queries, and on the other instruction
-// sets, the same cases go through the key-major loop.
-TEST(FlashDecode, QueriesInLanesWholeAndPartialGroupsCausalEdgesAndTails) {
+struct DecodeCase {
+  std::size_t heads, kv_heads, n_new, m, d, chunk;
+};
+
+// Each case on every dtype and every instruction set this CPU runs, threads alternating
+// 1 and 2, queries drawn with twice the usual spread (sharper weights: the running max
+// moves more), against the reference decode. `seed` keeps each test's draws its own.
+void expect_matches_reference(std::span<const DecodeCase> cases, std::size_t seed) {
   std::vector<Isa> isas{Isa::generic};
   if (best_isa() >= Isa::avx2) isas.push_back(Isa::avx2);
   if (best_isa() >= Isa::avx512) isas.push_back(Isa::avx512);
-  struct Case {
-    std::size_t heads, kv_heads, n_new, m, d, chunk;
-  };
-  const Case cases[] = {{16, 1, 1, 37, 128, 1024}, {16, 2, 2, 50, 72, 16},  {17, 1, 1, 33, 20, 5},
-                        {31, 1, 1, 16, 8, 1},      {8, 1, 4, 129, 128, 64}, {8, 1, 5, 21, 136, 5},
-                        {10, 1, 4, 300, 64, 100},  {32, 8, 4, 48, 96, 16}};
   std::size_t counter = 0;
-  for (const Case& c : cases)
+  for (const DecodeCase& c : cases)
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
       for (Isa isa : isas) {
         DecodeOptions options;
@@ -129,8 +90,8 @@ TEST(FlashDecode, QueriesInLanesWholeAndPartialGroupsCausalEdgesAndTails) {
         options.isa = isa;
         SCOPED_TRACE(fmt::format("H={} H_kv={} n_new={} m={} d={} chunk={} dtype={} isa={}", c.heads, c.kv_heads,
                                  c.n_new, c.m, c.d, c.chunk, dtype_name(dtype), to_string(isa)));
-        const KVCache cache = random_cache(c.kv_heads, c.d, c.m, dtype, ++counter + 500);
-        SplitMix64 rng(counter + 2000);
+        const KVCache cache = random_cache(c.kv_heads, c.d, c.m, dtype, ++counter + seed);
+        SplitMix64 rng(counter + seed + 1000);
         std::vector<float> q(c.n_new * c.heads * c.d);
         for (float& x : q)
           x = static_cast<float>(2.0 * rng.normal());
@@ -140,4 +101,31 @@ TEST(FlashDecode, QueriesInLanesWholeAndPartialGroupsCausalEdgesAndTails) {
         EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
                                     std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
       }
+}
+
+}  // namespace
+
+// The decode loop works on 16 cached rows at a time, scores up to four keys and mixes up to
+// four queries together, and has a separate path for head widths that are not whole
+// vectors of 16: cache lengths and chunks around those edges, every remainder of queries
+// (1 to 9 queries per KV head, from several new tokens too), and widths with and without a
+// tail, on every dtype and instruction set.
+TEST(FlashDecode, BlockEdgesQueryRemaindersAndWidthTailsOnEveryDtypeAndInstructionSet) {
+  const DecodeCase cases[] = {{1, 1, 1, 1, 16, 64},   {3, 1, 1, 15, 20, 64},  {5, 1, 1, 17, 128, 16},
+                              {2, 2, 3, 33, 8, 48},   {9, 1, 1, 47, 136, 32}, {6, 2, 3, 64, 72, 1024},
+                              {4, 4, 2, 100, 64, 17}, {8, 1, 4, 129, 96, 64}, {7, 7, 1, 1025, 40, 1000}};
+  expect_matches_reference(cases, 0);
+}
+
+// From 16 queries per KV head on, AVX-512 scores and mixes with the queries in the vector
+// lanes (decode_run_lanes): whole and partial groups of 16 (16, 17, 31, 32, 40 queries),
+// new tokens whose last visible key falls inside a block or before a run (chunks of 1, 5
+// and 16 rows put some runs wholly after some queries' last key), widths with and without a
+// tail, every dtype, against the reference. Below 16 queries, and on the other instruction
+// sets, the same cases go through the key-major loop.
+TEST(FlashDecode, QueriesInLanesWholeAndPartialGroupsCausalEdgesAndTails) {
+  const DecodeCase cases[] = {{16, 1, 1, 37, 128, 1024}, {16, 2, 2, 50, 72, 16},  {17, 1, 1, 33, 20, 5},
+                              {31, 1, 1, 16, 8, 1},      {8, 1, 4, 129, 128, 64}, {8, 1, 5, 21, 136, 5},
+                              {10, 1, 4, 300, 64, 100},  {32, 8, 4, 48, 96, 16}};
+  expect_matches_reference(cases, 500);
 }
