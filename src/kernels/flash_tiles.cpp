@@ -137,10 +137,12 @@ inline VF bf16_pairs_of(const float* x) {
 
 // C[MR_][NR_·W] (+)= A[MR_][K] · B[K][NR_·W]. A is read one element at a time and
 // broadcast (element (r, t) at A[r·a_row + t·a_col], so A may be stored either way round);
-// B by vector loads (row stride ldb); C has row stride ldc.
+// B by vector loads (row stride ldb); C has row stride ldc. With col_max (not null), each
+// column's max over the tile's rows is also folded into col_max[0 .. NR_·W) while the
+// results are still in registers.
 template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
 inline void micro_gemm(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb, float* C,
-                       std::size_t ldc, std::size_t K) {
+                       std::size_t ldc, std::size_t K, float* col_max) {
   VF acc[MR_][NR_];
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < MR_; ++r)
@@ -165,48 +167,60 @@ inline void micro_gemm(const float* A, std::size_t a_row, std::size_t a_col, con
 #pragma GCC unroll 8
     for (std::size_t c = 0; c < NR_; ++c)
       store(C + r * ldc + c * W, acc[r][c]);
+  if (!col_max) return;
+#pragma GCC unroll 8
+  for (std::size_t c = 0; c < NR_; ++c) {
+    VF top = load(col_max + c * W);
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < MR_; ++r)
+      top = acc[r][c] > top ? acc[r][c] : top;
+    store(col_max + c * W, top);
+  }
 }
 
 // One row block of up to MR_ rows (a tail block has fewer) across NR_ vectors of columns.
 template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
 inline void row_block(std::size_t rows, const float* A, std::size_t a_row, std::size_t a_col, const float* B,
-                      std::size_t ldb, float* C, std::size_t ldc, std::size_t K) {
+                      std::size_t ldb, float* C, std::size_t ldc, std::size_t K, float* col_max) {
   if constexpr (MR_ > 1)
-    if (rows < MR_) return row_block<Madd, MR_ - 1, NR_, Accumulate>(rows, A, a_row, a_col, B, ldb, C, ldc, K);
-  micro_gemm<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K);
+    if (rows < MR_) return row_block<Madd, MR_ - 1, NR_, Accumulate>(rows, A, a_row, a_col, B, ldb, C, ldc, K, col_max);
+  micro_gemm<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, K, col_max);
 }
 
 // Every row block of one column panel NR_ vectors wide.
 template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
 inline void column_panel(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb,
-                         float* C, std::size_t ldc, std::size_t rows, std::size_t K) {
+                         float* C, std::size_t ldc, std::size_t rows, std::size_t K, float* col_max) {
   for (std::size_t r0 = 0; r0 < rows; r0 += MR_)
     row_block<Madd, MR_, NR_, Accumulate>(std::min(MR_, rows - r0), A + r0 * a_row, a_row, a_col, B, ldb, C + r0 * ldc,
-                                          ldc, K);
+                                          ldc, K, col_max);
 }
 
 // The last panel, narrower than a full one: `vectors` of them (1 .. NR_).
 template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
 inline void tail_panel(std::size_t vectors, const float* A, std::size_t a_row, std::size_t a_col, const float* B,
-                       std::size_t ldb, float* C, std::size_t ldc, std::size_t rows, std::size_t K) {
+                       std::size_t ldb, float* C, std::size_t ldc, std::size_t rows, std::size_t K, float* col_max) {
   if constexpr (NR_ > 1)
     if (vectors < NR_)
-      return tail_panel<Madd, MR_, NR_ - 1, Accumulate>(vectors, A, a_row, a_col, B, ldb, C, ldc, rows, K);
-  column_panel<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, rows, K);
+      return tail_panel<Madd, MR_, NR_ - 1, Accumulate>(vectors, A, a_row, a_col, B, ldb, C, ldc, rows, K, col_max);
+  column_panel<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B, ldb, C, ldc, rows, K, col_max);
 }
 
 // C[rows][cols] (+)= A[rows][K] · B[K][cols], cols a multiple of W, in MR_ × NR_·W
 // micro-tiles. Column panels on the outside, so a panel of B (K × NR_·W floats) stays in
-// L1 while every row block passes over it.
+// L1 while every row block passes over it. With col_max (not null, cols floats), each
+// column's max over the rows is folded into it.
 template <class Madd, std::size_t MR_, std::size_t NR_, bool Accumulate>
 void block_gemm(const float* A, std::size_t a_row, std::size_t a_col, const float* B, std::size_t ldb, float* C,
-                std::size_t ldc, std::size_t rows, std::size_t cols, std::size_t K) {
+                std::size_t ldc, std::size_t rows, std::size_t cols, std::size_t K, float* col_max = nullptr) {
+  const auto max_at = [&](std::size_t c0) { return col_max ? col_max + c0 : nullptr; };
   std::size_t c0 = 0;
   for (; c0 + NR_ * W <= cols; c0 += NR_ * W)
-    column_panel<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B + c0, ldb, C + c0, ldc, rows, K);
+    column_panel<Madd, MR_, NR_, Accumulate>(A, a_row, a_col, B + c0, ldb, C + c0, ldc, rows, K, max_at(c0));
   if constexpr (NR_ > 1)
     if (c0 < cols)
-      tail_panel<Madd, MR_, NR_ - 1, Accumulate>((cols - c0) / W, A, a_row, a_col, B + c0, ldb, C + c0, ldc, rows, K);
+      tail_panel<Madd, MR_, NR_ - 1, Accumulate>((cols - c0) / W, A, a_row, a_col, B + c0, ldb, C + c0, ldc, rows, K,
+                                                 max_at(c0));
 }
 
 // Per-thread scratch: a few tiles, never O(n·m).
@@ -215,9 +229,10 @@ struct Scratch {
   std::vector<float> qt;         // [d_k][rows_pad]   Q blockᵀ, pre-multiplied by c
   std::vector<float> k;          // [cols][d_k / 2]   K tile as bf16 pairs (bf16 only)
   std::vector<float> st;         // [cols][rows_pad]  S tileᵀ (keys × queries), then Pᵀ
+  std::vector<float> tile_max;   // [rows_pad] each query's max over the tile, from GEMM 1
   std::vector<float> pt;         // [cols / 2][rows_pad] Pᵀ as bf16 pairs (bf16 only)
-  std::vector<float> v;          // [cols][dv_pad]    V tile, when not used in place
-  std::vector<float> o;          // [rows_pad][dv_pad] running output
+  std::vector<float> v;          // [cols / 2][d_v]   V tile as bf16 pairs (bf16 only)
+  std::vector<float> o;          // [rows_pad][d_v] running output, or [d_v][rows_pad] (Oᵀ)
   std::vector<float> row_max;    // [rows_pad] running max per query, in log2 units
   std::vector<float> row_sum;    // [rows_pad] running sum per query
   std::vector<int> first, last;  // [rows_pad] each query's visible keys
@@ -228,11 +243,11 @@ struct Geometry {
   std::size_t n, m, d_k, d_v;
   std::size_t dk_slots;  // 32-bit slots along d_k (pairs with bf16)
   std::size_t group;     // query heads per KV head
-  std::size_t block_q, block_k, dv_pad;
-  bool pack_v;  // f32 V rows are used in place when they are whole vectors
-  float c;      // scale / T · log2 e: scores come out as logits in log2 units
-  long offset;  // m - n: query i sits at position i + offset among the keys
-  long window;  // 0: none
+  std::size_t block_q, block_k;
+  bool o_transposed;  // d_v not a whole number of vectors: the output is kept as Oᵀ
+  float c;            // scale / T · log2 e: scores come out as logits in log2 units
+  long offset;        // m - n: query i sits at position i + offset among the keys
+  long window;        // 0: none
   bool causal;
 };
 
@@ -246,8 +261,7 @@ Geometry geometry_of(const AttentionShape& shape, const AttentionOptions& option
   const bool diagonal = options.causal || options.window;
   g.block_q = round_up(options.block_q ? options.block_q : diagonal ? masked_block_q : open_block_q, W);
   g.block_k = std::max<std::size_t>(options.block_k, 1);
-  g.dv_pad = round_up(g.d_v, W);
-  g.pack_v = Bf16 || g.dv_pad != g.d_v;
+  g.o_transposed = g.d_v % W != 0;
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(g.d_k)));
   g.c = static_cast<float>(scale / options.temperature * M_LOG2E);
   g.offset = static_cast<long>(g.m) - static_cast<long>(g.n);
@@ -261,9 +275,10 @@ template <bool Bf16>
 void allocate_scratch(Scratch& t, const Geometry& g) {
   t.qt.resize(g.dk_slots * g.block_q);
   t.st.resize(g.block_k * g.block_q);
+  t.tile_max.resize(g.block_q);
   if (Bf16) t.k.resize(g.block_k * g.dk_slots), t.pt.resize((g.block_k + 1) / 2 * g.block_q);
-  if (g.pack_v) t.v.resize(g.block_k * g.dv_pad);
-  t.o.resize(g.block_q * g.dv_pad);
+  if (Bf16) t.v.resize((g.block_k + 1) / 2 * g.d_v);
+  t.o.resize(g.block_q * g.d_v);
   t.row_max.resize(g.block_q);
   t.row_sum.resize(g.block_q);
   t.first.resize(g.block_q);
@@ -280,7 +295,7 @@ void start_block(Scratch& t, const Geometry& g, const float* q_h, std::size_t ro
       row[r] = Bf16 ? bf16_pair(q_at(r, 2 * d), q_at(r, 2 * d + 1)) : q_at(r, d);
     std::fill(row + rows, row + rows_pad, 0.0f);
   }
-  std::fill(t.o.begin(), t.o.begin() + rows_pad * g.dv_pad, 0.0f);
+  std::fill(t.o.begin(), t.o.begin() + rows_pad * g.d_v, 0.0f);
   std::fill(t.row_max.begin(), t.row_max.end(), kMinusInf);
   std::fill(t.row_sum.begin(), t.row_sum.end(), 0.0f);
 }
@@ -306,7 +321,8 @@ std::pair<long, long> visible_keys(Scratch& t, const Geometry& g, std::size_t i0
   return {block_first, block_last};
 }
 
-// GEMM 1: Sᵀ = K_tile · (c·Q_b)ᵀ into t.st, keys down, queries across (bf16: K packed first).
+// GEMM 1: Sᵀ = K_tile · (c·Q_b)ᵀ into t.st, keys down, queries across (bf16: K packed
+// first), and each query's max over the tile's keys into t.tile_max (masks not applied).
 template <class Madd, bool Bf16>
 void score_tile(Scratch& t, const Geometry& g, const float* k_tile, std::size_t cols, std::size_t rows_pad) {
   const float* k_rows = k_tile;
@@ -322,8 +338,9 @@ void score_tile(Scratch& t, const Geometry& g, const float* k_tile, std::size_t 
     }
     k_rows = t.k.data();
   }
+  std::fill(t.tile_max.begin(), t.tile_max.begin() + rows_pad, kMinusInf);
   block_gemm<Madd, kScoreMR, kScoreNR, false>(k_rows, g.dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols,
-                                              rows_pad, g.dk_slots);
+                                              rows_pad, g.dk_slots, t.tile_max.data());
 }
 
 // Online softmax over the tile, 16 queries at a time: mask, new max, rescale the running
@@ -336,16 +353,17 @@ void softmax_tile(Scratch& t, const Geometry& g, long j0, std::size_t cols, std:
     bool masked = false;
     for (int l = 0; l < W; ++l)
       masked |= first[l] > j0 || last[l] < j0 + static_cast<long>(cols) - 1;
-    VF tile_max = splat(kMinusInf);
-    for (std::size_t j = 0; j < cols; ++j) {
-      float* s = t.st.data() + j * rows_pad + r0;
-      VF x = load(s);
-      if (masked) {
+    // GEMM 1 left the max over every key; where a mask hides some, it is taken again.
+    VF tile_max = load(t.tile_max.data() + r0);
+    if (masked) {
+      tile_max = splat(kMinusInf);
+      for (std::size_t j = 0; j < cols; ++j) {
+        float* s = t.st.data() + j * rows_pad + r0;
         const int key = static_cast<int>(j0 + j);
-        x = ((first > key) | (last < key)) ? splat(kMinusInf) : x;
+        const VF x = ((first > key) | (last < key)) ? splat(kMinusInf) : load(s);
         store(s, x);
+        tile_max = x > tile_max ? x : tile_max;
       }
-      tile_max = x > tile_max ? x : tile_max;
     }
     const VF old_max = load(t.row_max.data() + r0);
     const VF new_max = tile_max > old_max ? tile_max : old_max;
@@ -361,24 +379,39 @@ void softmax_tile(Scratch& t, const Geometry& g, long j0, std::size_t cols, std:
       sum += p;
     }
     store(t.row_sum.data() + r0, load(t.row_sum.data() + r0) * correction + sum);
+    // The output so far is rescaled where a max rose: a row per query, or in Oᵀ a vector
+    // multiply per column of d_v for all 16.
+    bool unchanged = true;
+    for (int l = 0; l < W; ++l)
+      unchanged &= correction[l] == 1.0f;
+    if (unchanged) continue;
+    if (g.o_transposed) {
+      for (std::size_t col = 0; col < g.d_v; ++col) {
+        float* o = t.o.data() + col * rows_pad + r0;
+        store(o, load(o) * correction);
+      }
+      continue;
+    }
     for (int l = 0; l < W; ++l) {
       if (correction[l] == 1.0f) continue;
-      float* o = t.o.data() + (r0 + l) * g.dv_pad;
+      float* o = t.o.data() + (r0 + l) * g.d_v;
       const VF factor = splat(correction[l]);
-      for (std::size_t c0 = 0; c0 < g.dv_pad; c0 += W)
+      for (std::size_t c0 = 0; c0 < g.d_v; c0 += W)
         store(o + c0, load(o + c0) * factor);
     }
   }
 }
 
-// GEMM 2: O_b += P · V_tile, with P read from Pᵀ (bf16: P and V packed as pairs of keys;
-// f32: V copied to whole vectors only when its rows are not).
+// GEMM 2: O_b += P · V_tile, with P read from Pᵀ and V in place (bf16: P and V packed as
+// pairs of keys first). When d_v is not a whole number of vectors (d = 72), it is done
+// transposed, O_bᵀ += V_tileᵀ · Pᵀ, queries across like GEMM 1: no columns of padding, and
+// Oᵀ, V and a panel of Pᵀ fit in L1 together at such widths (at d = 96 and 128 they do
+// not, and the row form is faster).
 template <class Madd, bool Bf16>
 void mix_tile(Scratch& t, const Geometry& g, const float* v_tile, std::size_t cols, std::size_t rows_pad) {
   const std::size_t key_slots = Bf16 ? (cols + 1) / 2 : cols;
   const float* p_rows = t.st.data();
   const float* v_rows = v_tile;
-  std::size_t ldv = g.d_v;
   if (Bf16) {
     for (std::size_t j = 0; j < key_slots; ++j) {
       const float* even = t.st.data() + 2 * j * rows_pad;
@@ -387,42 +420,36 @@ void mix_tile(Scratch& t, const Geometry& g, const float* v_tile, std::size_t co
       for (std::size_t r = 0; r < rows_pad; r += W)
         store(pairs + r, bf16_pairs(load(even + r), has_odd ? load(even + rows_pad + r) : VF{}));
       const float* v_even = v_tile + 2 * j * g.d_v;
-      float* row = t.v.data() + j * g.dv_pad;
+      float* row = t.v.data() + j * g.d_v;
       std::size_t col = 0;
       for (; col + W <= g.d_v; col += W)
         store(row + col, bf16_pairs(load(v_even + col), has_odd ? load(v_even + g.d_v + col) : VF{}));
-      for (; col < g.dv_pad; ++col)
-        row[col] = col < g.d_v ? bf16_pair(v_even[col], has_odd ? v_even[g.d_v + col] : 0.0f) : 0.0f;
+      for (; col < g.d_v; ++col)
+        row[col] = bf16_pair(v_even[col], has_odd ? v_even[g.d_v + col] : 0.0f);
     }
     p_rows = t.pt.data();
     v_rows = t.v.data();
-    ldv = g.dv_pad;
-  } else if (g.pack_v) {
-    for (std::size_t j = 0; j < cols; ++j) {
-      float* row = t.v.data() + j * g.dv_pad;
-      std::memcpy(row, v_tile + j * g.d_v, g.d_v * sizeof(float));
-      std::fill(row + g.d_v, row + g.dv_pad, 0.0f);
-    }
-    v_rows = t.v.data();
-    ldv = g.dv_pad;
   }
-  // Widths that are not whole panels of kMixNR vectors (d = 72, 80, 96) do better with the
+  if (g.o_transposed)
+    block_gemm<Madd, kScoreMR, kScoreNR, true>(v_rows, 1, g.d_v, p_rows, rows_pad, t.o.data(), rows_pad, g.d_v,
+                                               rows_pad, key_slots);
+  // Widths that are not whole panels of kMixNR vectors (d = 80, 96) do better with the
   // scores' tile than with a narrow last panel.
-  if ((g.dv_pad / W) % kMixNR == 0)
-    block_gemm<Madd, kMixMR, kMixNR, true>(p_rows, 1, rows_pad, v_rows, ldv, t.o.data(), g.dv_pad, rows_pad, g.dv_pad,
+  else if ((g.d_v / W) % kMixNR == 0)
+    block_gemm<Madd, kMixMR, kMixNR, true>(p_rows, 1, rows_pad, v_rows, g.d_v, t.o.data(), g.d_v, rows_pad, g.d_v,
                                            key_slots);
   else
-    block_gemm<Madd, kScoreMR, kScoreNR, true>(p_rows, 1, rows_pad, v_rows, ldv, t.o.data(), g.dv_pad, rows_pad,
-                                               g.dv_pad, key_slots);
+    block_gemm<Madd, kScoreMR, kScoreNR, true>(p_rows, 1, rows_pad, v_rows, g.d_v, t.o.data(), g.d_v, rows_pad, g.d_v,
+                                               key_slots);
 }
 
-// O_b / l, written out; a query that saw no key stays 0.
-void finish_block(const Scratch& t, const Geometry& g, float* out_block, std::size_t rows) {
+// O_b / l, written out (from Oᵀ transposed back); a query that saw no key stays 0.
+void finish_block(const Scratch& t, const Geometry& g, float* out_block, std::size_t rows, std::size_t rows_pad) {
   for (std::size_t r = 0; r < rows; ++r) {
     float* dst = out_block + r * g.d_v;
     const float inv = t.row_sum[r] > 0 ? 1.0f / t.row_sum[r] : 0.0f;
     for (std::size_t col = 0; col < g.d_v; ++col)
-      dst[col] = t.o[r * g.dv_pad + col] * inv;
+      dst[col] = t.o[g.o_transposed ? col * rows_pad + r : r * g.d_v + col] * inv;
   }
 }
 
@@ -456,7 +483,7 @@ void flash_kernel(const float* q, const float* k, const float* v, float* out, co
         softmax_tile(t, g, j0, cols, rows_pad);
         mix_tile<Madd, Bf16>(t, g, v_g + j0 * g.d_v, cols, rows_pad);
       }
-      finish_block(t, g, out + (h * g.n + i0) * g.d_v, rows);
+      finish_block(t, g, out + (h * g.n + i0) * g.d_v, rows, rows_pad);
     }
   }
 }

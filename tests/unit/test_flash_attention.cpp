@@ -113,6 +113,27 @@ TEST(FlashAttention, MicroTileEdgesAtTheDefaultTileSizes) {
       }
 }
 
+TEST(FlashAttention, TransposedOutputWhenTheValueWidthIsNotWholeVectors) {
+  // A d_v that is not a multiple of 16 keeps the output as Oᵀ (d_v rows × queries) and mixes
+  // in the scores' micro-tile: every remainder of 1..7 rows of d_v below a block of 8, one to
+  // three vectors of queries and their tails, masked and open tiles, on every instruction set.
+  const std::size_t value_widths[] = {1, 7, 9, 15, 17, 40, 72, 73, 79, 100, 130};
+  const std::size_t key_counts[] = {1, 5, 48, 49, 100};
+  const std::size_t query_counts[] = {1, 17, 49, 80, 289};
+  std::size_t counter = 0;
+  for (std::size_t d_v : value_widths)
+    for (std::size_t m : key_counts)
+      for (Isa isa : runnable_isas()) {
+        Case c;
+        c.shape = {2, 1, query_counts[counter % 5], m, counter % 2 ? d_v : 72, d_v};
+        c.options.causal = counter % 3 == 0;
+        if (counter % 7 == 3) c.options.window = 1 + counter % 30;
+        c.options.isa = isa;
+        expect_tiled_matches_reference(c);
+        ++counter;
+      }
+}
+
 TEST(FlashAttention, RowsThatSeeNoKeyGiveZeroNotNaN) {
   // n > m with a causal mask: query i stands at i + m - n, so the first n - m rows see nothing.
   for (Isa isa : runnable_isas()) {
@@ -130,12 +151,40 @@ TEST(FlashAttention, RowsThatSeeNoKeyGiveZeroNotNaN) {
 }
 
 TEST(FlashAttention, ExtremeScoresStayFiniteAndCorrect) {
-  for (Isa isa : runnable_isas()) {
-    Case c{{1, 1, 75, 113, 64, 64}, {}, 6.0};  // scores ~ 36·√64: logits in the hundreds
-    c.options.isa = isa;
-    c.options.causal = true;
-    expect_tiled_matches_reference(c);
-  }
+  // Logits hundreds apart: a running max that missed any key's score would overflow 2^x.
+  // Open tiles take their max from the score GEMM's registers, masked ones from Sᵀ.
+  for (Isa isa : runnable_isas())
+    for (bool causal : {true, false}) {
+      Case c{{1, 1, 75, 113, 64, 64}, {}, 6.0};  // scores ~ 36·√64: logits in the hundreds
+      c.options.isa = isa;
+      c.options.causal = causal;
+      expect_tiled_matches_reference(c);
+    }
+}
+
+TEST(FlashAttention, TheRunningMaxSeesEveryKeyOfAnOpenTile) {
+  // In the second tile of 48 keys one key, at position p, scores ~1150 (log2 units) above
+  // the rest. Open tiles take each query's max from the score GEMM's registers: a max that
+  // missed that key's row for any p would make its weight 2^1150, an overflow to inf.
+  const AttentionShape s{1, 1, 16, 96, 16, 16};
+  SplitMix64 rng(11);
+  const auto v = random_floats(rng, s.m * s.d_v);
+  for (std::size_t p = 0; p < 48; ++p)
+    for (Isa isa : runnable_isas()) {
+      SCOPED_TRACE(fmt::format("p={} isa={}", p, to_string(isa)));
+      auto q = random_floats(rng, s.n * s.d_k, 0.1), k = random_floats(rng, s.m * s.d_k, 0.1);
+      for (std::size_t i = 0; i < s.n; ++i)
+        q[i * s.d_k] = 400.0f;
+      for (std::size_t j = 0; j < s.m; ++j)
+        k[j * s.d_k] = j == 48 + p ? 8.0f : 0.0f;
+      AttentionOptions options;
+      options.isa = isa;
+      std::vector<float> fast(s.n * s.d_v, NAN), slow(s.n * s.d_v, NAN);
+      flash_attention(q.data(), k.data(), v.data(), fast.data(), s, options);
+      reference_attention(q.data(), k.data(), v.data(), slow.data(), s, options);
+      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
+                                  std::vector<double>(slow.begin(), slow.end()), {3e-5, 3e-4}));
+    }
 }
 
 TEST(FlashAttention, HeadSizesModelsUseThatAreNotPowersOfTwo) {
