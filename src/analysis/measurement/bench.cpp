@@ -174,7 +174,8 @@ std::vector<BenchCase> standard_bench_cases(bool quick) {
     cases.back().name += " bf16";
     cases.back().options.precision = Precision::bf16;
   }
-  for (std::size_t d : {72, 80, 96})
+  // Head widths real models use, beside d = 128 at the same n and H·d.
+  for (std::size_t d : {128, 72, 80, 96})
     prefill(4096, 2048 / d, d, false);
   for (std::size_t n : {65536, 131072})
     prefill(n, 1, 128, true);
