@@ -39,6 +39,13 @@ inline ::testing::AssertionResult all_close(const std::vector<double>& actual, c
                                        << ", rtol " << tol.rtol << "), largest |diff| " << largest << pairs;
 }
 
+// Float results (the fast kernels' outputs), compared in double.
+inline ::testing::AssertionResult all_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                                            Tolerance tol = {}) {
+  return all_close(std::vector<double>(actual.begin(), actual.end()),
+                   std::vector<double>(expected.begin(), expected.end()), tol);
+}
+
 inline ::testing::AssertionResult all_close(const Matrix& actual, const Matrix& expected, Tolerance tol = {}) {
   if (actual.rows != expected.rows || actual.cols != expected.cols)
     return ::testing::AssertionFailure() << "shape " << actual.rows << "×" << actual.cols << " != expected "

@@ -18,8 +18,10 @@
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "compare.hpp"
+#include "runnable_isas.hpp"
 
 using namespace attnlab;
+using test::runnable_isas;
 
 namespace {
 
@@ -28,14 +30,6 @@ std::vector<float> random_floats(SplitMix64& rng, std::size_t count, double scal
   for (float& v : x)
     v = static_cast<float>(rng.normal() * scale);
   return x;
-}
-
-std::vector<Isa> runnable_isas() {
-  std::vector<Isa> isas{Isa::generic};
-  const Isa best = best_isa();
-  if (best >= Isa::avx2) isas.push_back(Isa::avx2);
-  if (best >= Isa::avx512) isas.push_back(Isa::avx512);
-  return isas;
 }
 
 struct Case {
@@ -61,8 +55,7 @@ void expect_tiled_matches_reference(const Case& c) {
   flash_attention(q.data(), k.data(), v.data(), fast.data(), s, c.options);
   reference_attention(q.data(), k.data(), v.data(), slow.data(), s, c.options);
   const double loosen = 1.0 / std::min(1.0, c.options.temperature) * c.input_scale * c.input_scale;
-  EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
-                              std::vector<double>(slow.begin(), slow.end()), {3e-5 * loosen, 3e-4 * loosen}));
+  EXPECT_TRUE(test::all_close(fast, slow, {3e-5 * loosen, 3e-4 * loosen}));
 }
 
 }  // namespace
@@ -182,8 +175,7 @@ TEST(FlashAttention, TheRunningMaxSeesEveryKeyOfAnOpenTile) {
       std::vector<float> fast(s.n * s.d_v, NAN), slow(s.n * s.d_v, NAN);
       flash_attention(q.data(), k.data(), v.data(), fast.data(), s, options);
       reference_attention(q.data(), k.data(), v.data(), slow.data(), s, options);
-      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
-                                  std::vector<double>(slow.begin(), slow.end()), {3e-5, 3e-4}));
+      EXPECT_TRUE(test::all_close(fast, slow, {3e-5, 3e-4}));
     }
 }
 
@@ -224,8 +216,7 @@ TEST(FlashAttentionBf16, MatchesTheReferenceWithinBf16Precision) {
       std::vector<float> fast(s.heads * s.n * s.d_v), slow(fast.size());
       flash_attention(q.data(), k.data(), v.data(), fast.data(), s, c.options);
       reference_attention(q.data(), k.data(), v.data(), slow.data(), s, c.options);
-      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
-                                  std::vector<double>(slow.begin(), slow.end()), {2e-2, 2e-2}));
+      EXPECT_TRUE(test::all_close(fast, slow, {2e-2, 2e-2}));
     }
 }
 
@@ -245,8 +236,7 @@ TEST(FlashAttentionBf16, PortableFallbackGivesTheSameResultsAsTheNativeInstructi
   std::vector<float> a(s.heads * s.n * s.d_v), b(a.size());
   flash_attention(q.data(), k.data(), v.data(), a.data(), s, native);
   flash_attention(q.data(), k.data(), v.data(), b.data(), s, portable);
-  EXPECT_TRUE(
-      test::all_close(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()), {1e-6, 1e-5}));
+  EXPECT_TRUE(test::all_close(a, b, {1e-6, 1e-5}));
 }
 
 TEST(AttendTiled, EveryBundledScenarioGivesTheReferenceOutputs) {

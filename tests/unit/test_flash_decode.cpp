@@ -11,6 +11,7 @@
 #include "attnlab/core/rng.hpp"
 #include "attnlab/kernels/flash_decode.hpp"
 #include "compare.hpp"
+#include "runnable_isas.hpp"
 
 using namespace attnlab;
 
@@ -36,9 +37,7 @@ TEST(FlashDecode, MatchesTheReferenceDecodeOverShapesDtypesChunksThreadsAndInstr
   const std::pair<std::size_t, std::size_t> groups[] = {{1, 1}, {4, 1}, {8, 2}, {32, 8}};
   const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
   const std::size_t chunks[] = {64, 100, 1024};
-  std::vector<Isa> isas{Isa::generic};
-  if (best_isa() >= Isa::avx2) isas.push_back(Isa::avx2);
-  if (best_isa() >= Isa::avx512) isas.push_back(Isa::avx512);
+  const std::vector<Isa> isas = test::runnable_isas();
   std::size_t counter = 0;
   for (std::size_t m : {1, 3, 75, 1000, 3000})
     for (std::size_t d : {8, 72, 128}) {
@@ -61,8 +60,7 @@ TEST(FlashDecode, MatchesTheReferenceDecodeOverShapesDtypesChunksThreadsAndInstr
       std::vector<float> fast(q.size()), slow(q.size());
       flash_decode(cache, 0, heads, q, n_new, fast, options);
       decode_attention(cache, 0, heads, q, n_new, slow);
-      EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
-                                  std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
+      EXPECT_TRUE(test::all_close(fast, slow, {2e-5, 2e-4}));
     }
 }
 
@@ -77,9 +75,7 @@ struct DecodeCase {
 // 1 and 2, queries drawn with twice the usual spread (sharper weights: the running max
 // moves more), against the reference decode. `seed` keeps each test's draws its own.
 void expect_matches_reference(std::span<const DecodeCase> cases, std::size_t seed) {
-  std::vector<Isa> isas{Isa::generic};
-  if (best_isa() >= Isa::avx2) isas.push_back(Isa::avx2);
-  if (best_isa() >= Isa::avx512) isas.push_back(Isa::avx512);
+  const std::vector<Isa> isas = test::runnable_isas();
   std::size_t counter = 0;
   for (const DecodeCase& c : cases)
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
@@ -98,8 +94,7 @@ void expect_matches_reference(std::span<const DecodeCase> cases, std::size_t see
         std::vector<float> fast(q.size()), slow(q.size());
         flash_decode(cache, 0, c.heads, q, c.n_new, fast, options);
         decode_attention(cache, 0, c.heads, q, c.n_new, slow);
-        EXPECT_TRUE(test::all_close(std::vector<double>(fast.begin(), fast.end()),
-                                    std::vector<double>(slow.begin(), slow.end()), {2e-5, 2e-4}));
+        EXPECT_TRUE(test::all_close(fast, slow, {2e-5, 2e-4}));
       }
 }
 
