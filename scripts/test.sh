@@ -3,7 +3,7 @@
 # through CTest: unit, reference fixtures, CLI, API and browser tests in build/ (g++);
 # then, in build-fuzz/ (clang-14 with AddressSanitizer and UndefinedBehaviorSanitizer),
 # the unit, CLI and API tests again and each fuzz target over its corpus plus a few
-# seconds of fuzzing (README.md, "Tests").
+# seconds of fuzzing (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ATTNLAB_WITH_BROWSER=1 scripts/setup.sh
@@ -22,6 +22,6 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 # Labels: unit, cli, api (the gtest suites) and fuzz. Two sweeps are left to the g++ run
 # above, which runs them: under the sanitizers the flash kernel's sweep of shapes,
 # masks, tiles, threads and instruction sets takes about 200 s and the seeded training run
-# about 130 s; the rest of the run, fuzz targets included, about 140 s on 2 cores (README.md, "Tests").
+# about 130 s; the rest of the run, fuzz targets included, about 140 s on 2 cores (docs/testing.md).
 slow='^(FlashAttention\.SweepOfShapesMasksTilesThreadsAndInstructionSets|TrainCli\.TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatNeeds)$'
 (cd build-fuzz && ctest --output-on-failure --timeout 600 -j"$(nproc)" -L '^(unit|cli|api|fuzz)$' -E "$slow")

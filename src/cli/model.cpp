@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
@@ -73,7 +76,9 @@ std::vector<int> input_ids(const ModelDir& m, const ModelFlags& f) {
   return encode_text(m, f.text);
 }
 
-std::string quoted_token(const std::string& text) { return fmt::format("\"{}\"", visible_token(text)); }
+// A token in text output: its display form (valid UTF-8, "�" for a byte that does not
+// complete a character), spaces and newlines made visible, in quotes.
+std::string quoted_token(const std::string& bytes) { return fmt::format("\"{}\"", visible_token(valid_utf8(bytes))); }
 
 // ---- info ---------------------------------------------------------------------------------
 
@@ -117,7 +122,9 @@ int tokenize(const ModelFlags& f) {
   const std::vector<int> ids = encode_text(m, f.text);
   const std::vector<std::string> tokens = token_texts(m, ids);
   if (f.json) {
-    fmt::print("{}\n", json{{"ids", ids}, {"tokens", tokens}}.dump());
+    json out = {{"ids", ids}};
+    add_tokens_json(out, m, ids);
+    fmt::print("{}\n", out.dump());
     return 0;
   }
   fmt::print("{} tokens\n", ids.size());
@@ -154,8 +161,7 @@ void print_heads_in_brief(const ModelDir& m, const ForwardResult& r, const std::
   }
 }
 
-json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>& ids,
-              const std::vector<std::string>& tokens, std::size_t k) {
+json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>& ids, std::size_t k) {
   const std::size_t n = r.n, heads = m.model.config.n_head, vocab = m.model.config.vocab_size;
   json attention = json::array();
   for (const std::vector<float>& layer : r.attention) {
@@ -173,14 +179,15 @@ json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>&
   for (std::size_t i = 0; i < n; ++i) {
     json position = json::array();
     for (const TokenProbability& t : top_k({r.logits.data() + i * vocab, vocab}, k))
-      position.push_back({{"id", t.id}, {"token", token_texts(m, {t.id})[0]}, {"probability", t.probability}});
+      position.push_back(candidate_json(m, t.id, t.probability));
     top.push_back(std::move(position));
   }
-  return {{"ids", ids},
-          {"tokens", tokens},
-          {"attention", std::move(attention)},
-          {"last_logits", std::vector<float>(r.logits.end() - static_cast<std::ptrdiff_t>(vocab), r.logits.end())},
-          {"top_k", std::move(top)}};
+  json out = {{"ids", ids},
+              {"attention", std::move(attention)},
+              {"last_logits", std::vector<float>(r.logits.end() - static_cast<std::ptrdiff_t>(vocab), r.logits.end())},
+              {"top_k", std::move(top)}};
+  add_tokens_json(out, m, ids);
+  return out;
 }
 
 int run(const ModelFlags& f) {
@@ -198,14 +205,17 @@ int run(const ModelFlags& f) {
   const ForwardResult r = gpt2_forward(m.model, ids, {.keep_attention = true});
   const std::vector<std::string> tokens = token_texts(m, ids);
   if (f.layer) {  // one head, explained like any scenario's
-    const Scenario s = model_head_scenario(m.model, r, tokens, {*f.layer, *f.head});
+    std::vector<std::string> texts;
+    for (const TokenShown& t : show_tokens(m, ids))
+      texts.push_back(t.text);
+    const Scenario s = model_head_scenario(m.model, r, texts, {*f.layer, *f.head});
     if (f.query && *f.query >= ids.size())
       fail("--query", fmt::format("token {} does not exist; positions run from 0 to {}", *f.query, ids.size() - 1));
     fmt::print("{}", explain(s, run_scenario(s), {0, f.query, s.precision}));
     return 0;
   }
   if (f.json) {
-    fmt::print("{}\n", run_json(m, r, ids, tokens, f.top_k).dump());
+    fmt::print("{}\n", run_json(m, r, ids, f.top_k).dump());
     return 0;
   }
   // A plain loop rather than std::views::transform: clang 14 cannot read libstdc++ 12's ranges.
@@ -306,6 +316,15 @@ int next_token(const std::vector<float>& logits, double temperature, std::size_t
   return candidates.back().id;
 }
 
+// The next token's probability under softmax(logits) (T = 1, whatever the sampling used).
+double probability_of(const std::vector<float>& logits, int id) {
+  const float largest = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits)
+    sum += std::exp(static_cast<double>(x) - largest);
+  return std::exp(static_cast<double>(logits[static_cast<std::size_t>(id)]) - largest) / sum;
+}
+
 int generate(const ModelFlags& f) {
   const ModelDir m = open_model_dir(f.dir);
   const Gpt2Config& c = m.model.config;
@@ -317,22 +336,49 @@ int generate(const ModelFlags& f) {
   Gpt2Decoder decoder(m.model);
   SplitMix64 rng(f.seed);
   std::vector<float> logits = decoder.step(ids);  // the prompt, all at once
-  fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", ids.size());
+  if (!f.json) fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", ids.size());
   const std::size_t per_token = 2 * c.n_layer * c.n_head * c.head_dim() * sizeof(float);
   std::vector<int> generated;
+  json steps = json::array();
   for (std::size_t step = 0; step < f.tokens; ++step) {
     const int id = next_token(logits, f.temperature, f.top_k, rng);
+    const double probability = probability_of(logits, id);
     generated.push_back(id);
     logits = decoder.step(std::vector<int>{id});
+    const TokenShown shown = show_token(m, id);
+    if (f.json) {
+      steps.push_back({{"id", id},
+                       {"token", shown.text},
+                       {"bytes", byte_values(shown.bytes)},
+                       {"probability", probability},
+                       {"cache_tokens", decoder.length()},
+                       {"cache_bytes", decoder.cache().used_bytes()}});
+      continue;
+    }
     fmt::print(
-        "  step {:>3}: {:<16} cache {:>5} tokens, {:>12} (2 × {} layers × {} heads × {} × tokens × 4 bytes = {})\n",
-        step + 1, quoted_token(token_texts(m, {id})[0]), decoder.length(), format_bytes(decoder.cache().used_bytes()),
+        "  step {:>3}: {:<16} p {:.3f}  cache {:>5} tokens, {:>12} (2 × {} layers × {} heads × {} × tokens × 4 bytes = "
+        "{})\n",
+        step + 1, quoted_token(shown.bytes), probability, decoder.length(), format_bytes(decoder.cache().used_bytes()),
         c.n_layer, c.n_head, c.head_dim(), format_count(per_token * decoder.length()));
   }
   std::vector<int> all = ids;
   all.insert(all.end(), generated.begin(), generated.end());
-  if (m.tokenizer)
-    fmt::print("text: {}\n", m.tokenizer->decode(std::vector<TokenId>(all.begin(), all.end())));
+  const std::optional<std::string> text =
+      m.tokenizer ? std::optional(m.tokenizer->decode(std::vector<TokenId>(all.begin(), all.end()))) : std::nullopt;
+  if (f.json) {
+    json prompt = {{"ids", ids}};
+    add_tokens_json(prompt, m, ids);
+    json out = {{"prompt", std::move(prompt)},
+                {"generated", std::move(steps)},
+                {"ids", all},
+                {"text", text ? json(valid_utf8(*text)) : json(nullptr)},
+                {"temperature", f.temperature},
+                {"seed", f.seed}};
+    fmt::print("{}\n", out.dump());
+    return 0;
+  }
+  if (text)
+    fmt::print("text: {}\n", valid_utf8(*text));
   else
     fmt::print("ids: {}\n", fmt::join(all, ","));
   return 0;
@@ -351,7 +397,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* tokenize_app = model->add_subcommand("tokenize", "Text as the model's tokens (GPT-2's byte-level BPE)");
   add_dir(*tokenize_app, *f);
   tokenize_app->add_option("text", f->text, "The text")->required();
-  tokenize_app->add_flag("--json", f->json, "{\"ids\": [...], \"tokens\": [...]}");
+  tokenize_app->add_flag("--json", f->json, "{\"ids\": [...], \"tokens\": [...], \"token_bytes\": [[...]...]}");
   CLI::App* run_app =
       model->add_subcommand("run", "Run the model: next-token top-k, every head in brief, or one head explained");
   add_dir(*run_app, *f);
@@ -362,8 +408,9 @@ Command model_command(CLI::App& parent) {
   run_app->add_option("--layer", f->layer, "With --head: explain this head (0-based) as `attnlab explain` does");
   run_app->add_option("--head", f->head, "With --layer: the head (0-based)");
   run_app->add_option("--query", f->query, "With --layer/--head: the position worked in full (default: the last)");
-  run_app->add_flag("--json", f->json,
-                    "{\"ids\", \"tokens\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}");
+  run_app->add_flag(
+      "--json", f->json,
+      "{\"ids\", \"tokens\", \"token_bytes\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}");
   CLI::App* eval_app =
       model->add_subcommand("eval", "Next-token loss on seeded repeated random sequences, heads ablated or not");
   add_dir(*eval_app, *f);
@@ -381,6 +428,9 @@ Command model_command(CLI::App& parent) {
       ->capture_default_str();
   generate_app->add_option("--top-k", f->top_k, "Sample among the k most probable (0: all)")->capture_default_str();
   generate_app->add_option("--seed", f->seed, "Seed of the sampling")->capture_default_str();
+  generate_app->add_flag("--json", f->json,
+                         "{\"prompt\": {\"ids\", \"tokens\", \"token_bytes\"}, \"generated\": [{\"id\", \"token\", "
+                         "\"bytes\", \"probability\", \"cache_tokens\", \"cache_bytes\"}], \"ids\", \"text\"}");
   CLI::App* heads_app = model->add_subcommand("heads", "Score every head: previous-token, duplicate-token, induction");
   add_dir(*heads_app, *f);
   heads_app->add_option("--text", f->text, "Score on this text (default: seeded repeated random sequences)");

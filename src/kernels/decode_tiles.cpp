@@ -25,8 +25,8 @@
 // has a steady number of reads in flight. (Requesting the next block's 128 lines at once
 // at the block's start, as this loop first did, filled the line-fill buffers and stalled
 // the loads the arithmetic was waiting for: a 128k-token f16 cache decoded at 50% of a plain
-// read of its bytes that way and at 72-79% spread out, measured in one run; README "Fast
-// attention" has the table.)
+// read of its bytes that way and at 72-79% spread out, measured in one run; docs/performance.md
+// has the table.)
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -40,7 +40,7 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 namespace {
 
 // Micro-tile sizes (rows × vectors of 16 columns) of the two GEMMs, chosen by measurement
-// (README, "Fast attention"). AVX-512 has 32 vector registers: 24 accumulators, a row of B and a
+// (docs/performance.md). AVX-512 has 32 vector registers: 24 accumulators, a row of B and a
 // broadcast fit. Elsewhere a vector of 16 floats takes two (AVX2) or four registers.
 #if defined(__AVX512F__)
 constexpr std::size_t kScoreMR = 8, kScoreNR = 3;  // GEMM 1: 8 keys × 48 queries
@@ -257,7 +257,7 @@ Geometry geometry_of(const AttentionShape& shape, const AttentionOptions& option
   g.n = shape.n, g.m = shape.m, g.d_k = shape.d_k, g.d_v = shape.d_v;
   g.dk_slots = Bf16 ? (g.d_k + 1) / 2 : g.d_k;
   g.group = shape.heads / shape.kv_heads;
-  const std::size_t masked_block_q = 96, open_block_q = 288;  // measured: README, "Fast attention"
+  const std::size_t masked_block_q = 96, open_block_q = 288;  // measured: docs/performance.md
   const bool diagonal = options.causal || options.window;
   g.block_q = round_up(options.block_q ? options.block_q : diagonal ? masked_block_q : open_block_q, W);
   g.block_k = std::max<std::size_t>(options.block_k, 1);

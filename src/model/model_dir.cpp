@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 
 namespace attnlab {
 
@@ -36,6 +37,43 @@ std::vector<std::string> token_texts(const ModelDir& m, const std::vector<int>& 
     out.push_back(m.tokenizer && static_cast<std::size_t>(id) < m.tokenizer->id_limit() ? m.tokenizer->token_text(id)
                                                                                         : fmt::format("#{}", id));
   return out;
+}
+
+TokenShown show_token(const ModelDir& m, int id) {
+  TokenShown t{id, token_texts(m, {id})[0], ""};
+  t.text = valid_utf8(t.bytes);
+  return t;
+}
+
+std::vector<TokenShown> show_tokens(const ModelDir& m, const std::vector<int>& ids) {
+  std::vector<TokenShown> out;
+  out.reserve(ids.size());
+  for (int id : ids)
+    out.push_back(show_token(m, id));
+  return out;
+}
+
+std::vector<int> byte_values(std::string_view bytes) {
+  std::vector<int> out;
+  out.reserve(bytes.size());
+  for (char c : bytes)
+    out.push_back(static_cast<unsigned char>(c));
+  return out;
+}
+
+void add_tokens_json(nlohmann::json& out, const ModelDir& m, const std::vector<int>& ids) {
+  nlohmann::json texts = nlohmann::json::array(), bytes = nlohmann::json::array();
+  for (const TokenShown& t : show_tokens(m, ids)) {
+    texts.push_back(t.text);
+    bytes.push_back(byte_values(t.bytes));
+  }
+  out["tokens"] = std::move(texts);
+  out["token_bytes"] = std::move(bytes);
+}
+
+nlohmann::json candidate_json(const ModelDir& m, int id, double probability) {
+  const TokenShown shown = show_token(m, id);
+  return {{"id", id}, {"token", shown.text}, {"bytes", byte_values(shown.bytes)}, {"probability", probability}};
 }
 
 std::string visible_token(std::string_view text) {

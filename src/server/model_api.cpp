@@ -136,7 +136,7 @@ json top_k_json(const ModelDir& m, const ForwardResult& r, std::size_t k) {
   const std::size_t vocab = m.model.config.vocab_size;
   json out = json::array();
   for (const TokenProbability& t : top_k({r.logits.data() + (r.n - 1) * vocab, vocab}, k))
-    out.push_back({{"id", t.id}, {"token", valid_utf8(token_texts(m, {t.id})[0])}, {"probability", t.probability}});
+    out.push_back(candidate_json(m, t.id, t.probability));
   return out;
 }
 
@@ -219,8 +219,8 @@ Scenario model_head_request(const ModelSources& models, const json& spec, const 
                      n, n * n, kMaxApiTraceCells));
   const std::shared_ptr<const ForwardResult> r = forward_with_weights(model, ids);
   std::vector<std::string> tokens;
-  for (const std::string& t : token_texts(m, ids))
-    tokens.push_back(valid_utf8(t));
+  for (const TokenShown& t : show_tokens(m, ids))
+    tokens.push_back(t.text);
   return model_head_scenario(m.model, *r, tokens, head);
 }
 
@@ -291,9 +291,8 @@ std::string api_model_run(const ModelSources& models, const json& request) {
                      c.n_layer, c.n_head, n, weights, kMaxApiModelWeights));
 
   const std::shared_ptr<const ForwardResult> r = forward_with_weights(model, ids);
-  json reply = {{"ids", ids}, {"tokens", json::array()}, {"top_k", top_k_json(m, *r, k)}, {"top_k_ablated", nullptr}};
-  for (const std::string& t : token_texts(m, ids))
-    reply["tokens"].push_back(valid_utf8(t));
+  json reply = {{"ids", ids}, {"top_k", top_k_json(m, *r, k)}, {"top_k_ablated", nullptr}};
+  add_tokens_json(reply, m, ids);
   if (!ablate.empty()) {
     admit_work(forward_work_bytes(c, ids.size()));
     const ForwardResult ablated = gpt2_forward(m.model, ids, {.ablate = ablate});

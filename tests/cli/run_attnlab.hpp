@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace attnlab_cli_test {
 
@@ -38,6 +39,19 @@ inline Result run_attnlab(const std::string& args) {
                               err.string() + "\" </dev/null";
   const int status = std::system(command.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+// Runs `attnlab` with each argument passed as it is (quoted for the shell: any bytes,
+// quotes, newlines and tabs included).
+inline Result run_attnlab_argv(const std::vector<std::string>& args) {
+  std::string line;
+  for (const std::string& arg : args) {
+    line += " '";
+    for (char c : arg)
+      line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += "'";
+  }
+  return run_attnlab(line);
 }
 
 inline std::filesystem::path write_temp(const std::string& name, const std::string& text) {

@@ -106,7 +106,9 @@ TEST(ModelCli, TextIsTokenizedWithTheModelsOwnVocabulary) {
   const fs::path dir = vocabulary_model();
   const Result r = run_attnlab("model tokenize " + dir.string() + " 'Hello world' --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(json::parse(r.out), json({{"ids", {15496, 995}}, {"tokens", {"Hello", " world"}}}));
+  EXPECT_EQ(json::parse(r.out), json({{"ids", {15496, 995}},
+                                      {"tokens", {"Hello", " world"}},
+                                      {"token_bytes", {{72, 101, 108, 108, 111}, {32, 119, 111, 114, 108, 100}}}}));
   const Result run = run_attnlab("model run " + dir.string() + " --text 'Hello world' --json --top-k 2");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const json reply = json::parse(run.out);
@@ -114,6 +116,84 @@ TEST(ModelCli, TextIsTokenizedWithTheModelsOwnVocabulary) {
   EXPECT_EQ(reply["last_logits"].size(), 50257u);
   const Result text = run_attnlab("model run " + dir.string() + " --text 'Hello world'");
   EXPECT_CONTAINS(text.out, "\"␣world\"") << "a leading space is shown";
+}
+
+// Byte-level BPE tokens often hold part of a UTF-8 character: every JSON face carries each
+// token's bytes exactly beside a display text that is always valid UTF-8.
+TEST(ModelCli, TextInEveryScriptKeepsItsBytesAndEveryTokenIsShownAsValidUtf8) {
+  const fs::path dir = vocabulary_model();
+  const std::vector<std::string> texts = {
+      "café déjà vu",           // Latin with accents (two-byte characters)
+      "\xF0\x9F\xA4\x97 hugs",  // an emoji (four bytes, split over tokens)
+      "東京タワー",             // CJK and katakana (three bytes each)
+      "a\xC2\xA0"
+      "b",                              // a non-breaking space
+      "Привет, мир! 123 don't\n\ttab",  // Cyrillic, digits, a contraction, whitespace
+  };
+  for (const std::string& text : texts) {
+    const Result r = run_attnlab_argv({"model", "tokenize", dir.string(), text, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << text << ": " << r.err;
+    const json reply = json::parse(r.out);
+    ASSERT_EQ(reply["tokens"].size(), reply["ids"].size());
+    ASSERT_EQ(reply["token_bytes"].size(), reply["ids"].size());
+    std::string joined;
+    for (std::size_t i = 0; i < reply["ids"].size(); ++i) {
+      std::string bytes;
+      for (int b : reply["token_bytes"][i]) {
+        ASSERT_TRUE(b >= 0 && b <= 255);
+        bytes += static_cast<char>(b);
+      }
+      joined += bytes;
+      const std::string shown = reply["tokens"][i];
+      // A token whose bytes are whole characters is shown as they are; one that splits a
+      // character shows the replacement character instead of the broken bytes.
+      if (json::accept("\"" + bytes + "\"") || bytes.find_first_of("\"\\\n\t") != std::string::npos) continue;
+      EXPECT_NE(shown.find("\xEF\xBF\xBD"), std::string::npos) << "token " << i << " of " << text;
+    }
+    EXPECT_EQ(joined, text) << "the tokens' bytes are the text, exactly";
+    const Result run = run_attnlab_argv({"model", "run", dir.string(), "--text", text, "--json", "--top-k", "3"});
+    ASSERT_EQ(run.exit_code, 0) << text << ": " << run.err;
+    const json ran = json::parse(run.out);
+    EXPECT_EQ(ran["token_bytes"], reply["token_bytes"]);
+    EXPECT_EQ(ran["tokens"], reply["tokens"]);
+    for (const json& candidate : ran["top_k"].back())
+      EXPECT_TRUE(candidate.contains("bytes") && candidate["bytes"].is_array());
+    const Result plain = run_attnlab_argv({"model", "run", dir.string(), "--text", text});
+    EXPECT_EQ(plain.exit_code, 0) << text << ": " << plain.err;
+  }
+  // Ids whose tokens split one character: GPT-2's id 12520 is " " and the first two bytes of a
+  // four-byte character (F0 9F ..), the way its vocabulary writes " 🤗" and most emoji.
+  const Result split = run_attnlab_argv({"model", "run", dir.string(), "--ids", "12520,97,245", "--json"});
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  const json reply = json::parse(split.out);
+  EXPECT_EQ(reply["token_bytes"][0], json({32, 240, 159})) << "id 12520 is the bytes 20 F0 9F";
+  EXPECT_EQ(reply["tokens"][0], " \xEF\xBF\xBD") << "the unfinished character is shown as one U+FFFD";
+}
+
+// `model generate --json`: what a script reads back, each new token checked against a full
+// forward pass over everything before it (greedy picks the largest logit).
+TEST(ModelCli, GenerateSpeaksJsonAndEachGreedyTokenIsTheFullForwardsLargestLogit) {
+  const Result r = run_attnlab("model generate " + kTiny.string() + " --ids 3,17,5 --tokens 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json reply = json::parse(r.out);
+  EXPECT_EQ(reply["prompt"]["ids"], json({3, 17, 5}));
+  ASSERT_EQ(reply["generated"].size(), 4u);
+  ASSERT_EQ(reply["ids"].size(), 7u);
+  std::vector<std::string> prefix = {"3", "17", "5"};
+  for (std::size_t step = 0; step < 4; ++step) {
+    const json& g = reply["generated"][step];
+    EXPECT_EQ(g["cache_tokens"], 4 + step);
+    EXPECT_EQ(g["cache_bytes"], (4 + step) * 2 * 2 * 4 * 4 * 4) << "tokens × 2 × layers × heads × d_head × 4 bytes";
+    const Result full =
+        run_attnlab(fmt::format("model run {} --ids {} --json --top-k 1", kTiny.string(), fmt::join(prefix, ",")));
+    ASSERT_EQ(full.exit_code, 0) << full.err;
+    const json expected = json::parse(full.out)["top_k"].back()[0];
+    EXPECT_EQ(g["id"], expected["id"]) << "step " << step;
+    EXPECT_NEAR(g["probability"].get<double>(), expected["probability"].get<double>(), 1e-4);
+    EXPECT_EQ(reply["ids"][3 + step], g["id"]);
+    prefix.push_back(std::to_string(g["id"].get<int>()));
+  }
+  EXPECT_TRUE(reply["text"].is_null()) << "no tokenizer: no text";
 }
 
 TEST(ModelCliBadInput, MissingTextBadIdsAndBrokenFilesExitTwoNamingTheProblem) {

@@ -343,7 +343,7 @@ TEST(Gpt2, ForwardFlopsCountEveryMultiplyAdd) {
 
 // ---- a real GPT-2, when the user has one ---------------------------------------------------
 // Set ATTNLAB_GPT2_DIR to a directory holding Hugging Face's gpt2 (config.json,
-// model.safetensors, vocab.json, merges.txt; README "Real models" says how to get them).
+// model.safetensors, vocab.json, merges.txt; docs/models.md says how to get them).
 // What is checked is what the literature reports of GPT-2 small: head 4.11 is a
 // previous-token head, and layers 5 to 7 hold induction heads (5.1, 5.5, 6.9, 7.2, 7.10).
 TEST(RealGpt2, LoadsAndItsKnownHeadsAreFound) {

@@ -2,6 +2,7 @@
 // (when present) the tokenizer's vocab.json and merges.txt. Everything the `attnlab model`
 // commands and the lab need to go from text to tokens to a forward pass and back.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +29,29 @@ std::vector<int> encode_text(const ModelDir& model, std::string_view text);
 // Each id as the model sees it: the tokenizer's text (" world", its leading space kept), or
 // "#ID" without a tokenizer.
 std::vector<std::string> token_texts(const ModelDir& model, const std::vector<int>& ids);
+
+// A token as every face shows it. A byte-level BPE token often holds part of a UTF-8
+// character (GPT-2's "🤗" is two tokens of two bytes each), so a token has two forms:
+// `bytes`, exactly what the tokenizer maps the id to, and `text`, always valid UTF-8, with
+// each run of bytes that does not make a whole character shown as one U+FFFD "�". JSON replies carry both
+// ("tokens": texts, "token_bytes": lists of byte values); text output shows `text`.
+struct TokenShown {
+  int id = 0;
+  std::string bytes;  // the token's bytes, as they are
+  std::string text;   // valid UTF-8 for display
+};
+TokenShown show_token(const ModelDir& model, int id);
+std::vector<TokenShown> show_tokens(const ModelDir& model, const std::vector<int>& ids);
+
+// A token's bytes as JSON writes them: [240, 159] (a list of numbers 0..255).
+std::vector<int> byte_values(std::string_view bytes);
+
+// The tokens of a JSON reply, the same in every face: sets out["tokens"] (display texts)
+// and out["token_bytes"] (each token's bytes exactly).
+void add_tokens_json(nlohmann::json& out, const ModelDir& model, const std::vector<int>& ids);
+
+// One candidate of a next-token list: {"id", "token" (display text), "bytes", "probability"}.
+nlohmann::json candidate_json(const ModelDir& model, int id, double probability);
 
 // A token's text made visible for display: a space is "␣", a newline "↵", a tab "⇥".
 std::string visible_token(std::string_view text);
