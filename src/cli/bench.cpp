@@ -207,8 +207,8 @@ void print_blas_machine(const MachinePeaks& peaks) {
 // The forward pass of a model over `tokens` seeded random ids: the median of the timed runs
 // (after one warm-up), tokens per second, and GFLOP/s as a share of the f32 peak.
 int bench_model(const BenchFlags& f) {
-  const Gpt2Model model = load_gpt2(f.model);
-  const Gpt2Config& c = model.config;
+  const Model model = load_gpt2(f.model);
+  const ModelConfig& c = model.config;
   if (f.tokens > c.n_positions)
     fail("--tokens", fmt::format("{} is more than the model's {} positions", f.tokens, c.n_positions));
   SplitMix64 rng(1);
@@ -217,8 +217,8 @@ int bench_model(const BenchFlags& f) {
     id = static_cast<int>(rng.next() % c.vocab_size);
   fmt::print(stderr, "measuring this machine's peaks...\n");
   const MachinePeaks peaks = measure_peaks(f.threads);
-  const double median = median_seconds(f.repeats, [&] { gpt2_forward(model, ids); });
-  const double flops = gpt2_forward_flops(c, f.tokens);
+  const double median = median_seconds(f.repeats, [&] { model_forward(model, ids); });
+  const double flops = forward_flops(c, f.tokens);
   const double gflops = flops / median / 1e9;
   if (f.json) {
     fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},
@@ -249,8 +249,8 @@ int bench_train(const BenchFlags& f) {
   s.heads = f.heads_flag->count() ? f.heads : 2;
   if (s.d_model % s.heads != 0) fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
   check_training_price(s);  // priced as `attnlab train` prices its run, before anything is allocated
-  const Gpt2Model model = initial_model(s);
-  const Gpt2Config& c = model.config;
+  const Model model = initial_model(s);
+  const ModelConfig& c = model.config;
   std::vector<float> p = flatten<float>(model), g(p.size());
   Batch batch;
   for (std::size_t b = 0; b < s.batch; ++b)

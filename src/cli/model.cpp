@@ -84,7 +84,7 @@ std::string quoted_token(const std::string& bytes) { return fmt::format("\"{}\""
 
 int info(const ModelFlags& f) {
   const ModelDir m = open_model_dir(f.dir);
-  const Gpt2Config& c = m.model.config;
+  const ModelConfig& c = m.model.config;
   const SafetensorsFile file((std::filesystem::path(f.dir) / "model.safetensors").string());
   if (f.json) {
     json tensors = json::array();
@@ -193,7 +193,7 @@ json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>&
 int run(const ModelFlags& f) {
   const ModelDir m = open_model_dir(f.dir);
   const std::vector<int> ids = input_ids(m, f);
-  const Gpt2Config& c = m.model.config;
+  const ModelConfig& c = m.model.config;
   if (f.layer.has_value() != f.head.has_value())
     fail("--head", "give --layer and --head together (e.g. --layer 5 --head 1)");
   if (f.top_k < 1 || f.top_k > 100) fail("--top-k", "must be 1 to 100");
@@ -202,7 +202,7 @@ int run(const ModelFlags& f) {
     fail("--json", fmt::format("{} tokens give {} attention weights ({} layers × {} heads × n²), more than the {} "
                                "`model run --json` writes; use fewer tokens",
                                ids.size(), numbers, c.n_layer, c.n_head, kMaxAttentionNumbers));
-  const ForwardResult r = gpt2_forward(m.model, ids, {.keep_attention = true});
+  const ForwardResult r = model_forward(m.model, ids, {.keep_attention = true});
   const std::vector<std::string> tokens = token_texts(m, ids);
   if (f.layer) {  // one head, explained like any scenario's
     std::vector<std::string> texts;
@@ -327,13 +327,13 @@ double probability_of(const std::vector<float>& logits, int id) {
 
 int generate(const ModelFlags& f) {
   const ModelDir m = open_model_dir(f.dir);
-  const Gpt2Config& c = m.model.config;
+  const ModelConfig& c = m.model.config;
   if (!(f.temperature >= 0) || f.temperature > 100) fail("--temperature", "must be 0 (greedy) to 100");
   std::vector<int> ids = input_ids(m, f);
   if (f.tokens < 1 || ids.size() + f.tokens > c.n_positions)
     fail("--tokens", fmt::format("the prompt's {} tokens plus {} new ones must fit the model's {} positions",
                                  ids.size(), f.tokens, c.n_positions));
-  Gpt2Decoder decoder(m.model);
+  Decoder decoder(m.model);
   SplitMix64 rng(f.seed);
   std::vector<float> logits = decoder.step(ids);  // the prompt, all at once
   if (!f.json) fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", ids.size());

@@ -14,14 +14,18 @@
 
 namespace attnlab {
 
-void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, std::span<const float> queries,
-                  std::size_t n_new, std::span<float> out, const DecodeOptions& options) {
-  const std::size_t d = cache.head_dim(), kv_heads = cache.kv_heads(), m = cache.length(layer);
-  assert(heads % kv_heads == 0 && n_new >= 1 && n_new <= m);
-  assert(queries.size() == n_new * heads * d && out.size() == n_new * heads * d);
+namespace {
+
+// The new tokens' queries against keys [first_key, end_key) of the cache, the first new
+// token at position `position` (each later one a position further).
+void decode_keys(const KVCache& cache, std::size_t layer, std::size_t heads, std::span<const float> queries,
+                 std::size_t n_new, std::size_t position, std::size_t first_key, std::size_t end_key,
+                 std::span<float> out, const DecodeOptions& options) {
+  const std::size_t d = cache.head_dim(), kv_heads = cache.kv_heads();
   const std::size_t group = heads / kv_heads, count = n_new * group, d_pad = (d + 15) / 16 * 16;
-  const std::size_t chunk = std::max<std::size_t>(options.chunk, 1), chunks = (m + chunk - 1) / chunk;
-  const float log2_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)) / options.temperature * M_LOG2E);
+  const std::size_t chunk = std::max<std::size_t>(options.chunk, 1), chunks = (end_key - first_key + chunk - 1) / chunk;
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(d));
+  const float log2_scale = static_cast<float>(scale / options.temperature * M_LOG2E);
   const Isa isa = usable_isa(options.isa);
   const auto run_kernel = [isa](const kernels::DecodeRun& run) {
     switch (isa) {
@@ -44,7 +48,7 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
         std::copy_n(queries.data() + (t * heads + g * group + k) * d, d,
                     grouped.data() + (g * count + t * group + k) * d);
   for (std::size_t i = 0; i < count; ++i)
-    last_visible[i] = m - n_new + i / group;
+    last_visible[i] = position + i / group;
 
   // Partial states per (KV head, chunk): max and sum per query, output per query.
   const std::size_t items = kv_heads * chunks;
@@ -69,8 +73,8 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
     run.count = count;
     run.log2_scale = log2_scale;
     run.last_visible = last_rows;
-    run.first = c * chunk;
-    run.end = std::min(m, run.first + chunk);
+    run.first = first_key + c * chunk;
+    run.end = std::min(end_key, run.first + chunk);
     run.max = max_rows + item * count;
     run.sum = sum_rows + item * count;
     run.out = out_rows + item * count * d_pad;
@@ -99,6 +103,24 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
       for (std::size_t col = 0; col < d; ++col)
         dst[col] /= total;
     }
+}
+
+}  // namespace
+
+void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, std::span<const float> queries,
+                  std::size_t n_new, std::span<float> out, const DecodeOptions& options) {
+  const std::size_t d = cache.head_dim(), m = cache.length(layer);
+  assert(heads % cache.kv_heads() == 0 && n_new >= 1 && n_new <= m);
+  assert(queries.size() == n_new * heads * d && out.size() == n_new * heads * d);
+  assert(!options.window || *options.window >= 1);
+  if (!options.window) return decode_keys(cache, layer, heads, queries, n_new, m - n_new, 0, m, out, options);
+  // A sliding window: each new token sees its own last w keys, so each runs on its own.
+  const std::size_t w = *options.window, row = heads * d;
+  for (std::size_t t = 0; t < n_new; ++t) {
+    const std::size_t position = m - n_new + t, first_key = position + 1 > w ? position + 1 - w : 0;
+    decode_keys(cache, layer, heads, queries.subspan(t * row, row), 1, position, first_key, position + 1,
+                out.subspan(t * row, row), options);
+  }
 }
 
 }  // namespace attnlab

@@ -52,7 +52,7 @@ std::vector<int> repeated_random_tokens(std::uint64_t seed, std::size_t k, std::
   return ids;
 }
 
-std::vector<std::vector<int>> default_detector_sequences(const Gpt2Config& config, std::uint64_t seed,
+std::vector<std::vector<int>> default_detector_sequences(const ModelConfig& config, std::uint64_t seed,
                                                          std::size_t count) {
   // k from the longest repeat the positions allow (at most 32) down to half of it, so that
   // a head looking a fixed distance back cannot pass for an induction head.
@@ -66,7 +66,7 @@ std::vector<std::vector<int>> default_detector_sequences(const Gpt2Config& confi
   return out;
 }
 
-std::vector<HeadScores> detect_heads(const Gpt2Model& model, const std::vector<std::vector<int>>& sequences) {
+std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::vector<int>>& sequences) {
   const std::size_t layers = model.config.n_layer, heads = model.config.n_head;
   std::vector<HeadScores> scores(layers * heads);
   struct Sum {
@@ -80,7 +80,7 @@ std::vector<HeadScores> detect_heads(const Gpt2Model& model, const std::vector<s
   std::vector<Sum> previous(scores.size()), duplicate(scores.size()), induction(scores.size());
   for (const std::vector<int>& ids : sequences) {
     const std::size_t n = ids.size();
-    const ForwardResult r = gpt2_forward(model, ids, {.keep_attention = true});
+    const ForwardResult r = model_forward(model, ids, {.keep_attention = true});
     const std::vector<float> p_prev = detector_pattern(Detector::previous_token, ids),
                              p_dup = detector_pattern(Detector::duplicate_token, ids),
                              p_ind = detector_pattern(Detector::induction, ids);

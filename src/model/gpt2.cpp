@@ -1,5 +1,5 @@
-// GPT-2 checkpoints read and written (attnlab/model/gpt2.hpp).
-#include "attnlab/model/gpt2.hpp"
+// GPT-2 checkpoints read and written (attnlab/model/model.hpp).
+#include "attnlab/model/model.hpp"
 
 #include <fmt/format.h>
 #include <filesystem>
@@ -9,28 +9,13 @@
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/safetensors.hpp"
+#include "config_json.hpp"
 
 namespace attnlab {
 
 using nlohmann::json;
 
-std::size_t Gpt2Config::parameters() const {
-  const std::size_t d = n_embd, inner = n_inner;
-  const std::size_t block = 2 * d + d * 3 * d + 3 * d + d * d + d + 2 * d + d * inner + inner + inner * d + d;
-  return vocab_size * d + n_positions * d + n_layer * block + 2 * d;
-}
-
 namespace {
-
-constexpr std::size_t kMaxConfigBytes = 1 << 20;
-
-std::size_t config_count(const json& doc, const char* key, std::size_t limit, const std::string& path) {
-  if (!doc.contains(key)) fail(path, fmt::format("\"{}\" is missing; a GPT-2 config.json names it", key));
-  const json& v = doc[key];
-  if (!v.is_number_unsigned() || v.get<std::size_t>() < 1 || v.get<std::size_t>() > limit)
-    fail(path, fmt::format("\"{}\" must be a whole number from 1 to {}", key, limit));
-  return v.get<std::size_t>();
-}
 
 // The tensor called `name` (with or without the "transformer." prefix), checked to have
 // `shape`, as f32.
@@ -49,31 +34,16 @@ std::vector<float> tensor(const SafetensorsFile& file, const std::string& name, 
 
 }  // namespace
 
-Gpt2Config read_gpt2_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open the file; a GPT-2 checkpoint directory holds config.json and model.safetensors");
-  std::string text(kMaxConfigBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > kMaxConfigBytes) fail(path, fmt::format("more than {} bytes; not a config.json", kMaxConfigBytes));
-  json doc;
-  try {
-    doc = json::parse(text, [&](int depth, json::parse_event_t, json&) {
-      if (depth > 16) fail(path, "nested more than 16 levels deep; not a config.json");
-      return true;
-    });
-  } catch (const json::exception&) {
-    fail(path, "not JSON");
-  }
-  if (!doc.is_object()) fail(path, "not a JSON object");
-  Gpt2Config c;
-  c.n_layer = config_count(doc, "n_layer", kMaxCheckpointLayers, path);
-  c.n_head = config_count(doc, "n_head", kMaxCheckpointHeads, path);
-  c.n_embd = config_count(doc, "n_embd", kMaxModelWidth, path);
-  c.n_positions = config_count(doc, "n_positions", kMaxModelPositions, path);
-  c.vocab_size = config_count(doc, "vocab_size", kMaxModelVocabulary, path);
+ModelConfig read_gpt2_config(const std::string& path) {
+  const json doc = read_config_document(path, "a GPT-2 checkpoint directory holds config.json and model.safetensors");
+  ModelConfig c;
+  c.n_layer = config_count(doc, "n_layer", kMaxCheckpointLayers, path, "GPT-2");
+  c.n_head = config_count(doc, "n_head", kMaxCheckpointHeads, path, "GPT-2");
+  c.n_embd = config_count(doc, "n_embd", kMaxModelWidth, path, "GPT-2");
+  c.n_positions = config_count(doc, "n_positions", kMaxModelPositions, path, "GPT-2");
+  c.vocab_size = config_count(doc, "vocab_size", kMaxModelVocabulary, path, "GPT-2");
   c.n_inner = doc.contains("n_inner") && !doc["n_inner"].is_null()
-                  ? config_count(doc, "n_inner", 4 * kMaxModelWidth, path)
+                  ? config_count(doc, "n_inner", 4 * kMaxModelWidth, path, "GPT-2")
                   : 4 * c.n_embd;
   if (c.n_embd % c.n_head != 0)
     fail(path,
@@ -94,20 +64,20 @@ Gpt2Config read_gpt2_config(const std::string& path) {
   return c;
 }
 
-Gpt2Model load_gpt2(const std::string& dir) {
+Model load_gpt2(const std::string& dir) {
   const std::filesystem::path root(dir);
   if (!std::filesystem::is_directory(root))
     fail(dir, "not a directory; give the folder that holds config.json and model.safetensors");
-  Gpt2Model m;
+  Model m;
   m.config = read_gpt2_config((root / "config.json").string());
-  const Gpt2Config& c = m.config;
+  const ModelConfig& c = m.config;
   const SafetensorsFile file((root / "model.safetensors").string());
   const std::size_t d = c.n_embd, inner = c.n_inner;
   m.wte = tensor(file, "wte.weight", {c.vocab_size, d});
   m.wpe = tensor(file, "wpe.weight", {c.n_positions, d});
   for (std::size_t l = 0; l < c.n_layer; ++l) {
     const std::string h = fmt::format("h.{}.", l);
-    Gpt2Block b;
+    Block b;
     b.ln_1_weight = tensor(file, h + "ln_1.weight", {d});
     b.ln_1_bias = tensor(file, h + "ln_1.bias", {d});
     b.attn_weight = tensor(file, h + "attn.c_attn.weight", {d, 3 * d});
@@ -130,8 +100,8 @@ Gpt2Model load_gpt2(const std::string& dir) {
   return m;
 }
 
-void save_gpt2(const std::string& dir, const Gpt2Model& m, DType dtype, bool prefix) {
-  const Gpt2Config& c = m.config;
+void save_gpt2(const std::string& dir, const Model& m, DType dtype, bool prefix) {
+  const ModelConfig& c = m.config;
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) fail(dir, fmt::format("cannot create the directory: {}", error.message()));
@@ -145,7 +115,7 @@ void save_gpt2(const std::string& dir, const Gpt2Model& m, DType dtype, bool pre
   add("wpe.weight", {c.n_positions, d}, m.wpe);
   for (std::size_t l = 0; l < c.n_layer; ++l) {
     const std::string h = fmt::format("h.{}.", l);
-    const Gpt2Block& b = m.blocks[l];
+    const Block& b = m.blocks[l];
     add(h + "ln_1.weight", {d}, b.ln_1_weight);
     add(h + "ln_1.bias", {d}, b.ln_1_bias);
     add(h + "attn.c_attn.weight", {d, 3 * d}, b.attn_weight);

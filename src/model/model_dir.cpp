@@ -10,7 +10,7 @@
 namespace attnlab {
 
 ModelDir open_model_dir(const std::string& dir) {
-  ModelDir m{dir, load_gpt2(dir), std::nullopt};
+  ModelDir m{dir, load_model(dir), std::nullopt};
   const std::filesystem::path root(dir);
   if (std::filesystem::exists(root / "vocab.json") && std::filesystem::exists(root / "merges.txt")) {
     m.tokenizer = BpeTokenizer::load(root / "vocab.json", root / "merges.txt");

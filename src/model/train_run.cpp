@@ -99,13 +99,13 @@ TextCorpus bpe_corpus(std::string_view text, std::string file, const BpeTokenize
   return corpus;
 }
 
-std::pair<double, double> in_context_losses(const Gpt2Model& model, std::uint64_t seed, std::size_t count,
+std::pair<double, double> in_context_losses(const Model& model, std::uint64_t seed, std::size_t count,
                                             const std::vector<HeadRef>& ablate) {
   const std::size_t vocab = model.config.vocab_size;
   double first = 0, second = 0;
   for (const std::vector<int>& ids : default_detector_sequences(model.config, seed, count)) {
     const std::size_t k = (ids.size() - 1) / 2;
-    const ForwardResult r = gpt2_forward(model, ids, {.ablate = ablate});
+    const ForwardResult r = model_forward(model, ids, {.ablate = ablate});
     first += next_token_loss(r, ids, vocab, 1, k);
     second += next_token_loss(r, ids, vocab, k + 1, 2 * k);
   }
@@ -157,10 +157,10 @@ class TaskData {
 };
 
 // The mean next-token loss over fixed held-out sequences.
-double held_out_loss(const Gpt2Model& model, const std::vector<std::vector<int>>& sequences) {
+double held_out_loss(const Model& model, const std::vector<std::vector<int>>& sequences) {
   double total = 0;
   for (const std::vector<int>& ids : sequences) {
-    const ForwardResult r = gpt2_forward(model, std::span(ids).first(ids.size() - 1));
+    const ForwardResult r = model_forward(model, std::span(ids).first(ids.size() - 1));
     total += next_token_loss(r, ids, model.config.vocab_size, 0, ids.size() - 1);
   }
   return total / double(sequences.size());
@@ -168,9 +168,9 @@ double held_out_loss(const Gpt2Model& model, const std::vector<std::vector<int>>
 
 }  // namespace
 
-Gpt2Model initial_model(const TrainSettings& s) {
+Model initial_model(const TrainSettings& s) {
   if (s.d_model % s.heads != 0) fail("--d-model", "must be divisible by --heads");
-  const Gpt2Config c{s.layers, s.heads, s.d_model, s.context, vocab_of(s), 4 * s.d_model, 1e-5};
+  const ModelConfig c{s.layers, s.heads, s.d_model, s.context, vocab_of(s), 4 * s.d_model, 1e-5};
   SplitMix64 rng(s.seed);
   std::vector<float> p(parameter_count(c));
   const double residual = 0.02 / std::sqrt(2.0 * double(s.layers));
@@ -241,14 +241,14 @@ void check_training_price(const TrainSettings& s) {
                          bytes_text(price.activation_bytes), bytes_text(price.batch_bytes), kMaxTrainBytes >> 30));
 }
 
-Gpt2Model train_model(const TrainSettings& s, const std::function<void(const TrainLog&, const Gpt2Model&)>& on_log,
-                      const std::function<bool()>& stop) {
+Model train_model(const TrainSettings& s, const std::function<void(const TrainLog&, const Model&)>& on_log,
+                  const std::function<bool()>& stop) {
   const TaskData data(s);
   std::vector<std::vector<int>> held_out;
   for (std::size_t k = 0; k < 16; ++k)
     held_out.push_back(data.held_out((s.seed + 1) * 0xD1B54A32D192ED03ull + k));  // far from the training seeds
-  Gpt2Model model = initial_model(s);
-  const Gpt2Config& c = model.config;
+  Model model = initial_model(s);
+  const ModelConfig& c = model.config;
   std::vector<float> p = flatten<float>(model), g(p.size());
   // Which parameters learn in each phase (one flag each): in the previous-token phase
   // layer 0 and what no block owns (embeddings, the final LayerNorm); after it, all but layer 0.
@@ -263,7 +263,7 @@ Gpt2Model train_model(const TrainSettings& s, const std::function<void(const Tra
   adam.weight_decay = s.weight_decay;
   const auto start = std::chrono::steady_clock::now();
   const auto log = [&](std::size_t step, double loss) {
-    Gpt2Model now = unflatten(c, p);
+    Model now = unflatten(c, p);
     TrainLog entry;
     entry.step = step;
     entry.loss = loss;

@@ -18,7 +18,7 @@
 
 namespace attnlab {
 
-std::vector<ParameterTensor> parameter_tensors(const Gpt2Config& c) {
+std::vector<ParameterTensor> parameter_tensors(const ModelConfig& c) {
   const std::size_t d = c.n_embd, inner = c.n_inner;
   std::vector<ParameterTensor> out;
   std::size_t offset = 0;
@@ -51,7 +51,7 @@ std::vector<ParameterTensor> parameter_tensors(const Gpt2Config& c) {
   return out;
 }
 
-std::size_t parameter_count(const Gpt2Config& c) {
+std::size_t parameter_count(const ModelConfig& c) {
   const auto tensors = parameter_tensors(c);
   return tensors.back().offset + tensors.back().size;
 }
@@ -72,7 +72,7 @@ struct ModelView {
 };
 
 template <class P>
-ModelView<P> view(const Gpt2Config& c, P base) {
+ModelView<P> view(const ModelConfig& c, P base) {
   const std::vector<ParameterTensor> t = parameter_tensors(c);
   std::size_t k = 0;
   const auto next = [&] { return base + t[k++].offset; };
@@ -263,7 +263,7 @@ void attention_backward(const T* qkv, const T* probs, const T* dz, std::size_t n
 // One sequence: the loss summed over its predictions, and (scaled by `weight`, 1 / the
 // batch's predictions) its gradients added into `grads`.
 template <class T>
-T sequence_loss_and_gradients(const Gpt2Config& c, const ModelView<const T*>& w, const std::vector<int>& ids, T weight,
+T sequence_loss_and_gradients(const ModelConfig& c, const ModelView<const T*>& w, const std::vector<int>& ids, T weight,
                               const ModelView<T*>& g, bool attention_only) {
   const std::size_t n = ids.size() - 1, d = c.n_embd, heads = c.n_head, inner = c.n_inner, V = c.vocab_size;
   // ---- forward ----
@@ -355,13 +355,13 @@ T sequence_loss_and_gradients(const Gpt2Config& c, const ModelView<const T*>& w,
 }  // namespace
 
 template <class T>
-std::vector<T> flatten(const Gpt2Model& m) {
+std::vector<T> flatten(const Model& m) {
   std::vector<T> out;
   out.reserve(parameter_count(m.config));
   const auto put = [&](const std::vector<float>& v) { out.insert(out.end(), v.begin(), v.end()); };
   put(m.wte);
   put(m.wpe);
-  for (const Gpt2Block& b : m.blocks)
+  for (const Block& b : m.blocks)
     for (const std::vector<float>* v :
          {&b.ln_1_weight, &b.ln_1_bias, &b.attn_weight, &b.attn_bias, &b.attn_proj_weight, &b.attn_proj_bias,
           &b.ln_2_weight, &b.ln_2_bias, &b.mlp_fc_weight, &b.mlp_fc_bias, &b.mlp_proj_weight, &b.mlp_proj_bias})
@@ -370,11 +370,11 @@ std::vector<T> flatten(const Gpt2Model& m) {
   put(m.ln_f_bias);
   return out;
 }
-template std::vector<float> flatten<float>(const Gpt2Model&);
-template std::vector<double> flatten<double>(const Gpt2Model&);
+template std::vector<float> flatten<float>(const Model&);
+template std::vector<double> flatten<double>(const Model&);
 
-Gpt2Model unflatten(const Gpt2Config& c, std::span<const float> parameters) {
-  Gpt2Model m;
+Model unflatten(const ModelConfig& c, std::span<const float> parameters) {
+  Model m;
   m.config = c;
   const std::vector<ParameterTensor> tensors = parameter_tensors(c);
   std::size_t k = 0;
@@ -386,7 +386,7 @@ Gpt2Model unflatten(const Gpt2Config& c, std::span<const float> parameters) {
   m.wte = take();
   m.wpe = take();
   for (std::size_t l = 0; l < c.n_layer; ++l) {
-    Gpt2Block b;
+    Block b;
     for (std::vector<float>* v :
          {&b.ln_1_weight, &b.ln_1_bias, &b.attn_weight, &b.attn_bias, &b.attn_proj_weight, &b.attn_proj_bias,
           &b.ln_2_weight, &b.ln_2_bias, &b.mlp_fc_weight, &b.mlp_fc_bias, &b.mlp_proj_weight, &b.mlp_proj_bias})
@@ -401,14 +401,14 @@ Gpt2Model unflatten(const Gpt2Config& c, std::span<const float> parameters) {
 namespace {
 
 // The widest linear layer of a block: the MLP's, unless there are no MLPs.
-std::size_t block_width(const Gpt2Config& c, const TrainingOptions& options) {
+std::size_t block_width(const ModelConfig& c, const TrainingOptions& options) {
   return options.attention_only ? c.n_embd : c.n_inner;
 }
 
 }  // namespace
 
 template <class T>
-T loss_and_gradients(const Gpt2Config& c, std::span<const T> parameters, const Batch& batch, std::span<T> gradients,
+T loss_and_gradients(const ModelConfig& c, std::span<const T> parameters, const Batch& batch, std::span<T> gradients,
                      const TrainingOptions& options) {
   if (parameters.size() != parameter_count(c) || gradients.size() != parameters.size())
     fail("parameters", "the parameter and gradient vectors do not match the config");
@@ -466,13 +466,13 @@ T loss_and_gradients(const Gpt2Config& c, std::span<const T> parameters, const B
   }
   return total / T(predictions);
 }
-template float loss_and_gradients<float>(const Gpt2Config&, std::span<const float>, const Batch&, std::span<float>,
+template float loss_and_gradients<float>(const ModelConfig&, std::span<const float>, const Batch&, std::span<float>,
                                          const TrainingOptions&);
-template double loss_and_gradients<double>(const Gpt2Config&, std::span<const double>, const Batch&, std::span<double>,
+template double loss_and_gradients<double>(const ModelConfig&, std::span<const double>, const Batch&, std::span<double>,
                                            const TrainingOptions&);
 
-double gpt2_training_flops(const Gpt2Config& c, std::size_t n, bool attention_only) {
-  double forward = gpt2_forward_flops(c, n);
+double gpt2_training_flops(const ModelConfig& c, std::size_t n, bool attention_only) {
+  double forward = forward_flops(c, n);
   if (attention_only)
     forward -=
         static_cast<double>(c.n_layer) * 2 * static_cast<double>(n) * 2 * static_cast<double>(c.n_embd * c.n_inner);

@@ -5,8 +5,8 @@
 
 namespace attnlab {
 
-Scenario model_head_scenario(const Gpt2Model& model, const ForwardResult& result,
-                             const std::vector<std::string>& tokens, HeadRef head) {
+Scenario model_head_scenario(const Model& model, const ForwardResult& result, const std::vector<std::string>& tokens,
+                             HeadRef head) {
   const AttentionInput input = head_attention_input(model, result, head);
   const HeadWeights& w = input.heads[0];
   Scenario s;

@@ -41,7 +41,7 @@ std::string model_name(const ModelDir& m) {
 // one of them, at least one token and at most the model's positions. Errors name
 // prefix + "text" or prefix + "ids".
 std::vector<int> requested_ids(const ModelDir& m, const json& spec, const std::string& prefix) {
-  const Gpt2Config& c = m.model.config;
+  const ModelConfig& c = m.model.config;
   const bool has_text = spec.contains("text"), has_ids = spec.contains("ids");
   if (has_text == has_ids)
     fail(prefix + (has_text ? "ids" : "text"),
@@ -88,7 +88,7 @@ std::string tokens_field(const json& spec, const std::string& prefix) {
 
 // A forward pass's work, priced for admission (admission.hpp): it reads every weight once
 // and keeps L × H × n² attention weights, 4 bytes each.
-std::uint64_t forward_work_bytes(const Gpt2Config& c, std::size_t n) {
+std::uint64_t forward_work_bytes(const ModelConfig& c, std::size_t n) {
   return 4 * (std::uint64_t{c.parameters()} + std::uint64_t{c.n_layer} * c.n_head * n * n);
 }
 
@@ -109,7 +109,7 @@ std::shared_ptr<const ForwardResult> forward_with_weights(const std::shared_ptr<
     if (forward_cache.model == m && forward_cache.ids == ids) return forward_cache.result;
   }
   admit_work(forward_work_bytes(m->model.config, ids.size()));
-  auto result = std::make_shared<const ForwardResult>(gpt2_forward(m->model, ids, {.keep_attention = true}));
+  auto result = std::make_shared<const ForwardResult>(model_forward(m->model, ids, {.keep_attention = true}));
   const std::lock_guard<std::mutex> lock(forward_cache.mutex);
   forward_cache.model = m;
   forward_cache.ids = ids;
@@ -200,7 +200,7 @@ Scenario model_head_request(const ModelSources& models, const json& spec, const 
   refuse_unknown(spec, {"text", "ids", "layer", "head", "run", "step"}, prefix);
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(spec, prefix), prefix);
   const ModelDir& m = *model;
-  const Gpt2Config& c = m.model.config;
+  const ModelConfig& c = m.model.config;
   for (const char* key : {"layer", "head"})
     if (!spec.contains(key)) fail(prefix + key, "missing; name the head as \"layer\": L, \"head\": H (0-based)");
   const HeadRef head{as_index(spec["layer"], prefix + "layer"), as_index(spec["head"], prefix + "head")};
@@ -232,7 +232,7 @@ json api_model(const ModelDir* model) {
 json api_model(const ModelSources& models, const ModelChoice& choice) {
   if (!choice.run && !models.base()) return {{"loaded", false}};
   const std::shared_ptr<const ModelDir> model = models.model(choice, "");
-  const Gpt2Config& c = model->model.config;
+  const ModelConfig& c = model->model.config;
   const std::filesystem::path dir = models.run_dir(choice, "");
   return {{"loaded", true},
           {"name", choice.run ? *choice.run : model_name(*models.base())},
@@ -257,7 +257,7 @@ std::string api_model_run(const ModelSources& models, const json& request) {
   refuse_unknown(request, {"text", "ids", "ablate", "top_k", "weights", "run", "step"}, "");
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(request, ""), "");
   const ModelDir& m = *model;
-  const Gpt2Config& c = m.model.config;
+  const ModelConfig& c = m.model.config;
   std::size_t k = 5;
   if (request.contains("top_k")) {
     k = as_index(request["top_k"], "top_k");
@@ -295,7 +295,7 @@ std::string api_model_run(const ModelSources& models, const json& request) {
   add_tokens_json(reply, m, ids);
   if (!ablate.empty()) {
     admit_work(forward_work_bytes(c, ids.size()));
-    const ForwardResult ablated = gpt2_forward(m.model, ids, {.ablate = ablate});
+    const ForwardResult ablated = model_forward(m.model, ids, {.ablate = ablate});
     reply["top_k_ablated"] = top_k_json(m, ablated, k);
     json heads = json::array();
     for (const HeadRef& h : ablate)

@@ -131,7 +131,7 @@ TrainSettings requested_train_settings(const json& request) {
     fail("checkpoint_every", fmt::format("{} steps with a checkpoint every {} is {} checkpoints; at most {}", s.steps,
                                          s.checkpoint_every, checkpoints, L::max_checkpoints + 1));
   // Priced: the arithmetic and the disk the run will take.
-  const Gpt2Config c{s.layers, s.heads, s.d_model, s.context, s.vocab, 4 * s.d_model, 1e-5};
+  const ModelConfig c{s.layers, s.heads, s.d_model, s.context, s.vocab, 4 * s.d_model, 1e-5};
   const double parameters = double(parameter_count(c));
   const double flops = 6.0 * parameters * double(s.steps) * double(s.batch) * double(s.context);
   if (flops > L::max_flops)

@@ -16,7 +16,7 @@
 
 #include "../model/vocabulary_model.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
-#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model.hpp"
 #include "run_attnlab.hpp"
 
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attnlab/core/rng.hpp"
-#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model.hpp"
 
 namespace attnlab::test {
 
@@ -15,7 +15,7 @@ inline std::filesystem::path write_vocabulary_model(const std::filesystem::path&
                                                     const std::filesystem::path& gpt3_encoder) {
   namespace fs = std::filesystem;
   if (fs::exists(dir / "vocab.json") && fs::exists(dir / "model.safetensors")) return dir;
-  Gpt2Model m;
+  Model m;
   m.config = {1, 2, 8, 32, 50257, 32, 1e-5};  // 1 layer, 2 heads, d_model 8, 32 positions, MLP 32
   SplitMix64 rng(5);
   const auto draw = [&](std::size_t count, double scale) {

@@ -1075,7 +1075,7 @@ TEST_F(ModelApi, ModelSaysWhatIsLoaded) {
 
 TEST_F(ModelApi, ModelRunGivesTheForwardsWeightsDetectorsAndAnOrderedTopK) {
   const json reply = post_json("/api/model/run", {{"ids", kModelIds}, {"top_k", 7}});
-  const attnlab::ForwardResult f = attnlab::gpt2_forward(model_->model, kModelIds, {.keep_attention = true});
+  const attnlab::ForwardResult f = attnlab::model_forward(model_->model, kModelIds, {.keep_attention = true});
   const std::size_t n = kModelIds.size(), L = 2, H = 4;
   EXPECT_EQ(reply["ids"], kModelIds);
   EXPECT_EQ(reply["tokens"][0], "#3");  // no tokenizer: ids shown as #ID
@@ -1129,7 +1129,7 @@ TEST_F(ModelApi, ModelRunAblationMovesTheTopKAsTheForwardDoes) {
   std::vector<attnlab::HeadRef> refs;
   for (const std::string& h : heads)
     refs.push_back(attnlab::parse_head_ref(h, "test"));
-  const attnlab::ForwardResult f = attnlab::gpt2_forward(model_->model, kModelIds, {.ablate = refs});
+  const attnlab::ForwardResult f = attnlab::model_forward(model_->model, kModelIds, {.ablate = refs});
   const std::size_t n = kModelIds.size();
   const std::vector<attnlab::TokenProbability> expected = attnlab::top_k({f.logits.data() + (n - 1) * 40, 40}, 5);
   ASSERT_EQ(reply["top_k_ablated"].size(), 5u);
@@ -1144,7 +1144,7 @@ TEST_F(ModelApi, ModelRunAblationMovesTheTopKAsTheForwardDoes) {
 TEST_F(ModelApi, AttentionOnAModelHeadGivesTheForwardsWeights) {
   const json scenario = {{"model", {{"ids", kModelIds}, {"layer", 1}, {"head", 2}}}};
   const json trace = post_json("/api/attention", {{"scenario", scenario}});
-  const attnlab::ForwardResult f = attnlab::gpt2_forward(model_->model, kModelIds, {.keep_attention = true});
+  const attnlab::ForwardResult f = attnlab::model_forward(model_->model, kModelIds, {.keep_attention = true});
   const std::size_t n = kModelIds.size();
   ASSERT_EQ(trace["heads"].size(), 1u);
   EXPECT_EQ(trace["scenario"], "head 1.2");
@@ -1389,8 +1389,8 @@ TEST_F(TrainingApi, AStepRunsThatCheckpointOfTheRun) {
   for (const std::size_t step : {0, 20, 40}) {
     SCOPED_TRACE("step " + std::to_string(step));
     const json reply = post_json("/api/model/run", {{"ids", kRunIds}, {"step", step}});
-    const attnlab::Gpt2Model checkpoint = attnlab::load_gpt2(attnlab::checkpoint_dir(run, step).string());
-    expect_weights_of(reply, attnlab::gpt2_forward(checkpoint, kRunIds, {.keep_attention = true}), 2);
+    const attnlab::Model checkpoint = attnlab::load_gpt2(attnlab::checkpoint_dir(run, step).string());
+    expect_weights_of(reply, attnlab::model_forward(checkpoint, kRunIds, {.keep_attention = true}), 2);
     replies.push_back(reply);
   }
   // training moved the heads: step 0's weights are not step 40's
@@ -1410,7 +1410,7 @@ TEST_F(TrainingApi, AStepRunsThatCheckpointOfTheRun) {
   EXPECT_EQ(info["n_layer"], 2);
   const json trace = post_json(
       "/api/attention", {{"scenario", {{"model", {{"ids", kRunIds}, {"layer", 1}, {"head", 0}, {"step", 20}}}}}});
-  const attnlab::ForwardResult f20 = attnlab::gpt2_forward(
+  const attnlab::ForwardResult f20 = attnlab::model_forward(
       attnlab::load_gpt2(attnlab::checkpoint_dir(run, 20).string()), kRunIds, {.keep_attention = true});
   const std::size_t n = kRunIds.size();
   for (std::size_t i = 0; i < n; ++i)
@@ -1541,8 +1541,8 @@ TEST_F(TrainingApi, ARunStartedHereTrainsInTheBackgroundIsFollowedAndWritesWhatT
   EXPECT_EQ(info["n_head"], 2);
   const json at20 = post_json("/api/model/run", {{"ids", kRunIds}, {"run", "run-1"}, {"step", 20}});
   expect_weights_of(at20,
-                    attnlab::gpt2_forward(attnlab::load_gpt2((dir / "checkpoints/step-20").string()), kRunIds,
-                                          {.keep_attention = true}),
+                    attnlab::model_forward(attnlab::load_gpt2((dir / "checkpoints/step-20").string()), kRunIds,
+                                           {.keep_attention = true}),
                     2);
   expect_refused(post_json("/api/model/run", {{"ids", kRunIds}, {"run", "run-1"}, {"step", 10}}, 400), "step",
                  "step 10 is not a checkpoint of run-1; its checkpoints are at steps 0, 20, 30");

@@ -88,7 +88,7 @@ TEST(Detectors, RepeatedRandomSequencesAreSeededAndRepeatExactly) {
 }
 
 TEST(Detectors, EveryHeadOfAModelGetsThreeScoresInZeroToOne) {
-  const Gpt2Model model = load_gpt2(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32");
+  const Model model = load_gpt2(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32");
   const auto sequences = default_detector_sequences(model.config, 0, 2);
   ASSERT_EQ(sequences[0].size(), 15u) << "16 positions: BOS and 7 tokens twice";
   const std::vector<HeadScores> scores = detect_heads(model, sequences);
@@ -100,20 +100,20 @@ TEST(Detectors, EveryHeadOfAModelGetsThreeScoresInZeroToOne) {
     }
   EXPECT_EQ(scores[5].head, (HeadRef{1, 1}));
   // The score of head 1.1 is the detector applied to the forward's own weights.
-  const ForwardResult r = gpt2_forward(model, sequences[0], {.keep_attention = true});
+  const ForwardResult r = model_forward(model, sequences[0], {.keep_attention = true});
   const std::size_t n = sequences[0].size();
   const double first = detector_score(std::span<const float>(r.attention[1].data() + n * n, n * n),
                                       detector_pattern(Detector::induction, sequences[0]), n);
   const std::size_t n2 = sequences[1].size();
   ASSERT_EQ(n2, 7u) << "the second repeats 3 tokens: half of the first's 7, rounded down";
-  const ForwardResult r2 = gpt2_forward(model, sequences[1], {.keep_attention = true});
+  const ForwardResult r2 = model_forward(model, sequences[1], {.keep_attention = true});
   const double second = detector_score(std::span<const float>(r2.attention[1].data() + n2 * n2, n2 * n2),
                                        detector_pattern(Detector::induction, sequences[1]), n2);
   EXPECT_NEAR(scores[5].induction, (first + second) / 2, 1e-12);
 }
 
 TEST(Detectors, DefaultSequencesVaryTheRepeatSoAFixedOffsetHeadIsNoInductionHead) {
-  const Gpt2Config config{2, 2, 16, 32, 28, 64, 1e-5};
+  const ModelConfig config{2, 2, 16, 32, 28, 64, 1e-5};
   const auto sequences = default_detector_sequences(config, 0, 4);
   ASSERT_EQ(sequences.size(), 4u);
   EXPECT_EQ(sequences.front().size(), 31u) << "k = 15, the longest that 32 positions hold";

@@ -13,39 +13,24 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
-#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/training.hpp"
 #include "compare.hpp"
+#include "model_fixtures.hpp"
 
 using namespace attnlab;
 using attnlab::test::all_close;
+using attnlab::test::flat;
+using attnlab::test::read_json;
+using attnlab::test::widened;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
 
 const fs::path kFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
-
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
-
-std::vector<double> flat(const json& nested) {
-  std::vector<double> out;
-  if (nested.is_array())
-    for (const json& x : nested) {
-      const std::vector<double> inner = flat(x);
-      out.insert(out.end(), inner.begin(), inner.end());
-    }
-  else
-    out.push_back(nested.get<double>());
-  return out;
-}
-
-std::vector<double> widened(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
 // The forward in f32 against NumPy's float64 on the same (stored) weights: f32 rounding of
 // ~10 sums of ~16-64 terms, through two blocks. Weights are probabilities (≤ 1).
@@ -56,9 +41,9 @@ class Gpt2Fixture : public ::testing::TestWithParam<const char*> {};
 TEST_P(Gpt2Fixture, ForwardMatchesNumPyLogitsHeadsAndBlockInputs) {
   const fs::path dir = kFixtures / GetParam();
   const json expected = read_json(dir / "expected.json");
-  const Gpt2Model model = load_gpt2(dir.string());
+  const Model model = load_gpt2(dir.string());
   const std::vector<int> ids = expected["ids"];
-  const ForwardResult kept = gpt2_forward(model, ids, {.keep_attention = true});
+  const ForwardResult kept = model_forward(model, ids, {.keep_attention = true});
   EXPECT_TRUE(all_close(widened(kept.logits), flat(expected["logits"]), kLogits));
   ASSERT_EQ(kept.attention.size(), 2u);
   for (std::size_t l = 0; l < 2; ++l) {
@@ -67,16 +52,16 @@ TEST_P(Gpt2Fixture, ForwardMatchesNumPyLogitsHeadsAndBlockInputs) {
     EXPECT_TRUE(all_close(widened(kept.block_inputs[l]), flat(expected["block_inputs"][l]), kBlockInputs));
   }
   // Without weights the heads go through the tiled kernel: the same logits.
-  const ForwardResult tiled = gpt2_forward(model, ids);
+  const ForwardResult tiled = model_forward(model, ids);
   EXPECT_TRUE(tiled.attention.empty()) << "no L × H × n² buffer unless asked";
   EXPECT_TRUE(all_close(widened(tiled.logits), flat(expected["logits"]), kLogits));
 }
 
 TEST_P(Gpt2Fixture, EveryHeadAsTheEnginesAttentionProblemGivesTheForwardsWeights) {
   const fs::path dir = kFixtures / GetParam();
-  const Gpt2Model model = load_gpt2(dir.string());
+  const Model model = load_gpt2(dir.string());
   const std::vector<int> ids = read_json(dir / "expected.json")["ids"];
-  const ForwardResult r = gpt2_forward(model, ids, {.keep_attention = true});
+  const ForwardResult r = model_forward(model, ids, {.keep_attention = true});
   const std::size_t n = ids.size();
   for (std::size_t l = 0; l < 2; ++l)
     for (std::size_t h = 0; h < 4; ++h) {
@@ -99,15 +84,15 @@ INSTANTIATE_TEST_SUITE_P(Checkpoints, Gpt2Fixture, ::testing::Values("tiny-f32",
                          });
 
 TEST(Gpt2, SavedCheckpointsLoadBackTheSameModel) {
-  const Gpt2Model model = load_gpt2((kFixtures / "tiny-f32").string());
+  const Model model = load_gpt2((kFixtures / "tiny-f32").string());
   const fs::path dir = fs::temp_directory_path() / ("attnlab-gpt2-" + std::to_string(::getpid()));
   save_gpt2(dir.string(), model, DType::f32, false);
-  const Gpt2Model back = load_gpt2(dir.string());
+  const Model back = load_gpt2(dir.string());
   EXPECT_EQ(back.wte, model.wte);
   EXPECT_EQ(back.blocks[1].mlp_proj_weight, model.blocks[1].mlp_proj_weight);
   EXPECT_EQ(back.config.n_inner, 64u);
   save_gpt2(dir.string(), model, DType::bf16, true);
-  const Gpt2Model rounded = load_gpt2(dir.string());
+  const Model rounded = load_gpt2(dir.string());
   EXPECT_EQ(rounded.stored_dtype, DType::bf16);
   EXPECT_TRUE(all_close(widened(rounded.wte), widened(model.wte), {0, 1.0 / 128}));
   fs::remove_all(dir);
@@ -144,15 +129,15 @@ TEST(Gpt2, HeadNamesAreLayerDotHead) {
 }
 
 TEST(Gpt2, BadIdsAndHeadsAreRefusedNamingThem) {
-  const Gpt2Model model = load_gpt2((kFixtures / "tiny-f32").string());
+  const Model model = load_gpt2((kFixtures / "tiny-f32").string());
   EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
-                          gpt2_forward(model, std::vector<int>{1, 40});
+                          model_forward(model, std::vector<int>{1, 40});
                         }),
                         "ids: token id 40 at position 1 is outside the vocabulary (0 to 39)");
-  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { gpt2_forward(model, std::vector<int>(17, 1)); }),
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { model_forward(model, std::vector<int>(17, 1)); }),
                         "17 tokens is more than the model's 16 positions");
   EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
-                          gpt2_forward(model, std::vector<int>{1}, {.ablate = {{2, 0}}});
+                          model_forward(model, std::vector<int>{1}, {.ablate = {{2, 0}}});
                         }),
                         "head 2.0 does not exist");
 }
@@ -273,10 +258,10 @@ std::vector<double> numpy_logits_row(std::size_t i) {
 
 }  // namespace
 
-TEST(Gpt2Decoder, TheKvCacheGivesNumPysLogitsAtEveryStep) {
-  const Gpt2Model model = load_gpt2((kFixtures / "tiny-f32").string());
+TEST(Decoder, TheKvCacheGivesNumPysLogitsAtEveryStep) {
+  const Model model = load_gpt2((kFixtures / "tiny-f32").string());
   const std::vector<int> ids = read_json(kFixtures / "tiny-f32" / "expected.json")["ids"];
-  Gpt2Decoder decoder(model);
+  Decoder decoder(model);
   // The prompt at once, then one token a step: each step's logits are the full pass's.
   EXPECT_TRUE(all_close(widened(decoder.step(std::span(ids).first(4))), numpy_logits_row(3), kLogits));
   for (std::size_t i = 4; i < ids.size(); ++i) {
@@ -290,23 +275,23 @@ TEST(Gpt2Decoder, TheKvCacheGivesNumPysLogitsAtEveryStep) {
                         "17 tokens is more than the model's 16 positions");
 }
 
-TEST(Gpt2Decoder, GreedyGenerationThroughTheCacheEqualsRerunningTheFullForward) {
-  const Gpt2Model model = load_gpt2((kFixtures / "tiny-bf16").string());
+TEST(Decoder, GreedyGenerationThroughTheCacheEqualsRerunningTheFullForward) {
+  const Model model = load_gpt2((kFixtures / "tiny-bf16").string());
   const std::size_t vocab = model.config.vocab_size;
   std::vector<int> cached{3, 17, 5}, rerun = cached;
-  Gpt2Decoder decoder(model);
+  Decoder decoder(model);
   std::vector<float> logits = decoder.step(cached);
   for (int step = 0; step < 10; ++step) {
     cached.push_back(top_k(logits, 1)[0].id);
     logits = decoder.step(std::span(cached).last(1));
-    const ForwardResult full = gpt2_forward(model, rerun);
+    const ForwardResult full = model_forward(model, rerun);
     rerun.push_back(top_k(std::span<const float>(full.logits).last(vocab), 1)[0].id);
   }
   EXPECT_EQ(cached, rerun);
 }
 
 TEST(Gpt2, NextTokenLossIsTheCrossEntropyOfNumPysLogits) {
-  const Gpt2Model model = load_gpt2((kFixtures / "tiny-f32").string());
+  const Model model = load_gpt2((kFixtures / "tiny-f32").string());
   const std::vector<int> ids = read_json(kFixtures / "tiny-f32" / "expected.json")["ids"];
   double expected = 0;
   for (std::size_t i = 2; i < 7; ++i) {  // positions 2..6 predicting ids[3..7]
@@ -317,7 +302,7 @@ TEST(Gpt2, NextTokenLossIsTheCrossEntropyOfNumPysLogits) {
     expected += std::log(sum) - row[static_cast<std::size_t>(ids[i + 1])];
   }
   expected /= 5;
-  EXPECT_NEAR(next_token_loss(gpt2_forward(model, ids), ids, 40, 2, 7), expected, 1e-4);
+  EXPECT_NEAR(next_token_loss(model_forward(model, ids), ids, 40, 2, 7), expected, 1e-4);
 }
 
 TEST(Gpt2, TopKIsTheSoftmaxsLargestInOrder) {
@@ -333,12 +318,12 @@ TEST(Gpt2, TopKIsTheSoftmaxsLargestInOrder) {
 }
 
 TEST(Gpt2, ForwardFlopsCountEveryMultiplyAdd) {
-  const Gpt2Config gpt2_small{12, 12, 768, 1024, 50257, 3072, 1e-5};
+  const ModelConfig gpt2_small{12, 12, 768, 1024, 50257, 3072, 1e-5};
   // 12 layers × (2·1024·(768·2304 + 768·768 + 2·768·3072) + 4·768·1024·1025/2) + 2·1024·768·50257
   const double expected =
       12 * (2.0 * 1024 * (768.0 * 2304 + 768.0 * 768 + 2 * 768.0 * 3072) + 4 * 768.0 * 1024 * 1025 / 2) +
       2.0 * 1024 * 768 * 50257;
-  EXPECT_DOUBLE_EQ(gpt2_forward_flops(gpt2_small, 1024), expected);
+  EXPECT_DOUBLE_EQ(forward_flops(gpt2_small, 1024), expected);
 }
 
 // ---- a real GPT-2, when the user has one ---------------------------------------------------
@@ -364,9 +349,9 @@ TEST(RealGpt2, LoadsAndItsKnownHeadsAreFound) {
 
 TEST(Gpt2, AForwardThatWouldNotFitIsRefusedBeforeItRuns) {
   // A vocabulary of 2^20 and 2,048 positions: 2,048 tokens would need 2^31 logits (8 GiB).
-  const Gpt2Config c{1, 1, 4, 2048, std::size_t{1} << 20, 16, 1e-5};
-  const Gpt2Model model = unflatten(c, std::vector<float>(parameter_count(c), 0.0f));
-  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { gpt2_forward(model, std::vector<int>(2048, 1)); }),
+  const ModelConfig c{1, 1, 4, 2048, std::size_t{1} << 20, 16, 1e-5};
+  const Model model = unflatten(c, std::vector<float>(parameter_count(c), 0.0f));
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { model_forward(model, std::vector<int>(2048, 1)); }),
                         "2048 tokens × a vocabulary of 1048576 is more logits than the limit");
-  EXPECT_EQ(gpt2_forward(model, std::vector<int>(8, 1)).logits.size(), 8u << 20) << "a short input runs";
+  EXPECT_EQ(model_forward(model, std::vector<int>(8, 1)).logits.size(), 8u << 20) << "a short input runs";
 }

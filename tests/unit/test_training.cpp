@@ -20,11 +20,11 @@ using namespace attnlab;
 
 namespace {
 
-const Gpt2Config kSmall{2, 2, 8, 8, 11, 32, 1e-5};  // L, H, d, positions, vocabulary, MLP width
+const ModelConfig kSmall{2, 2, 8, 8, 11, 32, 1e-5};  // L, H, d, positions, vocabulary, MLP width
 
 // Seeded parameters: LayerNorm gains near 1, everything else N(0, 0.3²), so no unit is
 // saturated and every gradient is far from zero.
-std::vector<double> random_parameters(const Gpt2Config& c, std::uint64_t seed) {
+std::vector<double> random_parameters(const ModelConfig& c, std::uint64_t seed) {
   SplitMix64 rng(seed);
   std::vector<double> p(parameter_count(c));
   for (const ParameterTensor& t : parameter_tensors(c)) {
@@ -37,7 +37,7 @@ std::vector<double> random_parameters(const Gpt2Config& c, std::uint64_t seed) {
 
 const Batch kBatch{{1, 4, 7, 1, 4, 7}, {10, 0, 3, 3, 9, 2, 5}};
 
-void expect_gradients_match_finite_differences(const Gpt2Config& c, const TrainingOptions& options) {
+void expect_gradients_match_finite_differences(const ModelConfig& c, const TrainingOptions& options) {
   std::vector<double> p = random_parameters(c, 3);
   if (options.attention_only)  // the MLPs hold zeros and are not run
     for (const ParameterTensor& t : parameter_tensors(c))
@@ -81,7 +81,7 @@ TEST(Training, AttentionOnlyGradientsMatchFiniteDifferencesToo) {
 void expect_gradients_match_pytorch(const TrainingOptions& options) {
   const std::string dir = std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/training";
   const nlohmann::json expected = nlohmann::json::parse(std::ifstream(dir + "/expected.json"));
-  const Gpt2Model model = load_gpt2(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32");
+  const Model model = load_gpt2(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32");
   const std::vector<float> p = flatten<float>(model);
   std::vector<float> g(p.size());
   const float loss =
@@ -111,12 +111,12 @@ TEST(Training, AttentionOnlyGradientsMatchPyTorchAutograd) { expect_gradients_ma
 TEST(Training, TheTrainingLossIsTheInferenceForwardsLoss) {
   const std::vector<double> p = random_parameters(kSmall, 4);
   std::vector<float> as_float(p.begin(), p.end()), g(p.size());
-  const Gpt2Model model = unflatten(kSmall, as_float);
+  const Model model = unflatten(kSmall, as_float);
   EXPECT_EQ(flatten<float>(model), as_float) << "flatten and unflatten are inverse";
   double expected = 0;
   std::size_t predictions = 0;
   for (const std::vector<int>& ids : kBatch) {
-    const ForwardResult r = gpt2_forward(model, std::span(ids).first(ids.size() - 1));
+    const ForwardResult r = model_forward(model, std::span(ids).first(ids.size() - 1));
     std::vector<int> shifted = ids;  // next_token_loss reads targets as ids[i + 1]
     expected += next_token_loss(r, shifted, kSmall.vocab_size, 0, ids.size() - 1) * double(ids.size() - 1);
     predictions += ids.size() - 1;
@@ -198,8 +198,8 @@ TEST(InductionTask, ThePreviousTokenPhaseTrainsLayer0ThenKeepsItScaledDown) {
   TrainSettings s;
   s.layers = 2, s.heads = 2, s.d_model = 8, s.context = 12, s.vocab = 10, s.batch = 2, s.log_every = 100;
   s.prev_token_steps = 2;
-  const auto log = [](const TrainLog&, const Gpt2Model&) {};
-  const Gpt2Config c = initial_model(s).config;
+  const auto log = [](const TrainLog&, const Model&) {};
+  const ModelConfig c = initial_model(s).config;
   const std::vector<float> start = flatten<float>(initial_model(s));
   s.steps = 2;
   const std::vector<float> first = flatten<float>(train_model(s, log));
@@ -261,7 +261,7 @@ TEST(TrainingPrice, CountsTheModelsParametersAndRefusesAShapeOverTheLimitNamingI
   for (const TrainSettings& s :
        {TrainSettings{},
         TrainSettings{.layers = 3, .heads = 4, .d_model = 48, .context = 20, .vocab = 50, .attention_only = true}}) {
-    const Gpt2Config c{s.layers, s.heads, s.d_model, s.context, s.vocab, 4 * s.d_model, 1e-5};
+    const ModelConfig c{s.layers, s.heads, s.d_model, s.context, s.vocab, 4 * s.d_model, 1e-5};
     const TrainingPrice price = price_training(s);
     EXPECT_EQ(price.parameters, double(parameter_count(c)));
     EXPECT_EQ(price.state_bytes, 6 * 4 * price.parameters);

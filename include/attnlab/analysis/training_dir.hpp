@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model.hpp"
 #include "attnlab/model/train_run.hpp"
 
 namespace attnlab {
@@ -39,7 +39,7 @@ nlohmann::json train_settings_json(const TrainSettings& settings);
 nlohmann::json train_log_json(const TrainLog& log);
 
 struct TrainingOutcome {
-  Gpt2Model model;                       // the model at the last step (also DIR's final model)
+  Model model;                           // the model at the last step (also DIR's final model)
   std::size_t last_step = 0;             // the step the run ended at
   bool stopped = false;                  // stop() ended it before settings.steps
   std::vector<std::size_t> checkpoints;  // the steps of DIR/checkpoints/step-N written, ascending

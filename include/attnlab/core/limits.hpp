@@ -1,7 +1,7 @@
 // Every limit attnlab holds untrusted input to, in one place: scenario files read by the
 // CLI, and what `attnlab serve` accepts from a client. Work is priced against these before
 // anything is allocated (docs/api.md; docs/security.md lists each with the
-// error it gives). Checkpoints have their own limits (attnlab/model/gpt2.hpp, safetensors.hpp,
+// error it gives). Checkpoints have their own limits (attnlab/model/model.hpp, safetensors.hpp,
 // bpe.hpp), and so do the shapes `attnlab cost` and `attnlab kv` compute for (cost.hpp,
 // kv_memory.hpp).
 #pragma once

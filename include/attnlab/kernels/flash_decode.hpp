@@ -16,11 +16,14 @@ struct DecodeOptions {
   int threads = 0;           // 0: all cores
   std::size_t chunk = 1024;  // cached tokens per work item (a multiple of 64 works best)
   double temperature = 1.0;
-  std::optional<Isa> isa;  // force an instruction set (tests); default best_isa()
+  std::optional<double> scale;        // logits = q·k · scale / T; default 1/√head_dim
+  std::optional<std::size_t> window;  // a sliding window: token t sees only its last w keys (itself included)
+  std::optional<Isa> isa;             // force an instruction set (tests); default best_isa()
 };
 
 // queries and out: [n_new × heads × head_dim], token t and head h at (t·heads + h)·head_dim.
-// New token t sits at position length(layer) - n_new + t and sees keys 0..that position.
+// New token t sits at position length(layer) - n_new + t and sees keys 0..that position
+// (with a window w, keys position − w + 1..position).
 void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, std::span<const float> queries,
                   std::size_t n_new, std::span<float> out, const DecodeOptions& options = {});
 

@@ -40,13 +40,13 @@ std::vector<int> repeated_random_tokens(std::uint64_t seed, std::size_t k, std::
 
 // Every head's three scores, averaged over the given sequences (each run through the model
 // with its weights kept). Sequences where a detector's pattern is empty do not count for it.
-std::vector<HeadScores> detect_heads(const Gpt2Model& model, const std::vector<std::vector<int>>& sequences);
+std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::vector<int>>& sequences);
 
 // The default probe set: `count` seeded repeated random sequences [BOS, r_1..r_k, r_1..r_k],
 // k from the longest the model's positions allow (at most 32) down to half of that (varied,
 // so a head that looks back a fixed distance does not score as an induction head), with BOS
 // the last id of the vocabulary (GPT-2's <|endoftext|>).
-std::vector<std::vector<int>> default_detector_sequences(const Gpt2Config& config, std::uint64_t seed = 0,
+std::vector<std::vector<int>> default_detector_sequences(const ModelConfig& config, std::uint64_t seed = 0,
                                                          std::size_t count = 4);
 
 }  // namespace attnlab

@@ -1,9 +1,12 @@
-// GPT-2's forward pass, showing its work.
+// The transformer's forward pass, one for every family (model.hpp), showing its work.
 //
-//   x = wte[ids] + wpe[0..n)                                  the residual stream [n × d]
-//   per block:  a = LN_1(x);  x += Attention(a) · W_proj + b   (each head causal, softmax(q·kᵀ/√d_head)·v)
-//               x += GELU(LN_2(x) · W_fc + b_fc) · W_mlp + b_mlp
-//   logits = LN_f(x) · wteᵀ                                    [n × vocab]
+//   x = wte[ids] · s_emb (+ wpe[0..n) with learned positions)    the residual stream [n × d]
+//   per block:  a = norm_1(x);  q | k | v = a · W_qkv + b
+//               q, k per head: QK-norm, then rotated by position (rotary families)
+//               z_h = softmax(q_h · k_g(h)ᵀ · scale, causal [, window]) · v_g(h)   g(h) = h / (H / H_kv)
+//               x += [norm](z · W_o + b_o)
+//               x += [norm](act(norm_2(x) · W_fc + b_fc) · W_mlp + b_mlp)     GELU, SwiGLU or GeGLU
+//   logits = norm_f(x) · Uᵀ, U = wte (tied) or lm_head                          [n × vocab]
 //
 // Every head of a model becomes the engine's own attention problem (head_attention_input):
 // its input is the block's LN'd residual stream `a`, its W_Q, W_K, W_V the head's slices of
@@ -17,7 +20,7 @@
 
 #include "attnlab/core/attention.hpp"
 #include "attnlab/core/kv_cache.hpp"
-#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model.hpp"
 
 namespace attnlab {
 
@@ -43,14 +46,14 @@ struct ForwardResult {
 
 // Runs the model on token ids (each < vocab_size, at most n_positions of them; InputError
 // naming "ids" otherwise).
-ForwardResult gpt2_forward(const Gpt2Model& model, std::span<const int> ids, const ForwardOptions& options = {});
+ForwardResult model_forward(const Model& model, std::span<const int> ids, const ForwardOptions& options = {});
 
 // Generation through a KV cache: each step runs only the new tokens, appending their keys and
 // values to the cache and attending with the decode kernel (kernels/flash_decode.hpp) to
 // everything cached. The logits equal a full forward pass over all tokens so far.
-class Gpt2Decoder {
+class Decoder {
  public:
-  explicit Gpt2Decoder(const Gpt2Model& model, DType cache_dtype = DType::f32);
+  explicit Decoder(const Model& model, DType cache_dtype = DType::f32);
   // Runs `ids` (the next tokens, at positions length()..) and returns the last one's logits
   // [vocab]; InputError naming "ids" past the model's positions or vocabulary.
   std::vector<float> step(std::span<const int> ids);
@@ -58,14 +61,21 @@ class Gpt2Decoder {
   const KVCache& cache() const { return cache_; }
 
  private:
-  const Gpt2Model& model_;
+  const Model& model_;
   KVCache cache_;  // n_layer layers, n_head KV heads of d_head
   std::size_t length_ = 0;
 };
 
+// The rotary frequencies f_i of a layer's heads (i < rotated / 2): θ^(−2i/rotated), divided
+// by the factor for "linear" scaling, and for "llama3" divided where the wavelength 2π/f_i
+// is longer than original / low_freq_factor, kept where shorter than original /
+// high_freq_factor, blended between; Gemma 3's window layers use their own θ, unscaled.
+// Pair (x_i, x_{i + rotated/2}) of a head at position p is rotated by the angle p · f_i.
+std::vector<double> rope_frequencies(const ModelConfig& config, std::size_t layer);
+
 // FLOPs of one forward pass over n tokens: 2 per multiply-add of every linear layer, the
 // causal half of q·kᵀ and a·v, and the logits.
-double gpt2_forward_flops(const Gpt2Config& config, std::size_t n);
+double forward_flops(const ModelConfig& config, std::size_t n);
 
 // The next-token distribution at a position: the k most probable ids, softmax of the logits.
 struct TokenProbability {
@@ -79,6 +89,6 @@ double next_token_loss(const ForwardResult& result, std::span<const int> ids, st
                        std::size_t last);
 
 // Head L.H as the engine's attention problem, from a forward pass's block inputs.
-AttentionInput head_attention_input(const Gpt2Model& model, const ForwardResult& result, HeadRef head);
+AttentionInput head_attention_input(const Model& model, const ForwardResult& result, HeadRef head);
 
 }  // namespace attnlab

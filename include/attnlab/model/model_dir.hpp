@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "attnlab/model/bpe.hpp"
-#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model.hpp"
 
 namespace attnlab {
 
 struct ModelDir {
   std::string dir;
-  Gpt2Model model;
+  Model model;
   std::optional<BpeTokenizer> tokenizer;  // when vocab.json and merges.txt are in the directory
 };
 

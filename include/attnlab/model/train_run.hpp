@@ -13,7 +13,7 @@
 
 #include "attnlab/model/bpe.hpp"
 #include "attnlab/model/detectors.hpp"
-#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model.hpp"
 #include "attnlab/model/training.hpp"
 
 namespace attnlab {
@@ -90,13 +90,13 @@ struct TrainLog {
 
 // Mean next-token loss of the first copy (r_2..r_k predicted) and of the repeat, on fixed
 // held-out [BOS, r_1..r_k, r_1..r_k] sequences.
-std::pair<double, double> in_context_losses(const Gpt2Model& model, std::uint64_t seed, std::size_t count = 16,
+std::pair<double, double> in_context_losses(const Model& model, std::uint64_t seed, std::size_t count = 16,
                                             const std::vector<HeadRef>& ablate = {});
 
 // A fresh model of these settings: GPT-2's initialisation (N(0, 0.02), residual projections
 // scaled by 1/√(2L), LayerNorms 1 and 0), seeded, except the attention weights (queries,
 // keys, values and the output projection): N(0, attention_init).
-Gpt2Model initial_model(const TrainSettings& settings);
+Model initial_model(const TrainSettings& settings);
 
 // The memory a training run of these settings holds, priced from its shape before anything
 // is allocated (`attnlab train` and `attnlab bench --train`). Floats throughout:
@@ -122,8 +122,7 @@ void check_training_price(const TrainSettings& settings);
 // Trains on the task (settings.text, or induction), calling `on_log` every log_every steps
 // (and at the end) with the model as it is; stops early when `stop()` turns true. Returns
 // the trained model.
-Gpt2Model train_model(const TrainSettings& settings,
-                      const std::function<void(const TrainLog&, const Gpt2Model&)>& on_log,
-                      const std::function<bool()>& stop = {});
+Model train_model(const TrainSettings& settings, const std::function<void(const TrainLog&, const Model&)>& on_log,
+                  const std::function<bool()>& stop = {});
 
 }  // namespace attnlab

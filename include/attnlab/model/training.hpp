@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "attnlab/model/gpt2.hpp"
+#include "attnlab/model/model.hpp"
 
 namespace attnlab {
 
@@ -24,12 +24,12 @@ struct ParameterTensor {
 };
 
 // Every parameter tensor of a model of this config, in checkpoint order.
-std::vector<ParameterTensor> parameter_tensors(const Gpt2Config& config);
-std::size_t parameter_count(const Gpt2Config& config);
+std::vector<ParameterTensor> parameter_tensors(const ModelConfig& config);
+std::size_t parameter_count(const ModelConfig& config);
 
 template <class T>
-std::vector<T> flatten(const Gpt2Model& model);
-Gpt2Model unflatten(const Gpt2Config& config, std::span<const float> parameters);
+std::vector<T> flatten(const Model& model);
+Model unflatten(const ModelConfig& config, std::span<const float> parameters);
 
 // Sequences of token ids, each predicting its own next token: position t's input is
 // ids[t], its target ids[t + 1] (n ids give n − 1 predictions).
@@ -46,14 +46,14 @@ struct TrainingOptions {
 // The mean next-token cross-entropy (nats) over every prediction of the batch, and its
 // gradient with respect to every parameter, written into `gradients` (same layout).
 template <class T>
-T loss_and_gradients(const Gpt2Config& config, std::span<const T> parameters, const Batch& batch,
+T loss_and_gradients(const ModelConfig& config, std::span<const T> parameters, const Batch& batch,
                      std::span<T> gradients, const TrainingOptions& options = {});
 
 // FLOPs of one training step on one sequence of n positions: the forward's
-// (gpt2_forward_flops, without the MLPs when attention_only) three times over, since the
+// (forward_flops, without the MLPs when attention_only) three times over, since the
 // backward pass does two multiply-adds for each of the forward's (one for the input's
 // gradient, one for the weights'). For the linear layers that is 6 × parameters × tokens.
-double gpt2_training_flops(const Gpt2Config& config, std::size_t n, bool attention_only);
+double gpt2_training_flops(const ModelConfig& config, std::size_t n, bool attention_only);
 
 // AdamW (Loshchilov & Hutter): m, v the running moments, decoupled weight decay, step t from 1.
 struct AdamW {

@@ -13,7 +13,7 @@ namespace attnlab {
 // sees them, the block's LN'd residual stream as the embeddings (positions are already in
 // it), the head's W_Q, W_K, W_V slices of c_attn with their biases, causal. The layer output
 // of this scenario is the head's own output (before c_proj).
-Scenario model_head_scenario(const Gpt2Model& model, const ForwardResult& result,
-                             const std::vector<std::string>& tokens, HeadRef head);
+Scenario model_head_scenario(const Model& model, const ForwardResult& result, const std::vector<std::string>& tokens,
+                             HeadRef head);
 
 }  // namespace attnlab

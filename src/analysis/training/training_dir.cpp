@@ -40,7 +40,7 @@ void save_tokenizer(const fs::path& dir, const TextCorpus* text) {
   write_whole(dir / "merges.txt", text->merges_txt);
 }
 
-void save_checkpoint(const fs::path& dir, std::size_t step, const Gpt2Model& model, const TextCorpus* text) {
+void save_checkpoint(const fs::path& dir, std::size_t step, const Model& model, const TextCorpus* text) {
   const fs::path final_dir = checkpoint_dir(dir, step);
   const fs::path partial = dir / "checkpoints" / fmt::format(".step-{}.partial", step);
   fs::remove_all(partial);
@@ -52,7 +52,7 @@ void save_checkpoint(const fs::path& dir, std::size_t step, const Gpt2Model& mod
 
 // Saves the final model as dir/config.json and dir/model.safetensors, each renamed into
 // place (the weights first: whoever sees config.json sees the weights that go with it).
-void save_final(const fs::path& dir, const Gpt2Model& model, const TextCorpus* text) {
+void save_final(const fs::path& dir, const Model& model, const TextCorpus* text) {
   const fs::path partial = dir / ".final.partial";
   fs::remove_all(partial);
   save_gpt2(partial.string(), model);
@@ -126,7 +126,7 @@ TrainingOutcome run_training(const TrainSettings& s, const fs::path& out,
   json logs = json::array();
   TrainingOutcome outcome;
   std::size_t last_logged = 0;
-  const auto log_written = [&](const TrainLog& log, const Gpt2Model& model) {
+  const auto log_written = [&](const TrainLog& log, const Model& model) {
     logs.push_back(train_log_json(log));
     write_whole(out / "train.json", json{{"settings", settings}, {"log", logs}}.dump(1));
     last_logged = log.step;

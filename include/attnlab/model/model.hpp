@@ -1,0 +1,122 @@
+// The transformer attnlab runs, one for every family: a family-neutral config that says each
+// choice (norm, positions, attention, MLP, head tying), and the weights as one parameter set.
+//
+// What differs between GPT-2, Llama 2/3, SmolLM2, Mistral, Qwen2/3 and Gemma 3 is data here:
+//
+//   family   norm                  positions           attention                         MLP
+//   gpt2     LayerNorm (w, b)      learned (wpe)       H = H_kv, q/k/v/o biases          GELU, biases
+//   llama    RMSNorm (w)           rotary, llama3 ×    H_kv ≤ H (grouped-query)          SwiGLU
+//   mistral  RMSNorm               rotary              grouped-query, sliding window     SwiGLU
+//   qwen2    RMSNorm               rotary              grouped-query, q/k/v biases       SwiGLU
+//   qwen3    RMSNorm               rotary              grouped-query, QK-norm, head_dim  SwiGLU
+//   gemma3   RMSNorm (1 + w), four rotary (local θ     multi-query, QK-norm, scale       GeGLU
+//            per block             on window layers)   (query_pre_attn_scalar), windows
+//
+// Every linear layer is stored in the row-vector convention, y = x · W + b, W [in × out]:
+// GPT-2's Conv1D weights are that already; a Hugging Face [out, in] nn.Linear weight is
+// transposed when it is read. The attention's projections are one matrix,
+// W_qkv = [W_Q | W_K | W_V] of d_model × (H + 2·H_kv)·head_dim: query head h is columns
+// h·head_dim.., KV head g is columns H·head_dim + g·head_dim.. (keys) and
+// (H + H_kv)·head_dim + g·head_dim.. (values). A gated MLP's W_fc is [W_gate | W_up].
+// Rotary pairs are split halves (x_i, x_{i + rot/2}), as transformers' rotate_half pairs them.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "attnlab/core/dtype.hpp"
+
+namespace attnlab {
+
+enum class Family { gpt2, llama, mistral, qwen2, qwen3, gemma3 };
+enum class NormKind { layer_norm, rms_norm };  // (x − mean)/σ · w + b, or x / rms(x) · w
+enum class MlpKind { gelu, swiglu, geglu };    // GELU(x·W_fc), or act(x·W_gate) ⊙ (x·W_up), act SiLU / GELU
+enum class RopeScaling { none, linear, llama3 };
+
+const char* family_name(Family family);  // "gpt2", "llama", ... (the config's model_type)
+
+struct RopeConfig {
+  double theta = 10000.0;        // frequencies θ^(−2i/rot)
+  double local_theta = 10000.0;  // Gemma 3: θ of the sliding-window layers
+  std::size_t rotated = 0;       // the rotated width of each head (0: all of head_dim)
+  RopeScaling scaling = RopeScaling::none;
+  double factor = 1.0;                                   // linear and llama3: frequencies ÷ factor
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  std::size_t original_positions = 8192;                 // llama3: original_max_position_embeddings
+};
+
+struct ModelConfig {
+  std::size_t n_layer = 0, n_head = 0, n_embd = 0, n_positions = 0, vocab_size = 0;
+  std::size_t n_inner = 0;  // the MLP's width; 4 · n_embd when the config says null
+  double layer_norm_epsilon = 1e-5;
+  // Family choices; the defaults are GPT-2's.
+  Family family = Family::gpt2;
+  std::size_t n_kv_head = 0;   // H_kv; 0: n_head (full multi-head attention)
+  std::size_t head_width = 0;  // head_dim when the family sets it apart from n_embd / n_head; 0: n_embd / n_head
+  NormKind norm = NormKind::layer_norm;
+  bool norm_plus_one = false;   // Gemma: the norm's weight is stored as w − 1 (x / rms · (1 + w))
+  bool sandwich_norms = false;  // Gemma: the attention's and the MLP's outputs are normed again before the residual
+  bool rotary = false;          // rotary positions instead of learned ones (wpe)
+  RopeConfig rope;
+  bool qkv_bias = true, out_bias = true, mlp_bias = true;  // GPT-2 has them all; Qwen2 only q/k/v
+  bool qk_norm = false;                                    // Qwen3, Gemma 3: RMSNorm of each q and k head
+  double query_scale = 0;                   // scores × this; 0: 1/√head_dim (Gemma 3: query_pre_attn_scalar^-½)
+  std::vector<std::size_t> sliding_window;  // per layer: a query sees its last w keys (itself included); 0: all
+  MlpKind mlp = MlpKind::gelu;
+  bool tied = true;              // the unembedding is wte (else lm_head)
+  double embedding_scale = 1.0;  // Gemma: √d_model
+  int bos_id = -1;               // the token a text starts with, when the family adds one (-1: none)
+
+  std::size_t head_dim() const { return head_width ? head_width : n_embd / n_head; }
+  std::size_t kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
+  std::size_t qkv_width() const { return (n_head + 2 * kv_heads()) * head_dim(); }
+  std::size_t attention_width() const { return n_head * head_dim(); }  // z = the heads' outputs side by side
+  std::size_t fc_width() const { return mlp == MlpKind::gelu ? n_inner : 2 * n_inner; }
+  std::size_t window(std::size_t layer) const { return layer < sliding_window.size() ? sliding_window[layer] : 0; }
+  bool is_gpt2_shaped() const;     // what the training code's backward is written for
+  std::size_t parameters() const;  // every weight and bias, a tied LM head counted once
+};
+
+// Limits a config must respect before anything is allocated (a checkpoint is untrusted).
+inline constexpr std::size_t kMaxCheckpointLayers = 256, kMaxCheckpointHeads = 256, kMaxModelWidth = 16384,
+                             kMaxModelPositions = 1 << 20, kMaxModelVocabulary = 1 << 20;
+inline constexpr std::size_t kMaxModelParameters = 16'000'000'000;
+
+// Reads and checks config.json; InputError naming the file and the key otherwise.
+ModelConfig read_gpt2_config(const std::string& path);
+
+// One block's weights, f32, row-vector convention (shapes in comments).
+struct Block {
+  std::vector<float> ln_1_weight, ln_1_bias;            // [d] the attention's input norm (no bias for RMSNorm)
+  std::vector<float> attn_weight, attn_bias;            // [d × qkv_width] (Q | K | V), [qkv_width] or empty
+  std::vector<float> attn_proj_weight, attn_proj_bias;  // [H·head_dim × d], [d] or empty
+  std::vector<float> ln_2_weight, ln_2_bias;            // [d] the MLP's input norm
+  std::vector<float> mlp_fc_weight, mlp_fc_bias;        // [d × fc_width] (gated: gate | up), [fc_width] or empty
+  std::vector<float> mlp_proj_weight, mlp_proj_bias;    // [n_inner × d], [d] or empty
+  std::vector<float> q_norm_weight, k_norm_weight;      // [head_dim], QK-norm only
+  std::vector<float> post_attn_norm_weight, post_mlp_norm_weight;  // [d], sandwich norms only
+};
+
+struct Model {
+  ModelConfig config;
+  std::vector<float> wte;  // [vocab_size × d] token embeddings, also the LM head when tied
+  std::vector<float> wpe;  // [n_positions × d] learned position embeddings (empty when rotary)
+  std::vector<Block> blocks;
+  std::vector<float> ln_f_weight, ln_f_bias;  // [d]
+  DType stored_dtype = DType::f32;            // how the file stored the weights (the largest tensor's dtype)
+  std::vector<float> lm_head;                 // [vocab_size × d] when not tied
+};
+
+// Loads a model directory of any family (config.json's model_type says which): GPT-2's
+// (load_gpt2) or a Hugging Face Llama-family folder (load_hf_family: model.safetensors or
+// shards with model.safetensors.index.json). Weights widened to f32; a missing or misshapen
+// tensor, an unknown model_type or option is refused naming it.
+Model load_model(const std::string& dir);
+Model load_gpt2(const std::string& dir);
+Model load_hf_family(const std::string& dir);
+
+// Writes DIR/config.json and DIR/model.safetensors (names with the "transformer." prefix
+// when `prefix`, tensors stored as `dtype`), a checkpoint any GPT-2 reader loads.
+void save_gpt2(const std::string& dir, const Model& model, DType dtype = DType::f32, bool prefix = true);
+
+}  // namespace attnlab

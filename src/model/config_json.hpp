@@ -1,0 +1,26 @@
+// Reading a checkpoint's config.json (private to the model layer): bounded in bytes and depth.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace attnlab {
+
+// The JSON object in `path` (at most 1 MiB, nested at most 16 deep); InputError naming the
+// file otherwise, with `what` saying what the file should be.
+nlohmann::json read_config_document(const std::string& path, std::string_view what);
+
+// config[key] as a whole number from 1 to `limit`; when absent, `fallback` (0: the key is
+// required, and its absence is refused naming it and `family`).
+std::size_t config_count(const nlohmann::json& config, const char* key, std::size_t limit, const std::string& path,
+                         std::string_view family, std::size_t fallback = 0);
+
+// config[key] as a number in [low, high] (`fallback` when absent or null).
+double config_number(const nlohmann::json& config, const char* key, double low, double high, double fallback,
+                     const std::string& path);
+
+// config[key] as true or false (`fallback` when absent or null).
+bool config_flag(const nlohmann::json& config, const char* key, bool fallback, const std::string& path);
+
+}  // namespace attnlab
