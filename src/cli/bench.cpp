@@ -234,10 +234,9 @@ int bench_model(const BenchFlags& f) {
   }
   print_blas_machine(peaks);
   fmt::print(
-      "{}: {} layers × {} heads, d_model {}, {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
+      "{} ({}), {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
       "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",
-      f.model, c.n_layer, c.n_head, c.n_embd, f.tokens, median, f.tokens / median, gflops,
-      100 * gflops / peaks.f32_gflops, flops / 1e9);
+      f.model, describe(c), f.tokens, median, f.tokens / median, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9);
   return 0;
 }
 

@@ -1,5 +1,5 @@
-// attnlab model info | tokenize | run | heads | eval | generate: a real checkpoint (GPT-2 in Hugging Face's
-// layout, from the user's own directory) inspected, tokenized, run and its heads scored.
+// attnlab model info | tokenize | run | heads | eval | generate: a real checkpoint (any family model.hpp
+// reads, in Hugging Face's layout, from the user's own directory) inspected, tokenized, run and its heads scored.
 #include <fmt/format.h>
 
 #include <charconv>
@@ -85,30 +85,24 @@ std::string quoted_token(const std::string& bytes) { return fmt::format("\"{}\""
 int info(const ModelFlags& f) {
   const ModelDir m = open_model_dir(f.dir);
   const ModelConfig& c = m.model.config;
-  const SafetensorsFile file((std::filesystem::path(f.dir) / "model.safetensors").string());
+  const CheckpointSummary file = checkpoint_summary(f.dir);
+  const std::size_t file_bytes = file.bytes, tensor_count = file.tensors.size();
   if (f.json) {
     json tensors = json::array();
-    for (const TensorInfo& t : file.tensors())
+    for (const TensorInfo& t : file.tensors)
       tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
-    fmt::print("{}\n", json{{"n_layer", c.n_layer},
-                            {"n_head", c.n_head},
-                            {"n_embd", c.n_embd},
-                            {"n_positions", c.n_positions},
-                            {"vocab_size", c.vocab_size},
-                            {"n_inner", c.n_inner},
-                            {"head_dim", c.head_dim()},
-                            {"parameters", c.parameters()},
-                            {"file_bytes", file.file_bytes()},
-                            {"dtype", dtype_name(m.model.stored_dtype)},
-                            {"tokenizer", m.tokenizer.has_value()},
-                            {"tensors", tensors}}
-                           .dump(2));
+    json out = config_json(c);
+    out["file_bytes"] = file_bytes;
+    out["files"] = file.files;
+    out["dtype"] = dtype_name(m.model.stored_dtype);
+    out["tokenizer"] = m.tokenizer.has_value();
+    out["tensors"] = tensors;
+    fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("{}: GPT-2, {} layers × {} heads, d_model {} (d_head {}), MLP {}, {} positions, vocabulary {}\n", f.dir,
-             c.n_layer, c.n_head, c.n_embd, c.head_dim(), c.n_inner, c.n_positions, c.vocab_size);
+  fmt::print("{}: {}\n", f.dir, describe(c));
   fmt::print("parameters: {} ({} in the file, stored as {}; {} tensors)\n", format_count(c.parameters()),
-             format_bytes(file.file_bytes()), dtype_name(m.model.stored_dtype), file.tensors().size());
+             format_bytes(file_bytes), dtype_name(m.model.stored_dtype), tensor_count);
   fmt::print("tokenizer: {}\n", m.tokenizer ? fmt::format("vocab.json + merges.txt, {} tokens, {} merges",
                                                           m.tokenizer->vocab_size(), m.tokenizer->merge_count())
                                             : "none (vocab.json and merges.txt not found): give --ids");
@@ -337,7 +331,7 @@ int generate(const ModelFlags& f) {
   SplitMix64 rng(f.seed);
   std::vector<float> logits = decoder.step(ids);  // the prompt, all at once
   if (!f.json) fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", ids.size());
-  const std::size_t per_token = 2 * c.n_layer * c.n_head * c.head_dim() * sizeof(float);
+  const std::size_t per_token = 2 * c.n_layer * c.kv_heads() * c.head_dim() * sizeof(float);
   std::vector<int> generated;
   json steps = json::array();
   for (std::size_t step = 0; step < f.tokens; ++step) {
@@ -356,10 +350,11 @@ int generate(const ModelFlags& f) {
       continue;
     }
     fmt::print(
-        "  step {:>3}: {:<16} p {:.3f}  cache {:>5} tokens, {:>12} (2 × {} layers × {} heads × {} × tokens × 4 bytes = "
-        "{})\n",
+        "  step {:>3}: {:<16} p {:.3f}  cache {:>5} tokens, {:>12} (2 × {} layers × {} {}heads × {} × tokens × 4 bytes "
+        "= {})\n",
         step + 1, quoted_token(shown.bytes), probability, decoder.length(), format_bytes(decoder.cache().used_bytes()),
-        c.n_layer, c.n_head, c.head_dim(), format_count(per_token * decoder.length()));
+        c.n_layer, c.kv_heads(), c.kv_heads() == c.n_head ? "" : "KV ", c.head_dim(),
+        format_count(per_token * decoder.length()));
   }
   std::vector<int> all = ids;
   all.insert(all.end(), generated.begin(), generated.end());
@@ -389,7 +384,9 @@ int generate(const ModelFlags& f) {
 Command model_command(CLI::App& parent) {
   auto f = std::make_shared<ModelFlags>();
   CLI::App* model = parent.add_subcommand(
-      "model", "A real model (GPT-2 in Hugging Face's layout): info, tokenize, run, heads, eval, generate");
+      "model",
+      "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout): info, tokenize, run, "
+      "heads, eval, generate");
   model->require_subcommand(1);
   CLI::App* info_app = model->add_subcommand("info", "The checkpoint's config, parameters, bytes, dtypes and tensors");
   add_dir(*info_app, *f);

@@ -126,9 +126,8 @@ Command serve_command(CLI::App& parent) {
             fmt::print("{}\n", url);
             fmt::print("attnlab lab: open {} in a browser; Ctrl-C stops the server\n", url);
             if (model)
-              fmt::print("model: {} ({} layers × {} heads, d_model {}, {} positions{})\n", state->model,
-                         model->model.config.n_layer, model->model.config.n_head, model->model.config.n_embd,
-                         model->model.config.n_positions, model->tokenizer ? "" : ", no tokenizer: token ids");
+              fmt::print("model: {} ({}{})\n", state->model, describe(model->model.config),
+                         model->tokenizer ? "" : "; no tokenizer: token ids");
             fmt::print("training runs started from the page go to {}/run-N\n", state->runs);
             std::fflush(stdout);
             if (state->open && std::system(fmt::format("xdg-open '{}' >/dev/null 2>&1 &", url).c_str()) != 0)

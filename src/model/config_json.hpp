@@ -1,7 +1,7 @@
 // Reading a checkpoint's config.json (private to the model layer): bounded in bytes and depth.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -10,6 +10,11 @@ namespace attnlab {
 // The JSON object in `path` (at most 1 MiB, nested at most 16 deep); InputError naming the
 // file otherwise, with `what` saying what the file should be.
 nlohmann::json read_config_document(const std::string& path, std::string_view what);
+
+// Each family's config.json read into the family-neutral config (gpt2.cpp, hf_families.cpp).
+struct ModelConfig;
+ModelConfig gpt2_config(const nlohmann::json& config, const std::string& path);
+ModelConfig hf_family_config(const nlohmann::json& config, const std::string& path);
 
 // config[key] as a whole number from 1 to `limit`; when absent, `fallback` (0: the key is
 // required, and its absence is refused naming it and `family`).

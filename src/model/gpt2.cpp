@@ -35,7 +35,11 @@ std::vector<float> tensor(const SafetensorsFile& file, const std::string& name, 
 }  // namespace
 
 ModelConfig read_gpt2_config(const std::string& path) {
-  const json doc = read_config_document(path, "a GPT-2 checkpoint directory holds config.json and model.safetensors");
+  return gpt2_config(read_config_document(path, "a GPT-2 checkpoint directory holds config.json and model.safetensors"),
+                     path);
+}
+
+ModelConfig gpt2_config(const json& doc, const std::string& path) {
   ModelConfig c;
   c.n_layer = config_count(doc, "n_layer", kMaxCheckpointLayers, path, "GPT-2");
   c.n_head = config_count(doc, "n_head", kMaxCheckpointHeads, path, "GPT-2");

@@ -38,12 +38,9 @@ constexpr std::size_t kMaxShards = 1024;
 
 // The families this reader knows, by config.json's model_type.
 Family family_of(const json& type, const std::string& path) {
-  static const std::map<std::string, Family> known = {{"llama", Family::llama},
-                                                      {"mistral", Family::mistral},
-                                                      {"qwen2", Family::qwen2},
-                                                      {"qwen3", Family::qwen3},
-                                                      {"gemma3_text", Family::gemma3},
-                                                      {"gemma3", Family::gemma3}};
+  static const std::map<std::string, Family> known = {{"llama", Family::llama},        {"mistral", Family::mistral},
+                                                      {"qwen2", Family::qwen2},        {"qwen3", Family::qwen3},
+                                                      {"gemma3_text", Family::gemma3}, {"gemma3", Family::gemma3}};
   if (type.is_string())
     if (const auto it = known.find(type.get<std::string>()); it != known.end()) return it->second;
   fail(path, fmt::format("\"model_type\" {} is not a family attnlab reads; it reads gpt2, llama (Llama 2 and 3, "
@@ -114,7 +111,9 @@ std::vector<std::size_t> read_windows(const json& doc, const ModelConfig& c, con
   return windows;
 }
 
-ModelConfig read_hf_config(const json& top, const std::string& path) {
+}  // namespace
+
+ModelConfig hf_family_config(const json& top, const std::string& path) {
   const Family family = family_of(top.value("model_type", json()), path);
   // A multimodal Gemma 3 keeps the language model's keys under text_config.
   const json& doc = family == Family::gemma3 && top.contains("text_config") && top["text_config"].is_object()
@@ -140,7 +139,8 @@ ModelConfig read_hf_config(const json& top, const std::string& path) {
     fail(path, fmt::format("\"hidden_size\" {} is not divisible by \"num_attention_heads\" {} and there is no "
                            "\"head_dim\"",
                            c.n_embd, c.n_head));
-  if (c.head_dim() % 2 != 0) fail(path, fmt::format("head_dim {} is odd; rotary pairs need an even width", c.head_dim()));
+  if (c.head_dim() % 2 != 0)
+    fail(path, fmt::format("head_dim {} is odd; rotary pairs need an even width", c.head_dim()));
   c.norm = NormKind::rms_norm;
   c.layer_norm_epsilon = config_number(doc, "rms_norm_eps", 1e-12, 1.0, 1e-6, path);
   c.rotary = true;
@@ -156,10 +156,9 @@ ModelConfig read_hf_config(const json& top, const std::string& path) {
   c.mlp_bias = config_flag(doc, "mlp_bias", false, path);
   c.qk_norm = family == Family::qwen3 || family == Family::gemma3;
   // The MLP: SiLU-gated (hidden_act "silu") or GELU-gated (Gemma's "gelu_pytorch_tanh").
-  const json act = doc.contains("hidden_activation") ? doc["hidden_activation"]
-                                                     : doc.value("hidden_act", json(family == Family::gemma3
-                                                                                         ? "gelu_pytorch_tanh"
-                                                                                         : "silu"));
+  const json act = doc.contains("hidden_activation")
+                       ? doc["hidden_activation"]
+                       : doc.value("hidden_act", json(family == Family::gemma3 ? "gelu_pytorch_tanh" : "silu"));
   if (act == "silu" || act == "swish")
     c.mlp = MlpKind::swiglu;
   else if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast")
@@ -190,6 +189,8 @@ ModelConfig read_hf_config(const json& top, const std::string& path) {
   return c;
 }
 
+namespace {
+
 // The checkpoint's files: model.safetensors, or the shards model.safetensors.index.json names.
 class Checkpoint {
  public:
@@ -204,7 +205,8 @@ class Checkpoint {
       fail(index.string(), "\"weight_map\" is missing; the index maps each tensor name to its shard's file name");
     std::map<std::string, std::size_t> opened;
     for (const auto& item : doc["weight_map"].items()) {
-      if (!item.value().is_string()) fail(index.string(), fmt::format("\"weight_map\".\"{}\" is not a file name", item.key().substr(0, 80)));
+      if (!item.value().is_string())
+        fail(index.string(), fmt::format("\"weight_map\".\"{}\" is not a file name", item.key().substr(0, 80)));
       const std::string file = item.value().get<std::string>();
       if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos)
         fail(index.string(), fmt::format("shard \"{}\" must be a file name in the same folder", file.substr(0, 80)));
@@ -235,8 +237,7 @@ class Checkpoint {
     const SafetensorsFile* file = files_.front().get();
     const TensorInfo* t = find("model." + name, &file);
     if (!t) t = find(name, &file);
-    if (!t)
-      fail(file->path(), fmt::format("tensor \"model.{}\" is missing (the config needs it)", name));
+    if (!t) fail(file->path(), fmt::format("tensor \"model.{}\" is missing (the config needs it)", name));
     if (t->shape != shape) {
       const auto text = [](const std::vector<std::size_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
       fail(file->path(),
@@ -248,6 +249,16 @@ class Checkpoint {
   bool has(const std::string& name) const {
     const SafetensorsFile* file = nullptr;
     return find("model." + name, &file) || find(name, &file);
+  }
+
+  CheckpointSummary summary() const {
+    CheckpointSummary out;
+    out.files = files_.size();
+    for (const auto& f : files_) {
+      out.bytes += f->file_bytes();
+      out.tensors.insert(out.tensors.end(), f->tensors().begin(), f->tensors().end());
+    }
+    return out;
   }
 
   DType largest_dtype() const {
@@ -275,12 +286,14 @@ void put_transposed(const std::vector<float>& w, std::size_t out, std::size_t in
 
 }  // namespace
 
+CheckpointSummary checkpoint_summary(const std::string& dir) { return Checkpoint(dir).summary(); }
+
 Model load_hf_family(const std::string& dir) {
   const std::filesystem::path root(dir);
   Model m;
-  m.config = read_hf_config(read_config_document((root / "config.json").string(),
-                                                 "a model directory holds config.json and model.safetensors"),
-                            (root / "config.json").string());
+  m.config = hf_family_config(read_config_document((root / "config.json").string(),
+                                                   "a model directory holds config.json and model.safetensors"),
+                              (root / "config.json").string());
   const ModelConfig& c = m.config;
   const Checkpoint file(root);
   const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
@@ -332,8 +345,9 @@ Model load_hf_family(const std::string& dir) {
   m.ln_f_weight = file.tensor("norm.weight", {d});
   if (!c.tied) {
     if (!file.has("lm_head.weight"))
-      fail(dir, "tensor \"lm_head.weight\" is missing and \"tie_word_embeddings\" is false; set it true if the "
-                "unembedding is the token embedding");
+      fail(dir,
+           "tensor \"lm_head.weight\" is missing and \"tie_word_embeddings\" is false; set it true if the "
+           "unembedding is the token embedding");
     m.lm_head = file.tensor("lm_head.weight", {c.vocab_size, d});
   }
   m.stored_dtype = file.largest_dtype();

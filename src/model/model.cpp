@@ -39,6 +39,92 @@ std::size_t ModelConfig::parameters() const {
   return vocab_size * d + (rotary ? 0 : n_positions * d) + n_layer * block + norm_size + (tied ? 0 : vocab_size * d);
 }
 
+namespace {
+
+const char* norm_name(const ModelConfig& c) {
+  if (c.norm == NormKind::layer_norm) return "LayerNorm";
+  return c.norm_plus_one ? "RMSNorm (1 + w)" : "RMSNorm";
+}
+
+const char* mlp_name(MlpKind mlp) {
+  switch (mlp) {
+    case MlpKind::gelu: return "GELU";
+    case MlpKind::swiglu: return "SwiGLU";
+    case MlpKind::geglu: return "GeGLU";
+  }
+  return "?";
+}
+
+const char* scaling_name(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::none: return "none";
+    case RopeScaling::linear: return "linear";
+    case RopeScaling::llama3: return "llama3";
+  }
+  return "?";
+}
+
+// "window 4 on layers 0-1, 3-4" style: which layers slide and how far.
+std::string windows_text(const ModelConfig& c) {
+  std::vector<std::string> parts;
+  for (std::size_t l = 0; l < c.n_layer; ++l)
+    if (c.window(l)) parts.push_back(fmt::format("{}:{}", l, c.window(l)));
+  return parts.size() == c.n_layer && !parts.empty()
+             ? fmt::format("sliding window {} on every layer", c.window(0))
+             : fmt::format("sliding windows (layer:width) {}", fmt::join(parts, " "));
+}
+
+}  // namespace
+
+std::string describe(const ModelConfig& c) {
+  const std::size_t kv = c.kv_heads();
+  const std::string heads = kv == c.n_head ? fmt::format("{} heads", c.n_head)
+                                           : fmt::format("{} query heads sharing {} KV head{} ({})", c.n_head, kv,
+                                                         kv == 1 ? "" : "s", kv == 1 ? "multi-query" : "grouped-query");
+  std::string positions = "learned positions";
+  if (c.rotary) {
+    positions = fmt::format("rotary θ {}", c.rope.theta);
+    if (c.rope.scaling != RopeScaling::none)
+      positions += fmt::format(" ({} × {})", scaling_name(c.rope.scaling), c.rope.factor);
+    if (c.family == Family::gemma3) positions += fmt::format(", θ {} on window layers", c.rope.local_theta);
+  }
+  std::string extras;
+  if (c.qk_norm) extras += ", QK-norm";
+  if (c.qkv_bias && c.rotary) extras += ", q/k/v biases";
+  if (c.sandwich_norms) extras += ", four norms per block";
+  if (!c.sliding_window.empty()) extras += ", " + windows_text(c);
+  return fmt::format(
+      "{}: {} layers × {}, d_model {}, head_dim {}, {}, {}{}, {} MLP {}, {}, {} positions, vocabulary {}",
+      family_name(c.family), c.n_layer, heads, c.n_embd, c.head_dim(), norm_name(c), positions, extras, mlp_name(c.mlp),
+      c.n_inner, c.tied ? "LM head tied to the embedding" : "separate LM head", c.n_positions, c.vocab_size);
+}
+
+json config_json(const ModelConfig& c) {
+  json windows = json::array();
+  for (std::size_t l = 0; l < c.n_layer; ++l)
+    windows.push_back(c.window(l) ? json(c.window(l)) : json(nullptr));
+  return {{"family", family_name(c.family)},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_kv_head", c.kv_heads()},
+          {"n_embd", c.n_embd},
+          {"head_dim", c.head_dim()},
+          {"n_inner", c.n_inner},
+          {"n_positions", c.n_positions},
+          {"vocab_size", c.vocab_size},
+          {"norm", c.norm == NormKind::layer_norm ? "layer_norm" : "rms_norm"},
+          {"positions", c.rotary ? "rotary" : "learned"},
+          {"rope_theta", c.rotary ? json(c.rope.theta) : json(nullptr)},
+          {"rope_scaling", c.rotary ? json(scaling_name(c.rope.scaling)) : json(nullptr)},
+          {"mlp", c.mlp == MlpKind::gelu     ? "gelu"
+                  : c.mlp == MlpKind::swiglu ? "swiglu"
+                                             : "geglu"},
+          {"qk_norm", c.qk_norm},
+          {"tied", c.tied},
+          {"sliding_window", std::move(windows)},
+          {"parameters", c.parameters()}};
+}
+
 json read_config_document(const std::string& path, std::string_view what) {
   constexpr std::size_t kMaxConfigBytes = 1 << 20;
   std::ifstream in(path, std::ios::binary);
@@ -87,14 +173,19 @@ bool config_flag(const json& doc, const char* key, bool fallback, const std::str
   return doc[key].get<bool>();
 }
 
+ModelConfig parse_model_config(const json& config, const std::string& path) {
+  if (!config.is_object()) fail(path, "not a JSON object");
+  return config.value("model_type", json("gpt2")) == "gpt2" ? gpt2_config(config, path)
+                                                            : hf_family_config(config, path);
+}
+
 Model load_model(const std::string& dir) {
   const std::filesystem::path root(dir);
   if (!std::filesystem::is_directory(root))
     fail(dir, "not a directory; give the folder that holds config.json and model.safetensors");
   const std::string config = (root / "config.json").string();
   const json doc = read_config_document(config, "a model directory holds config.json and model.safetensors");
-  const json type = doc.value("model_type", json("gpt2"));
-  if (type == "gpt2") return load_gpt2(dir);
+  if (doc.value("model_type", json("gpt2")) == "gpt2") return load_gpt2(dir);
   return load_hf_family(dir);
 }
 

@@ -234,17 +234,15 @@ json api_model(const ModelSources& models, const ModelChoice& choice) {
   const std::shared_ptr<const ModelDir> model = models.model(choice, "");
   const ModelConfig& c = model->model.config;
   const std::filesystem::path dir = models.run_dir(choice, "");
-  return {{"loaded", true},
-          {"name", choice.run ? *choice.run : model_name(*models.base())},
-          {"run", choice.run ? json(*choice.run) : json(nullptr)},
-          {"step", choice.step ? json(*choice.step) : json(nullptr)},
-          {"training", is_training_run(dir)},
-          {"n_layer", c.n_layer},
-          {"n_head", c.n_head},
-          {"n_embd", c.n_embd},
-          {"n_positions", c.n_positions},
-          {"vocab_size", c.vocab_size},
-          {"tokenizer", model->tokenizer.has_value()}};
+  json out = config_json(c);
+  out.update({{"loaded", true},
+              {"name", choice.run ? *choice.run : model_name(*models.base())},
+              {"run", choice.run ? json(*choice.run) : json(nullptr)},
+              {"step", choice.step ? json(*choice.step) : json(nullptr)},
+              {"training", is_training_run(dir)},
+              {"description", describe(c)},
+              {"tokenizer", model->tokenizer.has_value()}});
+  return out;
 }
 
 std::string api_model_run(const ModelDir* model, const json& request) {

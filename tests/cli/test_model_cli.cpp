@@ -47,7 +47,10 @@ TEST(ModelCli, InfoDescribesTheCheckpoint) {
   EXPECT_EQ(info["tensors"].size(), 28u);
   EXPECT_EQ(info["tokenizer"], false);
   const Result text = run_attnlab("model info " + kTiny.string());
-  EXPECT_CONTAINS(text.out, "GPT-2, 2 layers × 4 heads, d_model 16");
+  EXPECT_CONTAINS(text.out,
+                  "gpt2: 2 layers × 4 heads, d_model 16, head_dim 4, LayerNorm, learned positions, GELU MLP 64");
+  EXPECT_EQ(info["family"], "gpt2");
+  EXPECT_EQ(info["n_kv_head"], 4) << "every head its own keys and values";
 }
 
 TEST(ModelCli, RunGivesEveryHeadsWeightsAndTheLogitsNumPyComputed) {

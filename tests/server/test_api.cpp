@@ -1060,17 +1060,16 @@ TEST_F(ModelApi, ModelSaysWhatIsLoaded) {
   auto r = c.Get("/api/model");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(json::parse(r->body), (json{{"loaded", true},
-                                        {"name", "tiny-f32"},
-                                        {"run", nullptr},
-                                        {"step", nullptr},
-                                        {"training", false},
-                                        {"n_layer", 2},
-                                        {"n_head", 4},
-                                        {"n_embd", 16},
-                                        {"n_positions", 16},
-                                        {"vocab_size", 40},
-                                        {"tokenizer", false}}));
+  const json reply = json::parse(r->body);
+  const json expected = {
+      {"loaded", true},    {"name", "tiny-f32"}, {"run", nullptr},     {"step", nullptr},      {"training", false},
+      {"n_layer", 2},      {"n_head", 4},        {"n_kv_head", 4},     {"n_embd", 16},         {"head_dim", 4},
+      {"n_positions", 16}, {"vocab_size", 40},   {"family", "gpt2"},   {"norm", "layer_norm"}, {"positions", "learned"},
+      {"mlp", "gelu"},     {"tied", true},       {"parameters", 7488}, {"tokenizer", false}};
+  for (const auto& item : expected.items())
+    EXPECT_EQ(reply[item.key()], item.value()) << item.key();
+  EXPECT_EQ(reply["sliding_window"], json({nullptr, nullptr}));
+  EXPECT_NE(reply["description"].get<std::string>().find("gpt2: 2 layers × 4 heads, d_model 16"), std::string::npos);
 }
 
 TEST_F(ModelApi, ModelRunGivesTheForwardsWeightsDetectorsAndAnOrderedTopK) {

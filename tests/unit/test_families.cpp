@@ -35,7 +35,6 @@ namespace {
 
 const fs::path kFamilyFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
 
-
 // f32 against NumPy's float64 on the same stored weights, through two or three blocks.
 constexpr test::Tolerance kFamilyLogits{2e-4, 2e-4}, kFamilyWeights{2e-5, 0}, kFamilyInputs{1e-4, 1e-4};
 
@@ -104,19 +103,17 @@ TEST_P(FamilyFixture, HeadDetectorsScoreEveryQueryHead) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyFixture,
-                         ::testing::Values(FamilyCase{"llama-f32", Family::llama},
-                                           FamilyCase{"smollm-bf16", Family::llama},
-                                           FamilyCase{"qwen2-f16", Family::qwen2},
-                                           FamilyCase{"qwen3-f32-sharded", Family::qwen3},
-                                           FamilyCase{"mistral-f32", Family::mistral},
-                                           FamilyCase{"gemma3-f32", Family::gemma3}),
-                         [](const auto& info) {
-                           std::string name = info.param.dir;
-                           for (char& c : name)
-                             if (c == '-') c = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Families, FamilyFixture,
+    ::testing::Values(FamilyCase{"llama-f32", Family::llama}, FamilyCase{"smollm-bf16", Family::llama},
+                      FamilyCase{"qwen2-f16", Family::qwen2}, FamilyCase{"qwen3-f32-sharded", Family::qwen3},
+                      FamilyCase{"mistral-f32", Family::mistral}, FamilyCase{"gemma3-f32", Family::gemma3}),
+    [](const auto& info) {
+      std::string name = info.param.dir;
+      for (char& c : name)
+        if (c == '-') c = '_';
+      return name;
+    });
 
 // What each family reads from its config, as transformers writes it.
 TEST(Families, ConfigsSayEachFamilysChoices) {
@@ -188,26 +185,37 @@ void expect_family_refused(const fs::path& dir, const std::string& words) {
 }
 
 TEST(FamiliesBadInput, UnknownTypesBadShapesAndMissingTensorsAreRefusedByName) {
-  expect_family_refused(broken_copy("llama-f32", [](json& c) { c["model_type"] = "falcon"; }, "type"),
-                 "\"model_type\" \"falcon\" is not a family attnlab reads");
-  expect_family_refused(broken_copy("llama-f32", [](json& c) { c["num_key_value_heads"] = 3; }, "kv"),
-                 "\"num_key_value_heads\" 3 does not divide \"num_attention_heads\" 4");
-  expect_family_refused(broken_copy("llama-f32", [](json& c) { c["rope_scaling"]["rope_type"] = "yarn"; }, "rope"),
-                 "rope type \"yarn\" is not one attnlab computes");
-  expect_family_refused(broken_copy("llama-f32", [](json& c) { c["hidden_act"] = "relu"; }, "act"),
-                 "the activation \"relu\" is not one attnlab computes");
-  expect_family_refused(broken_copy("llama-f32", [](json& c) { c.erase("hidden_size"); }, "missing"),
-                 "\"hidden_size\" is missing; a llama config.json names it");
-  expect_family_refused(broken_copy("llama-f32", [](json& c) { c["intermediate_size"] = 65; }, "shape"),
-                 "tensor \"model.layers.0.mlp.gate_proj.weight\" has shape [64, 32] but the config needs [65, 32]");
-  expect_family_refused(broken_copy("smollm-bf16", [](json& c) { c["tie_word_embeddings"] = false; }, "tied"),
-                 "\"lm_head.weight\" is missing and \"tie_word_embeddings\" is false");
-  expect_family_refused(broken_copy("qwen3-f32-sharded", [](json& c) { c["num_hidden_layers"] = 3; }, "layers"),
-                 "tensor \"model.layers.2.input_layernorm.weight\" is missing");
-  expect_family_refused(broken_copy("gemma3-f32", [](json& c) { c["final_logit_softcapping"] = 30.0; }, "cap"),
-                 "\"final_logit_softcapping\" is set");
+  expect_family_refused(broken_copy(
+                            "llama-f32", [](json& c) { c["model_type"] = "falcon"; }, "type"),
+                        "\"model_type\" \"falcon\" is not a family attnlab reads");
+  expect_family_refused(broken_copy(
+                            "llama-f32", [](json& c) { c["num_key_value_heads"] = 3; }, "kv"),
+                        "\"num_key_value_heads\" 3 does not divide \"num_attention_heads\" 4");
+  expect_family_refused(broken_copy(
+                            "llama-f32", [](json& c) { c["rope_scaling"]["rope_type"] = "yarn"; }, "rope"),
+                        "rope type \"yarn\" is not one attnlab computes");
+  expect_family_refused(broken_copy(
+                            "llama-f32", [](json& c) { c["hidden_act"] = "relu"; }, "act"),
+                        "the activation \"relu\" is not one attnlab computes");
+  expect_family_refused(broken_copy(
+                            "llama-f32", [](json& c) { c.erase("hidden_size"); }, "missing"),
+                        "\"hidden_size\" is missing; a llama config.json names it");
+  expect_family_refused(
+      broken_copy(
+          "llama-f32", [](json& c) { c["intermediate_size"] = 65; }, "shape"),
+      "tensor \"model.layers.0.mlp.gate_proj.weight\" has shape [64, 32] but the config needs [65, 32]");
+  expect_family_refused(broken_copy(
+                            "smollm-bf16", [](json& c) { c["tie_word_embeddings"] = false; }, "tied"),
+                        "\"lm_head.weight\" is missing and \"tie_word_embeddings\" is false");
+  expect_family_refused(broken_copy(
+                            "qwen3-f32-sharded", [](json& c) { c["num_hidden_layers"] = 3; }, "layers"),
+                        "tensor \"model.layers.2.input_layernorm.weight\" is missing");
+  expect_family_refused(broken_copy(
+                            "gemma3-f32", [](json& c) { c["final_logit_softcapping"] = 30.0; }, "cap"),
+                        "\"final_logit_softcapping\" is set");
   // A shard the index names but the folder lacks.
-  const fs::path shard = broken_copy("qwen3-f32-sharded", [](json&) {}, "shard");
+  const fs::path shard = broken_copy(
+      "qwen3-f32-sharded", [](json&) {}, "shard");
   fs::remove(shard / "model-00002-of-00002.safetensors");
   expect_family_refused(shard, "model-00002-of-00002.safetensors");
 }

@@ -21,10 +21,12 @@
 // Rotary pairs are split halves (x_i, x_{i + rot/2}), as transformers' rotate_half pairs them.
 #pragma once
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "attnlab/core/dtype.hpp"
+#include "attnlab/model/safetensors.hpp"
 
 namespace attnlab {
 
@@ -77,6 +79,16 @@ struct ModelConfig {
   std::size_t parameters() const;  // every weight and bias, a tied LM head counted once
 };
 
+// The config in one line, as every face prints it: "llama: 2 layers × 4 query heads sharing
+// 2 KV heads (grouped-query), d_model 32, head_dim 8, RMSNorm, rotary θ 100 (llama3 × 8),
+// SwiGLU MLP 64, separate LM head, 64 positions, vocabulary 48".
+std::string describe(const ModelConfig& config);
+
+// The config as JSON, the same keys in every face: family, n_layer, n_head, n_kv_head,
+// n_embd, head_dim, n_inner, n_positions, vocab_size, norm, positions, rope_theta,
+// rope_scaling, mlp, tied, sliding_window, parameters.
+nlohmann::json config_json(const ModelConfig& config);
+
 // Limits a config must respect before anything is allocated (a checkpoint is untrusted).
 inline constexpr std::size_t kMaxCheckpointLayers = 256, kMaxCheckpointHeads = 256, kMaxModelWidth = 16384,
                              kMaxModelPositions = 1 << 20, kMaxModelVocabulary = 1 << 20;
@@ -84,6 +96,10 @@ inline constexpr std::size_t kMaxModelParameters = 16'000'000'000;
 
 // Reads and checks config.json; InputError naming the file and the key otherwise.
 ModelConfig read_gpt2_config(const std::string& path);
+
+// A config.json already parsed, of any family (its "model_type"; none means GPT-2), checked
+// against the limits above; InputError naming `path` and the key otherwise.
+ModelConfig parse_model_config(const nlohmann::json& config, const std::string& path);
 
 // One block's weights, f32, row-vector convention (shapes in comments).
 struct Block {
@@ -112,6 +128,14 @@ struct Model {
 // shards with model.safetensors.index.json). Weights widened to f32; a missing or misshapen
 // tensor, an unknown model_type or option is refused naming it.
 Model load_model(const std::string& dir);
+
+// What a model directory's weight files hold: model.safetensors, or every shard that
+// model.safetensors.index.json names (bytes of all files, every tensor in file order).
+struct CheckpointSummary {
+  std::size_t files = 0, bytes = 0;
+  std::vector<TensorInfo> tensors;
+};
+CheckpointSummary checkpoint_summary(const std::string& dir);
 Model load_gpt2(const std::string& dir);
 Model load_hf_family(const std::string& dir);
 
