@@ -75,8 +75,8 @@ void project_head(const AttentionInput& input, const HeadWeights& head, HeadTrac
   trace.keys = add_bias(matmul(input.keys_from, head.w_k), head.b_k);
   trace.values = add_bias(matmul(input.keys_from, head.w_v), head.b_v);
   if (input.rope) {
-    rotate_rope(trace.queries);
-    rotate_rope(trace.keys);
+    rotate_rope(trace.queries, *input.rope);
+    rotate_rope(trace.keys, *input.rope);
   }
 }
 

@@ -49,15 +49,19 @@ Matrix apply_positions(const Matrix& embeddings, const Positions& positions) {
   return embeddings;
 }
 
-void rotate_rope(Matrix& rows) {
-  const std::size_t d = rows.cols;
-  assert(d % 2 == 0);
+void rotate_rope(Matrix& rows, const Rope& rope, bool inverse) {
+  const std::size_t d = rows.cols, half = d / 2;
+  assert(d % 2 == 0 && (rope.frequencies.empty() || rope.frequencies.size() == half));
   for (std::size_t p = 0; p < rows.rows; ++p)
-    for (std::size_t two_i = 0; two_i < d; two_i += 2) {
-      const double theta = static_cast<double>(p) * std::pow(10000.0, -static_cast<double>(two_i) / d);
-      const double a = rows(p, two_i), b = rows(p, two_i + 1);
-      rows(p, two_i) = a * std::cos(theta) - b * std::sin(theta);
-      rows(p, two_i + 1) = a * std::sin(theta) + b * std::cos(theta);
+    for (std::size_t i = 0; i < half; ++i) {
+      const double f = rope.frequencies.empty()
+                           ? std::pow(10000.0, -static_cast<double>(2 * i) / static_cast<double>(d))
+                           : rope.frequencies[i];
+      const double theta = (inverse ? -1.0 : 1.0) * static_cast<double>(p) * f;
+      const std::size_t first = rope.split_half ? i : 2 * i, second = rope.split_half ? i + half : 2 * i + 1;
+      const double a = rows(p, first), b = rows(p, second);
+      rows(p, first) = a * std::cos(theta) - b * std::sin(theta);
+      rows(p, second) = a * std::sin(theta) + b * std::cos(theta);
     }
 }
 

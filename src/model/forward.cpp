@@ -449,10 +449,10 @@ AttentionInput head_attention_input(const Model& model, const ForwardResult& res
   if (head.layer >= c.n_layer || head.head >= c.n_head)
     fail("head", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(head),
                              c.n_layer - 1, c.n_head - 1));
-  if (c.rotary || c.qk_norm || c.window(head.layer) || c.query_scale > 0)
-    fail("head", fmt::format("head {} of this {} model rotates its queries and keys by position (or norms or windows "
-                             "them), which the engine's one-head view does not compute yet; its weights are in "
-                             "`attnlab model run --json` (\"attention\")",
+  if (c.qk_norm || c.query_scale > 0 || (c.rotary && c.rope.rotated && c.rope.rotated != c.head_dim()))
+    fail("head", fmt::format("head {} of this {} model norms its queries and keys per head (QK-norm), scales its "
+                             "scores its own way or rotates part of each head, which the engine's one-head view does "
+                             "not compute yet; its weights are in `attnlab model run --json` (\"attention\")",
                              to_string(head), family_name(c.family)));
   const std::size_t n = result.n, d = c.n_embd, dh = c.head_dim();
   const std::vector<float>& a = result.block_inputs[head.layer];
@@ -464,6 +464,8 @@ AttentionInput head_attention_input(const Model& model, const ForwardResult& res
     input.queries_from.data[k] = a[k];
   input.keys_from = input.queries_from;
   input.mask.causal = true;
+  if (c.window(head.layer)) input.mask.window = c.window(head.layer);
+  if (c.rotary) input.rope = Rope{true, rope_frequencies(c, head.layer)};  // split halves, the model's frequencies
   // The head's columns of W_qkv: its query's, and its KV head's key and value.
   const auto slice = [&](std::size_t first) {
     Matrix w(d, dh);

@@ -14,6 +14,20 @@ namespace attnlab {
 
 using nlohmann::json;
 
+namespace {
+
+// "rope": false, true (RoFormer's interleaved pairs at 10000^(−2i/d)), or a model's own
+// {"pairs": "split-half" | "interleaved", "frequencies": [f_0, ...]}.
+json rope_json(const std::optional<Rope>& rope) {
+  if (!rope) return false;
+  if (*rope == Rope{}) return true;
+  json out = {{"pairs", rope->split_half ? "split-half" : "interleaved"}};
+  if (!rope->frequencies.empty()) out["frequencies"] = rope->frequencies;
+  return out;
+}
+
+}  // namespace
+
 json input_document(const Scenario& scenario, const AttentionInput& input,
                     const std::function<json(const Matrix&)>& write_matrix) {
   json heads = json::array();
@@ -33,7 +47,7 @@ json input_document(const Scenario& scenario, const AttentionInput& input,
           {"positions", describe(scenario.positions)},
           {"queries_from", write_matrix(input.queries_from)},
           {"keys_from", write_matrix(input.keys_from)},
-          {"rope", input.rope},
+          {"rope", rope_json(input.rope)},
           {"heads", heads},
           {"w_o", input.w_o ? write_matrix(*input.w_o) : json(nullptr)},
           {"causal", input.mask.causal},
@@ -57,6 +71,26 @@ const json& field(const json& object, const char* name, const std::string& at = 
 std::size_t index_of(const json& j, std::string_view name) {
   if (!j.is_number_unsigned()) bad_field(name, fmt::format("{} is not a whole number >= 0", describe_json(j)));
   return j.get<std::size_t>();
+}
+
+std::optional<Rope> read_rope(const json& j) {
+  if (j.is_boolean()) return j.get<bool>() ? std::optional(Rope{}) : std::nullopt;
+  if (!j.is_object()) bad_field("rope", "expected true, false or {\"pairs\", \"frequencies\"}");
+  Rope rope;
+  const json& pairs = field(j, "pairs", "rope.");
+  if (pairs != "split-half" && pairs != "interleaved")
+    bad_field("rope.pairs", "expected \"split-half\" or \"interleaved\"");
+  rope.split_half = pairs == "split-half";
+  if (j.contains("frequencies")) {
+    const json& f = j["frequencies"];
+    if (!f.is_array() || f.size() > kMaxWidth / 2) bad_field("rope.frequencies", "expected a list of numbers");
+    for (const json& x : f) {
+      if (!x.is_number() || !std::isfinite(x.get<double>()) || !(x.get<double>() > 0))
+        bad_field("rope.frequencies", "each must be a finite number above 0");
+      rope.frequencies.push_back(x.get<double>());
+    }
+  }
+  return rope;
 }
 
 std::vector<std::string> strings(const json& j, const char* name) {
@@ -97,8 +131,7 @@ std::string attend_document(std::string_view packed_input) {
   if (d_in == 0 || d_in > kMaxWidth)
     bad_field("queries_from", fmt::format("{} columns; d_in must be 1 to {}", d_in, kMaxWidth));
   in.keys_from = finite_matrix(doc, field(h, "keys_from"), "keys_from", m, d_in);
-  if (!field(h, "rope").is_boolean()) bad_field("rope", "expected true or false");
-  in.rope = h["rope"];
+  in.rope = read_rope(field(h, "rope"));
 
   const json& heads = field(h, "heads");
   if (!heads.is_array() || heads.empty() || heads.size() > kMaxHeads)
@@ -117,6 +150,8 @@ std::string attend_document(std::string_view packed_input) {
     w.w_v = finite_matrix(doc, field(spec, "w_v", at + "."), at + ".w_v", d_in, 0);
     if (w.w_q.cols == 0 || w.w_v.cols == 0) bad_field(at, "d_k and d_v must be at least 1");
     if (in.rope && w.w_q.cols % 2 != 0) bad_field(at + ".w_q", "rope needs an even d_k");
+    if (in.rope && !in.rope->frequencies.empty() && in.rope->frequencies.size() != w.w_q.cols / 2)
+      bad_field("rope.frequencies", "expected one frequency per pair of d_k");
     const json& ablation = field(spec, "ablation", at + ".");
     const auto kind = ablation.is_string() ? head_ablation_named(ablation.get<std::string>()) : std::nullopt;
     if (!kind) bad_field(at + ".ablation", "expected \"none\", \"zero\", \"mean\" or \"uniform\"");

@@ -127,7 +127,7 @@ Positions as_positions(const json& j) {
     return p;
   }
   if (!j.is_object()) fail("positions", fmt::format("expected a string or an object but got {}", kind_of(j)));
-  check_known_fields(j, "positions", {"kind", "omega"});
+  check_known_fields(j, "positions", {"kind", "omega", "pairs", "frequencies"});
   if (!j.contains("kind")) fail("positions.kind", "missing; one of none, sinusoidal, sincos-pair, rope");
   p.kind = kind_named(as_string(j["kind"], "positions.kind"), "positions.kind");
   if (p.kind == PositionKind::sincos_pair) {
@@ -135,6 +135,27 @@ Positions as_positions(const json& j) {
     p.omega = as_number(j["omega"], "positions.omega");
   } else if (j.contains("omega")) {
     fail("positions.omega", "only sincos-pair takes a frequency");
+  }
+  if ((j.contains("pairs") || j.contains("frequencies")) && p.kind != PositionKind::rope)
+    fail(j.contains("pairs") ? "positions.pairs" : "positions.frequencies", "only rope takes pairs and frequencies");
+  if (j.contains("pairs")) {
+    const std::string pairs = as_string(j["pairs"], "positions.pairs");
+    if (pairs != "interleaved" && pairs != "split-half")
+      fail("positions.pairs", fmt::format("\"{}\" is not a pairing; write \"interleaved\" ((2i, 2i+1), the default) "
+                                          "or \"split-half\" ((i, i + d_k/2), as Llama-family models pair)",
+                                          text_excerpt(pairs, 24)));
+    p.rope.split_half = pairs == "split-half";
+  }
+  if (j.contains("frequencies")) {
+    const json& f = j["frequencies"];
+    if (!f.is_array() || f.empty() || f.size() > kMaxWidth / 2)
+      fail("positions.frequencies", fmt::format("expected a list of 1 to {} numbers, one per pair", kMaxWidth / 2));
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      const double x = as_number(f[i], fmt::format("positions.frequencies[{}]", i));
+      if (!(x > 0) || !std::isfinite(x))
+        fail(fmt::format("positions.frequencies[{}]", i), "a rotary frequency must be a finite number above 0");
+      p.rope.frequencies.push_back(x);
+    }
   }
   return p;
 }
@@ -339,6 +360,10 @@ void validate(const Scenario& s) {
     if (s.positions.kind == PositionKind::rope && head.w_q.cols % 2 != 0)
       fail(field("w_q"),
            fmt::format("rope rotates pairs of dimensions, so d_k must be even, but it is {}", head.w_q.cols));
+    if (s.positions.kind == PositionKind::rope && !s.positions.rope.frequencies.empty() &&
+        s.positions.rope.frequencies.size() != head.w_q.cols / 2)
+      fail("positions.frequencies", fmt::format("{} frequencies for heads of d_k {}: give one per pair, d_k / 2 = {}",
+                                                s.positions.rope.frequencies.size(), head.w_q.cols, head.w_q.cols / 2));
     for (const auto& [b, bias, width] : {std::tuple{"b_q", &head.b_q, head.w_q.cols},
                                          {"b_k", &head.b_k, head.w_k.cols},
                                          {"b_v", &head.b_v, head.w_v.cols}})
@@ -554,7 +579,7 @@ AttentionInput attention_input(const Scenario& s) {
   AttentionInput input;
   input.queries_from = apply_positions(s.embeddings, s.positions);
   input.keys_from = s.source ? apply_positions(s.source->embeddings, s.positions) : input.queries_from;
-  input.rope = s.positions.kind == PositionKind::rope;
+  if (s.positions.kind == PositionKind::rope) input.rope = s.positions.rope;
   for (const HeadSpec& h : s.heads)
     input.heads.push_back(HeadWeights{h.name, h.w_q, h.w_k, h.w_v, h.ablation, h.scale, h.b_q, h.b_k, h.b_v});
   input.w_o = s.w_o;

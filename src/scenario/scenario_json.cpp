@@ -14,6 +14,10 @@ json scenario_to_json(const Scenario& s) {
     positions = {{"kind", "sincos-pair"}, {"omega", s.positions.omega}};
   else if (s.positions.kind == PositionKind::sinusoidal)
     positions = "sinusoidal";
+  else if (s.positions.kind == PositionKind::rope && s.positions.rope != Rope{}) {
+    positions = {{"kind", "rope"}, {"pairs", s.positions.rope.split_half ? "split-half" : "interleaved"}};
+    if (!s.positions.rope.frequencies.empty()) positions["frequencies"] = s.positions.rope.frequencies;
+  }
 
   json heads = json::array();
   for (const HeadSpec& h : s.heads) {

@@ -925,6 +925,10 @@ TEST(InputDocument, AttendingTheDocumentGivesTheApisTraceBitForBit) {
   const json rope = json::parse(R"({"format": "attnlab-scenario/1", "name": "rope-test", "tokens": ["a", "b", "c", "d"],
     "embeddings": [[1, 0.5, -1, 2], [0.1, 0.2, 0.3, 0.4], [-2, 1, 0, 1], [3, -1, 2, 0.5]], "positions": "rope",
     "heads": [{"random": 3, "d_k": 4, "d_v": 2}, {"random": 4, "d_k": 2, "d_v": 3}], "causal": true})");
+  // A model's rotation: split-half pairs at its own frequencies (one per pair of d_k).
+  json model_rope = rope;
+  model_rope["positions"] = {{"kind", "rope"}, {"pairs", "split-half"}, {"frequencies", {0.9, 0.05}}};
+  model_rope["heads"] = {{{"random", 3}, {"d_k", 4}, {"d_v", 2}}};
   for (const json& request :
        {json{{"scenario", "three-tokens"}},
         json{{"scenario", "multi-head"}, {"options", {{"temperature", 0.37}, {"causal", true}, {"window", 3}}}},
@@ -933,7 +937,8 @@ TEST(InputDocument, AttendingTheDocumentGivesTheApisTraceBitForBit) {
              {"options", {{"add_random_heads", {{{"seed", 9}}}}}},
              {"detail", "weights"},
              {"detail_heads", {2}}},
-        json{{"scenario", "cross-attention"}, {"options", {{"temperature", 2.5}}}}, json{{"scenario", rope}}}) {
+        json{{"scenario", "cross-attention"}, {"options", {{"temperature", 2.5}}}}, json{{"scenario", rope}},
+        json{{"scenario", model_rope}}}) {
     SCOPED_TRACE(request.dump().substr(0, 120));
     json with_input = request;
     with_input["attention_input"] = true;

@@ -20,6 +20,7 @@
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/scenario/model_head.hpp"
 #include "compare.hpp"
 #include "model_fixtures.hpp"
 
@@ -101,6 +102,35 @@ TEST_P(FamilyFixture, HeadDetectorsScoreEveryQueryHead) {
     EXPECT_GE(s.previous_token, 0.0);
     EXPECT_LE(s.previous_token, 1.0 + 1e-9);
   }
+}
+
+// A rotary head as the engine's own attention problem (explain, the maths panel, the probe):
+// its normed input, its slices of W_Q, W_K, W_V (the shared KV head's), the model's rotation
+// and window; the engine's weights are the forward's. Heads that norm q and k first are refused.
+TEST_P(FamilyFixture, EveryHeadAsTheEnginesAttentionProblemGivesTheForwardsWeights) {
+  const Model model = load_model((kFamilyFixtures / GetParam().dir).string());
+  const ModelConfig& c = model.config;
+  const std::vector<int> ids = read_json(kFamilyFixtures / GetParam().dir / "expected.json")["ids"];
+  const ForwardResult r = model_forward(model, ids, {.keep_attention = true});
+  const std::size_t n = ids.size();
+  for (std::size_t l = 0; l < c.n_layer; ++l)
+    for (std::size_t h = 0; h < c.n_head; ++h) {
+      SCOPED_TRACE(to_string(HeadRef{l, h}));
+      if (c.qk_norm) {
+        EXPECT_THROW(head_attention_input(model, r, {l, h}), InputError);
+        continue;
+      }
+      const Scenario s = model_head_scenario(model, r, std::vector<std::string>(n, "t"), {l, h});
+      // Through the scenario document and back, as the lab sends it to the page.
+      const Scenario again = scenario_from_json(scenario_to_json(s));
+      for (const Scenario* scenario : {&s, &again}) {
+        const Trace trace = run_scenario(*scenario);
+        ASSERT_EQ(trace.heads.size(), 1u);
+        const std::vector<float> forward(r.attention[l].begin() + static_cast<std::ptrdiff_t>(h * n * n),
+                                         r.attention[l].begin() + static_cast<std::ptrdiff_t>((h + 1) * n * n));
+        EXPECT_TRUE(all_close(trace.heads[0].weights.data, widened(forward), {1e-5, 0}));
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -12,6 +12,7 @@
 
 #include "attnlab/core/mask.hpp"
 #include "attnlab/core/matrix.hpp"
+#include "attnlab/core/positions.hpp"
 #include "attnlab/core/trace.hpp"
 
 namespace attnlab {
@@ -32,9 +33,9 @@ struct HeadWeights {
 
 // One layer's attention problem, with positions already applied to the inputs.
 struct AttentionInput {
-  Matrix queries_from;  // [n × d_in] the query-side vectors X
-  Matrix keys_from;     // [m × d_in] the key/value-side vectors S (= X in self-attention)
-  bool rope = false;    // rotate queries and keys by position after projecting
+  Matrix queries_from;       // [n × d_in] the query-side vectors X
+  Matrix keys_from;          // [m × d_in] the key/value-side vectors S (= X in self-attention)
+  std::optional<Rope> rope;  // rotate queries and keys by position after projecting
   std::vector<HeadWeights> heads;
   std::optional<Matrix> w_o;  // [Σ d_v × d_out]
   MaskSpec mask;

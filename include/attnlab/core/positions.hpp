@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "attnlab/core/matrix.hpp"
 
@@ -10,9 +11,21 @@ namespace attnlab {
 
 enum class PositionKind { none, sinusoidal, sincos_pair, rope };
 
+// How rotary embeddings turn a row of q or k at position p: pair by pair, by the angle p · f_i.
+// The default is RoFormer's: pairs (2i, 2i + 1) at f_i = 10000^(−2i/d). Models of the Llama
+// family pair split halves (i, i + d/2) and have their own frequencies (θ, scaling): a real
+// head carries them.
+struct Rope {
+  bool split_half = false;          // pairs (i, i + d/2); false: (2i, 2i + 1)
+  std::vector<double> frequencies;  // f_i for i < d/2; empty: 10000^(−2i/d)
+
+  bool operator==(const Rope&) const = default;
+};
+
 struct Positions {
   PositionKind kind = PositionKind::none;
   double omega = 0.0;  // sincos-pair only: the angle per position step
+  Rope rope;           // rope only
 
   bool operator==(const Positions&) const = default;
 };
@@ -32,9 +45,11 @@ std::size_t input_width(std::size_t d_model, const Positions& positions);
 // embeddings: n × d_model -> n × input_width(d_model).
 Matrix apply_positions(const Matrix& embeddings, const Positions& positions);
 
-// Rotary position embedding (RoFormer) in place: each consecutive pair (2i, 2i+1) of row
-// p is rotated by θ = p · 10000^(-2i/d), d = rows.cols (must be even):
+// Rotary position embedding in place: each pair (a, b) of row p (by default (2i, 2i+1), or
+// (i, i + d/2) when split_half) is rotated by θ = p · f_i, d = rows.cols (must be even):
 //   (a, b) -> (a cos θ - b sin θ, a sin θ + b cos θ).
-void rotate_rope(Matrix& rows);
+// `inverse` rotates by −θ (the transpose: a gradient carried back through the rotation).
+// A rope with frequencies needs d/2 of them (Scenario validation checks it).
+void rotate_rope(Matrix& rows, const Rope& rope = {}, bool inverse = false);
 
 }  // namespace attnlab

@@ -48,19 +48,6 @@ std::vector<double> class_scores(const Readout& r, std::span<const double> o) {
   return z;
 }
 
-// Rope's rotation transposed (rotate by -θ): carries a gradient from the rotated
-// vectors back to the projected ones. Same angles as rotate_rope.
-void unrotate_rope(Matrix& rows) {
-  const std::size_t d = rows.cols;
-  for (std::size_t p = 0; p < rows.rows; ++p)
-    for (std::size_t two_i = 0; two_i < d; two_i += 2) {
-      const double theta = static_cast<double>(p) * std::pow(10000.0, -static_cast<double>(two_i) / d);
-      const double a = rows(p, two_i), b = rows(p, two_i + 1);
-      rows(p, two_i) = a * std::cos(theta) + b * std::sin(theta);
-      rows(p, two_i + 1) = -a * std::sin(theta) + b * std::cos(theta);
-    }
-}
-
 Matrix transposed(const Matrix& a) {
   Matrix t(a.cols, a.rows);
   for (std::size_t r = 0; r < a.rows; ++r)
@@ -252,8 +239,8 @@ InputGradient output_gradient(const Scenario& s, const Trace& t, std::size_t que
     Matrix d_q = matmul(d_scores, ht.keys);                 // [n × d_k]
     Matrix d_k = matmul(transposed(d_scores), ht.queries);  // [m × d_k]
     if (input.rope) {                                       // the scored q and k were rotated after projecting
-      unrotate_rope(d_q);
-      unrotate_rope(d_k);
+      rotate_rope(d_q, *input.rope, true);                  // the rotation transposed carries the gradient back
+      rotate_rope(d_k, *input.rope, true);
     }
 
     // Back through the projections: q = x · W_Q, k = s · W_K, v = s · W_V.
