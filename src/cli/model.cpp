@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
@@ -43,6 +44,8 @@ struct ModelFlags {
   std::vector<std::string> ablate;  // "L.H"
   std::size_t tokens = 20;          // generate: new tokens
   double temperature = 0;           // generate: 0 is greedy
+  std::string context;              // kv: context lengths, "16,64,256"
+  std::string dtype = "f32";        // kv: the cache's storage
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
@@ -379,6 +382,63 @@ int generate(const ModelFlags& f) {
   return 0;
 }
 
+// ---- kv -----------------------------------------------------------------------------------
+
+int kv(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  const ModelConfig& c = m.model.config;
+  const std::optional<DType> dtype = parse_dtype(f.dtype, "--dtype");
+  std::vector<std::uint64_t> contexts;
+  if (f.context.empty()) {  // 16, 64, 256, ... up to the model's positions (at most 4096)
+    for (std::uint64_t t = 16; t <= std::min<std::uint64_t>(c.n_positions, 4096); t *= 4)
+      contexts.push_back(t);
+    if (contexts.empty()) contexts.push_back(c.n_positions);
+  } else {
+    contexts = parse_count_list(f.context, "--context");
+  }
+  std::vector<ModelKvPoint> points;
+  try {
+    points = measure_model_kv(m.model, contexts, *dtype);
+  } catch (const InputError& e) {
+    throw with_flag_name(e);  // "context" -> "--context"
+  }
+  const std::uint64_t weights = std::uint64_t{c.parameters()} * sizeof(float);
+  if (f.json) {
+    json rows = json::array();
+    for (const ModelKvPoint& p : points)
+      rows.push_back({{"tokens", p.tokens},
+                      {"formula_bytes", p.formula_bytes},
+                      {"used_bytes", p.used_bytes},
+                      {"reserved_bytes", p.reserved_bytes},
+                      {"resident_bytes", p.resident_bytes ? json(p.resident_bytes) : json(nullptr)}});
+    fmt::print("{}\n", json{{"layers", c.n_layer},
+                            {"kv_heads", c.kv_heads()},
+                            {"heads", c.n_head},
+                            {"head_dim", c.head_dim()},
+                            {"dtype", dtype_name(*dtype)},
+                            {"weights_bytes", weights},
+                            {"contexts", rows}}
+                           .dump(2));
+    return 0;
+  }
+  fmt::print("{}: {}\n", f.dir, describe(c));
+  fmt::print("KV cache = {} layers × 2 × {} KV heads × {} × tokens × {} bytes ({}) = {} per token{}\n", c.n_layer,
+             c.kv_heads(), c.head_dim(), dtype_bytes(*dtype), dtype_name(*dtype),
+             format_bytes(points.front().formula_bytes / points.front().tokens),
+             c.kv_heads() < c.n_head ? fmt::format(" ({}× less than {} heads would need)", c.n_head / c.kv_heads(),
+                                                   c.n_head)
+                                     : "");
+  fmt::print("weights in memory: {} (f32)\n", format_bytes(weights));
+  std::vector<std::vector<std::string>> rows{
+      {"tokens", "formula", "cache holds", "allocated", "resident (measured)", "share of weights"}};
+  for (const ModelKvPoint& p : points)
+    rows.push_back({format_count(p.tokens), format_bytes(p.formula_bytes), format_bytes(p.used_bytes),
+                    format_bytes(p.reserved_bytes), p.resident_bytes ? format_bytes(p.resident_bytes) : "unknown",
+                    fmt::format("{:.1f}%", 100.0 * static_cast<double>(p.formula_bytes) / static_cast<double>(weights))});
+  fmt::print("{}", format_table(rows, true));
+  return 0;
+}
+
 }  // namespace
 
 Command model_command(CLI::App& parent) {
@@ -435,7 +495,17 @@ Command model_command(CLI::App& parent) {
   heads_app->add_option("--seed", f->seed, "Seed of the repeated random sequences")->capture_default_str();
   heads_app->add_flag("--json", f->json,
                       "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}");
-  return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app]() {
+  CLI::App* kv_app = model->add_subcommand(
+      "kv", "The model's KV cache measured at each context length, beside the formula and the weights");
+  add_dir(*kv_app, *f);
+  kv_app->add_option("--context", f->context, "Context lengths, e.g. 16,64,256 (default: 16, 64, 256, ... up to the "
+                                              "model's positions, at most 4096)");
+  kv_app->add_option("--dtype", f->dtype, "The cache's storage: f32, f16 or bf16")->capture_default_str();
+  kv_app->add_flag("--json", f->json,
+                   "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "
+                   "\"formula_bytes\", \"used_bytes\", \"reserved_bytes\", \"resident_bytes\"}]}");
+  return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app]() {
+            if (kv_app->parsed()) return kv(*f);
             if (info_app->parsed()) return info(*f);
             if (tokenize_app->parsed()) return tokenize(*f);
             if (run_app->parsed()) return run(*f);

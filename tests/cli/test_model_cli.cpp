@@ -199,6 +199,29 @@ TEST(ModelCli, GenerateSpeaksJsonAndEachGreedyTokenIsTheFullForwardsLargestLogit
   EXPECT_TRUE(reply["text"].is_null()) << "no tokenizer: no text";
 }
 
+// `model kv`: the cache a grouped-query model leaves after each context, weighed, beside the
+// formula layers × 2 × H_kv × head_dim × tokens × bytes (H_kv = 2 of the fixture's 4 heads).
+TEST(ModelCli, KvMeasuresTheCacheOfEachContextBesideTheFormulaWithKvHeads) {
+  const fs::path llama = fs::path(ATTNLAB_MODEL_FIXTURE_DIR) / "llama-f32";
+  const Result r = run_attnlab("model kv " + llama.string() + " --context 5,64 --dtype bf16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json reply = json::parse(r.out);
+  EXPECT_EQ(reply["kv_heads"], 2);
+  EXPECT_EQ(reply["heads"], 4);
+  ASSERT_EQ(reply["contexts"].size(), 2u);
+  for (const json& point : reply["contexts"]) {
+    const std::uint64_t tokens = point["tokens"];
+    EXPECT_EQ(point["formula_bytes"], 2 * 2 * 2 * 8 * tokens * 2) << "layers × 2 × H_kv × head_dim × tokens × 2 bytes";
+    EXPECT_EQ(point["used_bytes"], point["formula_bytes"]) << "the cache holds exactly the formula's bytes";
+    EXPECT_GE(point["reserved_bytes"].get<std::uint64_t>(), point["used_bytes"].get<std::uint64_t>());
+  }
+  const Result text = run_attnlab("model kv " + llama.string() + " --context 16");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_CONTAINS(text.out, "2 layers × 2 × 2 KV heads × 8 × tokens × 4 bytes (f32) = 256 B per token (2× less than 4");
+  expect_refused("model kv " + llama.string() + " --context 65", "--context: 65 tokens: the model has 64 positions");
+  expect_refused("model kv " + llama.string() + " --dtype f8", "--dtype");
+}
+
 TEST(ModelCliBadInput, MissingTextBadIdsAndBrokenFilesExitTwoNamingTheProblem) {
   expect_refused("model run " + kTiny.string(), "--text: give the text to run");
   expect_refused("model run " + kTiny.string() + " --text hello", "has no vocab.json and merges.txt");
