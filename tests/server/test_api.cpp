@@ -1145,6 +1145,52 @@ TEST_F(ModelApi, ModelRunAblationMovesTheTopKAsTheForwardDoes) {
   EXPECT_EQ(reply["ablated"], heads);
 }
 
+// The lab with a Llama-family model: the same endpoints, for a grouped-query, rotary model
+// (tests/model/fixtures/llama-f32: 2 layers × 4 query heads sharing 2 KV heads) and for
+// Gemma 3, whose QK-norm heads the one-head view refuses with a 400 naming the head.
+TEST(FamilyModelApi, EveryEndpointServesALlamaModelAndRefusesWhatItCannotShow) {
+  for (const char* fixture : {"llama-f32", "gemma3-f32"}) {
+    SCOPED_TRACE(fixture);
+    const auto model = std::make_shared<const attnlab::ModelDir>(
+        attnlab::open_model_dir(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/" + fixture));
+    const attnlab::ModelConfig& c = model->model.config;
+    RunningServer running(model);
+    httplib::Client client("127.0.0.1", running.port);
+    const auto described = client.Get("/api/model");
+    ASSERT_TRUE(described);
+    const json about = json::parse(described->body);
+    EXPECT_EQ(about["family"], attnlab::family_name(c.family));
+    EXPECT_EQ(about["n_kv_head"], c.kv_heads());
+    const auto post = [&](const std::string& path, const json& body) {
+      auto r = client.Post(path, body.dump(), "application/json");
+      EXPECT_TRUE(r);
+      return r ? std::pair{r->status, json::parse(r->body)} : std::pair{0, json()};
+    };
+    const std::vector<int> ids = {3, 17, 5, 9, 3, 17, 5, 9, 22};
+    const std::size_t n = ids.size();
+    const attnlab::ForwardResult f = attnlab::model_forward(model->model, ids, {.keep_attention = true});
+    const auto [status, run] = post("/api/model/run", {{"ids", ids}});
+    ASSERT_EQ(status, 200) << run.dump().substr(0, 300);
+    ASSERT_EQ(run["weights"].size(), c.n_layer);
+    for (std::size_t l = 0; l < c.n_layer; ++l)
+      for (std::size_t h = 0; h < c.n_head; ++h)
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < n; ++j)
+            ASSERT_NEAR(run["weights"][l][h][i][j].get<double>(), f.attention[l][(h * n + i) * n + j], 5e-5);
+    const auto [head_status, trace] =
+        post("/api/attention", {{"scenario", {{"model", {{"ids", ids}, {"layer", 1}, {"head", 3 % c.n_head}}}}}});
+    if (c.qk_norm) {
+      EXPECT_EQ(head_status, 400);
+      EXPECT_NE(trace["error"].get<std::string>().find("QK-norm"), std::string::npos) << trace.dump();
+      continue;
+    }
+    ASSERT_EQ(head_status, 200) << trace.dump().substr(0, 300);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        EXPECT_NEAR(trace["heads"][0]["weights"][i][j].get<double>(), f.attention[1][(3 * n + i) * n + j], 1e-6);
+  }
+}
+
 TEST_F(ModelApi, AttentionOnAModelHeadGivesTheForwardsWeights) {
   const json scenario = {{"model", {{"ids", kModelIds}, {"layer", 1}, {"head", 2}}}};
   const json trace = post_json("/api/attention", {{"scenario", scenario}});
