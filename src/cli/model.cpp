@@ -425,16 +425,17 @@ int kv(const ModelFlags& f) {
   fmt::print("KV cache = {} layers × 2 × {} KV heads × {} × tokens × {} bytes ({}) = {} per token{}\n", c.n_layer,
              c.kv_heads(), c.head_dim(), dtype_bytes(*dtype), dtype_name(*dtype),
              format_bytes(points.front().formula_bytes / points.front().tokens),
-             c.kv_heads() < c.n_head ? fmt::format(" ({}× less than {} heads would need)", c.n_head / c.kv_heads(),
-                                                   c.n_head)
-                                     : "");
+             c.kv_heads() < c.n_head
+                 ? fmt::format(" ({}× less than {} heads would need)", c.n_head / c.kv_heads(), c.n_head)
+                 : "");
   fmt::print("weights in memory: {} (f32)\n", format_bytes(weights));
   std::vector<std::vector<std::string>> rows{
       {"tokens", "formula", "cache holds", "allocated", "resident (measured)", "share of weights"}};
   for (const ModelKvPoint& p : points)
-    rows.push_back({format_count(p.tokens), format_bytes(p.formula_bytes), format_bytes(p.used_bytes),
-                    format_bytes(p.reserved_bytes), p.resident_bytes ? format_bytes(p.resident_bytes) : "unknown",
-                    fmt::format("{:.1f}%", 100.0 * static_cast<double>(p.formula_bytes) / static_cast<double>(weights))});
+    rows.push_back(
+        {format_count(p.tokens), format_bytes(p.formula_bytes), format_bytes(p.used_bytes),
+         format_bytes(p.reserved_bytes), p.resident_bytes ? format_bytes(p.resident_bytes) : "unknown",
+         fmt::format("{:.1f}%", 100.0 * static_cast<double>(p.formula_bytes) / static_cast<double>(weights))});
   fmt::print("{}", format_table(rows, true));
   return 0;
 }
@@ -498,8 +499,9 @@ Command model_command(CLI::App& parent) {
   CLI::App* kv_app = model->add_subcommand(
       "kv", "The model's KV cache measured at each context length, beside the formula and the weights");
   add_dir(*kv_app, *f);
-  kv_app->add_option("--context", f->context, "Context lengths, e.g. 16,64,256 (default: 16, 64, 256, ... up to the "
-                                              "model's positions, at most 4096)");
+  kv_app->add_option("--context", f->context,
+                     "Context lengths, e.g. 16,64,256 (default: 16, 64, 256, ... up to the "
+                     "model's positions, at most 4096)");
   kv_app->add_option("--dtype", f->dtype, "The cache's storage: f32, f16 or bf16")->capture_default_str();
   kv_app->add_flag("--json", f->json,
                    "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "

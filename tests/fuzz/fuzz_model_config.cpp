@@ -18,9 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > (1 << 16)) return 0;
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(data, data + size, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      return depth <= 16;
-    });
+    doc = nlohmann::json::parse(data, data + size,
+                                [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) { return depth <= 16; });
   } catch (const nlohmann::json::exception&) {
     return 0;  // not JSON: read_config_document refuses it before this reader sees it
   }

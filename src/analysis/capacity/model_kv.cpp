@@ -20,8 +20,8 @@ std::vector<ModelKvPoint> measure_model_kv(const Model& model, std::span<const s
   const std::uint64_t per_token = std::uint64_t{c.n_layer} * 2 * c.kv_heads() * c.head_dim() * dtype_bytes(dtype);
   for (std::uint64_t tokens : contexts) {
     if (tokens < 1 || tokens > c.n_positions)
-      fail("context", fmt::format("{} tokens: the model has {} positions; give 1 to {}", tokens, c.n_positions,
-                                  c.n_positions));
+      fail("context",
+           fmt::format("{} tokens: the model has {} positions; give 1 to {}", tokens, c.n_positions, c.n_positions));
     // The cache, and the prompt's activations while it runs (a few rows of n × width each).
     const std::uint64_t activations = 8 * tokens * (c.qkv_width() + c.fc_width() + c.vocab_size) * sizeof(float);
     require_available_memory(per_token * tokens + activations, "context",
