@@ -256,20 +256,34 @@ function sortedHeads(heads, sort) {
  * @param {ModelRun} run
  * @param {HeadSort} sort
  * @param {number} columns
+ * @param {number} group  query heads per KV head (1: each head its own)
  */
-function gridMarkup(run, sort, columns) {
+function gridMarkup(run, sort, columns, group) {
   const cells = sortedHeads(run.heads, sort).map((h) => {
     const name = `${h.layer}.${h.head}`;
-    return html`<div class="model-head" data-testid="model-head" data-head-ref="${name}" data-layer="${h.layer}" data-head="${h.head}" \
-data-previous-token="${h.previous_token}" data-duplicate-token="${h.duplicate_token}" data-induction="${h.induction}">\
+    // Grouped-query attention: query heads that read the same keys and values carry their KV
+    // head's number and a colour band of their group.
+    const kv = Math.floor(h.head / group);
+    const shared = group > 1;
+    return html`<div class="model-head${shared ? ` kv-group-${kv % 4}` : ''}" data-testid="model-head" data-head-ref="${name}" data-layer="${h.layer}" data-head="${h.head}" \
+data-kv-head="${kv}" data-previous-token="${h.previous_token}" data-duplicate-token="${h.duplicate_token}" data-induction="${h.induction}">\
 <button type="button" class="model-thumb" data-testid="model-thumb-${name}" aria-label="Load head ${name} into the views">\
-<canvas></canvas><span class="model-head-name">${name}</span>\
+<canvas></canvas><span class="model-head-name">${name}${shared ? html` <span class="model-kv" title="reads the keys and values of KV head ${kv}, shared by ${group} query heads">KV ${kv}</span>` : ''}</span>\
 <span class="model-scores"><span title="previous-token">prev ${score(h.previous_token)}</span> \
 <span title="duplicate-token">dup ${score(h.duplicate_token)}</span> <span title="induction">ind ${score(h.induction)}</span></span></button>\
 <button type="button" class="model-ablate" data-testid="model-ablate-${name}" aria-pressed="false" \
 title="Ablate head ${name} (zero its output) and see the next token move">ablate</button></div>`;
   });
   return html`<div class="model-grid-cells" style="grid-template-columns: repeat(${columns}, auto)">${cells}</div>`;
+}
+
+/**
+ * Query heads per KV head (1 without grouped-query attention).
+ * @param {import('./types.js').ModelInfo} info
+ */
+function kvGroup(info) {
+  const heads = info.n_head || 1, kv = info.n_kv_head || heads;
+  return kv > 0 && heads % kv === 0 ? heads / kv : 1;
 }
 
 /** Light grey for the cells a causal head cannot see (j > i). */
@@ -352,8 +366,10 @@ export function renderModel(s) {
   const info = m.info;
   setFlag(section, 'hidden', !info || !info.loaded);
   if (!info || !info.loaded) return;
-  setText($('model-shape'), `${sourceName(info, m.source)}: ${info.n_layer} layers × ${info.n_head} heads, d_model ${info.n_embd}, ` +
-    `${info.n_positions} positions, vocabulary ${info.vocab_size}`);
+  setText($('model-shape'), info.description
+    ? `${sourceName(info, m.source)}: ${info.description}`
+    : `${sourceName(info, m.source)}: ${info.n_layer} layers × ${info.n_head} heads, d_model ${info.n_embd}, ` +
+      `${info.n_positions} positions, vocabulary ${info.vocab_size}`);
   setText($('model-input-label'), info.tokenizer ? 'Text' : 'Token ids');
   setText($('model-input-hint'), info.tokenizer
     ? 'Tokenized by the model\'s own tokenizer (byte-level BPE); a leading space is part of a token, shown as ␣.'
@@ -374,7 +390,7 @@ title="position ${i}, id ${run.ids[i]}">${visibleToken(t)}</span>`)}` : html``);
   const grid = $('model-grid');
   const columns = info.n_head || 1;
   if (!same(grid, [run, m.sort])) {
-    setHtml(grid, run ? gridMarkup(run, m.sort, columns) : html``);
+    setHtml(grid, run ? gridMarkup(run, m.sort, columns, kvGroup(info)) : html``);
     if (run) drawGrid(grid, run);
   }
   setValue(byId('model-sort', HTMLSelectElement), m.sort);

@@ -211,6 +211,9 @@
  * @property {string} [name]
  * @property {number} [n_layer]
  * @property {number} [n_head]
+ * @property {number} [n_kv_head]        H_kv: query heads h share KV head floor(h / (H / H_kv))
+ * @property {string} [family]           gpt2, llama, mistral, qwen2, qwen3, gemma3
+ * @property {string} [description]      the model's shape in one line, as `attnlab model info` prints it
  * @property {number} [n_embd]
  * @property {number} [n_positions]
  * @property {number} [vocab_size]

@@ -38,7 +38,7 @@ test('model source: the grid of 2 × 4 heads, head 1.2 in the heatmap as /api/mo
   { skip: SKIP }, async () => {
     const page = await browser.newPage({ height: 1400 });
     await page.waitForSelector('[data-testid="model"]:not([hidden])');
-    assert.match(await page.textContent('[data-testid="model-shape"]'), /tiny-f32: 2 layers × 4 heads/);
+    assert.match(await page.textContent('[data-testid="model-shape"]'), /tiny-f32: gpt2: 2 layers × 4 heads/);
     // no tokenizer: the box takes ids, and says so
     assert.equal((await page.textContent('#model-input-label')).trim(), 'Token ids');
     assert.match(await page.textContent('[data-testid="model-input-hint"]'), /no tokenizer.*token ids separated by spaces/);
