@@ -201,7 +201,7 @@ test('a run started from the page: its log grows, Cancel keeps its last step, it
       return m.info && m.info.run === 'run-1' && m.run && m.runKey && JSON.parse(m.runKey).run === 'run-1';
     });
     await settled(page);
-    assert.match(await page.textContent('[data-testid="model-shape"]'), /^run-1: 2 layers × 2 heads, d_model 64, 64 positions, vocabulary 28/);
+    assert.match(await page.textContent('[data-testid="model-shape"]'), /^run-1: gpt2: 2 layers × 2 heads, d_model 64, .*, 64 positions, vocabulary 28$/);
     assert.equal(await page.getAttribute('[data-testid="training-step"]', 'max'), String(view.checkpoints.length - 1));
     assert.equal(await page.isDisabled('[data-testid="training-step"]'), view.checkpoints.length < 2);
     const ids = await page.evaluate(() => window.attnlab.state.model.run.ids);
