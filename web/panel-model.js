@@ -373,7 +373,7 @@ export function renderModel(s) {
   setText($('model-input-label'), info.tokenizer ? 'Text' : 'Token ids');
   setText($('model-input-hint'), info.tokenizer
     ? 'Tokenized by the model\'s own tokenizer (byte-level BPE); a leading space is part of a token, shown as ␣.'
-    : `This model has no tokenizer (no vocab.json and merges.txt): type token ids separated by spaces, e.g. 3 17 5 (0 to ${(info.vocab_size || 1) - 1}, at most ${info.n_positions}).`);
+    : `This model has no tokenizer (no tokenizer.json, nor vocab.json and merges.txt): type token ids separated by spaces, e.g. 3 17 5 (0 to ${(info.vocab_size || 1) - 1}, at most ${info.n_positions}).`);
   setValue(byId('model-input', HTMLInputElement), m.input);
   const status = $('model-status');
   setAttr(section, 'data-state', m.status);

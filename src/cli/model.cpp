@@ -50,7 +50,10 @@ struct ModelFlags {
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
   return app
-      .add_option("dir", f.dir, "The model's directory: config.json, model.safetensors (and vocab.json, merges.txt)")
+      .add_option(
+          "dir", f.dir,
+          "The model's directory: config.json, model.safetensors or its shards (and tokenizer.json, or vocab.json and "
+          "merges.txt)")
       ->required()
       ->check(CLI::ExistingDirectory);
 }
@@ -106,9 +109,9 @@ int info(const ModelFlags& f) {
   fmt::print("{}: {}\n", f.dir, describe(c));
   fmt::print("parameters: {} ({} in the file, stored as {}; {} tensors)\n", format_count(c.parameters()),
              format_bytes(file_bytes), dtype_name(m.model.stored_dtype), tensor_count);
-  fmt::print("tokenizer: {}\n", m.tokenizer ? fmt::format("vocab.json + merges.txt, {} tokens, {} merges",
+  fmt::print("tokenizer: {}\n", m.tokenizer ? fmt::format("{}, {} tokens, {} merges", m.tokenizer->source(),
                                                           m.tokenizer->vocab_size(), m.tokenizer->merge_count())
-                                            : "none (vocab.json and merges.txt not found): give --ids");
+                                            : "none (no tokenizer.json, nor vocab.json and merges.txt): give --ids");
   return 0;
 }
 
@@ -459,7 +462,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* run_app =
       model->add_subcommand("run", "Run the model: next-token top-k, every head in brief, or one head explained");
   add_dir(*run_app, *f);
-  run_app->add_option("--text", f->text, "The text to run (tokenized with the model's vocab.json and merges.txt)");
+  run_app->add_option("--text", f->text, "The text to run (tokenized with the model's own tokenizer)");
   run_app->add_option("--ids", f->ids, "Token ids instead of text, e.g. 15496,995");
   run_app->add_option("--top-k", f->top_k, "How many next-token candidates to show at each position")
       ->capture_default_str();

@@ -9,25 +9,41 @@
 
 namespace attnlab {
 
+std::optional<BpeTokenizer> open_tokenizer(const std::filesystem::path& root, std::size_t vocab_size) {
+  // tokenizer.json when there is one (what today's checkpoints ship; it says everything
+  // vocab.json + merges.txt say, and more), else GPT-2's two files.
+  std::optional<BpeTokenizer> tokenizer;
+  std::filesystem::path file;
+  if (std::filesystem::exists(root / "tokenizer.json")) {
+    file = root / "tokenizer.json";
+    tokenizer = BpeTokenizer::load_tokenizer_json(file);
+  } else if (std::filesystem::exists(root / "vocab.json") && std::filesystem::exists(root / "merges.txt")) {
+    file = root / "vocab.json";
+    tokenizer = BpeTokenizer::load(root / "vocab.json", root / "merges.txt");
+  }
+  if (tokenizer && tokenizer->id_limit() > vocab_size)
+    fail(file.string(),
+         fmt::format("token ids run to {} but the model has {} embeddings; the tokenizer is not this model's",
+                     tokenizer->id_limit() - 1, vocab_size));
+  return tokenizer;
+}
+
 ModelDir open_model_dir(const std::string& dir) {
   ModelDir m{dir, load_model(dir), std::nullopt};
-  const std::filesystem::path root(dir);
-  if (std::filesystem::exists(root / "vocab.json") && std::filesystem::exists(root / "merges.txt")) {
-    m.tokenizer = BpeTokenizer::load(root / "vocab.json", root / "merges.txt");
-    if (m.tokenizer->id_limit() > m.model.config.vocab_size)
-      fail((root / "vocab.json").string(),
-           fmt::format("token ids run to {} but the model has {} embeddings; the tokenizer is not this model's",
-                       m.tokenizer->id_limit() - 1, m.model.config.vocab_size));
-  }
+  m.tokenizer = open_tokenizer(dir, m.model.config.vocab_size);
   return m;
 }
 
 std::vector<int> encode_text(const ModelDir& m, std::string_view text) {
   if (!m.tokenizer)
-    fail("text", fmt::format("{} has no vocab.json and merges.txt to tokenize text with; give token ids instead "
-                             "(--ids 1,2,3), or put the tokenizer's files beside the model",
-                             m.dir));
-  const std::vector<TokenId> ids = m.tokenizer->encode(text);
+    fail("text",
+         fmt::format("{} has no tokenizer (tokenizer.json, or vocab.json and merges.txt) to tokenize text "
+                     "with; give token ids instead (--ids 1,2,3), or put the tokenizer's files beside the model",
+                     m.dir));
+  std::vector<TokenId> ids = m.tokenizer->encode(text);
+  // The beginning-of-text token the tokenizer's post-processor adds (Llama, Gemma), as
+  // transformers' tokenizer(text) gives it: these models were trained with it first.
+  if (const std::optional<TokenId> bos = m.tokenizer->bos()) ids.insert(ids.begin(), *bos);
   return {ids.begin(), ids.end()};
 }
 

@@ -51,8 +51,10 @@ std::vector<int> requested_ids(const ModelDir& m, const json& spec, const std::s
     const std::string field = prefix + "text";
     if (!spec["text"].is_string()) fail(field, "expected a string");
     if (!m.tokenizer)
-      fail(field, fmt::format("the model {} has no tokenizer (vocab.json and merges.txt); give \"ids\" instead",
-                              model_name(m)));
+      fail(field,
+           fmt::format(
+               "the model {} has no tokenizer (tokenizer.json, or vocab.json and merges.txt); give \"ids\" instead",
+               model_name(m)));
     try {
       ids = encode_text(m, spec["text"].get<std::string>());
     } catch (const InputError& e) {

@@ -132,14 +132,8 @@ std::shared_ptr<const ModelDir> ModelSources::model(const ModelChoice& choice, c
     }
   }
   // A checkpoint holds no tokenizer: it is the run's (the --model directory's, if it has one).
-  ModelDir m{load.string(), load_gpt2(load.string()), std::nullopt};
-  if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {
-    m.tokenizer = BpeTokenizer::load(dir / "vocab.json", dir / "merges.txt");
-    if (m.tokenizer->id_limit() > m.model.config.vocab_size)
-      fail((dir / "vocab.json").string(),
-           fmt::format("token ids run to {} but the checkpoint has {} embeddings; the tokenizer is not this model's",
-                       m.tokenizer->id_limit() - 1, m.model.config.vocab_size));
-  }
+  ModelDir m{load.string(), load_model(load.string()), std::nullopt};
+  m.tokenizer = open_tokenizer(dir, m.model.config.vocab_size);
   auto model = std::make_shared<const ModelDir>(std::move(m));
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->loaded.emplace_front(key, model);

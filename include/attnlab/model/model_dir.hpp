@@ -1,6 +1,7 @@
 // A model directory as a user has it: config.json and model.safetensors, and beside them
-// (when present) the tokenizer's vocab.json and merges.txt. Everything the `attnlab model`
-// commands and the lab need to go from text to tokens to a forward pass and back.
+// (when present) the tokenizer: a Hugging Face tokenizer.json, or GPT-2's vocab.json and
+// merges.txt. Everything the `attnlab model` commands and the lab need to go from text to
+// tokens to a forward pass and back.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,14 +17,23 @@ namespace attnlab {
 struct ModelDir {
   std::string dir;
   Model model;
-  std::optional<BpeTokenizer> tokenizer;  // when vocab.json and merges.txt are in the directory
+  std::optional<BpeTokenizer> tokenizer;  // when tokenizer.json, or vocab.json and merges.txt, are there
 };
 
-// Loads the model and, when its files are there, the tokenizer (a tokenizer whose
-// vocabulary is larger than the model's is refused).
+// Loads the model and, when its files are there, the tokenizer: tokenizer.json when the
+// directory has one (it is preferred), else vocab.json + merges.txt. A tokenizer whose ids
+// run past the model's embeddings is refused, naming the tokenizer's file. The tokenizer's
+// encode never adds a beginning-of-text token; encode_text (below) does, where the
+// tokenizer's post-processor says the model expects one.
 ModelDir open_model_dir(const std::string& dir);
 
-// The text as token ids; InputError naming "text" when the directory has no tokenizer.
+// The tokenizer in directory `root` as open_model_dir finds it (nothing when there is none),
+// checked against a model of `vocab_size` embeddings.
+std::optional<BpeTokenizer> open_tokenizer(const std::filesystem::path& root, std::size_t vocab_size);
+
+// The text as token ids, after the beginning-of-text token when the tokenizer adds one
+// (tokenizer.json's post-processor: Llama, Gemma); InputError naming "text" when the
+// directory has no tokenizer.
 std::vector<int> encode_text(const ModelDir& model, std::string_view text);
 
 // Each id as the model sees it: the tokenizer's text (" world", its leading space kept), or
