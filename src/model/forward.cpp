@@ -221,8 +221,8 @@ void attention_tiled(const float* qkv, std::size_t n, const HeadLayout& at, floa
 
 std::vector<double> rope_frequencies(const ModelConfig& c, std::size_t layer) {
   const std::size_t rotated = c.rope.rotated ? c.rope.rotated : c.head_dim();
-  // Gemma 3's sliding-window layers rotate with their own θ and no scaling.
-  const bool local = c.family == Family::gemma3 && c.window(layer) > 0;
+  // Sliding-window layers with a θ of their own (Gemma 3's) rotate with it, unscaled.
+  const bool local = c.rope.local_theta > 0 && c.window(layer) > 0;
   const double theta = local ? c.rope.local_theta : c.rope.theta;
   std::vector<double> f(rotated / 2);
   for (std::size_t i = 0; i < f.size(); ++i) {

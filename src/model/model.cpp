@@ -86,7 +86,7 @@ std::string describe(const ModelConfig& c) {
     positions = fmt::format("rotary θ {}", c.rope.theta);
     if (c.rope.scaling != RopeScaling::none)
       positions += fmt::format(" ({} × {})", scaling_name(c.rope.scaling), c.rope.factor);
-    if (c.family == Family::gemma3) positions += fmt::format(", θ {} on window layers", c.rope.local_theta);
+    if (c.rope.local_theta > 0) positions += fmt::format(", θ {} on window layers", c.rope.local_theta);
   }
   std::string extras;
   if (c.qk_norm) extras += ", QK-norm";

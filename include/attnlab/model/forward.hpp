@@ -69,7 +69,7 @@ class Decoder {
 // The rotary frequencies f_i of a layer's heads (i < rotated / 2): θ^(−2i/rotated), divided
 // by the factor for "linear" scaling, and for "llama3" divided where the wavelength 2π/f_i
 // is longer than original / low_freq_factor, kept where shorter than original /
-// high_freq_factor, blended between; Gemma 3's window layers use their own θ, unscaled.
+// high_freq_factor, blended between; window layers with rope.local_theta (Gemma 3) use it, unscaled.
 // Pair (x_i, x_{i + rotated/2}) of a head at position p is rotated by the angle p · f_i.
 std::vector<double> rope_frequencies(const ModelConfig& config, std::size_t layer);
 

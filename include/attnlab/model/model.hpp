@@ -39,7 +39,7 @@ const char* family_name(Family family);  // "gpt2", "llama", ... (the config's m
 
 struct RopeConfig {
   double theta = 10000.0;        // frequencies θ^(−2i/rot)
-  double local_theta = 10000.0;  // Gemma 3: θ of the sliding-window layers
+  double local_theta = 0;        // θ of the sliding-window layers, unscaled (Gemma 3); 0: they rotate as the others
   std::size_t rotated = 0;       // the rotated width of each head (0: all of head_dim)
   RopeScaling scaling = RopeScaling::none;
   double factor = 1.0;                                   // linear and llama3: frequencies ÷ factor
