@@ -38,9 +38,9 @@ enum class RopeScaling { none, linear, llama3 };
 const char* family_name(Family family);  // "gpt2", "llama", ... (the config's model_type)
 
 struct RopeConfig {
-  double theta = 10000.0;        // frequencies θ^(−2i/rot)
-  double local_theta = 0;        // θ of the sliding-window layers, unscaled (Gemma 3); 0: they rotate as the others
-  std::size_t rotated = 0;       // the rotated width of each head (0: all of head_dim)
+  double theta = 10000.0;   // frequencies θ^(−2i/rot)
+  double local_theta = 0;   // θ of the sliding-window layers, unscaled (Gemma 3); 0: they rotate as the others
+  std::size_t rotated = 0;  // the rotated width of each head (0: all of head_dim)
   RopeScaling scaling = RopeScaling::none;
   double factor = 1.0;                                   // linear and llama3: frequencies ÷ factor
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
