@@ -242,7 +242,7 @@ int bench_model(const BenchFlags& f) {
 
 // Training steps of attnlab train's model on its induction task: each timed run is
 // `steps` whole steps (loss and every gradient, clipping, AdamW) after one warm-up step;
-// the median run gives tokens/s and GFLOP/s (gpt2_training_flops) as a share of the f32 peak.
+// the median run gives tokens/s and GFLOP/s (training_flops) as a share of the f32 peak.
 int bench_train(const BenchFlags& f) {
   TrainSettings s = f.shape;
   s.heads = f.heads_flag->count() ? f.heads : 2;
@@ -269,7 +269,7 @@ int bench_train(const BenchFlags& f) {
                                         }) /
                          static_cast<double>(s.steps);
   const double tokens = double(s.batch * s.context);
-  const double flops = double(s.batch) * gpt2_training_flops(c, s.context, s.attention_only);
+  const double flops = double(s.batch) * training_flops(c, s.context, s.attention_only);
   const double gflops = flops / seconds / 1e9;
   if (f.json) {
     fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},

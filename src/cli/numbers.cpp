@@ -1,4 +1,4 @@
-// Size flags, flag names in errors, and aligned tables for cost and kv.
+// Size flags and flag names in errors for cost and kv.
 #include "numbers.hpp"
 
 #include <fmt/format.h>
@@ -44,32 +44,6 @@ InputError with_flag_name(const InputError& error) {
   std::string flag = "--" + field;
   std::replace(flag.begin(), flag.end(), '_', '-');
   return error.renamed(flag);
-}
-
-std::string format_table(const std::vector<std::vector<std::string>>& rows, bool first_left) {
-  // Display width: UTF-8 continuation bytes take no column.
-  const auto width = [](const std::string& s) {
-    return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
-  };
-  std::vector<std::size_t> widths;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (widths.size() <= c) widths.push_back(0);
-      widths[c] = std::max(widths[c], width(row[c]));
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line = " ";
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(widths[c] - width(row[c]), ' ');
-      line += "  ";
-      line += (c == 0 && first_left) ? row[c] + pad : pad + row[c];
-    }
-    while (!line.empty() && line.back() == ' ')
-      line.pop_back();
-    out += line + "\n";
-  }
-  return out;
 }
 
 }  // namespace attnlab::cli

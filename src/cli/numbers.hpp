@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/report/explain.hpp"
 
 namespace attnlab::cli {
 
@@ -23,8 +24,11 @@ std::vector<std::uint64_t> parse_count_list(std::string_view text, std::string_v
 // when its field is not a plain name.
 InputError with_flag_name(const InputError& error);
 
-// A table: a header row and rows of cells, printed with each column right-aligned to its
-// widest cell (the first column left-aligned when `first_left`), two spaces between.
-std::string format_table(const std::vector<std::vector<std::string>>& rows, bool first_left = false);
+// The CLI's figure tables through the one renderer (report/explain.hpp): a header row and
+// rows of cells, each column right-aligned to its widest cell (the first column
+// left-aligned when `first_left`), two spaces between, indented three.
+inline std::string format_table(const std::vector<std::vector<std::string>>& rows, bool first_left = false) {
+  return render_table(rows, {.indent = "   ", .gap = 2, .right_aligned = true, .first_left = first_left});
+}
 
 }  // namespace attnlab::cli

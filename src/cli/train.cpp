@@ -12,6 +12,7 @@
 
 #include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/files.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "common.hpp"
@@ -29,20 +30,6 @@ void on_interrupt(int) { interrupted = true; }
 std::string strongest(const std::vector<HeadScores>& heads, double HeadScores::*score) {
   const auto best = std::max_element(heads.begin(), heads.end(), [&](auto& a, auto& b) { return a.*score < b.*score; });
   return fmt::format("{} {:.2f}", to_string(best->head), (*best).*score);
-}
-
-// A file's bytes, its size checked before it is read (a FIFO or /dev/zero is refused).
-std::string read_file_within(const fs::path& path, std::size_t limit, const std::string& field) {
-  std::error_code error;
-  if (!fs::is_regular_file(path, error)) fail(field, fmt::format("{} is not a file that can be read", path.string()));
-  const std::uintmax_t bytes = fs::file_size(path, error);
-  if (error || bytes > limit)
-    fail(field, fmt::format("{} is {} bytes; at most {} are read", path.string(), bytes, limit));
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) fail(field, fmt::format("{} cannot be read", path.string()));
-  return text.str();
 }
 
 // The text task's corpus: bytes, or GPT-2's BPE with the tokenizer in `tokenizer_dir`.
@@ -76,14 +63,15 @@ std::shared_ptr<const TextCorpus> load_corpus(const std::string& file, const std
 
 Command train_command(CLI::App& parent) {
   struct State {
-    std::string out, tokenizer;
+    std::string out, tokenizer, arch = "gpt2";
     std::vector<std::string> task{"induction"};
     TrainSettings s;
     bool force = false;
   };
   auto state = std::make_shared<State>();
   TrainSettings& s = state->s;
-  CLI::App* app = parent.add_subcommand("train", "Train a small GPT-2 here and watch its heads form");
+  CLI::App* app =
+      parent.add_subcommand("train", "Train a small GPT-2 or Llama-style model here and watch its heads form");
   app->add_option("--out", state->out, "Directory for the model, its checkpoints and train.json")->required();
   app->add_option("--task", state->task,
                   "induction (random tokens with a repeated stretch), or text FILE (one token per byte, or GPT-2's "
@@ -93,7 +81,14 @@ Command train_command(CLI::App& parent) {
   app->add_option("--tokenizer", state->tokenizer,
                   "With --task text: a directory with GPT-2's vocab.json and merges.txt (default: bytes)");
   app->add_option("--layers", s.layers, "Layers L")->capture_default_str()->check(CLI::Range(1, 12));
+  app->add_option("--arch", state->arch,
+                  "gpt2 (LayerNorm, learned positions, GELU) or llama (RMSNorm, rotary positions, grouped-query "
+                  "attention, SwiGLU)")
+      ->capture_default_str();
   app->add_option("--heads", s.heads, "Heads per layer H")->capture_default_str()->check(CLI::Range(1, 16));
+  CLI::Option* kv_heads =
+      app->add_option("--kv-heads", s.kv_heads, "With --arch llama: KV heads H_kv, dividing --heads (default: --heads)")
+          ->check(CLI::Range(1, 16));
   app->add_option("--d-model", s.d_model, "Width d_model")->capture_default_str()->check(CLI::Range(4, 512));
   app->add_option("--context", s.context, "Positions per sequence")->capture_default_str()->check(CLI::Range(12, 256));
   CLI::Option* vocab = app->add_option("--vocab", s.vocab, "Vocabulary of the induction task, BOS included")
@@ -122,8 +117,19 @@ Command train_command(CLI::App& parent) {
   app->add_flag("--attn-only", s.attention_only, "No MLPs (their weights stay zero in the checkpoint)");
   app->add_flag("--force", state->force, "Write into DIR even when it is not empty");
   return {
-      app, [state, vocab, prev_token_steps]() {
+      app, [state, vocab, prev_token_steps, kv_heads]() {
         TrainSettings& s = state->s;
+        if (state->arch == "llama")
+          s.architecture = TrainArchitecture::llama;
+        else if (state->arch != "gpt2")
+          fail("--arch", fmt::format("\"{}\" is not an architecture attnlab trains; give gpt2 or llama",
+                                     state->arch.substr(0, 40)));
+        if (kv_heads->count() && s.architecture != TrainArchitecture::llama)
+          fail("--kv-heads", "GPT-2 has one KV head per query head; grouped-query attention needs --arch llama");
+        if (s.kv_heads && s.heads % s.kv_heads != 0)
+          fail("--kv-heads", fmt::format("{} does not divide --heads {}: each KV head serves the same number of query "
+                                         "heads",
+                                         s.kv_heads, s.heads));
         const std::vector<std::string>& task = state->task;
         if (task[0] == "text") {
           if (task.size() != 2) fail("--task", "text needs the file to train on: --task text FILE");

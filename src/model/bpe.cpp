@@ -284,27 +284,6 @@ std::string excerpt(std::string_view s) {
   return end < s.size() ? quoted + fmt::format(" (the first {} of {} bytes)", end, s.size()) : quoted;
 }
 
-std::string line_and_column(std::string_view text, std::size_t index) {
-  const std::string_view before = text.substr(0, std::min(index, text.size()));
-  const std::size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
-  return fmt::format("line {}, column {}", 1 + std::count(before.begin(), before.end(), '\n'), 1 + index - line_start);
-}
-
-std::string read_file(const std::filesystem::path& path, std::string_view field, std::uintmax_t limit) {
-  std::error_code error;
-  const std::uintmax_t size = std::filesystem::file_size(path, error);
-  if (error) fail(field, fmt::format("cannot read {}: {}", path.string(), error.message()));
-  if (size > limit)
-    fail(field, fmt::format("{} is {} bytes; the limit is {} bytes ({} MiB)", path.string(), size, limit, limit >> 20));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(field, fmt::format("cannot open {}", path.string()));
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (static_cast<std::uintmax_t>(in.gcount()) != size)
-    fail(field, fmt::format("cannot read all of {}", path.string()));
-  return bytes;
-}
-
 }  // namespace bpe_detail
 
 char32_t byte_to_unicode(std::uint8_t byte) { return kByteToUnicode[byte]; }
@@ -774,8 +753,8 @@ BpeTokenizer BpeTokenizer::from_text(std::string_view vocab_json, std::string_vi
 }
 
 BpeTokenizer BpeTokenizer::load(const std::filesystem::path& vocab_json, const std::filesystem::path& merges_txt) {
-  const std::string vocab = read_file(vocab_json, "vocab.json", kMaxVocabFileBytes);
-  const std::string merges = read_file(merges_txt, "merges.txt", kMaxVocabFileBytes);
+  const std::string vocab = read_file_within(vocab_json, kMaxVocabFileBytes, "vocab.json");
+  const std::string merges = read_file_within(merges_txt, kMaxVocabFileBytes, "merges.txt");
   return from_text(vocab, merges);
 }
 

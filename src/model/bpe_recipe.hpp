@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+#include "attnlab/core/files.hpp"  // read_file_within
+#include "attnlab/core/json.hpp"   // line_and_column
 
 #include "attnlab/model/bpe.hpp"
 
@@ -42,10 +44,6 @@ void append_utf8(std::string& out, char32_t c);
 bool is_white_space(char32_t c);
 // A short, quoted, escaped excerpt of a value for an error message.
 std::string excerpt(std::string_view s);
-// "line L, column C" (1-based) of the byte at `index` in `text`.
-std::string line_and_column(std::string_view text, std::size_t index);
-// The bytes of a file of at most `limit` bytes; InputError on `field` otherwise.
-std::string read_file(const std::filesystem::path& path, std::string_view field, std::uintmax_t limit);
 
 // std::unordered_map keyed by std::string that also finds a std::string_view without
 // copying it into a std::string first.

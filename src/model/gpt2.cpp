@@ -76,28 +76,9 @@ Model load_gpt2(const std::string& dir) {
   m.config = read_gpt2_config((root / "config.json").string());
   const ModelConfig& c = m.config;
   const SafetensorsFile file((root / "model.safetensors").string());
-  const std::size_t d = c.n_embd, inner = c.n_inner;
-  m.wte = tensor(file, "wte.weight", {c.vocab_size, d});
-  m.wpe = tensor(file, "wpe.weight", {c.n_positions, d});
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const std::string h = fmt::format("h.{}.", l);
-    Block b;
-    b.ln_1_weight = tensor(file, h + "ln_1.weight", {d});
-    b.ln_1_bias = tensor(file, h + "ln_1.bias", {d});
-    b.attn_weight = tensor(file, h + "attn.c_attn.weight", {d, 3 * d});
-    b.attn_bias = tensor(file, h + "attn.c_attn.bias", {3 * d});
-    b.attn_proj_weight = tensor(file, h + "attn.c_proj.weight", {d, d});
-    b.attn_proj_bias = tensor(file, h + "attn.c_proj.bias", {d});
-    b.ln_2_weight = tensor(file, h + "ln_2.weight", {d});
-    b.ln_2_bias = tensor(file, h + "ln_2.bias", {d});
-    b.mlp_fc_weight = tensor(file, h + "mlp.c_fc.weight", {d, inner});
-    b.mlp_fc_bias = tensor(file, h + "mlp.c_fc.bias", {inner});
-    b.mlp_proj_weight = tensor(file, h + "mlp.c_proj.weight", {inner, d});
-    b.mlp_proj_bias = tensor(file, h + "mlp.c_proj.bias", {d});
-    m.blocks.push_back(std::move(b));
-  }
-  m.ln_f_weight = tensor(file, "ln_f.weight", {d});
-  m.ln_f_bias = tensor(file, "ln_f.bias", {d});
+  m.blocks.resize(c.n_layer);
+  for (const ParameterTensor& t : parameter_tensors(c))
+    tensor_of(m, t) = tensor(file, t.name, t.shape);
   std::size_t largest = 0;
   for (const TensorInfo& t : file.tensors())
     if (t.elements() > largest) largest = t.elements(), m.stored_dtype = t.dtype;
@@ -110,31 +91,9 @@ void save_gpt2(const std::string& dir, const Model& m, DType dtype, bool prefix)
   std::filesystem::create_directories(dir, error);
   if (error) fail(dir, fmt::format("cannot create the directory: {}", error.message()));
   const std::string p = prefix ? "transformer." : "";
-  const std::size_t d = c.n_embd, inner = c.n_inner;
   std::vector<TensorToWrite> tensors;
-  const auto add = [&](const std::string& name, std::vector<std::size_t> shape, const std::vector<float>& values) {
-    tensors.push_back({p + name, std::move(shape), values, dtype});
-  };
-  add("wte.weight", {c.vocab_size, d}, m.wte);
-  add("wpe.weight", {c.n_positions, d}, m.wpe);
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const std::string h = fmt::format("h.{}.", l);
-    const Block& b = m.blocks[l];
-    add(h + "ln_1.weight", {d}, b.ln_1_weight);
-    add(h + "ln_1.bias", {d}, b.ln_1_bias);
-    add(h + "attn.c_attn.weight", {d, 3 * d}, b.attn_weight);
-    add(h + "attn.c_attn.bias", {3 * d}, b.attn_bias);
-    add(h + "attn.c_proj.weight", {d, d}, b.attn_proj_weight);
-    add(h + "attn.c_proj.bias", {d}, b.attn_proj_bias);
-    add(h + "ln_2.weight", {d}, b.ln_2_weight);
-    add(h + "ln_2.bias", {d}, b.ln_2_bias);
-    add(h + "mlp.c_fc.weight", {d, inner}, b.mlp_fc_weight);
-    add(h + "mlp.c_fc.bias", {inner}, b.mlp_fc_bias);
-    add(h + "mlp.c_proj.weight", {inner, d}, b.mlp_proj_weight);
-    add(h + "mlp.c_proj.bias", {d}, b.mlp_proj_bias);
-  }
-  add("ln_f.weight", {d}, m.ln_f_weight);
-  add("ln_f.bias", {d}, m.ln_f_bias);
+  for (const ParameterTensor& t : parameter_tensors(c))
+    tensors.push_back({p + t.name, t.shape, tensor_of(m, t), dtype});
   write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
   const json config = {{"model_type", "gpt2"},
                        {"architectures", {"GPT2LMHeadModel"}},

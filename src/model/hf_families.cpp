@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -352,6 +353,107 @@ Model load_hf_family(const std::string& dir) {
   }
   m.stored_dtype = file.largest_dtype();
   return m;
+}
+
+}  // namespace attnlab
+
+namespace attnlab {
+
+namespace {
+
+// Columns [first, first + out) of a row-major [in × width] matrix as an nn.Linear weight
+// [out, in]: put_transposed's inverse.
+std::vector<float> take_transposed(const std::vector<float>& src, std::size_t in, std::size_t width, std::size_t first,
+                                   std::size_t out) {
+  std::vector<float> w(out * in);
+  for (std::size_t o = 0; o < out; ++o)
+    for (std::size_t i = 0; i < in; ++i)
+      w[o * in + i] = src[i * width + first + o];
+  return w;
+}
+
+}  // namespace
+
+void save_hf_family(const std::string& dir, const Model& m, DType dtype) {
+  const ModelConfig& c = m.config;
+  if (c.family != Family::llama || c.qk_norm || c.sandwich_norms || c.norm_plus_one || c.norm != NormKind::rms_norm ||
+      !c.rotary || !c.sliding_window.empty() || c.qkv_bias != c.out_bias || c.embedding_scale != 1.0)
+    fail(dir, fmt::format("attnlab writes GPT-2 and Llama checkpoints; this is {}", describe(c)));
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) fail(dir, fmt::format("cannot create the directory: {}", error.message()));
+  const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
+  const std::size_t qkv = c.qkv_width();
+  // The tensors' values live here until written: TensorToWrite holds views.
+  std::vector<std::vector<float>> kept;
+  kept.reserve(16 * c.n_layer + 4);
+  std::vector<TensorToWrite> tensors;
+  const auto add = [&](const std::string& name, std::vector<std::size_t> shape, std::vector<float> values) {
+    kept.push_back(std::move(values));
+    tensors.push_back({name, std::move(shape), kept.back(), dtype});
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, d}, m.wte);
+  for (std::size_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    const Block& b = m.blocks[l];
+    add(p + "input_layernorm.weight", {d}, b.ln_1_weight);
+    add(p + "self_attn.q_proj.weight", {H * hd, d}, take_transposed(b.attn_weight, d, qkv, 0, H * hd));
+    add(p + "self_attn.k_proj.weight", {Hkv * hd, d}, take_transposed(b.attn_weight, d, qkv, H * hd, Hkv * hd));
+    add(p + "self_attn.v_proj.weight", {Hkv * hd, d}, take_transposed(b.attn_weight, d, qkv, (H + Hkv) * hd, Hkv * hd));
+    if (c.qkv_bias) {
+      const auto part = [&](std::size_t first, std::size_t width) {
+        return std::vector<float>(b.attn_bias.begin() + std::ptrdiff_t(first),
+                                  b.attn_bias.begin() + std::ptrdiff_t(first + width));
+      };
+      add(p + "self_attn.q_proj.bias", {H * hd}, part(0, H * hd));
+      add(p + "self_attn.k_proj.bias", {Hkv * hd}, part(H * hd, Hkv * hd));
+      add(p + "self_attn.v_proj.bias", {Hkv * hd}, part((H + Hkv) * hd, Hkv * hd));
+      add(p + "self_attn.o_proj.bias", {d}, b.attn_proj_bias);
+    }
+    add(p + "self_attn.o_proj.weight", {d, H * hd}, take_transposed(b.attn_proj_weight, H * hd, d, 0, d));
+    add(p + "post_attention_layernorm.weight", {d}, b.ln_2_weight);
+    add(p + "mlp.gate_proj.weight", {I, d}, take_transposed(b.mlp_fc_weight, d, 2 * I, 0, I));
+    add(p + "mlp.up_proj.weight", {I, d}, take_transposed(b.mlp_fc_weight, d, 2 * I, I, I));
+    add(p + "mlp.down_proj.weight", {d, I}, take_transposed(b.mlp_proj_weight, I, d, 0, d));
+    if (c.mlp_bias) {
+      add(p + "mlp.gate_proj.bias", {I}, std::vector<float>(b.mlp_fc_bias.begin(), b.mlp_fc_bias.begin() + I));
+      add(p + "mlp.up_proj.bias", {I}, std::vector<float>(b.mlp_fc_bias.begin() + I, b.mlp_fc_bias.end()));
+      add(p + "mlp.down_proj.bias", {d}, b.mlp_proj_bias);
+    }
+  }
+  add("model.norm.weight", {d}, m.ln_f_weight);
+  if (!c.tied) add("lm_head.weight", {c.vocab_size, d}, m.lm_head);
+  write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  json config = {{"model_type", "llama"},
+                 {"architectures", {"LlamaForCausalLM"}},
+                 {"num_hidden_layers", c.n_layer},
+                 {"num_attention_heads", c.n_head},
+                 {"num_key_value_heads", Hkv},
+                 {"hidden_size", d},
+                 {"head_dim", hd},
+                 {"intermediate_size", I},
+                 {"max_position_embeddings", c.n_positions},
+                 {"vocab_size", c.vocab_size},
+                 {"rms_norm_eps", c.layer_norm_epsilon},
+                 {"rope_theta", c.rope.theta},
+                 {"hidden_act", c.mlp == MlpKind::swiglu ? "silu" : "gelu_pytorch_tanh"},
+                 {"attention_bias", c.qkv_bias},
+                 {"mlp_bias", c.mlp_bias},
+                 {"tie_word_embeddings", c.tied},
+                 {"torch_dtype", "float32"}};
+  if (c.rope.rotated && c.rope.rotated != hd) config["partial_rotary_factor"] = double(c.rope.rotated) / double(hd);
+  if (c.rope.scaling == RopeScaling::linear)
+    config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope.factor}};
+  if (c.rope.scaling == RopeScaling::llama3)
+    config["rope_scaling"] = {{"rope_type", "llama3"},
+                              {"factor", c.rope.factor},
+                              {"low_freq_factor", c.rope.low_freq_factor},
+                              {"high_freq_factor", c.rope.high_freq_factor},
+                              {"original_max_position_embeddings", c.rope.original_positions}};
+  if (c.bos_id >= 0) config["bos_token_id"] = c.bos_id;
+  std::ofstream out(std::filesystem::path(dir) / "config.json");
+  out << config.dump(2) << "\n";
+  if (!out) fail(dir, "could not write config.json");
 }
 
 }  // namespace attnlab

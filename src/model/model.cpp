@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/files.hpp"
+#include "attnlab/core/json.hpp"
 #include "config_json.hpp"
 
 namespace attnlab {
@@ -24,19 +26,54 @@ const char* family_name(Family family) {
   return "?";
 }
 
-bool ModelConfig::is_gpt2_shaped() const {
-  return family == Family::gpt2 && norm == NormKind::layer_norm && !rotary && kv_heads() == n_head &&
-         head_dim() * n_head == n_embd && mlp == MlpKind::gelu && tied && qkv_bias && out_bias && mlp_bias &&
-         !qk_norm && !sandwich_norms && query_scale == 0 && embedding_scale == 1.0 && sliding_window.empty();
+std::vector<ParameterTensor> parameter_tensors(const ModelConfig& c) {
+  const std::size_t d = c.n_embd, hd = c.head_dim();
+  const bool layer_norm = c.norm == NormKind::layer_norm;  // RMSNorm has no bias
+  std::vector<ParameterTensor> out;
+  std::size_t offset = 0;
+  const auto add = [&](std::string name, std::vector<std::size_t> shape, TensorSlot slot, std::size_t layer) {
+    std::size_t size = 1;
+    for (std::size_t s : shape)
+      size *= s;
+    out.push_back({std::move(name), std::move(shape), offset, size, slot, layer});
+    offset += size;
+  };
+  using S = TensorSlot;
+  add("wte.weight", {c.vocab_size, d}, S::wte, kNotInABlock);
+  if (!c.rotary) add("wpe.weight", {c.n_positions, d}, S::wpe, kNotInABlock);
+  for (std::size_t l = 0; l < c.n_layer; ++l) {
+    const std::string h = fmt::format("h.{}.", l);
+    const auto block = [&](const char* name, std::vector<std::size_t> shape, TensorSlot slot, bool present = true) {
+      if (present) add(h + name, std::move(shape), slot, l);
+    };
+    block("ln_1.weight", {d}, S::ln_1_weight);
+    block("ln_1.bias", {d}, S::ln_1_bias, layer_norm);
+    block("attn.c_attn.weight", {d, c.qkv_width()}, S::attn_weight);
+    block("attn.c_attn.bias", {c.qkv_width()}, S::attn_bias, c.qkv_bias);
+    block("attn.q_norm.weight", {hd}, S::q_norm_weight, c.qk_norm);
+    block("attn.k_norm.weight", {hd}, S::k_norm_weight, c.qk_norm);
+    block("attn.c_proj.weight", {c.attention_width(), d}, S::attn_proj_weight);
+    block("attn.c_proj.bias", {d}, S::attn_proj_bias, c.out_bias);
+    block("post_attn_norm.weight", {d}, S::post_attn_norm_weight, c.sandwich_norms);
+    block("ln_2.weight", {d}, S::ln_2_weight);
+    block("ln_2.bias", {d}, S::ln_2_bias, layer_norm);
+    block("mlp.c_fc.weight", {d, c.fc_width()}, S::mlp_fc_weight);
+    block("mlp.c_fc.bias", {c.fc_width()}, S::mlp_fc_bias, c.mlp_bias);
+    block("mlp.c_proj.weight", {c.n_inner, d}, S::mlp_proj_weight);
+    block("mlp.c_proj.bias", {d}, S::mlp_proj_bias, c.mlp_bias);
+    block("post_mlp_norm.weight", {d}, S::post_mlp_norm_weight, c.sandwich_norms);
+  }
+  add("ln_f.weight", {d}, S::ln_f_weight, kNotInABlock);
+  if (layer_norm) add("ln_f.bias", {d}, S::ln_f_bias, kNotInABlock);
+  if (!c.tied) add("lm_head.weight", {c.vocab_size, d}, S::lm_head, kNotInABlock);
+  return out;
 }
 
 std::size_t ModelConfig::parameters() const {
-  const std::size_t d = n_embd, hd = head_dim();
-  const std::size_t norm_size = norm == NormKind::layer_norm ? 2 * d : d;
-  const std::size_t block = norm_size + d * qkv_width() + (qkv_bias ? qkv_width() : 0) + attention_width() * d +
-                            (out_bias ? d : 0) + norm_size + d * fc_width() + (mlp_bias ? fc_width() : 0) +
-                            n_inner * d + (mlp_bias ? d : 0) + (qk_norm ? 2 * hd : 0) + (sandwich_norms ? 2 * d : 0);
-  return vocab_size * d + (rotary ? 0 : n_positions * d) + n_layer * block + norm_size + (tied ? 0 : vocab_size * d);
+  std::size_t total = 0;
+  for (const ParameterTensor& t : parameter_tensors(*this))
+    total += t.size;
+  return total;
 }
 
 namespace {
@@ -127,21 +164,7 @@ json config_json(const ModelConfig& c) {
 
 json read_config_document(const std::string& path, std::string_view what) {
   constexpr std::size_t kMaxConfigBytes = 1 << 20;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, fmt::format("cannot open the file; {}", what));
-  std::string text(kMaxConfigBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > kMaxConfigBytes) fail(path, fmt::format("more than {} bytes; not a config file", kMaxConfigBytes));
-  json doc;
-  try {
-    doc = json::parse(text, [&](int depth, json::parse_event_t, json&) {
-      if (depth > 16) fail(path, "nested more than 16 levels deep; not a config file");
-      return true;
-    });
-  } catch (const json::exception&) {
-    fail(path, "not JSON");
-  }
+  const json doc = parse_json_document(read_file_within(path, kMaxConfigBytes, path, what), path);
   if (!doc.is_object()) fail(path, "not a JSON object");
   return doc;
 }
@@ -187,6 +210,13 @@ Model load_model(const std::string& dir) {
   const json doc = read_config_document(config, "a model directory holds config.json and model.safetensors");
   if (doc.value("model_type", json("gpt2")) == "gpt2") return load_gpt2(dir);
   return load_hf_family(dir);
+}
+
+void save_model(const std::string& dir, const Model& model, DType dtype) {
+  if (model.config.family == Family::gpt2)
+    save_gpt2(dir, model, dtype);
+  else
+    save_hf_family(dir, model, dtype);
 }
 
 }  // namespace attnlab

@@ -565,7 +565,7 @@ BpeTokenizer BpeTokenizer::from_tokenizer_json(std::string_view tokenizer_json) 
 }
 
 BpeTokenizer BpeTokenizer::load_tokenizer_json(const std::filesystem::path& tokenizer_json) {
-  return from_tokenizer_json(read_file(tokenizer_json, kFile, kMaxTokenizerJsonBytes));
+  return from_tokenizer_json(read_file_within(tokenizer_json, kMaxTokenizerJsonBytes, kFile));
 }
 
 }  // namespace attnlab

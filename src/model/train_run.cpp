@@ -168,35 +168,51 @@ double held_out_loss(const Model& model, const std::vector<std::vector<int>>& se
 
 }  // namespace
 
+ModelConfig training_config(const TrainSettings& s) {
+  ModelConfig c{s.layers, s.heads, s.d_model, s.context, vocab_of(s), 4 * s.d_model, 1e-5};
+  if (s.architecture == TrainArchitecture::gpt2) return c;
+  c.family = Family::llama;
+  c.n_kv_head = s.kv_heads ? s.kv_heads : s.heads;
+  c.n_inner = std::max<std::size_t>(8, 8 * s.d_model / 3 / 8 * 8);
+  c.norm = NormKind::rms_norm;
+  c.rotary = true;
+  c.qkv_bias = c.out_bias = c.mlp_bias = false;
+  c.mlp = MlpKind::swiglu;
+  return c;
+}
+
 Model initial_model(const TrainSettings& s) {
   if (s.d_model % s.heads != 0) fail("--d-model", "must be divisible by --heads");
-  const ModelConfig c{s.layers, s.heads, s.d_model, s.context, vocab_of(s), 4 * s.d_model, 1e-5};
+  const ModelConfig c = training_config(s);
   SplitMix64 rng(s.seed);
   std::vector<float> p(parameter_count(c));
   const double residual = 0.02 / std::sqrt(2.0 * double(s.layers));
+  using S = TensorSlot;
   for (const ParameterTensor& t : parameter_tensors(c)) {
-    const bool gain = t.name.ends_with("ln_1.weight") || t.name.ends_with("ln_2.weight") || t.name == "ln_f.weight";
+    const bool gain = is_norm_weight(t);
     const bool bias = t.name.ends_with(".bias");
-    const bool mlp = t.name.find("mlp.") != std::string::npos;
-    const bool attention = t.name.find(".attn.") != std::string::npos;
-    const double scale = attention ? s.attention_init : t.name.ends_with("c_proj.weight") ? residual : 0.02;
+    const bool mlp = is_mlp_tensor(t);
+    const bool attention = t.slot == S::attn_weight || t.slot == S::attn_proj_weight;
+    const double scale = attention ? s.attention_init : t.slot == S::mlp_proj_weight ? residual : 0.02;
     for (std::size_t k = 0; k < t.size; ++k)
-      p[t.offset + k] = gain ? 1.0f : bias || (mlp && s.attention_only) ? 0.0f : float(scale * rng.normal());
+      p[t.offset + k] = gain                                ? (c.norm_plus_one ? 0.0f : 1.0f)
+                        : bias || (mlp && s.attention_only) ? 0.0f
+                                                            : float(scale * rng.normal());
   }
   return unflatten(c, p);
 }
 
 TrainingPrice price_training(const TrainSettings& s) {
+  const ModelConfig c = training_config(s);
   const double L = double(s.layers), H = double(s.heads), d = double(s.d_model), n = double(s.context),
-               V = double(vocab_of(s)), inner = 4 * d;
+               V = double(c.vocab_size), W = double(c.qkv_width()), Z = double(c.attention_width()),
+               F = double(c.fc_width()), I = double(c.n_inner);
   TrainingPrice price;
-  // As parameter_count counts them: token and position embeddings, per block two LayerNorms,
-  // attention (3d·d + 3d, d·d + d) and the MLP (d·4d + 4d, 4d·d + d), the final LayerNorm.
-  const double block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * inner + inner) + (inner * d + d);
-  price.parameters = V * d + n * d + L * block + 2 * d;
+  price.parameters = double(c.parameters());
   price.state_bytes = 6 * price.parameters * 4;
-  const double per_layer = 7 * n * d + H * n * n + 2 * n + (s.attention_only ? 0 : n * d + 2 * n + 2 * n * inner);
-  price.activation_bytes = (L * per_layer + 10 * n * d + n * V + n * inner + 2 * n) * 4;
+  const double per_layer =
+      3 * n * d + n * W + H * n * n + n * Z + 4 * n + (s.attention_only ? 0 : n * d + n * F + n * I + 2 * n);
+  price.activation_bytes = (L * per_layer + 8 * n * d + n * W + n * Z + n * F + n * I + n * V + 2 * n) * 4;
   price.batch_bytes = double(s.batch) * (n + 1) * double(sizeof(int));
   return price;
 }
@@ -255,7 +271,7 @@ Model train_model(const TrainSettings& s, const std::function<void(const TrainLo
   const bool phases = has_prev_token_phase(s);
   std::vector<std::uint8_t> first_phase(p.size(), 1), second_phase(p.size(), 1);
   for (const ParameterTensor& t : parameter_tensors(c)) {
-    const bool layer0 = t.name.starts_with("h.0."), block = t.name.starts_with("h.");
+    const bool layer0 = t.layer == 0, block = t.layer != kNotInABlock;
     std::fill_n(first_phase.begin() + t.offset, t.size, std::uint8_t(!block || layer0));
     std::fill_n(second_phase.begin() + t.offset, t.size, std::uint8_t(!layer0));
   }
@@ -280,7 +296,8 @@ Model train_model(const TrainSettings& s, const std::function<void(const TrainLo
     const bool first = phases && step < s.prev_token_steps;
     if (phases && step == s.prev_token_steps)  // layer 0's outputs (attention, MLP), weights and biases, scaled down
       for (const ParameterTensor& t : parameter_tensors(c))
-        if (t.name.starts_with("h.0.attn.c_proj.") || t.name.starts_with("h.0.mlp.c_proj."))
+        if (t.layer == 0 && (t.slot == TensorSlot::attn_proj_weight || t.slot == TensorSlot::attn_proj_bias ||
+                             t.slot == TensorSlot::mlp_proj_weight || t.slot == TensorSlot::mlp_proj_bias))
           for (std::size_t k = 0; k < t.size; ++k)
             p[t.offset + k] = float(p[t.offset + k] * s.layer0_output_scale);
     const std::vector<std::uint8_t>& learns = first ? first_phase : second_phase;
@@ -296,7 +313,7 @@ Model train_model(const TrainSettings& s, const std::function<void(const TrainLo
     adam.step(p, g, rate, phases ? std::span<const std::uint8_t>(learns) : std::span<const std::uint8_t>());
     if (s.attention_only)  // the MLPs stay zero: the checkpoint then computes the same function anywhere
       for (const ParameterTensor& t : parameter_tensors(c))
-        if (t.name.find("mlp.") != std::string::npos) std::fill_n(p.begin() + t.offset, t.size, 0.0f);
+        if (is_mlp_tensor(t)) std::fill_n(p.begin() + t.offset, t.size, 0.0f);
   }
   log(step, loss);
   return unflatten(c, p);

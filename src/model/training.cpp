@@ -1,6 +1,7 @@
-// GPT-2's loss and its gradient, written by hand, and AdamW (attnlab/model/training.hpp).
-// Each step's backward sits beside its forward; shapes are in the comments (n positions,
-// d = n_embd, H heads of dh, I = the MLP's width, V the vocabulary).
+// The loss and its gradient for every family the model layer runs, written by hand, and
+// AdamW (attnlab/model/training.hpp). Each step's backward sits beside its forward; shapes
+// are in the comments (n positions, d = n_embd, H query heads and H_kv KV heads of hd,
+// W = qkv_width, Z = H·hd, F = fc_width, I the MLP's inner width, V the vocabulary).
 #include "attnlab/model/training.hpp"
 
 #include "attnlab/model/forward.hpp"
@@ -18,76 +19,32 @@
 
 namespace attnlab {
 
-std::vector<ParameterTensor> parameter_tensors(const ModelConfig& c) {
-  const std::size_t d = c.n_embd, inner = c.n_inner;
-  std::vector<ParameterTensor> out;
-  std::size_t offset = 0;
-  const auto add = [&](std::string name, std::vector<std::size_t> shape) {
-    std::size_t size = 1;
-    for (std::size_t s : shape)
-      size *= s;
-    out.push_back({std::move(name), std::move(shape), offset, size});
-    offset += size;
-  };
-  add("wte.weight", {c.vocab_size, d});
-  add("wpe.weight", {c.n_positions, d});
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const std::string h = fmt::format("h.{}.", l);
-    add(h + "ln_1.weight", {d});
-    add(h + "ln_1.bias", {d});
-    add(h + "attn.c_attn.weight", {d, 3 * d});
-    add(h + "attn.c_attn.bias", {3 * d});
-    add(h + "attn.c_proj.weight", {d, d});
-    add(h + "attn.c_proj.bias", {d});
-    add(h + "ln_2.weight", {d});
-    add(h + "ln_2.bias", {d});
-    add(h + "mlp.c_fc.weight", {d, inner});
-    add(h + "mlp.c_fc.bias", {inner});
-    add(h + "mlp.c_proj.weight", {inner, d});
-    add(h + "mlp.c_proj.bias", {d});
-  }
-  add("ln_f.weight", {d});
-  add("ln_f.bias", {d});
-  return out;
-}
-
-std::size_t parameter_count(const ModelConfig& c) {
-  const auto tensors = parameter_tensors(c);
-  return tensors.back().offset + tensors.back().size;
-}
+std::size_t parameter_count(const ModelConfig& c) { return c.parameters(); }
 
 namespace {
 
-// The model's tensors as pointers into a flat vector (P is const T* or T*), in the order of
-// parameter_tensors.
+// The model's tensors as pointers into a flat vector (P is const T* or T*), with a Model's
+// field names so that tensor_of (the parameter table) fills them; a tensor the family does
+// not have stays null.
 template <class P>
-struct LayerView {
-  P ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, mlp_w, mlp_b;
+struct BlockView {
+  P ln_1_weight = nullptr, ln_1_bias = nullptr, attn_weight = nullptr, attn_bias = nullptr;
+  P attn_proj_weight = nullptr, attn_proj_bias = nullptr, q_norm_weight = nullptr, k_norm_weight = nullptr;
+  P post_attn_norm_weight = nullptr, ln_2_weight = nullptr, ln_2_bias = nullptr, mlp_fc_weight = nullptr;
+  P mlp_fc_bias = nullptr, mlp_proj_weight = nullptr, mlp_proj_bias = nullptr, post_mlp_norm_weight = nullptr;
 };
 template <class P>
 struct ModelView {
-  P wte, wpe;
-  std::vector<LayerView<P>> layers;
-  P lnf_w, lnf_b;
+  P wte = nullptr, wpe = nullptr, ln_f_weight = nullptr, ln_f_bias = nullptr, lm_head = nullptr;
+  std::vector<BlockView<P>> blocks;
 };
 
 template <class P>
 ModelView<P> view(const ModelConfig& c, P base) {
-  const std::vector<ParameterTensor> t = parameter_tensors(c);
-  std::size_t k = 0;
-  const auto next = [&] { return base + t[k++].offset; };
   ModelView<P> v;
-  v.wte = next();
-  v.wpe = next();
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    LayerView<P> layer;
-    for (P* field : {&layer.ln1_w, &layer.ln1_b, &layer.attn_w, &layer.attn_b, &layer.proj_w, &layer.proj_b,
-                     &layer.ln2_w, &layer.ln2_b, &layer.fc_w, &layer.fc_b, &layer.mlp_w, &layer.mlp_b})
-      *field = next();
-    v.layers.push_back(layer);
-  }
-  v.lnf_w = next();
-  v.lnf_b = next();
+  v.blocks.resize(c.n_layer);
+  for (const ParameterTensor& t : parameter_tensors(c))
+    tensor_of(v, t) = base + t.offset;
   return v;
 }
 
@@ -103,11 +60,14 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const d
               1.0, A, ta ? int(M) : int(K), B, tb ? int(K) : int(N), beta, C, int(N));
 }
 
-// y[n × m] = x[n × k] · W[k × m] + b.
+// y[n × m] = x[n × k] · W[k × m] + b (no bias when b is null).
 template <class T>
 void linear_forward(const T* x, std::size_t n, std::size_t k, const T* w, const T* b, std::size_t m, T* y) {
   for (std::size_t i = 0; i < n; ++i)
-    std::copy_n(b, m, y + i * m);
+    if (b)
+      std::copy_n(b, m, y + i * m);
+    else
+      std::fill_n(y + i * m, m, T(0));
   gemm(false, false, n, m, k, x, w, T(1), y);
 }
 
@@ -116,51 +76,80 @@ template <class T>
 void linear_backward(const T* x, std::size_t n, std::size_t k, const T* w, std::size_t m, const T* dy, T* dw, T* db,
                      T* dx) {
   gemm(true, false, k, m, n, x, dy, T(1), dw);
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < m; ++j)
-      db[j] += dy[i * m + j];
+  if (db)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < m; ++j)
+        db[j] += dy[i * m + j];
   gemm(false, true, n, k, m, dy, w, T(0), dx);
 }
 
-// y = (x − mean)·rstd·γ + β per row, rstd = 1/√(var + ε) (the biased variance).
+// A norm over rows of d numbers, `stride` apart (a head's slice of q | k | v, or a whole row):
+//   LayerNorm: y = (x − mean)·rstd·γ + β, rstd = 1/√(var + ε) (the biased variance)
+//   RMSNorm:   y = x·rstd·γ,              rstd = 1/√(mean(x²) + ε)
+// γ read as 1 + γ where the family stores w − 1 (Gemma); β absent for RMSNorm.
+struct NormShape {
+  NormKind kind;
+  bool plus_one;
+  double epsilon;
+  std::size_t d, stride;
+};
+
+NormShape block_norm(const ModelConfig& c) {
+  return {c.norm, c.norm_plus_one, c.layer_norm_epsilon, c.n_embd, c.n_embd};
+}
+
+// What a norm's backward needs of its forward: per row, the mean (0 for RMSNorm) and rstd.
 template <class T>
-void layer_norm_forward(const T* x, std::size_t n, std::size_t d, const T* gamma, const T* beta, double epsilon, T* y,
-                        T* mean, T* rstd) {
+struct NormStats {
+  std::vector<T> mean, rstd;
+};
+
+template <class T>
+void norm_forward(const NormShape& s, const T* x, std::size_t n, const T* gamma, const T* beta, T* y,
+                  NormStats<T>& stats) {
+  stats.mean.assign(n, T(0));
+  stats.rstd.assign(n, T(0));
   for (std::size_t i = 0; i < n; ++i) {
-    const T* row = x + i * d;
+    const T* row = x + i * s.stride;
     T mu = 0, var = 0;
-    for (std::size_t c = 0; c < d; ++c)
-      mu += row[c];
-    mu /= T(d);
-    for (std::size_t c = 0; c < d; ++c)
+    if (s.kind == NormKind::layer_norm) {
+      for (std::size_t c = 0; c < s.d; ++c)
+        mu += row[c];
+      mu /= T(s.d);
+    }
+    for (std::size_t c = 0; c < s.d; ++c)
       var += (row[c] - mu) * (row[c] - mu);
-    var /= T(d);
-    const T r = T(1) / std::sqrt(var + T(epsilon));
-    for (std::size_t c = 0; c < d; ++c)
-      y[i * d + c] = (row[c] - mu) * r * gamma[c] + beta[c];
-    mean[i] = mu, rstd[i] = r;
+    var /= T(s.d);
+    const T r = T(1) / std::sqrt(var + T(s.epsilon));
+    for (std::size_t c = 0; c < s.d; ++c)
+      y[i * s.stride + c] = (row[c] - mu) * r * (s.plus_one ? T(1) + gamma[c] : gamma[c]) + (beta ? beta[c] : T(0));
+    stats.mean[i] = mu, stats.rstd[i] = r;
   }
 }
 
-// Its backward: dγ += Σ dy·x̂, dβ += Σ dy, dx += rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂)), dx̂ = dy·γ.
+// Its backward, x̂ = (x − mean)·rstd and dx̂ = dy·γ: dγ += Σ dy·x̂, dβ += Σ dy,
+//   LayerNorm: dx += rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂))
+//   RMSNorm:   dx += rstd·(dx̂ − x̂·mean(dx̂·x̂))
 template <class T>
-void layer_norm_backward(const T* x, std::size_t n, std::size_t d, const T* gamma, const T* mean, const T* rstd,
-                         const T* dy, T* dgamma, T* dbeta, T* dx) {
-  std::vector<T> xhat(d), dxhat(d);
+void norm_backward(const NormShape& s, const T* x, std::size_t n, const T* gamma, const NormStats<T>& stats,
+                   const T* dy, T* dgamma, T* dbeta, T* dx) {
+  std::vector<T> xhat(s.d), dxhat(s.d);
   for (std::size_t i = 0; i < n; ++i) {
+    const T* row = x + i * s.stride;
+    const T* drow = dy + i * s.stride;
     T mean_dxhat = 0, mean_dxhat_xhat = 0;
-    for (std::size_t c = 0; c < d; ++c) {
-      xhat[c] = (x[i * d + c] - mean[i]) * rstd[i];
-      dxhat[c] = dy[i * d + c] * gamma[c];
-      dgamma[c] += dy[i * d + c] * xhat[c];
-      dbeta[c] += dy[i * d + c];
+    for (std::size_t c = 0; c < s.d; ++c) {
+      xhat[c] = (row[c] - stats.mean[i]) * stats.rstd[i];
+      dxhat[c] = drow[c] * (s.plus_one ? T(1) + gamma[c] : gamma[c]);
+      dgamma[c] += drow[c] * xhat[c];
+      if (dbeta) dbeta[c] += drow[c];
       mean_dxhat += dxhat[c];
       mean_dxhat_xhat += dxhat[c] * xhat[c];
     }
-    mean_dxhat /= T(d);
-    mean_dxhat_xhat /= T(d);
-    for (std::size_t c = 0; c < d; ++c)
-      dx[i * d + c] += rstd[i] * (dxhat[c] - mean_dxhat - xhat[c] * mean_dxhat_xhat);
+    mean_dxhat = s.kind == NormKind::layer_norm ? mean_dxhat / T(s.d) : T(0);
+    mean_dxhat_xhat /= T(s.d);
+    for (std::size_t c = 0; c < s.d; ++c)
+      dx[i * s.stride + c] += stats.rstd[i] * (dxhat[c] - mean_dxhat - xhat[c] * mean_dxhat_xhat);
   }
 }
 
@@ -178,86 +167,209 @@ T gelu_derivative(T x) {
   const T s = T(1) / (T(1) + std::exp(T(-2) * u));
   return s + x * s * (T(1) - s) * T(2 * kGeluK) * (T(1) + T(3 * kGeluC) * x * x);
 }
-
-// What one block's forward keeps for its backward (one sequence of n positions).
+// SiLU x·σ(x) and its derivative σ(x)·(1 + x·(1 − σ(x))).
 template <class T>
-struct BlockActivations {
-  std::vector<T> x_in;                     // [n × d] the residual stream entering the block
-  std::vector<T> ln1, ln1_mean, ln1_rstd;  // [n × d], [n], [n]
-  std::vector<T> qkv;                      // [n × 3d] Q | K | V
-  std::vector<T> probs;                    // [H × n × n] each head's causal softmax
-  std::vector<T> z;                        // [n × d] the heads' outputs, side by side
-  std::vector<T> x_mid;                    // [n × d] after attention's residual
-  std::vector<T> ln2, ln2_mean, ln2_rstd;  // MLP input (empty when attention-only)
-  std::vector<T> fc, gelu;                 // [n × I] before and after the GELU
+T silu(T x) {
+  return x / (T(1) + std::exp(-x));
+}
+template <class T>
+T silu_derivative(T x) {
+  const T s = T(1) / (T(1) + std::exp(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
+
+// The MLP's activation over h = x·W_fc + b ([n × fc_width]) into act ([n × I]): GELU(h), or
+// the gated f(gate) ⊙ up with h = gate | up (f SiLU for SwiGLU, GELU for GeGLU).
+template <class T>
+void activation_forward(const ModelConfig& c, const T* h, std::size_t n, T* act) {
+  const std::size_t I = c.n_inner, width = c.fc_width();
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < I; ++j) {
+      const T gate = h[i * width + j];
+      switch (c.mlp) {
+        case MlpKind::gelu: act[i * I + j] = gelu(gate); break;
+        case MlpKind::swiglu: act[i * I + j] = silu(gate) * h[i * width + I + j]; break;
+        case MlpKind::geglu: act[i * I + j] = gelu(gate) * h[i * width + I + j]; break;
+      }
+    }
+}
+
+// Its backward: dgate = dact·f'(gate) (· up when gated), dup = dact·f(gate).
+template <class T>
+void activation_backward(const ModelConfig& c, const T* h, const T* dact, std::size_t n, T* dh) {
+  const std::size_t I = c.n_inner, width = c.fc_width();
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < I; ++j) {
+      const T gate = h[i * width + j], da = dact[i * I + j];
+      if (c.mlp == MlpKind::gelu) {
+        dh[i * width + j] = da * gelu_derivative(gate);
+        continue;
+      }
+      const T up = h[i * width + I + j];
+      const bool silu_gate = c.mlp == MlpKind::swiglu;
+      dh[i * width + j] = da * up * (silu_gate ? silu_derivative(gate) : gelu_derivative(gate));
+      dh[i * width + I + j] = da * (silu_gate ? silu(gate) : gelu(gate));
+    }
+}
+
+// Where a layer's heads sit in a q | k | v row and how they attend (as the forward's
+// HeadLayout): query head h reads KV head h / (H / H_kv).
+struct Heads {
+  std::size_t H, H_kv, hd, width;
+  double scale;
+  std::size_t window;  // 0: every earlier key; else the last `window` keys, the query's own included
+  std::size_t q(std::size_t h) const { return h * hd; }
+  std::size_t k(std::size_t g) const { return (H + g) * hd; }
+  std::size_t v(std::size_t g) const { return (H + H_kv + g) * hd; }
+  std::size_t kv_of(std::size_t h) const { return h / (H / H_kv); }
+  std::size_t first_key(std::size_t i) const { return window && i + 1 > window ? i + 1 - window : 0; }
 };
 
-// Causal multi-head attention: probs[h][i][j] = softmax_j≤i(q_i·k_j/√dh), z_i = Σ_j p_ij v_j.
+Heads heads_of(const ModelConfig& c, std::size_t layer) {
+  const std::size_t hd = c.head_dim();
+  return {
+      c.n_head,       c.kv_heads(), hd, c.qkv_width(), c.query_scale > 0 ? c.query_scale : 1.0 / std::sqrt(double(hd)),
+      c.window(layer)};
+}
+
+// Rotary positions on q and k in place (token i at position i): pairs (x_j, x_{j + r/2}) of
+// each head rotated by i·f_j (rope_frequencies, the forward's). The backward rotates the
+// gradients back, by −i·f_j (a rotation's transpose is its inverse).
 template <class T>
-void attention_forward(const T* qkv, std::size_t n, std::size_t d, std::size_t heads, T* probs, T* z) {
-  const std::size_t dh = d / heads;
-  const T scale = T(1) / std::sqrt(T(dh));
-  std::fill_n(z, n * d, T(0));
-  for (std::size_t h = 0; h < heads; ++h)
+void rotate_queries_and_keys(const ModelConfig& c, std::size_t layer, const Heads& at, T* qkv, std::size_t n,
+                             bool inverse) {
+  if (!c.rotary) return;
+  const std::vector<double> f = rope_frequencies(c, layer);
+  const std::size_t half = f.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    T* row = qkv + i * at.width;
+    for (std::size_t j = 0; j < half; ++j) {
+      const T cos = T(std::cos(double(i) * f[j])), sin = T((inverse ? -1 : 1) * std::sin(double(i) * f[j]));
+      const auto rotate = [&](T* head) {
+        const T x1 = head[j], x2 = head[j + half];
+        head[j] = x1 * cos - x2 * sin;
+        head[j + half] = x2 * cos + x1 * sin;
+      };
+      for (std::size_t h = 0; h < at.H; ++h)
+        rotate(row + at.q(h));
+      for (std::size_t g = 0; g < at.H_kv; ++g)
+        rotate(row + at.k(g));
+    }
+  }
+}
+
+// Causal attention: probs[h][i][j] = softmax_j(q_i·k_j·scale) over the keys query i sees,
+// z_i = Σ_j p_ij v_j, with q from head h and k, v from its KV head.
+template <class T>
+void attention_forward(const Heads& at, const T* qkv, std::size_t n, T* probs, T* z) {
+  const std::size_t zw = at.H * at.hd;
+  std::fill_n(z, n * zw, T(0));
+  for (std::size_t h = 0; h < at.H; ++h)
     for (std::size_t i = 0; i < n; ++i) {
       T* p = probs + (h * n + i) * n;
-      const T* q = qkv + i * 3 * d + h * dh;
+      std::fill(p, p + n, T(0));
+      const T* q = qkv + i * at.width + at.q(h);
+      const std::size_t j0 = at.first_key(i);
       T largest = -INFINITY;
-      for (std::size_t j = 0; j <= i; ++j) {
-        const T* k = qkv + j * 3 * d + d + h * dh;
+      for (std::size_t j = j0; j <= i; ++j) {
+        const T* k = qkv + j * at.width + at.k(at.kv_of(h));
         T s = 0;
-        for (std::size_t c = 0; c < dh; ++c)
+        for (std::size_t c = 0; c < at.hd; ++c)
           s += q[c] * k[c];
-        p[j] = s * scale;
+        p[j] = s * T(at.scale);
         largest = std::max(largest, p[j]);
       }
       T sum = 0;
-      for (std::size_t j = 0; j <= i; ++j)
+      for (std::size_t j = j0; j <= i; ++j)
         sum += p[j] = std::exp(p[j] - largest);
-      for (std::size_t j = 0; j <= i; ++j)
+      for (std::size_t j = j0; j <= i; ++j) {
         p[j] /= sum;
-      std::fill(p + i + 1, p + n, T(0));
-      for (std::size_t j = 0; j <= i; ++j) {
-        const T* v = qkv + j * 3 * d + 2 * d + h * dh;
-        for (std::size_t c = 0; c < dh; ++c)
-          z[i * d + h * dh + c] += p[j] * v[c];
+        const T* v = qkv + j * at.width + at.v(at.kv_of(h));
+        for (std::size_t c = 0; c < at.hd; ++c)
+          z[i * zw + h * at.hd + c] += p[j] * v[c];
       }
     }
 }
 
 // Its backward: dv_j += Σ_i p_ij dz_i; dp_ij = dz_i·v_j; ds_ij = p_ij (dp_ij − Σ_j' p_ij' dp_ij');
-// dq_i += Σ_j ds_ij k_j / √dh; dk_j += Σ_i ds_ij q_i / √dh.
+// dq_i += Σ_j ds_ij k_j · scale; dk_j += Σ_i ds_ij q_i · scale (a KV head's gradients summed
+// over the query heads that share it).
 template <class T>
-void attention_backward(const T* qkv, const T* probs, const T* dz, std::size_t n, std::size_t d, std::size_t heads,
-                        T* dqkv) {
-  const std::size_t dh = d / heads;
-  const T scale = T(1) / std::sqrt(T(dh));
-  std::fill_n(dqkv, n * 3 * d, T(0));
+void attention_backward(const Heads& at, const T* qkv, const T* probs, const T* dz, std::size_t n, T* dqkv) {
+  const std::size_t zw = at.H * at.hd;
+  std::fill_n(dqkv, n * at.width, T(0));
   std::vector<T> dp(n);
-  for (std::size_t h = 0; h < heads; ++h)
+  for (std::size_t h = 0; h < at.H; ++h)
     for (std::size_t i = 0; i < n; ++i) {
       const T* p = probs + (h * n + i) * n;
-      const T* dzi = dz + i * d + h * dh;
+      const T* dzi = dz + i * zw + h * at.hd;
+      const std::size_t j0 = at.first_key(i), g = at.kv_of(h);
       T weighted = 0;  // Σ_j p_ij dp_ij
-      for (std::size_t j = 0; j <= i; ++j) {
-        const T* v = qkv + j * 3 * d + 2 * d + h * dh;
-        T* dv = dqkv + j * 3 * d + 2 * d + h * dh;
+      for (std::size_t j = j0; j <= i; ++j) {
+        const T* v = qkv + j * at.width + at.v(g);
+        T* dv = dqkv + j * at.width + at.v(g);
         T s = 0;
-        for (std::size_t c = 0; c < dh; ++c)
+        for (std::size_t c = 0; c < at.hd; ++c)
           s += dzi[c] * v[c], dv[c] += p[j] * dzi[c];
         dp[j] = s;
         weighted += p[j] * s;
       }
-      const T* q = qkv + i * 3 * d + h * dh;
-      T* dq = dqkv + i * 3 * d + h * dh;
-      for (std::size_t j = 0; j <= i; ++j) {
-        const T ds = p[j] * (dp[j] - weighted) * scale;
-        const T* k = qkv + j * 3 * d + d + h * dh;
-        T* dk = dqkv + j * 3 * d + d + h * dh;
-        for (std::size_t c = 0; c < dh; ++c)
+      const T* q = qkv + i * at.width + at.q(h);
+      T* dq = dqkv + i * at.width + at.q(h);
+      for (std::size_t j = j0; j <= i; ++j) {
+        const T ds = p[j] * (dp[j] - weighted) * T(at.scale);
+        const T* k = qkv + j * at.width + at.k(g);
+        T* dk = dqkv + j * at.width + at.k(g);
+        for (std::size_t c = 0; c < at.hd; ++c)
           dq[c] += ds * k[c], dk[c] += ds * q[c];
       }
     }
+}
+
+// What one block's forward keeps for its backward (one sequence of n positions; d the
+// width, W = qkv_width, Z = H·head_dim, F = fc_width, I the MLP's inner width).
+template <class T>
+struct BlockActivations {
+  std::vector<T> x_in;                       // [n × d] the residual stream entering the block
+  std::vector<T> ln1;                        // [n × d] norm_1(x_in)
+  NormStats<T> ln1_stats;                    //
+  std::vector<T> qkv_raw;                    // [n × W] ln1 · W_qkv + b, before QK-norm (QK-norm only)
+  std::vector<NormStats<T>> q_norm, k_norm;  // per query / KV head (QK-norm only)
+  std::vector<T> qkv;                        // [n × W] normed and rotated: what the heads read
+  std::vector<T> probs;                      // [H × n × n] each head's softmax
+  std::vector<T> z;                          // [n × Z] the heads' outputs side by side
+  std::vector<T> attn_out;                   // [n × d] z · W_o + b_o, before the sandwich norm (sandwich only)
+  NormStats<T> post_attn_stats;              //
+  std::vector<T> x_mid;                      // [n × d] after attention's residual
+  std::vector<T> ln2;                        // [n × d] the MLP's input (empty when attention-only)
+  NormStats<T> ln2_stats;                    //
+  std::vector<T> fc, act;                    // [n × F] before and [n × I] after the activation
+  std::vector<T> mlp_out;                    // [n × d] before the sandwich norm (sandwich only)
+  NormStats<T> post_mlp_stats;               //
+};
+
+// x += norm(y) with sandwich norms, else x += y; `kept` receives y when it is normed.
+template <class T>
+void add_to_residual(const ModelConfig& c, const T* gamma, std::vector<T>& y, std::vector<T>& kept, NormStats<T>& stats,
+                     std::vector<T>& x, std::size_t n) {
+  if (c.sandwich_norms) {
+    kept = y;
+    norm_forward(block_norm(c), kept.data(), n, gamma, static_cast<const T*>(nullptr), y.data(), stats);
+  }
+  for (std::size_t k = 0; k < x.size(); ++k)
+    x[k] += y[k];
+}
+
+// The gradient reaching y from the residual's gradient dx (through the sandwich norm when there is one).
+template <class T>
+const std::vector<T>& from_residual(const ModelConfig& c, const T* gamma, const std::vector<T>& kept,
+                                    const NormStats<T>& stats, const std::vector<T>& dx, T* dgamma,
+                                    std::vector<T>& scratch, std::size_t n) {
+  if (!c.sandwich_norms) return dx;
+  scratch.assign(dx.size(), T(0));
+  norm_backward(block_norm(c), kept.data(), n, gamma, stats, dx.data(), dgamma, static_cast<T*>(nullptr),
+                scratch.data());
+  return scratch;
 }
 
 // One sequence: the loss summed over its predictions, and (scaled by `weight`, 1 / the
@@ -265,45 +377,58 @@ void attention_backward(const T* qkv, const T* probs, const T* dz, std::size_t n
 template <class T>
 T sequence_loss_and_gradients(const ModelConfig& c, const ModelView<const T*>& w, const std::vector<int>& ids, T weight,
                               const ModelView<T*>& g, bool attention_only) {
-  const std::size_t n = ids.size() - 1, d = c.n_embd, heads = c.n_head, inner = c.n_inner, V = c.vocab_size;
+  const std::size_t n = ids.size() - 1, d = c.n_embd, V = c.vocab_size, W = c.qkv_width(), Z = c.attention_width(),
+                    F = c.fc_width(), I = c.n_inner, hd = c.head_dim();
+  const NormShape norm = block_norm(c);
+  const T embedding_scale = T(c.embedding_scale);
   // ---- forward ----
-  std::vector<T> x(n * d);  // x_t = wte[ids_t] + wpe[t]
+  std::vector<T> x(n * d);  // x_t = wte[ids_t] · scale (+ wpe[t] for learned positions)
   for (std::size_t t = 0; t < n; ++t)
     for (std::size_t k = 0; k < d; ++k)
-      x[t * d + k] = w.wte[ids[t] * d + k] + w.wpe[t * d + k];
+      x[t * d + k] = w.wte[ids[t] * d + k] * embedding_scale + (w.wpe ? w.wpe[t * d + k] : T(0));
   std::vector<BlockActivations<T>> acts(c.n_layer);
-  std::vector<T> tmp(n * d);
+  std::vector<T> y(n * d);
   for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const LayerView<const T*>& p = w.layers[l];
+    const BlockView<const T*>& p = w.blocks[l];
     BlockActivations<T>& a = acts[l];
+    const Heads at = heads_of(c, l);
     a.x_in = x;
-    a.ln1.resize(n * d), a.ln1_mean.resize(n), a.ln1_rstd.resize(n);
-    layer_norm_forward(x.data(), n, d, p.ln1_w, p.ln1_b, c.layer_norm_epsilon, a.ln1.data(), a.ln1_mean.data(),
-                       a.ln1_rstd.data());
-    a.qkv.resize(n * 3 * d);
-    linear_forward(a.ln1.data(), n, d, p.attn_w, p.attn_b, 3 * d, a.qkv.data());
-    a.probs.resize(heads * n * n), a.z.resize(n * d);
-    attention_forward(a.qkv.data(), n, d, heads, a.probs.data(), a.z.data());
-    linear_forward(a.z.data(), n, d, p.proj_w, p.proj_b, d, tmp.data());
-    for (std::size_t k = 0; k < n * d; ++k)
-      x[k] += tmp[k];
+    a.ln1.resize(n * d);
+    norm_forward(norm, x.data(), n, p.ln_1_weight, p.ln_1_bias, a.ln1.data(), a.ln1_stats);
+    a.qkv.resize(n * W);
+    linear_forward(a.ln1.data(), n, d, p.attn_weight, p.attn_bias, W, a.qkv.data());
+    if (c.qk_norm) {  // each q and k head RMS-normed by its weight [hd]
+      a.qkv_raw = a.qkv;
+      const NormShape head{NormKind::rms_norm, c.norm_plus_one, c.layer_norm_epsilon, hd, W};
+      a.q_norm.resize(at.H), a.k_norm.resize(at.H_kv);
+      for (std::size_t h = 0; h < at.H; ++h)
+        norm_forward(head, a.qkv_raw.data() + at.q(h), n, p.q_norm_weight, static_cast<const T*>(nullptr),
+                     a.qkv.data() + at.q(h), a.q_norm[h]);
+      for (std::size_t kv = 0; kv < at.H_kv; ++kv)
+        norm_forward(head, a.qkv_raw.data() + at.k(kv), n, p.k_norm_weight, static_cast<const T*>(nullptr),
+                     a.qkv.data() + at.k(kv), a.k_norm[kv]);
+    }
+    rotate_queries_and_keys(c, l, at, a.qkv.data(), n, false);
+    a.probs.resize(at.H * n * n), a.z.resize(n * Z);
+    attention_forward(at, a.qkv.data(), n, a.probs.data(), a.z.data());
+    linear_forward(a.z.data(), n, Z, p.attn_proj_weight, p.attn_proj_bias, d, y.data());
+    add_to_residual(c, p.post_attn_norm_weight, y, a.attn_out, a.post_attn_stats, x, n);
     a.x_mid = x;
     if (attention_only) continue;
-    a.ln2.resize(n * d), a.ln2_mean.resize(n), a.ln2_rstd.resize(n);
-    layer_norm_forward(x.data(), n, d, p.ln2_w, p.ln2_b, c.layer_norm_epsilon, a.ln2.data(), a.ln2_mean.data(),
-                       a.ln2_rstd.data());
-    a.fc.resize(n * inner), a.gelu.resize(n * inner);
-    linear_forward(a.ln2.data(), n, d, p.fc_w, p.fc_b, inner, a.fc.data());
-    for (std::size_t k = 0; k < n * inner; ++k)
-      a.gelu[k] = gelu(a.fc[k]);
-    linear_forward(a.gelu.data(), n, inner, p.mlp_w, p.mlp_b, d, tmp.data());
-    for (std::size_t k = 0; k < n * d; ++k)
-      x[k] += tmp[k];
+    a.ln2.resize(n * d);
+    norm_forward(norm, x.data(), n, p.ln_2_weight, p.ln_2_bias, a.ln2.data(), a.ln2_stats);
+    a.fc.resize(n * F), a.act.resize(n * I);
+    linear_forward(a.ln2.data(), n, d, p.mlp_fc_weight, p.mlp_fc_bias, F, a.fc.data());
+    activation_forward(c, a.fc.data(), n, a.act.data());
+    linear_forward(a.act.data(), n, I, p.mlp_proj_weight, p.mlp_proj_bias, d, y.data());
+    add_to_residual(c, p.post_mlp_norm_weight, y, a.mlp_out, a.post_mlp_stats, x, n);
   }
-  std::vector<T> lnf(n * d), lnf_mean(n), lnf_rstd(n), logits(n * V);
-  layer_norm_forward(x.data(), n, d, w.lnf_w, w.lnf_b, c.layer_norm_epsilon, lnf.data(), lnf_mean.data(),
-                     lnf_rstd.data());
-  gemm(false, true, n, V, d, lnf.data(), w.wte, T(0), logits.data());  // logits = LN_f(x) · wteᵀ
+  std::vector<T> lnf(n * d), logits(n * V);
+  NormStats<T> lnf_stats;
+  norm_forward(norm, x.data(), n, w.ln_f_weight, w.ln_f_bias, lnf.data(), lnf_stats);
+  const T* unembedding = c.tied ? w.wte : w.lm_head;
+  T* d_unembedding = c.tied ? g.wte : g.lm_head;
+  gemm(false, true, n, V, d, lnf.data(), unembedding, T(0), logits.data());  // logits = norm_f(x) · Uᵀ
   // Cross-entropy, and dlogits = (softmax − onehot(target)) · weight.
   T loss = 0;
   std::vector<T>& dlogits = logits;  // reused in place
@@ -320,35 +445,59 @@ T sequence_loss_and_gradients(const ModelConfig& c, const ModelView<const T*>& w
     dlogits[t * V + target] -= weight;
   }
   // ---- backward ----
-  gemm(true, false, V, d, n, dlogits.data(), lnf.data(), T(1), g.wte);  // dwte += dlogitsᵀ · LN_f(x)
+  gemm(true, false, V, d, n, dlogits.data(), lnf.data(), T(1), d_unembedding);  // dU += dlogitsᵀ · norm_f(x)
   std::vector<T> dlnf(n * d), dx(n * d, T(0));
-  gemm(false, false, n, d, V, dlogits.data(), w.wte, T(0), dlnf.data());  // dLN_f = dlogits · wte
-  layer_norm_backward(x.data(), n, d, w.lnf_w, lnf_mean.data(), lnf_rstd.data(), dlnf.data(), g.lnf_w, g.lnf_b,
-                      dx.data());
-  std::vector<T> dqkv(n * 3 * d), dz(n * d), dln(n * d), dgelu(n * inner);
+  gemm(false, false, n, d, V, dlogits.data(), unembedding, T(0), dlnf.data());  // dnorm_f = dlogits · U
+  norm_backward(norm, x.data(), n, w.ln_f_weight, lnf_stats, dlnf.data(), g.ln_f_weight, g.ln_f_bias, dx.data());
+  std::vector<T> dqkv(n * W), dz(n * Z), dln(n * d), dfc(n * F), dact(n * I), scratch;
   for (std::size_t l = c.n_layer; l-- > 0;) {
-    const LayerView<const T*>& p = w.layers[l];
-    const LayerView<T*>& q = g.layers[l];
+    const BlockView<const T*>& p = w.blocks[l];
+    const BlockView<T*>& q = g.blocks[l];
     const BlockActivations<T>& a = acts[l];
+    const Heads at = heads_of(c, l);
     // dx is the gradient at the block's output; the residuals pass it through unchanged.
-    if (!attention_only) {  // x_out = x_mid + GELU(LN_2(x_mid)·W_fc + b_fc)·W_mlp + b_mlp
-      linear_backward(a.gelu.data(), n, inner, p.mlp_w, d, dx.data(), q.mlp_w, q.mlp_b, dgelu.data());
-      for (std::size_t k = 0; k < n * inner; ++k)
-        dgelu[k] *= gelu_derivative(a.fc[k]);
-      linear_backward(a.ln2.data(), n, d, p.fc_w, inner, dgelu.data(), q.fc_w, q.fc_b, dln.data());
-      layer_norm_backward(a.x_mid.data(), n, d, p.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), dln.data(), q.ln2_w,
-                          q.ln2_b, dx.data());
+    if (!attention_only) {  // x_out = x_mid + [norm](act(norm_2(x_mid)·W_fc + b_fc)·W_mlp + b_mlp)
+      const std::vector<T>& dy =
+          from_residual(c, p.post_mlp_norm_weight, a.mlp_out, a.post_mlp_stats, dx, q.post_mlp_norm_weight, scratch, n);
+      linear_backward(a.act.data(), n, I, p.mlp_proj_weight, d, dy.data(), q.mlp_proj_weight, q.mlp_proj_bias,
+                      dact.data());
+      activation_backward(c, a.fc.data(), dact.data(), n, dfc.data());
+      linear_backward(a.ln2.data(), n, d, p.mlp_fc_weight, F, dfc.data(), q.mlp_fc_weight, q.mlp_fc_bias, dln.data());
+      norm_backward(norm, a.x_mid.data(), n, p.ln_2_weight, a.ln2_stats, dln.data(), q.ln_2_weight, q.ln_2_bias,
+                    dx.data());
     }
-    // x_mid = x_in + Attention(LN_1(x_in))·W_proj + b_proj
-    linear_backward(a.z.data(), n, d, p.proj_w, d, dx.data(), q.proj_w, q.proj_b, dz.data());
-    attention_backward(a.qkv.data(), a.probs.data(), dz.data(), n, d, heads, dqkv.data());
-    linear_backward(a.ln1.data(), n, d, p.attn_w, 3 * d, dqkv.data(), q.attn_w, q.attn_b, dln.data());
-    layer_norm_backward(a.x_in.data(), n, d, p.ln1_w, a.ln1_mean.data(), a.ln1_rstd.data(), dln.data(), q.ln1_w,
-                        q.ln1_b, dx.data());
+    // x_mid = x_in + [norm](Attention(norm_1(x_in))·W_o + b_o)
+    const std::vector<T>& dy = from_residual(c, p.post_attn_norm_weight, a.attn_out, a.post_attn_stats, dx,
+                                             q.post_attn_norm_weight, scratch, n);
+    linear_backward(a.z.data(), n, Z, p.attn_proj_weight, d, dy.data(), q.attn_proj_weight, q.attn_proj_bias,
+                    dz.data());
+    attention_backward(at, a.qkv.data(), a.probs.data(), dz.data(), n, dqkv.data());
+    rotate_queries_and_keys(c, l, at, dqkv.data(), n, true);
+    if (c.qk_norm) {  // through each head's RMSNorm: the gradient at the projection's output
+      const NormShape head{NormKind::rms_norm, c.norm_plus_one, c.layer_norm_epsilon, hd, W};
+      std::vector<T> dnormed = dqkv;
+      for (std::size_t h = 0; h < at.H; ++h) {
+        for (std::size_t i = 0; i < n; ++i)
+          std::fill_n(dqkv.data() + i * W + at.q(h), hd, T(0));
+        norm_backward(head, a.qkv_raw.data() + at.q(h), n, p.q_norm_weight, a.q_norm[h], dnormed.data() + at.q(h),
+                      q.q_norm_weight, static_cast<T*>(nullptr), dqkv.data() + at.q(h));
+      }
+      for (std::size_t kv = 0; kv < at.H_kv; ++kv) {
+        for (std::size_t i = 0; i < n; ++i)
+          std::fill_n(dqkv.data() + i * W + at.k(kv), hd, T(0));
+        norm_backward(head, a.qkv_raw.data() + at.k(kv), n, p.k_norm_weight, a.k_norm[kv], dnormed.data() + at.k(kv),
+                      q.k_norm_weight, static_cast<T*>(nullptr), dqkv.data() + at.k(kv));
+      }
+    }
+    linear_backward(a.ln1.data(), n, d, p.attn_weight, W, dqkv.data(), q.attn_weight, q.attn_bias, dln.data());
+    norm_backward(norm, a.x_in.data(), n, p.ln_1_weight, a.ln1_stats, dln.data(), q.ln_1_weight, q.ln_1_bias,
+                  dx.data());
   }
-  for (std::size_t t = 0; t < n; ++t)  // x_t = wte[ids_t] + wpe[t]
-    for (std::size_t k = 0; k < d; ++k)
-      g.wte[ids[t] * d + k] += dx[t * d + k], g.wpe[t * d + k] += dx[t * d + k];
+  for (std::size_t t = 0; t < n; ++t)  // x_t = wte[ids_t] · scale (+ wpe[t])
+    for (std::size_t k = 0; k < d; ++k) {
+      g.wte[ids[t] * d + k] += dx[t * d + k] * embedding_scale;
+      if (g.wpe) g.wpe[t * d + k] += dx[t * d + k];
+    }
   return loss;
 }
 
@@ -358,16 +507,10 @@ template <class T>
 std::vector<T> flatten(const Model& m) {
   std::vector<T> out;
   out.reserve(parameter_count(m.config));
-  const auto put = [&](const std::vector<float>& v) { out.insert(out.end(), v.begin(), v.end()); };
-  put(m.wte);
-  put(m.wpe);
-  for (const Block& b : m.blocks)
-    for (const std::vector<float>* v :
-         {&b.ln_1_weight, &b.ln_1_bias, &b.attn_weight, &b.attn_bias, &b.attn_proj_weight, &b.attn_proj_bias,
-          &b.ln_2_weight, &b.ln_2_bias, &b.mlp_fc_weight, &b.mlp_fc_bias, &b.mlp_proj_weight, &b.mlp_proj_bias})
-      put(*v);
-  put(m.ln_f_weight);
-  put(m.ln_f_bias);
+  for (const ParameterTensor& t : parameter_tensors(m.config)) {
+    const std::vector<float>& v = tensor_of(m, t);
+    out.insert(out.end(), v.begin(), v.end());
+  }
   return out;
 }
 template std::vector<float> flatten<float>(const Model&);
@@ -376,25 +519,10 @@ template std::vector<double> flatten<double>(const Model&);
 Model unflatten(const ModelConfig& c, std::span<const float> parameters) {
   Model m;
   m.config = c;
-  const std::vector<ParameterTensor> tensors = parameter_tensors(c);
-  std::size_t k = 0;
-  const auto take = [&] {
-    const ParameterTensor& t = tensors[k++];
-    return std::vector<float>(parameters.begin() + static_cast<std::ptrdiff_t>(t.offset),
-                              parameters.begin() + static_cast<std::ptrdiff_t>(t.offset + t.size));
-  };
-  m.wte = take();
-  m.wpe = take();
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    Block b;
-    for (std::vector<float>* v :
-         {&b.ln_1_weight, &b.ln_1_bias, &b.attn_weight, &b.attn_bias, &b.attn_proj_weight, &b.attn_proj_bias,
-          &b.ln_2_weight, &b.ln_2_bias, &b.mlp_fc_weight, &b.mlp_fc_bias, &b.mlp_proj_weight, &b.mlp_proj_bias})
-      *v = take();
-    m.blocks.push_back(std::move(b));
-  }
-  m.ln_f_weight = take();
-  m.ln_f_bias = take();
+  m.blocks.resize(c.n_layer);
+  for (const ParameterTensor& t : parameter_tensors(c))
+    tensor_of(m, t).assign(parameters.begin() + static_cast<std::ptrdiff_t>(t.offset),
+                           parameters.begin() + static_cast<std::ptrdiff_t>(t.offset + t.size));
   return m;
 }
 
@@ -402,7 +530,7 @@ namespace {
 
 // The widest linear layer of a block: the MLP's, unless there are no MLPs.
 std::size_t block_width(const ModelConfig& c, const TrainingOptions& options) {
-  return options.attention_only ? c.n_embd : c.n_inner;
+  return options.attention_only ? c.qkv_width() : std::max(c.qkv_width(), c.fc_width());
 }
 
 }  // namespace
@@ -431,8 +559,7 @@ T loss_and_gradients(const ModelConfig& c, std::span<const T> parameters, const 
   std::size_t longest = 0;
   for (const std::vector<int>& ids : batch)
     longest = std::max(longest, ids.size() - 1);
-  const std::size_t largest_product =
-      longest * c.n_embd * std::max({3 * c.n_embd, block_width(c, options), c.vocab_size});
+  const std::size_t largest_product = longest * c.n_embd * std::max(block_width(c, options), c.vocab_size);
   const std::size_t cores =
       largest_product < (std::size_t{1} << 18) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
   const std::size_t threads = std::clamp<std::size_t>(options.threads ? options.threads : cores, 1, batch.size());
@@ -471,11 +598,11 @@ template float loss_and_gradients<float>(const ModelConfig&, std::span<const flo
 template double loss_and_gradients<double>(const ModelConfig&, std::span<const double>, const Batch&, std::span<double>,
                                            const TrainingOptions&);
 
-double gpt2_training_flops(const ModelConfig& c, std::size_t n, bool attention_only) {
+double training_flops(const ModelConfig& c, std::size_t n, bool attention_only) {
   double forward = forward_flops(c, n);
-  if (attention_only)
-    forward -=
-        static_cast<double>(c.n_layer) * 2 * static_cast<double>(n) * 2 * static_cast<double>(c.n_embd * c.n_inner);
+  if (attention_only)  // the MLP's two products, d × F and I × d, per token and layer
+    forward -= static_cast<double>(c.n_layer) * 2 * static_cast<double>(n) *
+               static_cast<double>(c.n_embd * c.fc_width() + c.n_inner * c.n_embd);
   return 3 * forward;
 }
 

@@ -183,8 +183,7 @@ std::size_t display_width(const std::string& s) {
   return w;
 }
 
-// A table of text cells with left-aligned, space-separated columns, each line indented.
-std::string render_table(const std::vector<std::vector<std::string>>& rows, std::string_view indent) {
+std::string render_table(const std::vector<std::vector<std::string>>& rows, const TableStyle& style) {
   std::vector<std::size_t> widths;
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size(); ++c) {
@@ -193,11 +192,15 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, std:
     }
   std::string out;
   for (const auto& row : rows) {
-    std::string line(indent);
+    std::string line(style.indent);
     for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(widths[c] - display_width(row[c]) + 3, ' ');
+      const std::string pad(widths[c] - display_width(row[c]), ' ');
+      if (c > 0) line += std::string(style.gap, ' ');
+      const bool left = !style.right_aligned || (c == 0 && style.first_left);
+      line += left ? row[c] + pad : pad + row[c];
     }
+    while (line.size() > style.indent.size() && line.back() == ' ')
+      line.pop_back();
     out += line + "\n";
   }
   return out;

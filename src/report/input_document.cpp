@@ -69,8 +69,7 @@ const json& field(const json& object, const char* name, const std::string& at = 
 }
 
 std::size_t index_of(const json& j, std::string_view name) {
-  if (!j.is_number_unsigned()) bad_field(name, fmt::format("{} is not a whole number >= 0", describe_json(j)));
-  return j.get<std::size_t>();
+  return read_count(j, fmt::format("input document: {}", name));
 }
 
 std::optional<Rope> read_rope(const json& j) {

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/files.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/scenario/price.hpp"
@@ -26,71 +27,25 @@ using nlohmann::json;
 
 namespace {
 
-std::string kind_of(const json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_boolean()) return "a boolean";
-  if (j.is_number()) return "a number";
-  if (j.is_string()) return "a string";
-  if (j.is_array()) return "a list";
-  return "an object";
-}
-
-std::string brief(const json& j) { return describe_json(j); }
-
-void check_known_fields(const json& object, std::string_view where, std::initializer_list<std::string_view> known) {
-  for (const auto& [key, value] : object.items()) {
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string list;
-      for (std::string_view k : known)
-        list += (list.empty() ? "" : ", ") + std::string(k);
-      fail(where.empty() ? key : fmt::format("{}.{}", where, key),
-           fmt::format("unknown field (known fields: {})", list));
-    }
-  }
-}
-
-std::string as_string(const json& j, std::string_view field) {
-  if (!j.is_string()) fail(field, fmt::format("expected a string but got {}", kind_of(j)));
-  return j.get<std::string>();
-}
-
-double as_number(const json& j, std::string_view field) {
-  if (!j.is_number()) fail(field, fmt::format("expected a number but got {} ({})", kind_of(j), brief(j)));
-  const double value = j.get<double>();
-  if (!std::isfinite(value)) fail(field, fmt::format("{} is not a finite number", value));
-  return value;
-}
-
-bool as_bool(const json& j, std::string_view field) {
-  if (!j.is_boolean()) fail(field, fmt::format("expected true or false but got {} ({})", kind_of(j), brief(j)));
-  return j.get<bool>();
-}
-
-std::uint64_t as_count(const json& j, std::string_view field) {
-  if (!j.is_number_integer() || (j.is_number_integer() && !j.is_number_unsigned() && j.get<std::int64_t>() < 0))
-    fail(field, fmt::format("expected a whole number >= 0 but got {}", brief(j)));
-  return j.get<std::uint64_t>();
-}
-
 std::vector<std::string> as_tokens(const json& j, std::string_view field) {
-  if (!j.is_array()) fail(field, fmt::format("expected a list of token strings but got {}", kind_of(j)));
+  if (!j.is_array()) fail(field, fmt::format("expected a list of token strings but got {}", json_kind(j)));
   if (j.empty()) fail(field, "the token list is empty; give at least one token");
   if (j.size() > kMaxTokens)
     fail(field, fmt::format("{} tokens is more than the limit of {}; use a shorter sequence", j.size(), kMaxTokens));
   std::vector<std::string> tokens;
   for (std::size_t i = 0; i < j.size(); ++i)
-    tokens.push_back(as_string(j[i], fmt::format("{}[{}]", field, i)));
+    tokens.push_back(read_string(j[i], fmt::format("{}[{}]", field, i)));
   return tokens;
 }
 
 // A non-empty list of equally long rows of finite numbers.
 Matrix as_matrix(const json& j, std::string_view field, std::size_t max_rows) {
-  if (!j.is_array()) fail(field, fmt::format("expected a matrix (a list of rows) but got {}", kind_of(j)));
+  if (!j.is_array()) fail(field, fmt::format("expected a matrix (a list of rows) but got {}", json_kind(j)));
   if (j.empty()) fail(field, "the matrix has no rows");
   if (j.size() > max_rows) fail(field, fmt::format("{} rows is more than the limit of {}", j.size(), max_rows));
   const json& first = j[0];
   if (!first.is_array())
-    fail(fmt::format("{}[0]", field), fmt::format("expected a row (a list of numbers) but got {}", kind_of(first)));
+    fail(fmt::format("{}[0]", field), fmt::format("expected a row (a list of numbers) but got {}", json_kind(first)));
   const std::size_t cols = first.size();
   if (cols == 0) fail(fmt::format("{}[0]", field), "the row is empty");
   if (cols > kMaxWidth)
@@ -99,13 +54,13 @@ Matrix as_matrix(const json& j, std::string_view field, std::size_t max_rows) {
   for (std::size_t r = 0; r < j.size(); ++r) {
     const std::string row_field = fmt::format("{}[{}]", field, r);
     const json& row = j[r];
-    if (!row.is_array()) fail(row_field, fmt::format("expected a row (a list of numbers) but got {}", kind_of(row)));
+    if (!row.is_array()) fail(row_field, fmt::format("expected a row (a list of numbers) but got {}", json_kind(row)));
     if (row.size() != cols)
       fail(row_field,
            fmt::format("ragged matrix: this row has {} numbers but row 0 has {}; every row needs the same length",
                        row.size(), cols));
     for (std::size_t c = 0; c < cols; ++c)
-      m(r, c) = as_number(row[c], fmt::format("{}[{}]", row_field, c));
+      m(r, c) = read_number(row[c], fmt::format("{}[{}]", row_field, c));
   }
   return m;
 }
@@ -126,20 +81,20 @@ Positions as_positions(const json& j) {
       fail("positions", "sincos-pair needs a frequency: write {\"kind\": \"sincos-pair\", \"omega\": 0.5}");
     return p;
   }
-  if (!j.is_object()) fail("positions", fmt::format("expected a string or an object but got {}", kind_of(j)));
-  check_known_fields(j, "positions", {"kind", "omega", "pairs", "frequencies"});
+  if (!j.is_object()) fail("positions", fmt::format("expected a string or an object but got {}", json_kind(j)));
+  refuse_unknown_fields(j, {"kind", "omega", "pairs", "frequencies"}, "positions");
   if (!j.contains("kind")) fail("positions.kind", "missing; one of none, sinusoidal, sincos-pair, rope");
-  p.kind = kind_named(as_string(j["kind"], "positions.kind"), "positions.kind");
+  p.kind = kind_named(read_string(j["kind"], "positions.kind"), "positions.kind");
   if (p.kind == PositionKind::sincos_pair) {
     if (!j.contains("omega")) fail("positions.omega", "missing; sincos-pair needs a frequency ω, e.g. 0.5");
-    p.omega = as_number(j["omega"], "positions.omega");
+    p.omega = read_number(j["omega"], "positions.omega");
   } else if (j.contains("omega")) {
     fail("positions.omega", "only sincos-pair takes a frequency");
   }
   if ((j.contains("pairs") || j.contains("frequencies")) && p.kind != PositionKind::rope)
     fail(j.contains("pairs") ? "positions.pairs" : "positions.frequencies", "only rope takes pairs and frequencies");
   if (j.contains("pairs")) {
-    const std::string pairs = as_string(j["pairs"], "positions.pairs");
+    const std::string pairs = read_string(j["pairs"], "positions.pairs");
     if (pairs != "interleaved" && pairs != "split-half")
       fail("positions.pairs", fmt::format("\"{}\" is not a pairing; write \"interleaved\" ((2i, 2i+1), the default) "
                                           "or \"split-half\" ((i, i + d_k/2), as Llama-family models pair)",
@@ -151,7 +106,7 @@ Positions as_positions(const json& j) {
     if (!f.is_array() || f.empty() || f.size() > kMaxWidth / 2)
       fail("positions.frequencies", fmt::format("expected a list of 1 to {} numbers, one per pair", kMaxWidth / 2));
     for (std::size_t i = 0; i < f.size(); ++i) {
-      const double x = as_number(f[i], fmt::format("positions.frequencies[{}]", i));
+      const double x = read_number(f[i], fmt::format("positions.frequencies[{}]", i));
       if (!(x > 0) || !std::isfinite(x))
         fail(fmt::format("positions.frequencies[{}]", i), "a rotary frequency must be a finite number above 0");
       p.rope.frequencies.push_back(x);
@@ -163,20 +118,20 @@ Positions as_positions(const json& j) {
 // A head's interventions, "ablation" and "scale" (docs/interventions.md).
 void read_head_interventions(const json& j, const std::string& field, HeadSpec& head) {
   if (j.contains("ablation")) {
-    const std::string name = as_string(j["ablation"], field + ".ablation");
+    const std::string name = read_string(j["ablation"], field + ".ablation");
     const auto kind = head_ablation_named(name);
     if (!kind)
       fail(field + ".ablation", fmt::format("unknown ablation \"{}\" (known: none, zero, mean, uniform)", name));
     head.ablation = *kind;
   }
-  if (j.contains("scale")) head.scale = as_number(j["scale"], field + ".scale");
+  if (j.contains("scale")) head.scale = read_number(j["scale"], field + ".scale");
 }
 
 // A {"random": SEED} head's d_k and d_v: d_in unless given.
 std::pair<std::size_t, std::size_t> random_head_widths(const json& j, const std::string& field, std::size_t d_in) {
   const auto width = [&](const char* key) -> std::size_t {
     if (!j.contains(key)) return d_in;
-    const std::uint64_t w = as_count(j[key], fmt::format("{}.{}", field, key));
+    const std::uint64_t w = read_count(j[key], fmt::format("{}.{}", field, key));
     if (w < 1 || w > kMaxWidth)
       fail(fmt::format("{}.{}", field, key), fmt::format("{} is outside 1..{}", w, kMaxWidth));
     return w;
@@ -200,19 +155,20 @@ void price_random_heads(const json& heads, std::size_t d_in, std::uint64_t max_w
 HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   const std::string field = fmt::format("heads[{}]", index);
   if (!j.is_object())
-    fail(field, fmt::format("expected an object with w_q, w_k, w_v (or {{\"random\": SEED}}) but got {}", kind_of(j)));
+    fail(field,
+         fmt::format("expected an object with w_q, w_k, w_v (or {{\"random\": SEED}}) but got {}", json_kind(j)));
   HeadSpec head;
-  head.name = j.contains("name") ? as_string(j["name"], field + ".name") : fmt::format("head {}", index);
+  head.name = j.contains("name") ? read_string(j["name"], field + ".name") : fmt::format("head {}", index);
   if (j.contains("random")) {
-    check_known_fields(j, field, {"name", "random", "d_k", "d_v", "ablation", "scale"});
-    head.random_seed = as_count(j["random"], field + ".random");
+    refuse_unknown_fields(j, {"name", "random", "d_k", "d_v", "ablation", "scale"}, field);
+    head.random_seed = read_count(j["random"], field + ".random");
     const auto [d_k, d_v] = random_head_widths(j, field, d_in);
     HeadSpec drawn = random_head(*head.random_seed, d_in, d_k, d_v);
     if (j.contains("name")) drawn.name = head.name;
     read_head_interventions(j, field, drawn);
     return drawn;
   }
-  check_known_fields(j, field, {"name", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "ablation", "scale"});
+  refuse_unknown_fields(j, {"name", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "ablation", "scale"}, field);
   read_head_interventions(j, field, head);
   for (const char* key : {"w_q", "w_k", "w_v"})
     if (!j.contains(key))
@@ -231,17 +187,17 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
 
 ReadoutSpec as_readout(const json& j) {
   if (!j.is_object())
-    fail("readout", fmt::format("expected {{\"matrix\": [[...]], \"labels\": [...]}} but got {}", kind_of(j)));
-  check_known_fields(j, "readout", {"matrix", "labels"});
+    fail("readout", fmt::format("expected {{\"matrix\": [[...]], \"labels\": [...]}} but got {}", json_kind(j)));
+  refuse_unknown_fields(j, {"matrix", "labels"}, "readout");
   if (!j.contains("matrix")) fail("readout.matrix", "missing; give d_out rows, one column per class");
   ReadoutSpec r;
   r.matrix = as_matrix(j["matrix"], "readout.matrix", kMaxHeads * kMaxWidth);
   if (j.contains("labels")) {
     const json& labels = j["labels"];
     if (!labels.is_array())
-      fail("readout.labels", fmt::format("expected a list of class names but got {}", kind_of(labels)));
+      fail("readout.labels", fmt::format("expected a list of class names but got {}", json_kind(labels)));
     for (std::size_t k = 0; k < labels.size(); ++k)
-      r.labels.push_back(as_string(labels[k], fmt::format("readout.labels[{}]", k)));
+      r.labels.push_back(read_string(labels[k], fmt::format("readout.labels[{}]", k)));
   } else {
     for (std::size_t k = 0; k < r.matrix.cols; ++k)
       r.labels.push_back(fmt::format("class {}", k));
@@ -250,10 +206,10 @@ ReadoutSpec as_readout(const json& j) {
 }
 
 std::vector<std::size_t> as_indices(const json& j, std::string_view field) {
-  if (!j.is_array()) fail(field, fmt::format("expected a list of token indices but got {}", kind_of(j)));
+  if (!j.is_array()) fail(field, fmt::format("expected a list of token indices but got {}", json_kind(j)));
   std::vector<std::size_t> out;
   for (std::size_t k = 0; k < j.size(); ++k)
-    out.push_back(as_count(j[k], fmt::format("{}[{}]", field, k)));
+    out.push_back(read_count(j[k], fmt::format("{}[{}]", field, k)));
   return out;
 }
 
@@ -261,45 +217,6 @@ std::string input_rows_reason(const Scenario& s) {
   if (s.positions.kind == PositionKind::sincos_pair)
     return fmt::format("d_in = d_model {} + 2 for the sincos-pair positions", s.d_model());
   return "d_in = d_model";
-}
-
-// Where a JSON parse error happened, as line and column of the text.
-std::string line_and_column(std::string_view text, std::size_t byte) {
-  std::size_t line = 1, column = 1;
-  for (std::size_t k = 0; k < byte && k < text.size(); ++k) {
-    if (text[k] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return fmt::format("line {}, column {}", line, column);
-}
-
-// The file's text, at most kMaxScenarioFileBytes: a regular file's size is checked before
-// anything is read, and anything else (a pipe, a device such as /dev/zero) is read only
-// until it passes the limit.
-std::string read_scenario_file(const std::string& path) {
-  const auto too_large = [&](const std::string& size) {
-    fail(path,
-         fmt::format("{} more than the limit of {} bytes (64 MiB) for a scenario file", size, kMaxScenarioFileBytes));
-  };
-  std::error_code error;
-  const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (std::filesystem::is_regular_file(status)) {
-    const std::uintmax_t size = std::filesystem::file_size(path, error);
-    if (!error && size > kMaxScenarioFileBytes) too_large(fmt::format("the file is {} bytes,", size));
-  }
-  std::ifstream file(path, std::ios::binary);
-  if (!file) fail(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
-  std::string text;
-  char block[1 << 16];
-  while (file.read(block, sizeof block) || file.gcount() > 0) {
-    text.append(block, static_cast<std::size_t>(file.gcount()));
-    if (text.size() > kMaxScenarioFileBytes) too_large("it holds");
-  }
-  return text;
 }
 
 }  // namespace
@@ -415,20 +332,21 @@ void validate(const Scenario& s) {
 }
 
 Scenario scenario_from_json(const json& doc, std::uint64_t max_work_bytes) {
-  if (!doc.is_object()) fail("scenario", fmt::format("expected a JSON object but got {}", kind_of(doc)));
-  check_known_fields(doc, "",
-                     {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads", "w_o",
-                      "source", "causal", "window", "mask_tokens", "temperature", "query", "precision", "readout"});
+  if (!doc.is_object()) fail("scenario", fmt::format("expected a JSON object but got {}", json_kind(doc)));
+  refuse_unknown_fields(doc,
+                        {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads", "w_o",
+                         "source", "causal", "window", "mask_tokens", "temperature", "query", "precision", "readout"},
+                        "");
   if (!doc.contains("format")) fail("format", fmt::format("missing; add \"format\": \"{}\"", kScenarioFormat));
-  if (const std::string format = as_string(doc["format"], "format"); format != kScenarioFormat)
+  if (const std::string format = read_string(doc["format"], "format"); format != kScenarioFormat)
     fail("format", fmt::format("\"{}\" is not a format this attnlab reads; expected \"{}\"", format, kScenarioFormat));
   for (const char* key : {"tokens", "embeddings", "heads"})
     if (!doc.contains(key)) fail(key, "missing; a scenario needs tokens, embeddings and heads");
 
   Scenario s;
-  s.name = doc.contains("name") ? as_string(doc["name"], "name") : "scenario";
-  if (doc.contains("description")) s.description = as_string(doc["description"], "description");
-  if (doc.contains("notes")) s.notes = as_string(doc["notes"], "notes");
+  s.name = doc.contains("name") ? read_string(doc["name"], "name") : "scenario";
+  if (doc.contains("description")) s.description = read_string(doc["description"], "description");
+  if (doc.contains("notes")) s.notes = read_string(doc["notes"], "notes");
   s.tokens = as_tokens(doc["tokens"], "tokens");
   s.embeddings = as_matrix(doc["embeddings"], "embeddings", kMaxTokens);
   if (doc.contains("positions")) s.positions = as_positions(doc["positions"]);
@@ -437,8 +355,8 @@ Scenario scenario_from_json(const json& doc, std::uint64_t max_work_bytes) {
     const json& src = doc["source"];
     if (!src.is_object())
       fail("source",
-           fmt::format("expected {{\"tokens\": [...], \"embeddings\": [[...]]}} or null but got {}", kind_of(src)));
-    check_known_fields(src, "source", {"tokens", "embeddings"});
+           fmt::format("expected {{\"tokens\": [...], \"embeddings\": [[...]]}} or null but got {}", json_kind(src)));
+    refuse_unknown_fields(src, {"tokens", "embeddings"}, "source");
     for (const char* key : {"tokens", "embeddings"})
       if (!src.contains(key)) fail(fmt::format("source.{}", key), "missing; a source needs tokens and embeddings");
     s.source = SourceSequence{as_tokens(src["tokens"], "source.tokens"),
@@ -446,7 +364,7 @@ Scenario scenario_from_json(const json& doc, std::uint64_t max_work_bytes) {
   }
 
   const json& heads = doc["heads"];
-  if (!heads.is_array()) fail("heads", fmt::format("expected a list of heads but got {}", kind_of(heads)));
+  if (!heads.is_array()) fail("heads", fmt::format("expected a list of heads but got {}", json_kind(heads)));
   if (heads.empty()) fail("heads", "no heads; give at least one head");
   if (heads.size() > kMaxHeads)
     fail("heads", fmt::format("{} heads is more than the limit of {}", heads.size(), kMaxHeads));
@@ -455,40 +373,17 @@ Scenario scenario_from_json(const json& doc, std::uint64_t max_work_bytes) {
     s.heads.push_back(as_head(heads[h], h, s.d_in()));
 
   if (doc.contains("w_o") && !doc["w_o"].is_null()) s.w_o = as_matrix(doc["w_o"], "w_o", kMaxHeads * kMaxWidth);
-  if (doc.contains("causal")) s.mask.causal = as_bool(doc["causal"], "causal");
-  if (doc.contains("window") && !doc["window"].is_null()) s.mask.window = as_count(doc["window"], "window");
+  if (doc.contains("causal")) s.mask.causal = read_flag(doc["causal"], "causal");
+  if (doc.contains("window") && !doc["window"].is_null()) s.mask.window = read_count(doc["window"], "window");
   if (doc.contains("mask_tokens")) s.mask.hidden_keys = as_indices(doc["mask_tokens"], "mask_tokens");
-  if (doc.contains("temperature")) s.temperature = as_number(doc["temperature"], "temperature");
-  if (doc.contains("query") && !doc["query"].is_null()) s.query = as_count(doc["query"], "query");
+  if (doc.contains("temperature")) s.temperature = read_number(doc["temperature"], "temperature");
+  if (doc.contains("query") && !doc["query"].is_null()) s.query = read_count(doc["query"], "query");
   if (doc.contains("precision"))
-    s.precision = static_cast<int>(std::min<std::uint64_t>(as_count(doc["precision"], "precision"), 99));
+    s.precision = static_cast<int>(std::min<std::uint64_t>(read_count(doc["precision"], "precision"), 99));
   if (doc.contains("readout") && !doc["readout"].is_null()) s.readout = as_readout(doc["readout"]);
   validate(s);
   check_work(s, max_work_bytes, "heads");
   return s;
-}
-
-json parse_json_document(std::string_view text, std::string_view origin, std::size_t max_values) {
-  const JsonShape shape = json_shape(text);
-  if (shape.depth > kMaxJsonDepth)
-    fail(origin,
-         fmt::format("nested more than {} levels deep; no attnlab document needs more than a few", kMaxJsonDepth));
-  if (shape.values > max_values)
-    fail(origin, fmt::format("holds {} JSON values (numbers, strings, lists, objects), more than the limit of {}; "
-                             "send a smaller document",
-                             shape.values, max_values));
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(origin,
-         fmt::format("malformed JSON at {}: expected one JSON object (check for a missing comma, quote or bracket; "
-                     "NaN and Infinity are not JSON numbers)",
-                     line_and_column(text, e.byte == 0 ? 0 : e.byte - 1)));
-  } catch (const json::exception& e) {  // e.g. 1e999: a number too large for a double
-    std::string what = e.what();
-    if (const auto end = what.find("] "); end != std::string::npos) what.erase(0, end + 2);
-    fail(origin, fmt::format("{}; every number must be finite", what));
-  }
 }
 
 Scenario parse_scenario(std::string_view text, std::string_view origin) {
@@ -511,7 +406,7 @@ Scenario load_scenario(std::string_view name_or_path) {
                                  name_or_path, fmt::join(bundled_scenario_names(), ", ")));
   }
   const std::string path(name_or_path);
-  return parse_scenario(read_scenario_file(path), path);
+  return parse_scenario(read_file_within(path, kMaxScenarioFileBytes, path), path);
 }
 
 void apply_overrides(Scenario& s, const Overrides& o) {

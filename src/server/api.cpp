@@ -36,28 +36,11 @@ using nlohmann::json;
 
 namespace {
 
-// Refuses any key of `object` not in `known`, naming it (after `prefix`) and listing the
-// known ones, so a misspelt field never passes silently.
-void refuse_unknown_keys(const json& object, std::initializer_list<const char*> known, const std::string& prefix = "",
-                         std::string_view what = "field") {
-  for (const auto& item : object.items()) {
-    const std::string& key = item.key();  // a name, not a structured binding: clang 14 cannot capture those
-    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
-      fail(prefix + key, fmt::format("unknown {} (known: {})", what, fmt::join(known, ", ")));
-  }
-}
-
-std::size_t as_index(const json& j, std::string_view field) {
-  if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
-    fail(field, fmt::format("expected a whole number >= 0 but got {}", describe_json(j)));
-  return j.get<std::size_t>();
-}
-
 std::vector<std::size_t> as_index_list(const json& j, std::string_view field) {
   if (!j.is_array()) fail(field, fmt::format("expected a list of indices but got {}", describe_json(j)));
   std::vector<std::size_t> out;
   for (std::size_t k = 0; k < j.size(); ++k)
-    out.push_back(as_index(j[k], fmt::format("{}[{}]", field, k)));
+    out.push_back(read_count(j[k], fmt::format("{}[{}]", field, k)));
   return out;
 }
 
@@ -114,10 +97,10 @@ ScenarioEdits requested_edits(const json& options) {
       const std::string field = fmt::format("options.add_random_heads[{}]", k);
       if (!add[k].is_object() || !add[k].contains("seed"))
         fail(field, "expected {\"seed\": N} (optionally \"d_k\", \"d_v\")");
-      refuse_unknown_keys(add[k], {"seed", "d_k", "d_v"}, field + ".");
-      RandomHeadRequest r{as_index(add[k]["seed"], field + ".seed"), std::nullopt, std::nullopt};
-      if (add[k].contains("d_k")) r.d_k = as_index(add[k]["d_k"], field + ".d_k");
-      if (add[k].contains("d_v")) r.d_v = as_index(add[k]["d_v"], field + ".d_v");
+      refuse_unknown_fields(add[k], {"seed", "d_k", "d_v"}, field);
+      RandomHeadRequest r{read_count(add[k]["seed"], field + ".seed"), std::nullopt, std::nullopt};
+      if (add[k].contains("d_k")) r.d_k = read_count(add[k]["d_k"], field + ".d_k");
+      if (add[k].contains("d_v")) r.d_v = read_count(add[k]["d_v"], field + ".d_v");
       edits.add_random_heads.push_back(r);
     }
   }
@@ -130,17 +113,17 @@ ScenarioEdits requested_edits(const json& options) {
     edits.overrides.temperature = options["temperature"].get<double>();
   }
   if (options.contains("window") && !options["window"].is_null())
-    edits.overrides.window = as_index(options["window"], "options.window");
+    edits.overrides.window = read_count(options["window"], "options.window");
   return edits;
 }
 
 HeadAblationRequest requested_ablation(const json& item, const std::string& field) {
   if (item.is_string()) return parse_ablate_head(item.get<std::string>(), field);  // the text form "H:KIND"
-  if (item.is_number()) return {as_index(item, field), HeadAblation::zero, field};
+  if (item.is_number()) return {read_count(item, field), HeadAblation::zero, field};
   if (!item.is_object() || !item.contains("head"))
     fail(field, "expected {\"head\": H, \"kind\": \"zero\" | \"mean\" | \"uniform\"} (or \"H:KIND\")");
-  refuse_unknown_keys(item, {"head", "kind"}, field + ".");
-  HeadAblationRequest r{as_index(item["head"], field + ".head"), HeadAblation::zero, field};
+  refuse_unknown_fields(item, {"head", "kind"}, field);
+  HeadAblationRequest r{read_count(item["head"], field + ".head"), HeadAblation::zero, field};
   if (item.contains("kind")) {
     if (!item["kind"].is_string()) fail(field + ".kind", "expected \"zero\", \"mean\" or \"uniform\"");
     r.ablation = ablation_kind(item["kind"].get<std::string>(), field + ".kind");
@@ -152,16 +135,16 @@ HeadScaling requested_scaling(const json& item, const std::string& field) {
   if (item.is_string()) return parse_scale_head(item.get<std::string>(), field);  // the text form "H:F"
   if (!item.is_object() || !item.contains("head") || !item.contains("factor"))
     fail(field, "expected {\"head\": H, \"factor\": F} (or \"H:F\")");
-  refuse_unknown_keys(item, {"head", "factor"}, field + ".");
-  return {as_index(item["head"], field + ".head"), as_finite_number(item["factor"], field + ".factor"), field};
+  refuse_unknown_fields(item, {"head", "factor"}, field);
+  return {read_count(item["head"], field + ".head"), as_finite_number(item["factor"], field + ".factor"), field};
 }
 
 TokenReplacement requested_replacement(const json& item, const std::string& field) {
   if (item.is_string()) return parse_replace_token(item.get<std::string>(), field);  // the text form "J:WORD"
   if (!item.is_object() || !item.contains("index") || (!item.contains("word") && !item.contains("embedding")))
     fail(field, "expected {\"index\": J, \"word\": \"dog\"} or {\"index\": J, \"embedding\": [...]} (or \"J:WORD\")");
-  refuse_unknown_keys(item, {"index", "word", "embedding"}, field + ".");
-  TokenReplacement r{as_index(item["index"], field + ".index"), std::nullopt, std::nullopt, field};
+  refuse_unknown_fields(item, {"index", "word", "embedding"}, field);
+  TokenReplacement r{read_count(item["index"], field + ".index"), std::nullopt, std::nullopt, field};
   if (item.contains("word")) {
     if (!item["word"].is_string()) fail(field + ".word", "expected one word as a string");
     r.word = checked_word(item["word"].get<std::string>(), field + ".word");
@@ -184,7 +167,7 @@ Interventions requested_interventions(const json& options) {
   if (options.contains("mask_tokens"))
     for (const json& item : as_list(options, "mask_tokens")) {
       const std::string field = fmt::format("options.mask_tokens[{}]", iv.knock_out.size());
-      iv.knock_out.push_back({as_index(item, field), field});
+      iv.knock_out.push_back({read_count(item, field), field});
     }
   const auto each = [&](const char* key, auto&& read) {
     if (!options.contains(key)) return;
@@ -213,10 +196,10 @@ Experiment requested_experiment(const json& request, const ModelSources& models)
   if (!request.contains("options")) return e;
   const json& options = request["options"];
   if (!options.is_object()) fail("options", "expected an object");
-  refuse_unknown_keys(options,
-                      {"causal", "temperature", "window", "mask_tokens", "permute", "sentence", "add_random_heads",
-                       "remove_heads", "ablate_heads", "scale_heads", "replace_tokens"},
-                      "options.", "option");
+  refuse_unknown_fields(options,
+                        {"causal", "temperature", "window", "mask_tokens", "permute", "sentence", "add_random_heads",
+                         "remove_heads", "ablate_heads", "scale_heads", "replace_tokens"},
+                        "options", "option");
   // A model's head has the model's tokens and one head: a sentence through the word table,
   // or heads added and removed, would no longer be that head on that text.
   if (request["scenario"].is_object() && request["scenario"].contains("model"))
@@ -292,8 +275,8 @@ void check_reply_bytes(const Scenario& s, bool packed, bool with_input, bool int
 json attention_reply(const json& request, const ModelSources& models,
                      const std::function<json(const Matrix&)>& write_matrix) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}}");
-  refuse_unknown_keys(request,
-                      {"scenario", "options", "kernel", "detail", "detail_heads", "encoding", "attention_input"});
+  refuse_unknown_fields(request,
+                        {"scenario", "options", "kernel", "detail", "detail_heads", "encoding", "attention_input"});
   bool with_input = false;
   if (request.contains("attention_input")) {
     if (!request["attention_input"].is_boolean()) fail("attention_input", "expected true or false");
@@ -377,9 +360,9 @@ json api_probe(const json& request, const ModelDir* model) {
 json api_probe(const json& request, const ModelSources& models) {
   if (!request.is_object())
     fail("body", "expected a JSON object {\"scenario\": ..., \"options\": {...}, \"query\": I, \"readout\": \"...\"}");
-  refuse_unknown_keys(request, {"scenario", "options", "query", "readout", "head", "epsilon"});
+  refuse_unknown_fields(request, {"scenario", "options", "query", "readout", "head", "epsilon"});
   std::optional<std::size_t> query;
-  if (request.contains("query") && !request["query"].is_null()) query = as_index(request["query"], "query");
+  if (request.contains("query") && !request["query"].is_null()) query = read_count(request["query"], "query");
   // The query names a token of the scenario before any permutation; the permutation carries it.
   const Experiment asked = requested_experiment(request, models);
   const ExperimentResult experiment = run_experiment(asked, [&](Scenario& baseline) {
@@ -401,7 +384,7 @@ json api_probe(const json& request, const ModelSources& models) {
       fail("readout", "expected a string: norm, coordinate:C, direction:u1,u2,..., class or class:LABEL");
     options.readout = request["readout"].get<std::string>();
   }
-  if (request.contains("head")) options.head = as_index(request["head"], "head");
+  if (request.contains("head")) options.head = read_count(request["head"], "head");
   if (request.contains("epsilon")) {
     if (!request["epsilon"].is_number()) fail("epsilon", "expected a number >= 0, e.g. 0.01");
     options.epsilon = request["epsilon"].get<double>();
@@ -423,20 +406,15 @@ namespace {
 // One measure at a time: they time the machine and read the process's memory.
 std::mutex measure_mutex;
 
-void refuse_unknown_fields(const json& request, std::initializer_list<const char*> known) {
+// The fields of a request body: an object, and none but `known`.
+void known_body_fields(const json& request, std::initializer_list<std::string_view> known) {
   if (!request.is_object()) fail("body", "expected a JSON object");
-  refuse_unknown_keys(request, known);
-}
-
-std::uint64_t as_count(const json& j, std::string_view field) {
-  if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
-    fail(field, fmt::format("expected a whole number >= 1 but got {}", describe_json(j)));
-  return j.get<std::uint64_t>();
+  refuse_unknown_fields(request, known);
 }
 
 std::optional<std::uint64_t> optional_count(const json& request, const char* field) {
   if (!request.contains(field) || request[field].is_null()) return std::nullopt;
-  return as_count(request[field], field);
+  return read_count(request[field], field);
 }
 
 // A number or a list of 1 to 64 numbers.
@@ -444,11 +422,11 @@ std::vector<std::uint64_t> as_count_list(const json& request, const char* field,
   if (!request.contains(field))
     fail(field, fmt::format("missing; give a length or a list of lengths, e.g. {}", example));
   const json& j = request[field];
-  if (!j.is_array()) return {as_count(j, field)};
+  if (!j.is_array()) return {read_count(j, field)};
   if (j.empty() || j.size() > 64) fail(field, fmt::format("give 1 to 64 lengths, not {}", j.size()));
   std::vector<std::uint64_t> out;
   for (std::size_t k = 0; k < j.size(); ++k)
-    out.push_back(as_count(j[k], fmt::format("{}[{}]", field, k)));
+    out.push_back(read_count(j[k], fmt::format("{}[{}]", field, k)));
   return out;
 }
 
@@ -478,8 +456,8 @@ json model_to_json(const ModelShape& model) {
 }  // namespace
 
 json api_cost(const json& request) {
-  refuse_unknown_fields(request,
-                        {"tokens", "d_model", "heads", "layers", "dtype", "window", "measure", "kernel", "causal"});
+  known_body_fields(request,
+                    {"tokens", "d_model", "heads", "layers", "dtype", "window", "measure", "kernel", "causal"});
   CostShape shape;
   shape.d_model = optional_count(request, "d_model").value_or(shape.d_model);
   shape.heads = optional_count(request, "heads").value_or(shape.heads);
@@ -561,8 +539,8 @@ json api_models() {
 }
 
 json api_kv(const json& request) {
-  refuse_unknown_fields(request, {"model", "context", "dtype", "budget", "layers", "kv_heads", "head_dim", "heads",
-                                  "d_model", "params", "measure", "measure_layers"});
+  known_body_fields(request, {"model", "context", "dtype", "budget", "layers", "kv_heads", "head_dim", "heads",
+                              "d_model", "params", "measure", "measure_layers"});
   ShapeOverrides overrides;
   overrides.layers = optional_count(request, "layers");
   overrides.heads = optional_count(request, "heads");
@@ -578,7 +556,7 @@ json api_kv(const json& request) {
   std::optional<std::uint64_t> budget;
   if (request.contains("budget") && !request["budget"].is_null())
     budget = request["budget"].is_string() ? parse_byte_size(request["budget"].get<std::string>(), "budget")
-                                           : as_count(request["budget"], "budget");
+                                           : read_count(request["budget"], "budget");
   if (budget && *budget == 0) fail("budget", "is 0 bytes; give a size such as \"24GiB\" or a number of bytes");
   const bool measure = as_flag(request, "measure");
   if (measure_layers && !measure) fail("measure_layers", "only means something with \"measure\": true");

@@ -119,20 +119,6 @@ std::shared_ptr<const ForwardResult> forward_with_weights(const std::shared_ptr<
   return result;
 }
 
-std::size_t as_index(const json& j, const std::string& field) {
-  if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0))
-    fail(field, fmt::format("expected a whole number >= 0 but got {}", describe_json(j)));
-  return j.get<std::size_t>();
-}
-
-void refuse_unknown(const json& object, std::initializer_list<const char*> known, const std::string& prefix) {
-  for (const auto& item : object.items()) {
-    const std::string& key = item.key();  // a name, not a structured binding: clang 14 cannot capture those
-    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
-      fail(prefix + key, fmt::format("unknown field (known: {})", fmt::join(known, ", ")));
-  }
-}
-
 // The next-token distribution at the last position, as the reply writes it.
 json top_k_json(const ModelDir& m, const ForwardResult& r, std::size_t k) {
   const std::size_t vocab = m.model.config.vocab_size;
@@ -199,13 +185,13 @@ Scenario model_head_request(const ModelSources& models, const json& spec, const 
     fail(field,
          "expected {\"text\": \"...\" (or \"ids\": [...]), \"layer\": L, \"head\": H} (optionally \"run\", \"step\")");
   const std::string prefix = field + ".";
-  refuse_unknown(spec, {"text", "ids", "layer", "head", "run", "step"}, prefix);
+  refuse_unknown_fields(spec, {"text", "ids", "layer", "head", "run", "step"}, field);
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(spec, prefix), prefix);
   const ModelDir& m = *model;
   const ModelConfig& c = m.model.config;
   for (const char* key : {"layer", "head"})
     if (!spec.contains(key)) fail(prefix + key, "missing; name the head as \"layer\": L, \"head\": H (0-based)");
-  const HeadRef head{as_index(spec["layer"], prefix + "layer"), as_index(spec["head"], prefix + "head")};
+  const HeadRef head{read_count(spec["layer"], prefix + "layer"), read_count(spec["head"], prefix + "head")};
   if (head.layer >= c.n_layer)
     fail(prefix + "layer",
          fmt::format("layer {} does not exist; the model has layers 0 to {}", head.layer, c.n_layer - 1));
@@ -254,13 +240,13 @@ std::string api_model_run(const ModelDir* model, const json& request) {
 
 std::string api_model_run(const ModelSources& models, const json& request) {
   if (!request.is_object()) fail("body", "expected a JSON object {\"text\": \"...\"} or {\"ids\": [...]}");
-  refuse_unknown(request, {"text", "ids", "ablate", "top_k", "weights", "run", "step"}, "");
+  refuse_unknown_fields(request, {"text", "ids", "ablate", "top_k", "weights", "run", "step"});
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(request, ""), "");
   const ModelDir& m = *model;
   const ModelConfig& c = m.model.config;
   std::size_t k = 5;
   if (request.contains("top_k")) {
-    k = as_index(request["top_k"], "top_k");
+    k = read_count(request["top_k"], "top_k");
     if (k < 1 || k > 50) fail("top_k", fmt::format("{} is not in 1 to 50", k));
   }
   bool with_weights = true;

@@ -79,11 +79,7 @@ ModelChoice ModelSources::choice(const json& spec, const std::string& prefix) {
     c.run = run.get<std::string>();
   }
   if (spec.contains("step") && !spec["step"].is_null()) {
-    const json& step = spec["step"];
-    if (!step.is_number_integer() || (!step.is_number_unsigned() && step.get<std::int64_t>() < 0))
-      fail(prefix + "step",
-           fmt::format("expected a checkpoint's step, a whole number >= 0, but got {}", describe_json(step)));
-    c.step = step.get<std::size_t>();
+    c.step = read_count(spec["step"], prefix + "step", {.hint = "(a checkpoint's step)"});
   }
   return c;
 }

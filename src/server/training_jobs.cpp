@@ -28,23 +28,11 @@ using L = TrainingLimits;
 
 namespace {
 
-void refuse_unknown(const json& object, std::initializer_list<const char*> known) {
-  for (const auto& item : object.items()) {
-    const std::string& key = item.key();  // a name, not a structured binding: clang 14 cannot capture those
-    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end())
-      fail(key, fmt::format("unknown field (known: {})", fmt::join(known, ", ")));
-  }
-}
-
 // request[key] as a whole number in [low, high], or `fallback` when absent.
 std::size_t whole(const json& request, const char* key, std::size_t fallback, std::uint64_t low, std::uint64_t high) {
   if (!request.contains(key)) return fallback;
-  const json& j = request[key];
-  if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<std::int64_t>() < 0) ||
-      j.get<std::uint64_t>() < low || j.get<std::uint64_t>() > high)
-    fail(key, fmt::format("{} is not a whole number from {} to {} (the lab's limit; `attnlab train` has wider ones)",
-                          describe_json(j), low, high));
-  return j.get<std::size_t>();
+  return read_count(request[key], key,
+                    {.low = low, .high = high, .hint = "(the lab's limit; `attnlab train` has wider ones)"});
 }
 
 // The number of log entries (or checkpoints) a run of `steps` makes every `every` steps:
@@ -93,13 +81,27 @@ json log_since(const std::vector<json>& log, std::size_t since) {
 
 TrainSettings requested_train_settings(const json& request) {
   if (!request.is_object()) fail("body", "expected a JSON object of settings, e.g. {\"steps\": 400} or {}");
-  refuse_unknown(request, {"task", "layers", "heads", "d_model", "context", "vocab", "steps", "batch", "lr", "warmup",
-                           "seed", "attn_only", "log_every", "checkpoint_every", "prev_token_steps"});
+  refuse_unknown_fields(
+      request, {"task", "arch", "layers", "heads", "kv_heads", "d_model", "context", "vocab", "steps", "batch", "lr",
+                "warmup", "seed", "attn_only", "log_every", "checkpoint_every", "prev_token_steps"});
   if (request.contains("task") && request["task"] != "induction")
     fail("task", fmt::format("{} is not a task; the one task is \"induction\"", describe_json(request["task"])));
   TrainSettings s;
+  if (request.contains("arch")) {
+    const std::string arch = read_string(request["arch"], "arch");
+    if (arch != "gpt2" && arch != "llama")
+      fail("arch", fmt::format("\"{}\" is not an architecture attnlab trains; give \"gpt2\" or \"llama\"",
+                               text_excerpt(arch, 40)));
+    s.architecture = arch == "llama" ? TrainArchitecture::llama : TrainArchitecture::gpt2;
+  }
   s.layers = whole(request, "layers", s.layers, 1, L::max_layers);
   s.heads = whole(request, "heads", s.heads, 1, L::max_heads);
+  s.kv_heads = whole(request, "kv_heads", s.kv_heads, 1, L::max_heads);
+  if (request.contains("kv_heads") && s.architecture != TrainArchitecture::llama)
+    fail("kv_heads", "GPT-2 has one KV head per query head; grouped-query attention needs \"arch\": \"llama\"");
+  if (s.kv_heads && s.heads % s.kv_heads != 0)
+    fail("kv_heads", fmt::format("{} does not divide heads {}: each KV head serves the same number of query heads",
+                                 s.kv_heads, s.heads));
   s.d_model = whole(request, "d_model", s.d_model, L::min_d_model, L::max_d_model);
   s.context = whole(request, "context", s.context, L::min_context, L::max_context);
   s.vocab = whole(request, "vocab", s.vocab, L::min_vocab, L::max_vocab);
@@ -131,8 +133,7 @@ TrainSettings requested_train_settings(const json& request) {
     fail("checkpoint_every", fmt::format("{} steps with a checkpoint every {} is {} checkpoints; at most {}", s.steps,
                                          s.checkpoint_every, checkpoints, L::max_checkpoints + 1));
   // Priced: the arithmetic and the disk the run will take.
-  const ModelConfig c{s.layers, s.heads, s.d_model, s.context, s.vocab, 4 * s.d_model, 1e-5};
-  const double parameters = double(parameter_count(c));
+  const double parameters = double(training_config(s).parameters());
   const double flops = 6.0 * parameters * double(s.steps) * double(s.batch) * double(s.context);
   if (flops > L::max_flops)
     fail("steps",
@@ -152,6 +153,7 @@ TrainSettings requested_train_settings(const json& request) {
 json training_limits_json() {
   return {{"layers", {1, L::max_layers}},
           {"heads", {1, L::max_heads}},
+          {"kv_heads", {1, L::max_heads}},
           {"d_model", {L::min_d_model, L::max_d_model}},
           {"context", {L::min_context, L::max_context}},
           {"vocab", {L::min_vocab, L::max_vocab}},
@@ -244,7 +246,7 @@ json TrainingJobs::start(const json& request) {
 
 json TrainingJobs::cancel(const json& request) {
   if (!request.is_null() && !request.is_object()) fail("body", "expected nothing, {} or {\"run\": NAME}");
-  if (request.is_object()) refuse_unknown(request, {"run"});
+  if (request.is_object()) refuse_unknown_fields(request, {"run"});
   const std::lock_guard<std::mutex> lock(impl_->mutex);
   const std::shared_ptr<Job>& job = impl_->job;
   if (!job || job->state != "running")
@@ -276,7 +278,7 @@ json TrainingJobs::job() const {
 }
 
 json TrainingJobs::view(const json& query) const {
-  refuse_unknown(query, {"run", "since"});
+  refuse_unknown_fields(query, {"run", "since"});
   std::size_t since = 0;
   if (query.contains("since")) {
     const std::string text = query["since"].get<std::string>();

@@ -438,6 +438,44 @@ TEST(TrainCli, TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatN
                  "--prev-token-steps: a one-layer model has no later layer");
 }
 
+// The same recipe on a Llama-style model (RMSNorm, rotary positions, two query heads sharing
+// one KV head, SwiGLU): its heads form too, and the run is a Hugging Face Llama folder the
+// model commands read.
+TEST(TrainCli, ALlamaStyleModelLearnsTheRecipeAndIsAFolderTheModelCommandsRead) {
+  const fs::path out = fs::path(ATTNLAB_TEST_TMP) / fmt::format("train-llama-{}", getpid());
+  fs::remove_all(out);
+  const Result r = run_attnlab("train --out " + out.string() +
+                               " --arch llama --heads 2 --kv-heads 1 --steps 900 --batch 32 --prev-token-steps 200 "
+                               "--log-every 300 --checkpoint-every 900 --seed 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json train = json::parse(read_file(out / "train.json"));
+  EXPECT_EQ(train["settings"]["arch"], "llama");
+  EXPECT_EQ(train["settings"]["kv_heads"], 1);
+  const json& last = train["log"].back();
+  double previous_token = 0, induction = 0;
+  for (const json& head : last["heads"]) {
+    if (head["layer"] == 0) previous_token = std::max(previous_token, head["previous_token"].get<double>());
+    if (head["layer"] == 1) induction = std::max(induction, head["induction"].get<double>());
+  }
+  EXPECT_GE(previous_token, 0.5) << last.dump();
+  EXPECT_GE(induction, 0.5) << last.dump();
+  const double first = last["loss_first_half"], second = last["loss_second_half"];
+  EXPECT_LT(second, first / 2);
+  const json config = json::parse(read_file(out / "config.json"));
+  EXPECT_EQ(config["model_type"], "llama");
+  const Result info = run_attnlab("model info " + out.string() + " --json");
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_EQ(json::parse(info.out)["family"], "llama") << info.out;
+  const Result eval = run_attnlab("model eval " + out.string() + " --json --seed 1000000");
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  EXPECT_LT(json::parse(eval.out)["loss_second_half"].get<double>(), first / 2);
+  expect_refused("train --out " + out.string() + "-2 --kv-heads 1", "--kv-heads: GPT-2 has one KV head");
+  expect_refused("train --out " + out.string() + "-2 --arch llama --heads 4 --kv-heads 3",
+                 "--kv-heads: 3 does not divide");
+  expect_refused("train --out " + out.string() + "-2 --arch mamba", "--arch: \"mamba\" is not an architecture");
+  fs::remove_all(out);
+}
+
 TEST(TrainCli, TheTextTaskTrainsOnAFilesBytesAndWritesATokenizerTheModelCommandsRead) {
   const fs::path out = fs::path(ATTNLAB_TEST_TMP) / fmt::format("train-text-{}", getpid());
   fs::remove_all(out);
@@ -471,7 +509,8 @@ TEST(TrainCli, TheTextTaskTrainsOnAFilesBytesAndWritesATokenizerTheModelCommands
                  "--vocab: the text task takes its vocabulary from the text");
   expect_refused("train --out " + out.string() + "-2 --task text " + file.string() + " --prev-token-steps 50",
                  "--prev-token-steps: only the induction task has the previous-token phase");
-  expect_refused("train --out " + out.string() + "-2 --task text /dev/zero", "is not a file that can be read");
+  expect_refused("train --out " + out.string() + "-2 --task text /dev/zero",
+                 "--task: /dev/zero holds more than the limit of 67108864 bytes (64 MiB)");
   expect_refused("train --out " + out.string() + "-2 --task poem", "\"poem\" is not a task");
   const fs::path short_file = write_temp("short.txt", "the cat sat on the mat. the dog sat on the log. ");
   expect_refused("train --out " + out.string() + "-2 --task text " + short_file.string() + " --context 64",
@@ -511,7 +550,7 @@ TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
 TEST(TrainCli, TrainingShapesArePricedBeforeAnythingIsAllocatedAndRefusedOverTheLimit) {
   expect_refused("bench --train --layers 48 --heads 16 --d-model 4096",
                  "--d-model: 48 layers × 16 heads, d_model 4096, context 32, vocabulary 28, batch 64 would hold about "
-                 "216.4 GiB: 9,666,486,272 parameters");
+                 "216.5 GiB: 9,666,486,272 parameters");
   expect_refused("bench --train --heads 64 --d-model 64 --context 4096", "--context: ");
   expect_refused("bench --train --vocab 65536 --d-model 4096 --layers 1 --heads 1", "--vocab: ");
   expect_refused("bench --train --vocab 65536 --d-model 4096 --layers 1 --heads 1", "the limit is 4 GiB");

@@ -716,7 +716,7 @@ TEST_F(Api, BadCostAndKvRequestsGet400WithTheFieldNamed) {
   };
   refused("/api/cost", json::object(), "tokens: missing");
   refused("/api/cost", {{"tokens", {3, 0}}}, "tokens: 0 tokens has no grid");
-  refused("/api/cost", {{"tokens", {3, -5}}}, "tokens[1]: expected a whole number >= 1 but got -5");
+  refused("/api/cost", {{"tokens", {3, -5}}}, "tokens[1]: expected a whole number >= 0 but got -5");
   refused("/api/cost", {{"tokens", 100000000}}, "tokens: 100,000,000 tokens make the FLOPs");
   refused("/api/cost", {{"tokens", 3}, {"dtype", "f8"}}, "dtype: unknown dtype \"f8\"");
   refused("/api/cost", {{"tokens", 3}, {"heads", 3}}, "heads: 3 heads do not divide d_model 4096");
@@ -726,7 +726,7 @@ TEST_F(Api, BadCostAndKvRequestsGet400WithTheFieldNamed) {
   refused("/api/kv", json::object(), "model: give a model");
   refused("/api/kv", {{"model", "gpt2"}, {"context", 0}}, "context: 0 tokens");
   refused("/api/kv", {{"model", "gpt2"}, {"budget", "24 parsecs"}}, "budget: \"24 parsecs\" has an unknown unit");
-  refused("/api/kv", {{"model", "gpt2"}, {"budget", -1}}, "budget: expected a whole number >= 1 but got -1");
+  refused("/api/kv", {{"model", "gpt2"}, {"budget", -1}}, "budget: expected a whole number >= 0 but got -1");
   refused("/api/kv", {{"layers", 2}, {"head_dim", 64}}, "kv_heads: missing");
   refused("/api/kv", {{"model", "llama-3-8b"}, {"kv_heads", 3}}, "kv_heads: 3 KV heads do not divide 32 query heads");
   refused("/api/kv", {{"model", "llama-3-8b"}, {"context", 131072}, {"measure", true}, {"measure_layers", 32}},

@@ -283,14 +283,15 @@ TEST(BpeLoad, FilesAreSizedBeforeTheyAreRead) {
                                kMaxVocabFileBytes + 1);  // sparse: costs no disk
   EXPECT_EQ(BpeTokenizer::load(dir / "vocab.json", dir / "merges.txt").vocab_size(), 256u);
   EXPECT_EQ(encode_error_of([&] { BpeTokenizer::load(dir / "huge.json", dir / "merges.txt"); }),
-            "vocab.json: " + (dir / "huge.json").string() + " is 67108865 bytes; the limit is 67108864 bytes (64 MiB)");
+            "vocab.json: " + (dir / "huge.json").string() +
+                " is 67108865 bytes, more than the limit of 67108864 bytes (64 MiB)");
   EXPECT_NE(encode_error_of([&] {
               BpeTokenizer::load(dir / "missing.json", dir / "merges.txt");
-            }).find("vocab.json: cannot read"),
+            }).find("vocab.json: cannot open"),
             std::string::npos);
   EXPECT_NE(encode_error_of([&] {
               BpeTokenizer::load(dir / "vocab.json", dir / "missing.txt");
-            }).find("merges.txt: cannot read"),
+            }).find("merges.txt: cannot open"),
             std::string::npos);
   std::filesystem::remove_all(dir);
 }

@@ -241,7 +241,7 @@ TEST_F(BrokenCheckpoint, BadConfigsAreRefusedNamingTheKey) {
   write("config.json", c.dump());
   EXPECT_ERROR_CONTAINS(error(), "\"n_layer\" must be a whole number from 1 to 256");
   write("config.json", "{not json");
-  EXPECT_ERROR_CONTAINS(error(), "config.json: not JSON");
+  EXPECT_ERROR_CONTAINS(error(), "config.json: malformed JSON at line 1, column 3");
   fs::remove(dir_ / "config.json");
   EXPECT_ERROR_CONTAINS(error(), "config.json: cannot open the file");
   EXPECT_ERROR_CONTAINS(test::error_of_call([] { load_gpt2("/nonexistent/attnlab"); }), "not a directory");

@@ -4,7 +4,9 @@
 // inference forward's (itself checked against NumPy), and AdamW against its formula.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -22,13 +24,54 @@ namespace {
 
 const ModelConfig kSmall{2, 2, 8, 8, 11, 32, 1e-5};  // L, H, d, positions, vocabulary, MLP width
 
+// Llama-style: RMSNorm, rotary positions, 4 query heads sharing 2 KV heads, SwiGLU, no
+// biases, a separate LM head.
+ModelConfig llama_style() {
+  ModelConfig c{2, 4, 16, 8, 11, 24, 1e-5};
+  c.family = Family::llama;
+  c.n_kv_head = 2;
+  c.norm = NormKind::rms_norm;
+  c.rotary = true;
+  c.rope.theta = 100;
+  c.qkv_bias = c.out_bias = c.mlp_bias = false;
+  c.mlp = MlpKind::swiglu;
+  c.tied = false;
+  return c;
+}
+
+// Everything else the families do at once: one KV head (multi-query), head_dim 6 apart from
+// d / H, q/k/v biases (Qwen2), QK-norm, (1 + w) RMSNorm and sandwich norms, GeGLU, a query
+// scale, a sliding window with its own θ on layer 0, partial rotation (4 of 6), √d embedding
+// scale (Gemma 3 and Qwen3).
+ModelConfig every_option() {
+  ModelConfig c{2, 2, 8, 8, 11, 16, 1e-6};
+  c.family = Family::gemma3;
+  c.n_kv_head = 1;
+  c.head_width = 6;
+  c.norm = NormKind::rms_norm;
+  c.norm_plus_one = true;
+  c.sandwich_norms = true;
+  c.rotary = true;
+  c.rope.theta = 1000;
+  c.rope.local_theta = 10;
+  c.rope.rotated = 4;
+  c.sliding_window = {3, 0};
+  c.qkv_bias = true;
+  c.out_bias = c.mlp_bias = false;
+  c.qk_norm = true;
+  c.query_scale = 0.3;
+  c.mlp = MlpKind::geglu;
+  c.embedding_scale = std::sqrt(8.0);
+  return c;
+}
+
 // Seeded parameters: LayerNorm gains near 1, everything else N(0, 0.3²), so no unit is
 // saturated and every gradient is far from zero.
 std::vector<double> random_parameters(const ModelConfig& c, std::uint64_t seed) {
   SplitMix64 rng(seed);
   std::vector<double> p(parameter_count(c));
   for (const ParameterTensor& t : parameter_tensors(c)) {
-    const bool gain = t.name.ends_with("ln_1.weight") || t.name.ends_with("ln_2.weight") || t.name == "ln_f.weight";
+    const bool gain = is_norm_weight(t);
     for (std::size_t k = 0; k < t.size; ++k)
       p[t.offset + k] = gain ? 1 + 0.2 * rng.normal() : 0.3 * rng.normal();
   }
@@ -41,7 +84,7 @@ void expect_gradients_match_finite_differences(const ModelConfig& c, const Train
   std::vector<double> p = random_parameters(c, 3);
   if (options.attention_only)  // the MLPs hold zeros and are not run
     for (const ParameterTensor& t : parameter_tensors(c))
-      if (t.name.find("mlp.") != std::string::npos) std::fill_n(p.begin() + t.offset, t.size, 0.0);
+      if (is_mlp_tensor(t)) std::fill_n(p.begin() + t.offset, t.size, 0.0);
   std::vector<double> g(p.size()), scratch(p.size());
   loss_and_gradients<double>(c, p, kBatch, g, options);
   const auto loss_at = [&](std::size_t k, double x) {
@@ -54,8 +97,9 @@ void expect_gradients_match_finite_differences(const ModelConfig& c, const Train
   SplitMix64 pick(9);
   std::size_t checked = 0;
   for (const ParameterTensor& t : parameter_tensors(c)) {
-    if (options.attention_only && t.name.find("mlp.") != std::string::npos) continue;
-    if (t.name.starts_with("h.") && t.name.find("ln_2") != std::string::npos && options.attention_only) continue;
+    const bool unused = is_mlp_tensor(t) || t.slot == TensorSlot::ln_2_weight || t.slot == TensorSlot::ln_2_bias ||
+                        t.slot == TensorSlot::post_mlp_norm_weight;
+    if (options.attention_only && unused) continue;
     for (int draw = 0; draw < 5; ++draw) {
       const std::size_t k = t.offset + (draw == 0 ? 0 : draw == 1 ? t.size - 1 : pick.next() % t.size);
       const double h = 1e-5, numeric = (loss_at(k, p[k] + h) - loss_at(k, p[k] - h)) / (2 * h);
@@ -63,7 +107,24 @@ void expect_gradients_match_finite_differences(const ModelConfig& c, const Train
       ++checked;
     }
   }
-  EXPECT_GE(checked, 80u) << "five entries of every tensor that takes part";
+  EXPECT_GE(checked, 5 * 2 * c.n_layer) << "five entries of every tensor that takes part";
+}
+
+// The training forward's mean loss over kBatch against the inference forward's (itself
+// checked against NumPy for every family, test_families.cpp), on the same float weights.
+void expect_training_loss_is_inference_loss(const ModelConfig& c, std::uint64_t seed, double tolerance) {
+  const std::vector<double> p = random_parameters(c, seed);
+  std::vector<float> as_float(p.begin(), p.end()), g(p.size());
+  const Model model = unflatten(c, as_float);
+  EXPECT_EQ(flatten<float>(model), as_float) << "flatten and unflatten are inverse";
+  double expected = 0;
+  std::size_t predictions = 0;
+  for (const std::vector<int>& ids : kBatch) {
+    const ForwardResult r = model_forward(model, std::span(ids).first(ids.size() - 1));
+    expected += next_token_loss(r, ids, c.vocab_size, 0, ids.size() - 1) * double(ids.size() - 1);
+    predictions += ids.size() - 1;
+  }
+  EXPECT_NEAR(loss_and_gradients<float>(c, as_float, kBatch, g), expected / double(predictions), tolerance);
 }
 
 }  // namespace
@@ -74,6 +135,43 @@ TEST(Training, EveryParametersGradientMatchesCentralFiniteDifferences) {
 
 TEST(Training, AttentionOnlyGradientsMatchFiniteDifferencesToo) {
   expect_gradients_match_finite_differences(kSmall, {.attention_only = true});
+}
+
+// RMSNorm, rotary positions, grouped-query attention and SwiGLU: each backward beside its
+// forward, checked the same way.
+TEST(Training, ALlamaStyleModelsGradientsMatchFiniteDifferences) {
+  expect_gradients_match_finite_differences(llama_style(), {});
+  expect_gradients_match_finite_differences(llama_style(), {.attention_only = true});
+}
+
+TEST(Training, QkNormSandwichNormsGeGluWindowsAndPartialRotationGradientsMatchFiniteDifferences) {
+  expect_gradients_match_finite_differences(every_option(), {});
+}
+
+// A trained Llama-style model is written as transformers writes one (config.json with
+// model_type "llama", q/k/v/o, gate/up/down as [out, in]) and reads back as the same model.
+TEST(Training, ALlamaStyleModelSavesAsAHuggingFaceFolderThatLoadsBack) {
+  const std::vector<double> p = random_parameters(llama_style(), 8);
+  const std::vector<float> as_float(p.begin(), p.end());
+  const Model model = unflatten(llama_style(), as_float);
+  const std::string dir = ::testing::TempDir() + "attnlab-llama-save-" + std::to_string(getpid());
+  save_model(dir, model);
+  const Model back = load_model(dir);
+  EXPECT_EQ(describe(back.config), describe(model.config));
+  EXPECT_EQ(flatten<float>(back), as_float);
+  const nlohmann::json config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  EXPECT_EQ(config["model_type"], "llama");
+  EXPECT_EQ(config["num_key_value_heads"], 2);
+  const SafetensorsFile file(dir + "/model.safetensors");
+  ASSERT_NE(file.find("model.layers.1.self_attn.k_proj.weight"), nullptr);
+  EXPECT_EQ(file.find("model.layers.1.self_attn.k_proj.weight")->shape, (std::vector<std::size_t>{8, 16}));
+  EXPECT_EQ(file.find("model.layers.0.mlp.gate_proj.weight")->shape, (std::vector<std::size_t>{24, 16}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Training, EveryFamilysTrainingLossIsItsInferenceLoss) {
+  expect_training_loss_is_inference_loss(llama_style(), 6, 1e-5);
+  expect_training_loss_is_inference_loss(every_option(), 7, 1e-5);
 }
 
 // The tiny F32 checkpoint, a batch of three sequences of different lengths: the loss and
@@ -108,21 +206,7 @@ TEST(Training, EveryGradientMatchesPyTorchAutograd) { expect_gradients_match_pyt
 
 TEST(Training, AttentionOnlyGradientsMatchPyTorchAutograd) { expect_gradients_match_pytorch({.attention_only = true}); }
 
-TEST(Training, TheTrainingLossIsTheInferenceForwardsLoss) {
-  const std::vector<double> p = random_parameters(kSmall, 4);
-  std::vector<float> as_float(p.begin(), p.end()), g(p.size());
-  const Model model = unflatten(kSmall, as_float);
-  EXPECT_EQ(flatten<float>(model), as_float) << "flatten and unflatten are inverse";
-  double expected = 0;
-  std::size_t predictions = 0;
-  for (const std::vector<int>& ids : kBatch) {
-    const ForwardResult r = model_forward(model, std::span(ids).first(ids.size() - 1));
-    std::vector<int> shifted = ids;  // next_token_loss reads targets as ids[i + 1]
-    expected += next_token_loss(r, shifted, kSmall.vocab_size, 0, ids.size() - 1) * double(ids.size() - 1);
-    predictions += ids.size() - 1;
-  }
-  EXPECT_NEAR(loss_and_gradients<float>(kSmall, as_float, kBatch, g), expected / double(predictions), 1e-5);
-}
+TEST(Training, TheTrainingLossIsTheInferenceForwardsLoss) { expect_training_loss_is_inference_loss(kSmall, 4, 1e-5); }
 
 // The batch split over threads: the same loss and gradients as one thread (up to the order
 // of the sums), and bit for bit the same for the same thread count.

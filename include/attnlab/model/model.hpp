@@ -21,6 +21,7 @@
 // Rotary pairs are split halves (x_i, x_{i + rot/2}), as transformers' rotate_half pairs them.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -75,8 +76,7 @@ struct ModelConfig {
   std::size_t attention_width() const { return n_head * head_dim(); }  // z = the heads' outputs side by side
   std::size_t fc_width() const { return mlp == MlpKind::gelu ? n_inner : 2 * n_inner; }
   std::size_t window(std::size_t layer) const { return layer < sliding_window.size() ? sliding_window[layer] : 0; }
-  bool is_gpt2_shaped() const;     // what the training code's backward is written for
-  std::size_t parameters() const;  // every weight and bias, a tied LM head counted once
+  std::size_t parameters() const;  // every weight and bias (the parameter table's), a tied LM head counted once
 };
 
 // The config in one line, as every face prints it: "llama: 2 layers × 4 query heads sharing
@@ -123,6 +123,78 @@ struct Model {
   std::vector<float> lm_head;                 // [vocab_size × d] when not tied
 };
 
+// The one parameter table: every weight tensor a model of this config has, in checkpoint
+// order, with attnlab's own name for it (GPT-2's names, which every family shares: a family
+// without a tensor, RMSNorm's bias say, has no entry), its shape as attnlab holds it (the
+// row-vector convention above) and where it lives in a Model. Counting, flattening for the
+// optimiser, GPT-2's reader and writer and the training code's views all walk this table;
+// the Hugging Face reader and writer map each entry to transformers' names.
+enum class TensorSlot {
+  wte,
+  wpe,
+  ln_f_weight,
+  ln_f_bias,
+  lm_head,  // the model's
+  ln_1_weight,
+  ln_1_bias,
+  attn_weight,
+  attn_bias,
+  attn_proj_weight,
+  attn_proj_bias,
+  q_norm_weight,
+  k_norm_weight,
+  post_attn_norm_weight,
+  ln_2_weight,
+  ln_2_bias,
+  mlp_fc_weight,
+  mlp_fc_bias,
+  mlp_proj_weight,
+  mlp_proj_bias,
+  post_mlp_norm_weight  // each block's
+};
+inline constexpr std::size_t kNotInABlock = static_cast<std::size_t>(-1);
+struct ParameterTensor {
+  std::string name;  // "wte.weight", "h.3.attn.c_attn.weight", "h.3.attn.q_norm.weight", "lm_head.weight"
+  std::vector<std::size_t> shape;
+  std::size_t offset = 0, size = 0;  // in the flat parameter vector (tensor after tensor)
+  TensorSlot slot = TensorSlot::wte;
+  std::size_t layer = kNotInABlock;  // the block, for a block's tensor
+};
+std::vector<ParameterTensor> parameter_tensors(const ModelConfig& config);
+
+// The tensor `t` names in `model`: a Model, or anything with its field names (the training
+// code's views of a flat vector of parameters or gradients, whose fields are pointers).
+template <class M>
+auto& tensor_of(M& model, const ParameterTensor& t) {
+  switch (t.slot) {
+    case TensorSlot::wte: return model.wte;
+    case TensorSlot::wpe: return model.wpe;
+    case TensorSlot::ln_f_weight: return model.ln_f_weight;
+    case TensorSlot::ln_f_bias: return model.ln_f_bias;
+    case TensorSlot::lm_head: return model.lm_head;
+    default: break;
+  }
+  auto& b = model.blocks[t.layer];
+  switch (t.slot) {
+    case TensorSlot::ln_1_weight: return b.ln_1_weight;
+    case TensorSlot::ln_1_bias: return b.ln_1_bias;
+    case TensorSlot::attn_weight: return b.attn_weight;
+    case TensorSlot::attn_bias: return b.attn_bias;
+    case TensorSlot::attn_proj_weight: return b.attn_proj_weight;
+    case TensorSlot::attn_proj_bias: return b.attn_proj_bias;
+    case TensorSlot::q_norm_weight: return b.q_norm_weight;
+    case TensorSlot::k_norm_weight: return b.k_norm_weight;
+    case TensorSlot::post_attn_norm_weight: return b.post_attn_norm_weight;
+    case TensorSlot::ln_2_weight: return b.ln_2_weight;
+    case TensorSlot::ln_2_bias: return b.ln_2_bias;
+    case TensorSlot::mlp_fc_weight: return b.mlp_fc_weight;
+    case TensorSlot::mlp_fc_bias: return b.mlp_fc_bias;
+    case TensorSlot::mlp_proj_weight: return b.mlp_proj_weight;
+    case TensorSlot::mlp_proj_bias: return b.mlp_proj_bias;
+    default: return b.post_mlp_norm_weight;
+  }
+}
+
 // Loads a model directory of any family (config.json's model_type says which): GPT-2's
 // (load_gpt2) or a Hugging Face Llama-family folder (load_hf_family: model.safetensors or
 // shards with model.safetensors.index.json). Weights widened to f32; a missing or misshapen
@@ -142,5 +214,13 @@ Model load_hf_family(const std::string& dir);
 // Writes DIR/config.json and DIR/model.safetensors (names with the "transformer." prefix
 // when `prefix`, tensors stored as `dtype`), a checkpoint any GPT-2 reader loads.
 void save_gpt2(const std::string& dir, const Model& model, DType dtype = DType::f32, bool prefix = true);
+
+// Writes a Llama-family model (Family::llama: RMSNorm, rotary, no QK-norm or sandwich
+// norms) as transformers writes one: config.json (model_type "llama") and
+// model.safetensors with the names and [out, in] weights load_hf_family reads.
+void save_hf_family(const std::string& dir, const Model& model, DType dtype = DType::f32);
+
+// A model in the layout of its family: save_gpt2 or save_hf_family.
+void save_model(const std::string& dir, const Model& model, DType dtype = DType::f32);
 
 }  // namespace attnlab

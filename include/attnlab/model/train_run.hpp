@@ -42,8 +42,15 @@ TextCorpus byte_corpus(std::string_view text, std::string file);
 TextCorpus bpe_corpus(std::string_view text, std::string file, const BpeTokenizer& tokenizer, std::string vocab_json,
                       std::string merges_txt);
 
+// The architectures `attnlab train` builds: GPT-2's, or Llama's (RMSNorm, rotary positions,
+// grouped-query attention with kv_heads KV heads, a SwiGLU MLP, no biases; the unembedding
+// tied to the embedding as SmolLM2's is).
+enum class TrainArchitecture { gpt2, llama };
+
 struct TrainSettings {
+  TrainArchitecture architecture = TrainArchitecture::gpt2;
   std::size_t layers = 2, heads = 1, d_model = 32, context = 32, vocab = 28;  // vocab includes BOS (the last id)
+  std::size_t kv_heads = 0;  // llama: H_kv, dividing heads (0: heads, full multi-head attention)
   std::size_t steps = 1200, batch = 64, warmup = 50, log_every = 50, checkpoint_every = 100;
   double learning_rate = 3e-3, clip = 1.0, weight_decay = 0.0;
   double attention_init = 0.1;  // the attention weights' initial standard deviation (GPT-2's is 0.02)
@@ -93,9 +100,14 @@ struct TrainLog {
 std::pair<double, double> in_context_losses(const Model& model, std::uint64_t seed, std::size_t count = 16,
                                             const std::vector<HeadRef>& ablate = {});
 
+// The model these settings train: GPT-2 (LayerNorm ε 1e-5, MLP 4·d wide) or Llama (RMSNorm
+// ε 1e-5, rotary θ 10000 over all of head_dim = d / H, SwiGLU MLP of 8·d/3, rounded down to a
+// multiple of 8, tied unembedding), the vocabulary the task's or the text's.
+ModelConfig training_config(const TrainSettings& settings);
+
 // A fresh model of these settings: GPT-2's initialisation (N(0, 0.02), residual projections
-// scaled by 1/√(2L), LayerNorms 1 and 0), seeded, except the attention weights (queries,
-// keys, values and the output projection): N(0, attention_init).
+// scaled by 1/√(2L), norms' weights 1 and biases 0), seeded, except the attention weights
+// (queries, keys, values and the output projection): N(0, attention_init).
 Model initial_model(const TrainSettings& settings);
 
 // The memory a training run of these settings holds, priced from its shape before anything
@@ -103,9 +115,10 @@ Model initial_model(const TrainSettings& settings);
 // - state: six copies of the parameters: the model, the flat weights, the gradients,
 //   AdamW's two moments, and the model a log or checkpoint makes from the weights;
 // - activations: what one sequence's forward and backward hold (the batch's sequences run
-//   one after another), per layer 7·n·d + H·n² + 2n (+ 9·n·d + 2n with the MLP, its width
-//   4·d), then 10·n·d + n·V + 4·n·d + 2n for the final LayerNorm, the logits and the
-//   backward's buffers (n the context, d the width, V the vocabulary, H the heads);
+//   one after another), per layer 3·n·d + n·W + H·n² + n·Z + 4n (+ n·d + n·F + n·I + 2n
+//   with the MLP), then 8·n·d + n·W + n·Z + n·F + n·I + n·V + 2n for the final norm, the
+//   logits and the backward's buffers (n the context, d the width, V the vocabulary, H the
+//   query heads, W = qkv_width, Z = H·head_dim, F = fc_width, I the MLP's width);
 // - the batch: its token ids, batch × (context + 1).
 // The evaluations a log makes hold less than a training step.
 struct TrainingPrice {

@@ -1,11 +1,13 @@
-// Training GPT-2: the loss, the gradient of every parameter written by hand (each layer's
-// backward beside its forward, as the forward pass shows its work), and AdamW.
+// Training any family the model layer runs (GPT-2; Llama-style RMSNorm, rotary positions,
+// grouped-query attention, SwiGLU or GeGLU; QK-norm, sandwich norms, windows): the loss,
+// the gradient of every parameter written by hand (each layer's backward beside its
+// forward, as the forward pass shows its work), and AdamW.
 //
-// The parameters live in one flat vector, tensor after tensor in the order and with the
-// names of a GPT-2 checkpoint (parameter_tensors), so a training run saves as an ordinary
-// checkpoint that any GPT-2 reader loads. The code is written once for float (training)
-// and double (the tests check every gradient against central finite differences in
-// double, where the differences are exact enough to compare).
+// The parameters live in one flat vector, tensor after tensor in the order of the
+// parameter table (parameter_tensors, model.hpp), so a training run saves as an ordinary
+// checkpoint. The code is written once for float (training) and double (the tests check
+// every gradient against central finite differences in double, where the differences are
+// exact enough to compare).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,15 +19,22 @@
 
 namespace attnlab {
 
-struct ParameterTensor {
-  std::string name;  // as in a checkpoint, without the "transformer." prefix
-  std::vector<std::size_t> shape;
-  std::size_t offset = 0, size = 0;  // in the flat parameter vector
-};
-
-// Every parameter tensor of a model of this config, in checkpoint order.
-std::vector<ParameterTensor> parameter_tensors(const ModelConfig& config);
+// The flat vector's length: config.parameters(), the parameter table's sum.
 std::size_t parameter_count(const ModelConfig& config);
+
+// The MLP's weights and biases (what attention-only training keeps at zero).
+inline bool is_mlp_tensor(const ParameterTensor& t) {
+  return t.slot == TensorSlot::mlp_fc_weight || t.slot == TensorSlot::mlp_fc_bias ||
+         t.slot == TensorSlot::mlp_proj_weight || t.slot == TensorSlot::mlp_proj_bias;
+}
+
+// A norm's weight (γ): the block's two, QK-norm's, the sandwich norms', the final one.
+inline bool is_norm_weight(const ParameterTensor& t) {
+  using S = TensorSlot;
+  return t.slot == S::ln_1_weight || t.slot == S::ln_2_weight || t.slot == S::ln_f_weight ||
+         t.slot == S::q_norm_weight || t.slot == S::k_norm_weight || t.slot == S::post_attn_norm_weight ||
+         t.slot == S::post_mlp_norm_weight;
+}
 
 template <class T>
 std::vector<T> flatten(const Model& model);
@@ -53,7 +62,7 @@ T loss_and_gradients(const ModelConfig& config, std::span<const T> parameters, c
 // (forward_flops, without the MLPs when attention_only) three times over, since the
 // backward pass does two multiply-adds for each of the forward's (one for the input's
 // gradient, one for the weights'). For the linear layers that is 6 × parameters × tokens.
-double gpt2_training_flops(const ModelConfig& config, std::size_t n, bool attention_only);
+double training_flops(const ModelConfig& config, std::size_t n, bool attention_only);
 
 // AdamW (Loshchilov & Hutter): m, v the running moments, decoupled weight decay, step t from 1.
 struct AdamW {

@@ -23,8 +23,18 @@ std::string format_vector(std::span<const double> v, int precision);
 // Display width of a UTF-8 string: code points, which is right for the symbols used here.
 std::size_t display_width(const std::string& text);
 
-// Text cells as left-aligned columns three spaces apart, each line starting with `indent`.
-std::string render_table(const std::vector<std::vector<std::string>>& rows, std::string_view indent = "   ");
+// How render_table lays out its cells: the worked example's left-aligned columns three
+// spaces apart, or the CLI's figures right-aligned (labels in the first column left).
+struct TableStyle {
+  std::string_view indent = "   ";  // each line starts with it
+  std::size_t gap = 3;              // spaces between columns
+  bool right_aligned = false;       // numbers: each column right-aligned to its widest cell
+  bool first_left = false;          // with right_aligned, the first column (labels) stays left
+};
+
+// The one table renderer: rows of text cells in columns as wide as their widest cell
+// (display_width), no line ending in spaces.
+std::string render_table(const std::vector<std::vector<std::string>>& rows, const TableStyle& style = {});
 
 struct ExplainOptions {
   std::size_t head = 0;              // which head the steps are shown for

@@ -68,13 +68,6 @@ struct Scenario {
   std::size_t d_out() const;
 };
 
-// Parses any JSON document, turning syntax errors into an InputError that gives `origin`,
-// line and column, and numbers too large for a double into one that says so. A document
-// nested deeper than kMaxJsonDepth or holding more than `max_values` JSON values is
-// refused before it is parsed (a request body has kMaxRequestJsonValues).
-nlohmann::json parse_json_document(std::string_view text, std::string_view origin,
-                                   std::size_t max_values = kMaxJsonValues);
-
 // Parses and validates a scenario. `origin` names the text in messages (a file path,
 // "request body"); a malformed document reports line and column.
 Scenario parse_scenario(std::string_view text, std::string_view origin);

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/files.hpp"
 #include "attnlab/core/json.hpp"
-#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 
@@ -44,7 +44,7 @@ void save_checkpoint(const fs::path& dir, std::size_t step, const Model& model, 
   const fs::path final_dir = checkpoint_dir(dir, step);
   const fs::path partial = dir / "checkpoints" / fmt::format(".step-{}.partial", step);
   fs::remove_all(partial);
-  save_gpt2(partial.string(), model);
+  save_model(partial.string(), model);
   save_tokenizer(partial, text);
   fs::remove_all(final_dir);
   fs::rename(partial, final_dir);
@@ -55,7 +55,7 @@ void save_checkpoint(const fs::path& dir, std::size_t step, const Model& model, 
 void save_final(const fs::path& dir, const Model& model, const TextCorpus* text) {
   const fs::path partial = dir / ".final.partial";
   fs::remove_all(partial);
-  save_gpt2(partial.string(), model);
+  save_model(partial.string(), model);
   save_tokenizer(dir, text);
   fs::rename(partial / "model.safetensors", dir / "model.safetensors");
   fs::rename(partial / "config.json", dir / "config.json");
@@ -77,8 +77,10 @@ std::optional<std::size_t> step_of(const std::string& name) {
 
 json train_settings_json(const TrainSettings& s) {
   json settings = {{"task", s.text ? "text" : "induction"},
+                   {"arch", s.architecture == TrainArchitecture::llama ? "llama" : "gpt2"},
                    {"layers", s.layers},
                    {"heads", s.heads},
+                   {"kv_heads", training_config(s).kv_heads()},
                    {"d_model", s.d_model},
                    {"context", s.context},
                    {"vocab", s.text ? s.text->vocab : s.vocab},
@@ -178,16 +180,8 @@ bool has_final_model(const fs::path& dir) {
 json read_train_json(const fs::path& dir) {
   const fs::path file = dir / "train.json";
   const std::string name = file.string();
-  std::error_code error;
-  const std::uintmax_t bytes = fs::file_size(file, error);
-  if (error) fail(name, "cannot be read; a training run's directory holds train.json (attnlab train --out DIR)");
-  if (bytes > kMaxTrainJsonBytes)
-    fail(name, fmt::format("is {} bytes; at most {} are read", bytes, kMaxTrainJsonBytes));
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) fail(name, "cannot be read");
-  const std::string body = text.str();
+  const std::string body = read_file_within(file, kMaxTrainJsonBytes, name,
+                                            "a training run's directory holds train.json (attnlab train --out DIR)");
   const json doc = parse_json_document(body, name);
   if (!doc.is_object() || !doc.contains("settings") || !doc["settings"].is_object() || !doc.contains("log") ||
       !doc["log"].is_array())

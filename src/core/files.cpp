@@ -1,0 +1,47 @@
+// The bounded file reader (attnlab/core/files.hpp).
+#include "attnlab/core/files.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "attnlab/core/error.hpp"
+
+namespace attnlab {
+
+namespace fs = std::filesystem;
+
+std::string read_file_within(const fs::path& path, std::uintmax_t limit, std::string_view field,
+                             std::string_view hint) {
+  const std::string name = path.string();
+  const bool field_is_path = field == name;  // then the message need not repeat the path
+  const std::string limit_text =
+      limit >= (1u << 20) ? fmt::format("{} bytes ({} MiB)", limit, limit >> 20) : fmt::format("{} bytes", limit);
+  const std::string then = hint.empty() ? "" : fmt::format("; {}", hint);
+  std::error_code error;
+  if (fs::is_directory(path, error))
+    fail(field, fmt::format("{} is a directory, not a file{}", field_is_path ? "the path" : name, then));
+  if (fs::is_regular_file(path, error)) {
+    const std::uintmax_t size = fs::file_size(path, error);
+    if (!error && size > limit)
+      fail(field, fmt::format("{} is {} bytes, more than the limit of {}", field_is_path ? "the file" : name, size,
+                              limit_text));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail(field,
+         fmt::format("cannot open {}: {}{}", field_is_path ? "the file" : name, std::strerror(errno), then));
+  std::string bytes;
+  char block[1 << 16];
+  while (in.read(block, sizeof block) || in.gcount() > 0) {
+    bytes.append(block, static_cast<std::size_t>(in.gcount()));
+    if (bytes.size() > limit)
+      fail(field, fmt::format("{} holds more than the limit of {}", field_is_path ? "it" : name, limit_text));
+  }
+  if (in.bad()) fail(field, fmt::format("cannot read all of {}", field_is_path ? "the file" : name));
+  return bytes;
+}
+
+}  // namespace attnlab
