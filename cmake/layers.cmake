@@ -1,8 +1,10 @@
-# attnlab_layer(NAME SOURCES ... [BELOW lower_layer]): one layer of attnlab as a static
+# attnlab_layer(NAME SOURCES ... [BELOW lower_layer...]): one layer of attnlab as a static
 # library `attnlab_NAME`, aliased `attnlab::NAME`, with the public headers under
-# include/attnlab/, linked to the layer below it (and so to every layer under that).
+# include/attnlab/, linked to the layers below it that it uses (and so to what they use):
+# the scenario layer uses core alone, so a scenario's reader does not bring the model
+# runtime (OpenBLAS, PCRE2) with it.
 function(attnlab_layer name)
-  cmake_parse_arguments(L "" "BELOW" "SOURCES" ${ARGN})
+  cmake_parse_arguments(L "" "" "SOURCES;BELOW" ${ARGN})
   add_library(attnlab_${name} STATIC ${L_SOURCES})
   add_library(attnlab::${name} ALIAS attnlab_${name})
   set_target_properties(attnlab_${name} PROPERTIES EXPORT_NAME ${name} POSITION_INDEPENDENT_CODE ON)
@@ -13,9 +15,10 @@ function(attnlab_layer name)
   if(ATTNLAB_NATIVE)
     target_compile_options(attnlab_${name} PRIVATE -march=native)
   endif()
-  if(L_BELOW)
-    target_link_libraries(attnlab_${name} PUBLIC attnlab::${L_BELOW})
-  endif()
+  attnlab_unity_build(attnlab_${name})
+  foreach(below IN LISTS L_BELOW)  # the layers it uses, each below it in the order
+    target_link_libraries(attnlab_${name} PUBLIC attnlab::${below})
+  endforeach()
 endfunction()
 
 # Warnings for the faces and tests, which are not layers.

@@ -34,7 +34,8 @@
 /**
  * A head with every intermediate (queries ... logits): what the maths panel needs.
  * @typedef {Head & {logits: Grid, queries: number[][], keys: number[][], values: number[][],
- *   scores: number[][], scaled: number[][], exponentials: number[][], row_sums: number[], shifts: number[]}} FullHead
+ *   scores: number[][], scaled: number[][], exponentials: number[][], row_sums: number[], shifts: number[],
+ *   queries_unrotated?: number[][], keys_unrotated?: number[][]}} FullHead
  */
 
 /**
@@ -58,6 +59,8 @@
  * @property {string[]} source_tokens
  * @property {Head[]} heads
  * @property {number} temperature
+ * @property {number} [score_scale] scores × this instead of ÷ √d_k (0 or absent: ÷ √d_k)
+ * @property {{pairs: string, frequencies: number[]} | null} [rope] rotary positions: the pairs and each one's frequency
  * @property {boolean} causal
  * @property {string} positions
  * @property {number | null} [window]

@@ -12,6 +12,7 @@
 import { $, forget, setAttr, setFlag, setHtml, setText } from './dom.js';
 import { formatFactor, formatFixed, formatNumber, formatVector, truncate } from './format.js';
 import { html } from './html.js';
+import { rotaryScore } from './rope.js';
 import { detailedHead, precision } from './selectors.js';
 
 /**
@@ -130,6 +131,7 @@ const keyColumns = (trace, head, p) => head.keys.map((k, j) => [
  * @property {HTMLElement} sum
  * @property {HTMLElement} out
  * @property {HTMLElement} top
+ * @property {HTMLElement} rope          a rotary head's q and k before and after, the score against the offset
  * @property {FullHead | null} keysOf    the head whose key columns are written
  * @property {number} keysP
  * @property {number[]} keyWidths        their widths
@@ -158,7 +160,8 @@ function buildGrid(container, m) {
 <span role="columnheader">k<sub>j</sub></span><span role="columnheader">v<sub>j</sub></span>\
 <span role="columnheader">score q·k<sub>j</sub></span><span role="columnheader"></span><span role="columnheader"></span>\
 <span role="columnheader"></span><span role="columnheader"></span></div>${rows}</div></div>\
-<p class="math-line math-shift note" hidden></p><p class="math-line math-sum"></p><p class="math-line math-out"></p><p class="math-line math-top"></p>`);
+<p class="math-line math-shift note" hidden></p><p class="math-line math-sum"></p><p class="math-line math-out"></p><p class="math-line math-top"></p>\
+<div class="math-line math-rope" data-testid="math-rope" hidden></div>`);
   /** @param {string} sel */
   const q = (sel) => /** @type {HTMLElement} */ (container.querySelector(sel));
   const grid = {
@@ -166,7 +169,7 @@ function buildGrid(container, m) {
     title: q('.math-title'), vec: q('.math-vec'), grid: q('.math-grid'),
     heads: /** @type {HTMLElement[]} */ (Array.from(q('.math-headrow').children)),
     rows: /** @type {HTMLElement[]} */ (Array.from(container.querySelectorAll('.math-row:not(.math-headrow)'))),
-    shift: q('.math-shift'), sum: q('.math-sum'), out: q('.math-out'), top: q('.math-top'),
+    shift: q('.math-shift'), sum: q('.math-sum'), out: q('.math-out'), top: q('.math-top'), rope: q('.math-rope'),
     keysOf: null, keysP: -1, keyWidths: [0, 0, 0], cols: '', shown: null,
   };
   grids.set(container, grid);
@@ -189,7 +192,10 @@ function writeHeader(M, trace, head, h, i, p) {
 d<sub>v</sub> = ${head.d_v}, T = ${formatNumber(T, p)}`);
   setHtml(M.vec, html`q<sub>${i}</sub> = x<sub>${i}</sub>·W<sub>Q</sub> = <span class="vec" data-testid="math-query">(${formatVector(head.queries[i], p)})</span>`);
   // only the divisor's label is computed here; the quotients are the trace's
-  setHtml(M.heads[4], html`÷ √d<sub>k</sub> (√${head.d_k} ≈ ${formatNumber(Math.sqrt(head.d_k), p)})`);
+  // a model with its own score scale (Gemma 3) multiplies by it instead
+  const scoreScale = trace.score_scale || 0;
+  if (scoreScale > 0) setHtml(M.heads[4], html`× the model's scale ${formatNumber(scoreScale, p)}`);
+  else setHtml(M.heads[4], html`÷ √d<sub>k</sub> (√${head.d_k} ≈ ${formatNumber(Math.sqrt(head.d_k), p)})`);
   setText(M.heads[5], `÷ T (${formatNumber(T, p)}) = logit`);
   setText(M.heads[6], shift !== 0 ? `exp(logit − ${formatNumber(shift, p)})` : 'exp(logit)');
   setHtml(M.heads[7], html`weight a<sub>ij</sub> = exp ÷ row sum`);
@@ -296,6 +302,33 @@ ${Q.mixTerms.length ? termList(Q.mixTerms, ' + ', Q.visible) : '0'} = \
 }
 
 /**
+ * A rotary head: q_i and the largest key k_j before and after their rotation at their
+ * positions, and the score as a function of the offset δ = i − j (the same two vectors
+ * placed δ apart), drawn for δ = 0 .. n − 1 with the actual offset marked.
+ * @param {MathsGrid} M
+ * @param {Trace} trace
+ * @param {FullHead} head
+ * @param {number} i
+ * @param {number} p
+ * @param {QueryMaths} Q
+ */
+function writeRope(M, trace, head, i, p, Q) {
+  const rope = trace.rope;
+  const show = Boolean(rope && head.queries_unrotated && head.keys_unrotated && Q.top >= 0 && !Q.fully);
+  setFlag(M.rope, 'hidden', !show);
+  if (!show || !rope || !head.queries_unrotated || !head.keys_unrotated) return;
+  const j = Q.top, qu = head.queries_unrotated[i], ku = head.keys_unrotated[j];
+  const n = trace.tokens.length, offsets = Array.from({ length: Math.max(n, 2) }, (_, d) => d);
+  const curve = offsets.map((d) => rotaryScore(rope, qu, ku, d));
+  const lo = Math.min(...curve), hi = Math.max(...curve), W = 240, H = 48;
+  const x = (/** @type {number} */ d) => (d / (offsets.length - 1)) * W;
+  const y = (/** @type {number} */ s) => (hi > lo ? H - ((s - lo) / (hi - lo)) * H : H / 2);
+  const points = curve.map((s, d) => `${x(d).toFixed(1)},${y(s).toFixed(1)}`).join(' ');
+  const here = i - j, atHere = rotaryScore(rope, qu, ku, here);
+  setHtml(M.rope, html`<span class="step">rotary</span> q<sub>${i}</sub> = (${formatVector(qu, p)}) → (${formatVector(head.queries[i], p)}) rotated to position ${i}; k<sub>${j}</sub> = (${formatVector(ku, p)}) → (${formatVector(head.keys[j], p)}) at ${j}.<br>The score depends only on the offset δ = i − j: the same two vectors δ apart score <svg class="rope-curve" width="${W}" height="${H}" viewBox="-2 -2 ${W + 4} ${H + 4}" role="img" aria-label="score against offset"><polyline points="${points}" fill="none" stroke="currentColor"/><circle cx="${x(here).toFixed(1)}" cy="${y(atHere).toFixed(1)}" r="3"/></svg> (δ = 0 … ${offsets.length - 1}); here δ = ${here}: <b data-testid="math-rope-score" data-offset="${here}" data-value="${atHere}">${formatNumber(atHere, p)}</b>, at δ = 0: ${formatNumber(curve[0], p)}.`);
+}
+
+/**
  * While a lean trace's head fetches its intermediates: a one-line placeholder (the grid is
  * built again when they arrive).
  * @param {HTMLElement} container
@@ -332,6 +365,7 @@ export function renderMaths(s) {
   writeKeyColumns(M, t, head, p);
   sizeColumns(M, writeQueryColumns(M, Q));
   writeSums(M, t, head, i, p, Q);
+  writeRope(M, t, head, i, p, Q);
   M.shown = { head, query: i, p, trace: t };
   setAttr(container, 'data-head', String(s.head));
   setAttr(container, 'data-query', String(i));

@@ -16,6 +16,7 @@
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/model/training.hpp"
 #include "common.hpp"
+#include "numbers.hpp"
 
 namespace attnlab::cli {
 
@@ -246,8 +247,11 @@ int bench_model(const BenchFlags& f) {
 int bench_train(const BenchFlags& f) {
   TrainSettings s = f.shape;
   s.heads = f.heads_flag->count() ? f.heads : 2;
-  if (s.d_model % s.heads != 0) fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
-  check_training_price(s);  // priced as `attnlab train` prices its run, before anything is allocated
+  try {
+    check_train_settings(s);  // checked and priced as `attnlab train` does, before anything is allocated
+  } catch (const InputError& e) {
+    throw with_flag_name(e);
+  }
   const Model model = initial_model(s);
   const ModelConfig& c = model.config;
   std::vector<float> p = flatten<float>(model), g(p.size());

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "attnlab/analysis/model_head.hpp"
 #include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/error.hpp"
@@ -19,7 +20,6 @@
 #include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/report/explain.hpp"
-#include "attnlab/scenario/model_head.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
 

@@ -16,6 +16,7 @@
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "common.hpp"
+#include "numbers.hpp"
 
 namespace attnlab::cli {
 
@@ -86,9 +87,8 @@ Command train_command(CLI::App& parent) {
                   "attention, SwiGLU)")
       ->capture_default_str();
   app->add_option("--heads", s.heads, "Heads per layer H")->capture_default_str()->check(CLI::Range(1, 16));
-  CLI::Option* kv_heads =
-      app->add_option("--kv-heads", s.kv_heads, "With --arch llama: KV heads H_kv, dividing --heads (default: --heads)")
-          ->check(CLI::Range(1, 16));
+  app->add_option("--kv-heads", s.kv_heads, "With --arch llama: KV heads H_kv, dividing --heads (default: --heads)")
+      ->check(CLI::Range(1, 16));
   app->add_option("--d-model", s.d_model, "Width d_model")->capture_default_str()->check(CLI::Range(4, 512));
   app->add_option("--context", s.context, "Positions per sequence")->capture_default_str()->check(CLI::Range(12, 256));
   CLI::Option* vocab = app->add_option("--vocab", s.vocab, "Vocabulary of the induction task, BOS included")
@@ -117,19 +117,13 @@ Command train_command(CLI::App& parent) {
   app->add_flag("--attn-only", s.attention_only, "No MLPs (their weights stay zero in the checkpoint)");
   app->add_flag("--force", state->force, "Write into DIR even when it is not empty");
   return {
-      app, [state, vocab, prev_token_steps, kv_heads]() {
+      app, [state, vocab, prev_token_steps]() {
         TrainSettings& s = state->s;
         if (state->arch == "llama")
           s.architecture = TrainArchitecture::llama;
         else if (state->arch != "gpt2")
           fail("--arch", fmt::format("\"{}\" is not an architecture attnlab trains; give gpt2 or llama",
                                      state->arch.substr(0, 40)));
-        if (kv_heads->count() && s.architecture != TrainArchitecture::llama)
-          fail("--kv-heads", "GPT-2 has one KV head per query head; grouped-query attention needs --arch llama");
-        if (s.kv_heads && s.heads % s.kv_heads != 0)
-          fail("--kv-heads", fmt::format("{} does not divide --heads {}: each KV head serves the same number of query "
-                                         "heads",
-                                         s.kv_heads, s.heads));
         const std::vector<std::string>& task = state->task;
         if (task[0] == "text") {
           if (task.size() != 2) fail("--task", "text needs the file to train on: --task text FILE");
@@ -147,9 +141,11 @@ Command train_command(CLI::App& parent) {
                "a one-layer model has no later layer to learn after layer 0; give --layers 2 "
                "or more, or leave it out");
         const fs::path out(state->out);
-        if (s.d_model % s.heads != 0)
-          fail("--d-model", fmt::format("{} is not divisible by --heads {}", s.d_model, s.heads));
-        check_training_price(s);  // the shape's memory, before the model is allocated
+        try {
+          check_train_settings(s);  // the shape and its memory, before the model is allocated
+        } catch (const InputError& e) {
+          throw with_flag_name(e);
+        }
         if (fs::exists(out) && !fs::is_empty(out) && !state->force)
           fail("--out",
                fmt::format("{} is not empty; give a new directory, or --force to write into it", out.string()));

@@ -65,16 +65,34 @@ Matrix add_bias(Matrix m, const std::vector<double>& bias) {
       m(i, c) += bias[c];
   return m;
 }
+
+// Each row x of m as x / √(mean(x²) + ε) · γ (an RMSNorm); m unchanged when γ is empty.
+Matrix rms_norm_rows(Matrix m, const std::vector<double>& gamma, double epsilon) {
+  if (gamma.empty()) return m;
+  assert(gamma.size() == m.cols);
+  for (std::size_t i = 0; i < m.rows; ++i) {
+    double squares = 0;
+    for (double x : m.row(i))
+      squares += x * x;
+    const double inv = 1.0 / std::sqrt(squares / static_cast<double>(m.cols) + epsilon);
+    for (std::size_t c = 0; c < m.cols; ++c)
+      m(i, c) *= inv * gamma[c];
+  }
+  return m;
+}
 }  // namespace
 
 void project_head(const AttentionInput& input, const HeadWeights& head, HeadTrace& trace) {
   trace.name = head.name;
   trace.d_k = head.w_q.cols;
   trace.d_v = head.w_v.cols;
-  trace.queries = add_bias(matmul(input.queries_from, head.w_q), head.b_q);
-  trace.keys = add_bias(matmul(input.keys_from, head.w_k), head.b_k);
+  trace.queries =
+      rms_norm_rows(add_bias(matmul(input.queries_from, head.w_q), head.b_q), head.q_norm, head.norm_epsilon);
+  trace.keys = rms_norm_rows(add_bias(matmul(input.keys_from, head.w_k), head.b_k), head.k_norm, head.norm_epsilon);
   trace.values = add_bias(matmul(input.keys_from, head.w_v), head.b_v);
-  if (input.rope) {
+  if (input.rope) {  // kept as they were too: the lab shows q and k before and after
+    trace.queries_unrotated = trace.queries;
+    trace.keys_unrotated = trace.keys;
     rotate_rope(trace.queries, *input.rope);
     rotate_rope(trace.keys, *input.rope);
   }
@@ -85,17 +103,22 @@ HeadTrace attend_head(const AttentionInput& input, const HeadWeights& head) {
   HeadTrace t;
 
   // Step 1, project: q = x · W_Q + b_Q, k = s · W_K + b_K, v = s · W_V + b_V (biases when the
-  // head has them), then rotate q, k with rope.
+  // head has them), q and k RMS-normed with QK-norm, then rotated with rope.
   project_head(input, head, t);
 
   // Step 2, score: every query against every key, scores[i][j] = q_i · k_j.
   t.scores = matmul_transposed(t.queries, t.keys);
 
-  // Step 3, scale: divide by √d_k.
-  const double sqrt_d_k = std::sqrt(static_cast<double>(t.d_k));
+  // Step 3, scale: divide by √d_k (or multiply by the model's own factor, score_scale).
   t.scaled = t.scores;
-  for (double& s : t.scaled.data)
-    s /= sqrt_d_k;
+  if (input.score_scale > 0) {
+    for (double& s : t.scaled.data)
+      s *= input.score_scale;
+  } else {
+    const double sqrt_d_k = std::sqrt(static_cast<double>(t.d_k));
+    for (double& s : t.scaled.data)
+      s /= sqrt_d_k;
+  }
 
   // Step 4, mask and temperature: logits = scaled / T where visible, -inf where not.
   const Mask mask(input.mask, n, m);

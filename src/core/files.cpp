@@ -31,8 +31,7 @@ std::string read_file_within(const fs::path& path, std::uintmax_t limit, std::st
   }
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    fail(field,
-         fmt::format("cannot open {}: {}{}", field_is_path ? "the file" : name, std::strerror(errno), then));
+    fail(field, fmt::format("cannot open {}: {}{}", field_is_path ? "the file" : name, std::strerror(errno), then));
   std::string bytes;
   char block[1 << 16];
   while (in.read(block, sizeof block) || in.gcount() > 0) {

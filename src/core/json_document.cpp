@@ -23,7 +23,6 @@ std::string line_and_column(std::string_view text, std::size_t byte) {
   return fmt::format("line {}, column {}", line, column);
 }
 
-
 json parse_json_document(std::string_view text, std::string_view origin, std::size_t max_values) {
   const JsonShape shape = json_shape(text);
   if (shape.depth > kMaxJsonDepth)

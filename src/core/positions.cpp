@@ -49,14 +49,24 @@ Matrix apply_positions(const Matrix& embeddings, const Positions& positions) {
   return embeddings;
 }
 
+std::vector<double> Rope::pair_frequencies(std::size_t d) const {
+  if (!frequencies.empty()) return frequencies;
+  std::vector<double> f(d / 2);
+  for (std::size_t i = 0; i < f.size(); ++i)
+    f[i] = std::pow(10000.0, -static_cast<double>(2 * i) / static_cast<double>(d));
+  return f;
+}
+
 void rotate_rope(Matrix& rows, const Rope& rope, bool inverse) {
-  const std::size_t d = rows.cols, half = d / 2;
-  assert(d % 2 == 0 && (rope.frequencies.empty() || rope.frequencies.size() == half));
+  // Pairs over the first 2·half columns (all of them unless the frequencies say fewer: a
+  // partially rotated head), the rest passed through.
+  const std::size_t d = rows.cols;
+  const std::vector<double> frequencies = rope.pair_frequencies(d);
+  const std::size_t half = frequencies.size();
+  assert(d % 2 == 0 && 2 * half <= d);
   for (std::size_t p = 0; p < rows.rows; ++p)
     for (std::size_t i = 0; i < half; ++i) {
-      const double f = rope.frequencies.empty()
-                           ? std::pow(10000.0, -static_cast<double>(2 * i) / static_cast<double>(d))
-                           : rope.frequencies[i];
+      const double f = frequencies[i];
       const double theta = (inverse ? -1.0 : 1.0) * static_cast<double>(p) * f;
       const std::size_t first = rope.split_half ? i : 2 * i, second = rope.split_half ? i + half : 2 * i + 1;
       const double a = rows(p, first), b = rows(p, second);

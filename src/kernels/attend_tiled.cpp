@@ -21,6 +21,7 @@ Trace attend_tiled(const AttentionInput& input, AttentionOptions options) {
   options.causal = input.mask.causal;
   options.window = input.mask.window;
   options.temperature = input.temperature;
+  if (input.score_scale > 0) options.scale = input.score_scale;
   Trace trace;
   const std::size_t n = input.queries_from.rows, m = input.keys_from.rows;
   for (const HeadWeights& w : input.heads) {

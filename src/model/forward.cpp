@@ -449,11 +449,6 @@ AttentionInput head_attention_input(const Model& model, const ForwardResult& res
   if (head.layer >= c.n_layer || head.head >= c.n_head)
     fail("head", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(head),
                              c.n_layer - 1, c.n_head - 1));
-  if (c.qk_norm || c.query_scale > 0 || (c.rotary && c.rope.rotated && c.rope.rotated != c.head_dim()))
-    fail("head", fmt::format("head {} of this {} model norms its queries and keys per head (QK-norm), scales its "
-                             "scores its own way or rotates part of each head, which the engine's one-head view does "
-                             "not compute yet; its weights are in `attnlab model run --json` (\"attention\")",
-                             to_string(head), family_name(c.family)));
   const std::size_t n = result.n, d = c.n_embd, dh = c.head_dim();
   const std::vector<float>& a = result.block_inputs[head.layer];
   const Block& b = model.blocks[head.layer];
@@ -482,6 +477,18 @@ AttentionInput head_attention_input(const Model& model, const ForwardResult& res
   const std::size_t q0 = at.q(head.head), k0 = at.k(at.kv_of(head.head)), v0 = at.v(at.kv_of(head.head));
   HeadWeights w{to_string(head), slice(q0), slice(k0), slice(v0)};
   w.b_q = bias(q0), w.b_k = bias(k0), w.b_v = bias(v0);
+  if (c.qk_norm) {  // γ as the forward applies it: 1 + w where the family stores w − 1
+    const auto gamma = [&](const std::vector<float>& weight) {
+      std::vector<double> g(weight.begin(), weight.end());
+      if (c.norm_plus_one)
+        for (double& x : g)
+          x += 1.0;
+      return g;
+    };
+    w.q_norm = gamma(b.q_norm_weight), w.k_norm = gamma(b.k_norm_weight);
+    w.norm_epsilon = c.layer_norm_epsilon;
+  }
+  input.score_scale = c.query_scale;
   input.heads.push_back(std::move(w));
   return input;
 }

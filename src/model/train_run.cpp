@@ -182,7 +182,7 @@ ModelConfig training_config(const TrainSettings& s) {
 }
 
 Model initial_model(const TrainSettings& s) {
-  if (s.d_model % s.heads != 0) fail("--d-model", "must be divisible by --heads");
+  check_train_settings(s);
   const ModelConfig c = training_config(s);
   SplitMix64 rng(s.seed);
   std::vector<float> p(parameter_count(c));
@@ -245,16 +245,29 @@ void check_training_price(const TrainSettings& s) {
   // vocabulary when the embedding table is most of the parameters (the tokenizer's, for a
   // text), else the width (12·d² a layer).
   const double embeddings = double(vocab_of(s)) * double(s.d_model);
-  const char* flag = price.activation_bytes > price.state_bytes ? "--context"
-                     : embeddings > price.parameters / 2        ? (s.text ? "--tokenizer" : "--vocab")
-                                                                : "--d-model";
-  fail(flag, fmt::format("{} layers × {} heads, d_model {}, context {}, vocabulary {}, batch {} would hold about {}: "
-                         "{} parameters, six copies as floats (weights, gradients, AdamW's two moments, the model a "
-                         "checkpoint writes) {}, one sequence's activations {}, the batch's tokens {}; the limit is {} "
-                         "GiB: a smaller --d-model, --layers, --vocab or --context",
-                         s.layers, s.heads, s.d_model, s.context, vocab_of(s), s.batch, bytes_text(price.total_bytes()),
-                         count_text(price.parameters), bytes_text(price.state_bytes),
-                         bytes_text(price.activation_bytes), bytes_text(price.batch_bytes), kMaxTrainBytes >> 30));
+  const char* field = price.activation_bytes > price.state_bytes ? "context"
+                      : embeddings > price.parameters / 2        ? (s.text ? "tokenizer" : "vocab")
+                                                                 : "d_model";
+  fail(field,
+       fmt::format("{} layers × {} heads, d_model {}, context {}, vocabulary {}, batch {} would hold about {}: "
+                   "{} parameters, six copies as floats (weights, gradients, AdamW's two moments, the model a "
+                   "checkpoint writes) {}, one sequence's activations {}, the batch's tokens {}; the limit is {} "
+                   "GiB: a smaller d_model, layers, vocabulary or context",
+                   s.layers, s.heads, s.d_model, s.context, vocab_of(s), s.batch, bytes_text(price.total_bytes()),
+                   count_text(price.parameters), bytes_text(price.state_bytes), bytes_text(price.activation_bytes),
+                   bytes_text(price.batch_bytes), kMaxTrainBytes >> 30));
+}
+
+void check_train_settings(const TrainSettings& s) {
+  if (s.heads == 0 || s.d_model % s.heads != 0)
+    fail("d_model",
+         fmt::format("{} is not divisible by heads {}; each head gets d_model / heads dimensions", s.d_model, s.heads));
+  if (s.kv_heads && s.architecture != TrainArchitecture::llama)
+    fail("kv_heads", "GPT-2 has one KV head per query head; grouped-query attention needs the llama architecture");
+  if (s.kv_heads && s.heads % s.kv_heads != 0)
+    fail("kv_heads", fmt::format("{} does not divide heads {}: each KV head serves the same number of query heads",
+                                 s.kv_heads, s.heads));
+  check_training_price(s);
 }
 
 Model train_model(const TrainSettings& s, const std::function<void(const TrainLog&, const Model&)>& on_log,

@@ -91,7 +91,8 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
   const double sqrt_d_k = std::sqrt(static_cast<double>(h.d_k));
   std::vector<std::string> scaled, logits, exps, exp_values, weights, mix;
   for (std::size_t j = 0; j < m; ++j) {
-    scaled.push_back(fmt::format("{} / {} = {}", format_number(h.scores(i, j), p), format_number(sqrt_d_k, p),
+    scaled.push_back(fmt::format("{} {} {} = {}", format_number(h.scores(i, j), p), s.score_scale > 0 ? "×" : "/",
+                                 format_number(s.score_scale > 0 ? s.score_scale : sqrt_d_k, p),
                                  format_number(h.scaled(i, j), p)));
     if (std::isinf(h.logits(i, j))) {
       logits.push_back("masked: -inf");
@@ -111,8 +112,10 @@ std::string work_query(const Scenario& s, const Trace& trace, const HeadTrace& h
                                   format_number(h.exponentials(i, j) / h.row_sums[i], p)));
     mix.push_back(fmt::format("{}×({})", format_number(h.weights(i, j), p), shown_vector(h.values.row(j), p)));
   }
-  steps.push_back(
-      {"scale", fmt::format("÷ √d_k = √{} ≈ {}:   {}", h.d_k, format_number(sqrt_d_k, p), join_terms(scaled, ",   "))});
+  steps.push_back({"scale", s.score_scale > 0 ? fmt::format("× the model's score scale {}:   {}",
+                                                            format_number(s.score_scale, p), join_terms(scaled, ",   "))
+                                              : fmt::format("÷ √d_k = √{} ≈ {}:   {}", h.d_k,
+                                                            format_number(sqrt_d_k, p), join_terms(scaled, ",   "))});
   steps.push_back({"temperature", fmt::format("÷ T:   {}", join_terms(logits, ",   "))});
   if (h.fully_masked[i]) {
     steps.push_back({"softmax", "every key is hidden from this query: all weights are 0 and the output is 0"});
@@ -235,9 +238,10 @@ std::string explain(const Scenario& s, const Trace& trace, const ExplainOptions&
   const auto plus = [](const std::vector<double>& bias, const char* name) {
     return bias.empty() ? std::string() : fmt::format(" + {}", name);
   };
-  out += fmt::format("\n1. Project: query q = x·W_Q{}, key k = x·W_K{}, value v = x·W_V{}{}{}\n", plus(spec.b_q, "b_Q"),
-                     plus(spec.b_k, "b_K"), plus(spec.b_v, "b_V"),
+  out += fmt::format("\n1. Project: query q = x·W_Q{}, key k = x·W_K{}, value v = x·W_V{}{}{}{}\n",
+                     plus(spec.b_q, "b_Q"), plus(spec.b_k, "b_K"), plus(spec.b_v, "b_V"),
                      s.source ? " (keys and values from the source tokens)" : "",
+                     spec.q_norm.empty() ? "" : " (q and k each RMS-normed by the head's weights: QK-norm)",
                      s.positions.kind == PositionKind::rope ? " (q and k then rotated by position: rope)" : "");
   std::vector<std::vector<std::string>> projection{{"token", "vector x", "query q"}};
   if (!s.source) projection[0].insert(projection[0].end(), {"key k", "value v"});
@@ -258,7 +262,10 @@ std::string explain(const Scenario& s, const Trace& trace, const ExplainOptions&
   }
 
   out += "\n2. Score every query against every key: q_i·k_j\n" + render_grid(h.scores, trace, p);
-  out += fmt::format("\n3. Scale: divide by √d_k = √{} ≈ {}\n", h.d_k, format_number(std::sqrt(double(h.d_k)), p)) +
+  out += (s.score_scale > 0 ? fmt::format("\n3. Scale: multiply by the model's score scale {} (not 1/√d_k)\n",
+                                          format_number(s.score_scale, p))
+                            : fmt::format("\n3. Scale: divide by √d_k = √{} ≈ {}\n", h.d_k,
+                                          format_number(std::sqrt(double(h.d_k)), p))) +
          render_grid(h.scaled, trace, p);
   out += fmt::format("\n4. Logits: divide by the temperature T = {}; hidden keys become -inf ({})\n",
                      format_number(s.temperature, p), describe_mask(s)) +

@@ -40,7 +40,10 @@ json input_document(const Scenario& scenario, const AttentionInput& input,
                      {"scale", h.scale},
                      {"b_q", h.b_q},
                      {"b_k", h.b_k},
-                     {"b_v", h.b_v}});
+                     {"b_v", h.b_v},
+                     {"q_norm", h.q_norm},
+                     {"k_norm", h.k_norm},
+                     {"norm_epsilon", h.norm_epsilon}});
   return {{"scenario", scenario.name},
           {"tokens", scenario.tokens},
           {"source_tokens", scenario.source ? scenario.source->tokens : scenario.tokens},
@@ -53,7 +56,8 @@ json input_document(const Scenario& scenario, const AttentionInput& input,
           {"causal", input.mask.causal},
           {"window", input.mask.window ? json(*input.mask.window) : json(nullptr)},
           {"mask_tokens", input.mask.hidden_keys},
-          {"temperature", input.temperature}};
+          {"temperature", input.temperature},
+          {"score_scale", input.score_scale}};
 }
 
 namespace {
@@ -149,8 +153,8 @@ std::string attend_document(std::string_view packed_input) {
     w.w_v = finite_matrix(doc, field(spec, "w_v", at + "."), at + ".w_v", d_in, 0);
     if (w.w_q.cols == 0 || w.w_v.cols == 0) bad_field(at, "d_k and d_v must be at least 1");
     if (in.rope && w.w_q.cols % 2 != 0) bad_field(at + ".w_q", "rope needs an even d_k");
-    if (in.rope && !in.rope->frequencies.empty() && in.rope->frequencies.size() != w.w_q.cols / 2)
-      bad_field("rope.frequencies", "expected one frequency per pair of d_k");
+    if (in.rope && in.rope->frequencies.size() > w.w_q.cols / 2)
+      bad_field("rope.frequencies", "expected at most one frequency per pair of d_k");
     const json& ablation = field(spec, "ablation", at + ".");
     const auto kind = ablation.is_string() ? head_ablation_named(ablation.get<std::string>()) : std::nullopt;
     if (!kind) bad_field(at + ".ablation", "expected \"none\", \"zero\", \"mean\" or \"uniform\"");
@@ -158,9 +162,13 @@ std::string attend_document(std::string_view packed_input) {
     if (!field(spec, "scale", at + ".").is_number() || !std::isfinite(spec["scale"].get<double>()))
       bad_field(at + ".scale", "expected a finite number");
     w.scale = spec["scale"];
-    // Biases: optional (older documents have none), a list of d_k (d_v) numbers or empty.
-    for (auto [key, bias, width] :
-         {std::tuple{"b_q", &w.b_q, w.w_q.cols}, {"b_k", &w.b_k, w.w_k.cols}, {"b_v", &w.b_v, w.w_v.cols}}) {
+    // Biases and QK-norm weights: optional (older documents have none), a list of d_k (d_v)
+    // numbers or empty.
+    for (auto [key, bias, width] : {std::tuple{"b_q", &w.b_q, w.w_q.cols},
+                                    {"b_k", &w.b_k, w.w_k.cols},
+                                    {"b_v", &w.b_v, w.w_v.cols},
+                                    {"q_norm", &w.q_norm, w.w_q.cols},
+                                    {"k_norm", &w.k_norm, w.w_k.cols}}) {
       if (!spec.contains(key)) continue;
       const json& b = spec[key];
       if (!b.is_array() || (!b.empty() && b.size() != width))
@@ -169,6 +177,12 @@ std::string attend_document(std::string_view packed_input) {
         if (!x.is_number() || !std::isfinite(x.get<double>())) bad_field(at + "." + key, "expected finite numbers");
         bias->push_back(x.get<double>());
       }
+    }
+    if (spec.contains("norm_epsilon")) {
+      const json& e = spec["norm_epsilon"];
+      if (!e.is_number() || !(e.get<double>() > 0) || !(e.get<double>() <= 1))
+        bad_field(at + ".norm_epsilon", "expected a number in (0, 1]");
+      w.norm_epsilon = e;
     }
     sum_d_v += w.w_v.cols;
     in.heads.push_back(std::move(w));
@@ -189,6 +203,12 @@ std::string attend_document(std::string_view packed_input) {
   if (!t.is_number() || !(t.get<double>() > 0) || !std::isfinite(t.get<double>()))
     bad_field("temperature", fmt::format("{} is not a number > 0", describe_json(t)));
   in.temperature = t;
+  if (h.contains("score_scale")) {  // optional: older documents scale by 1/√d_k
+    const json& f = h["score_scale"];
+    if (!f.is_number() || !(f.get<double>() >= 0) || !std::isfinite(f.get<double>()))
+      bad_field("score_scale", fmt::format("{} is not a number >= 0", describe_json(f)));
+    in.score_scale = f;
+  }
 
   TraceJsonOptions written;
   if (h.contains("detail_heads")) {
@@ -212,6 +232,8 @@ std::string attend_document(std::string_view packed_input) {
   named.name = h["scenario"];
   named.mask = in.mask;
   named.temperature = in.temperature;
+  named.score_scale = in.score_scale;
+  if (in.rope) named.positions = {PositionKind::rope, 0.0, *in.rope};
   PackedArrays arrays;
   written.write_matrix = [&arrays](const Matrix& x) { return arrays.add(x); };
   json reply = trace_to_json(named, trace, written);

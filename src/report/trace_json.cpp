@@ -31,6 +31,10 @@ json trace_to_json(const Scenario& scenario, const Trace& trace, const TraceJson
     if (!keep || std::find(keep->begin(), keep->end(), h) != keep->end()) {
       out["queries"] = write(head.queries);
       out["keys"] = write(head.keys);
+      if (!head.queries_unrotated.data.empty()) {
+        out["queries_unrotated"] = write(head.queries_unrotated);
+        out["keys_unrotated"] = write(head.keys_unrotated);
+      }
       out["values"] = write(head.values);
       out["scores"] = write(head.scores);
       out["scaled"] = write(head.scaled);
@@ -42,6 +46,14 @@ json trace_to_json(const Scenario& scenario, const Trace& trace, const TraceJson
     }
     heads.push_back(std::move(out));
   }
+  // Rotary positions: the pairs and every pair's frequency (the default's written out), so
+  // the lab can show a score as a function of the offset between query and key.
+  json rope = nullptr;
+  if (scenario.positions.kind == PositionKind::rope && !trace.heads.empty()) {
+    const Rope& r = scenario.positions.rope;
+    rope = {{"pairs", r.split_half ? "split-half" : "interleaved"},
+            {"frequencies", r.pair_frequencies(trace.heads[0].d_k)}};
+  }
   return {{"scenario", scenario.name},
           {"tokens", trace.tokens},
           {"source_tokens", trace.source_tokens},
@@ -49,7 +61,9 @@ json trace_to_json(const Scenario& scenario, const Trace& trace, const TraceJson
           {"window", scenario.mask.window ? json(*scenario.mask.window) : json(nullptr)},
           {"mask_tokens", scenario.mask.hidden_keys},
           {"temperature", scenario.temperature},
+          {"score_scale", scenario.score_scale},  // 0: scaled = score / √d_k
           {"positions", describe(scenario.positions)},
+          {"rope", rope},
           {"heads", heads},
           {"concatenated", write(trace.concatenated)},
           {"output", write(trace.output)}};

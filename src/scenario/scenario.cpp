@@ -168,7 +168,9 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
     read_head_interventions(j, field, drawn);
     return drawn;
   }
-  refuse_unknown_fields(j, {"name", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "ablation", "scale"}, field);
+  refuse_unknown_fields(
+      j, {"name", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "q_norm", "k_norm", "norm_epsilon", "ablation", "scale"},
+      field);
   read_head_interventions(j, field, head);
   for (const char* key : {"w_q", "w_k", "w_v"})
     if (!j.contains(key))
@@ -177,11 +179,17 @@ HeadSpec as_head(const json& j, std::size_t index, std::size_t d_in) {
   head.w_k = as_matrix(j["w_k"], field + ".w_k", kMaxWidth + 2);
   head.w_v = as_matrix(j["w_v"], field + ".w_v", kMaxWidth + 2);
   // Optional biases, one row each: [b_1, ..., b_d].
-  for (auto [key, bias] : {std::pair{"b_q", &head.b_q}, {"b_k", &head.b_k}, {"b_v", &head.b_v}})
+  // Optional biases and QK-norm weights, one row each: [b_1, ..., b_d].
+  for (auto [key, row_of] : {std::pair{"b_q", &head.b_q},
+                             {"b_k", &head.b_k},
+                             {"b_v", &head.b_v},
+                             {"q_norm", &head.q_norm},
+                             {"k_norm", &head.k_norm}})
     if (j.contains(key)) {
       const Matrix row = as_matrix(json::array({j[key]}), field + "." + key, 1);
-      bias->assign(row.data.begin(), row.data.end());
+      row_of->assign(row.data.begin(), row.data.end());
     }
+  if (j.contains("norm_epsilon")) head.norm_epsilon = read_number(j["norm_epsilon"], field + ".norm_epsilon");
   return head;
 }
 
@@ -277,15 +285,21 @@ void validate(const Scenario& s) {
     if (s.positions.kind == PositionKind::rope && head.w_q.cols % 2 != 0)
       fail(field("w_q"),
            fmt::format("rope rotates pairs of dimensions, so d_k must be even, but it is {}", head.w_q.cols));
-    if (s.positions.kind == PositionKind::rope && !s.positions.rope.frequencies.empty() &&
-        s.positions.rope.frequencies.size() != head.w_q.cols / 2)
-      fail("positions.frequencies", fmt::format("{} frequencies for heads of d_k {}: give one per pair, d_k / 2 = {}",
-                                                s.positions.rope.frequencies.size(), head.w_q.cols, head.w_q.cols / 2));
+    if (s.positions.kind == PositionKind::rope && s.positions.rope.frequencies.size() > head.w_q.cols / 2)
+      fail("positions.frequencies",
+           fmt::format("{} frequencies for heads of d_k {}: give one per pair, at most d_k / 2 = {} (fewer rotate "
+                       "only the first pairs)",
+                       s.positions.rope.frequencies.size(), head.w_q.cols, head.w_q.cols / 2));
     for (const auto& [b, bias, width] : {std::tuple{"b_q", &head.b_q, head.w_q.cols},
                                          {"b_k", &head.b_k, head.w_k.cols},
                                          {"b_v", &head.b_v, head.w_v.cols}})
       if (!bias->empty() && bias->size() != width)
         fail(field(b), fmt::format("expected {} numbers (the width of w_{}) but got {}", width, b[2], bias->size()));
+    for (const auto& [name, gamma] : {std::pair{"q_norm", &head.q_norm}, {"k_norm", &head.k_norm}})
+      if (!gamma->empty() && gamma->size() != head.w_q.cols)
+        fail(field(name), fmt::format("expected {} numbers (d_k) but got {}", head.w_q.cols, gamma->size()));
+    if (!(head.norm_epsilon > 0) || head.norm_epsilon > 1)
+      fail(field("norm_epsilon"), fmt::format("{} is not in (0, 1]", head.norm_epsilon));
     total_d_v += head.w_v.cols;
   }
   if (s.w_o && s.w_o->rows != total_d_v)
@@ -326,6 +340,8 @@ void validate(const Scenario& s) {
            fmt::format("token {} does not exist; key indices run from 0 to {}", s.mask.hidden_keys[k], m - 1));
   if (!std::isfinite(s.temperature) || s.temperature <= 0)
     fail("temperature", fmt::format("must be a finite number > 0 (e.g. 0.1 to 3) but is {}", s.temperature));
+  if (!std::isfinite(s.score_scale) || s.score_scale < 0)
+    fail("score_scale", fmt::format("must be a finite number > 0 (or 0 for 1/√d_k) but is {}", s.score_scale));
   if (s.query && *s.query >= n)
     fail("query", fmt::format("token {} does not exist; query indices run from 0 to {}", *s.query, n - 1));
   if (s.precision < 0 || s.precision > 12) fail("precision", fmt::format("must be 0 to 12 but is {}", s.precision));
@@ -333,10 +349,11 @@ void validate(const Scenario& s) {
 
 Scenario scenario_from_json(const json& doc, std::uint64_t max_work_bytes) {
   if (!doc.is_object()) fail("scenario", fmt::format("expected a JSON object but got {}", json_kind(doc)));
-  refuse_unknown_fields(doc,
-                        {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads", "w_o",
-                         "source", "causal", "window", "mask_tokens", "temperature", "query", "precision", "readout"},
-                        "");
+  refuse_unknown_fields(
+      doc,
+      {"format", "name", "description", "notes", "tokens", "embeddings", "positions", "heads", "w_o", "source",
+       "causal", "window", "mask_tokens", "temperature", "score_scale", "query", "precision", "readout"},
+      "");
   if (!doc.contains("format")) fail("format", fmt::format("missing; add \"format\": \"{}\"", kScenarioFormat));
   if (const std::string format = read_string(doc["format"], "format"); format != kScenarioFormat)
     fail("format", fmt::format("\"{}\" is not a format this attnlab reads; expected \"{}\"", format, kScenarioFormat));
@@ -377,6 +394,7 @@ Scenario scenario_from_json(const json& doc, std::uint64_t max_work_bytes) {
   if (doc.contains("window") && !doc["window"].is_null()) s.mask.window = read_count(doc["window"], "window");
   if (doc.contains("mask_tokens")) s.mask.hidden_keys = as_indices(doc["mask_tokens"], "mask_tokens");
   if (doc.contains("temperature")) s.temperature = read_number(doc["temperature"], "temperature");
+  if (doc.contains("score_scale")) s.score_scale = read_number(doc["score_scale"], "score_scale");
   if (doc.contains("query") && !doc["query"].is_null()) s.query = read_count(doc["query"], "query");
   if (doc.contains("precision"))
     s.precision = static_cast<int>(std::min<std::uint64_t>(read_count(doc["precision"], "precision"), 99));
@@ -476,10 +494,12 @@ AttentionInput attention_input(const Scenario& s) {
   input.keys_from = s.source ? apply_positions(s.source->embeddings, s.positions) : input.queries_from;
   if (s.positions.kind == PositionKind::rope) input.rope = s.positions.rope;
   for (const HeadSpec& h : s.heads)
-    input.heads.push_back(HeadWeights{h.name, h.w_q, h.w_k, h.w_v, h.ablation, h.scale, h.b_q, h.b_k, h.b_v});
+    input.heads.push_back(HeadWeights{h.name, h.w_q, h.w_k, h.w_v, h.ablation, h.scale, h.b_q, h.b_k, h.b_v, h.q_norm,
+                                      h.k_norm, h.norm_epsilon});
   input.w_o = s.w_o;
   input.mask = s.mask;
   input.temperature = s.temperature;
+  input.score_scale = s.score_scale;
   return input;
 }
 

@@ -30,8 +30,10 @@ json scenario_to_json(const Scenario& s) {
                        {"w_v", matrix_to_json(h.w_v)}});
     if (h.ablation != HeadAblation::none) heads.back()["ablation"] = std::string(to_string(h.ablation));
     if (h.scale != 1.0) heads.back()["scale"] = h.scale;
-    for (const auto& [key, bias] : {std::pair{"b_q", &h.b_q}, {"b_k", &h.b_k}, {"b_v", &h.b_v}})
-      if (!bias->empty()) heads.back()[key] = *bias;
+    for (const auto& [key, row] :
+         {std::pair{"b_q", &h.b_q}, {"b_k", &h.b_k}, {"b_v", &h.b_v}, {"q_norm", &h.q_norm}, {"k_norm", &h.k_norm}})
+      if (!row->empty()) heads.back()[key] = *row;
+    if (!h.q_norm.empty() || !h.k_norm.empty()) heads.back()["norm_epsilon"] = h.norm_epsilon;
   }
   json doc = {
       {"format", kScenarioFormat},
@@ -50,6 +52,7 @@ json scenario_to_json(const Scenario& s) {
       {"temperature", s.temperature},
       {"precision", s.precision}};
   if (!s.notes.empty()) doc["notes"] = s.notes;
+  if (s.score_scale > 0) doc["score_scale"] = s.score_scale;
   if (s.query) doc["query"] = *s.query;
   if (s.readout) doc["readout"] = {{"matrix", matrix_to_json(s.readout->matrix)}, {"labels", s.readout->labels}};
   return doc;

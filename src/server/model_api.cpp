@@ -13,13 +13,13 @@
 #include <mutex>
 
 #include "admission.hpp"
+#include "attnlab/analysis/model_head.hpp"
 #include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model_dir.hpp"
-#include "attnlab/scenario/model_head.hpp"
 #include "attnlab/server/api.hpp"
 #include "attnlab/server/model_sources.hpp"
 #include "model_api.hpp"

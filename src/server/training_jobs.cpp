@@ -97,11 +97,6 @@ TrainSettings requested_train_settings(const json& request) {
   s.layers = whole(request, "layers", s.layers, 1, L::max_layers);
   s.heads = whole(request, "heads", s.heads, 1, L::max_heads);
   s.kv_heads = whole(request, "kv_heads", s.kv_heads, 1, L::max_heads);
-  if (request.contains("kv_heads") && s.architecture != TrainArchitecture::llama)
-    fail("kv_heads", "GPT-2 has one KV head per query head; grouped-query attention needs \"arch\": \"llama\"");
-  if (s.kv_heads && s.heads % s.kv_heads != 0)
-    fail("kv_heads", fmt::format("{} does not divide heads {}: each KV head serves the same number of query heads",
-                                 s.kv_heads, s.heads));
   s.d_model = whole(request, "d_model", s.d_model, L::min_d_model, L::max_d_model);
   s.context = whole(request, "context", s.context, L::min_context, L::max_context);
   s.vocab = whole(request, "vocab", s.vocab, L::min_vocab, L::max_vocab);
@@ -122,9 +117,7 @@ TrainSettings requested_train_settings(const json& request) {
     if (!request["attn_only"].is_boolean()) fail("attn_only", "expected true or false");
     s.attention_only = request["attn_only"].get<bool>();
   }
-  if (s.d_model % s.heads != 0)
-    fail("d_model",
-         fmt::format("{} is not divisible by heads {}; each head gets d_model / heads dimensions", s.d_model, s.heads));
+  check_train_settings(s);  // the shape as `attnlab train` checks it; the lab's own limits below
   if (every_count(s.steps, s.log_every) > L::max_logs + 1)
     fail("log_every", fmt::format("{} steps logged every {} is {} log entries; at most {} (log less often)", s.steps,
                                   s.log_every, every_count(s.steps, s.log_every), L::max_logs + 1));

@@ -433,7 +433,7 @@ TEST(TrainCli, TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatN
   ASSERT_EQ(ablated.exit_code, 0) << ablated.err;
   EXPECT_GE(json::parse(ablated.out)["loss_second_half"].get<double>(), 2 * repeat);
   expect_refused("train --out " + out.string() + flags, "is not empty; give a new directory, or --force");
-  expect_refused("train --out " + out.string() + " --heads 3 --force", "--d-model: 32 is not divisible by --heads 3");
+  expect_refused("train --out " + out.string() + " --heads 3 --force", "--d-model: 32 is not divisible by heads 3");
   expect_refused("train --out " + out.string() + " --layers 1 --prev-token-steps 10 --force",
                  "--prev-token-steps: a one-layer model has no later layer");
 }
@@ -540,7 +540,7 @@ TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
                   "--attn-only --json")
           .out);
   EXPECT_DOUBLE_EQ(a["flops_per_step"].get<double>(), 3 * 3 * (forward - 2 * n * 2 * d * inner));
-  expect_refused("bench --train --d-model 30 --heads 4", "--d-model: 30 is not divisible by --heads 4");
+  expect_refused("bench --train --d-model 30 --heads 4", "--d-model: 30 is not divisible by heads 4");
 }
 
 // A training shape is priced before anything is allocated, by the one function both commands

@@ -51,6 +51,17 @@ test('model source, Llama: the family and its KV groups in the grid, rotary head
       assert.ok(Math.abs(c.weight - want) <= 5e-5 + 1e-9, `cell ${c.row},${c.col}: ${c.weight} vs ${want}`);
       assert.equal(c.masked, c.col > c.row, `cell ${c.row},${c.col} masked`);
     }
+    // The maths panel of a rotary head: q and k before and after their rotation, and the
+    // score against the offset, which at the actual offset is the trace's score.
+    await page.waitForSelector('[data-testid="math-rope"]:not([hidden])');
+    const rope = await page.evaluate(() => {
+      const el = /** @type {HTMLElement} */ (document.querySelector('[data-testid="math-rope-score"]'));
+      return { offset: Number(el.dataset.offset), value: Number(el.dataset.value), query: window.attnlab.state.query };
+    });
+    const full = await postApi(browser.url, '/api/attention', { scenario: { model: { ids: IDS, layer: 1, head: 3 } } });
+    const score = full.heads[0].scores[rope.query][rope.query - rope.offset];
+    assert.ok(Math.abs(rope.value - score) <= 1e-9 * Math.max(1, Math.abs(score)), `score at the offset: ${rope.value} vs ${score}`);
+    assert.match(await page.textContent('[data-testid="math-rope"]'), /depends only on the offset/);
     // The page's own engine, with the model's rotation, at T = 0.5: the server's numbers.
     await page.evaluate(() => window.attnlab.setTemperature(0.5));
     await settled(page);

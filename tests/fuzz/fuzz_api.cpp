@@ -8,10 +8,10 @@
 #include <string>
 #include <string_view>
 
-#include "attnlab/core/limits.hpp"
 #include "attnlab/report/packed_reply.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "attnlab/server/api.hpp"
+#include "attnlab/server/limits.hpp"
 #include "fuzz_check.hpp"
 
 using namespace attnlab;

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "attnlab/core/limits.hpp"
 #include "attnlab/scenario/scenario.hpp"
+#include "attnlab/server/limits.hpp"  // the server reads scenarios with its own work limit
 #include "fuzz_check.hpp"
 
 using namespace attnlab;

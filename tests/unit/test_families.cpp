@@ -16,11 +16,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "attnlab/analysis/model_head.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
-#include "attnlab/scenario/model_head.hpp"
+#include "attnlab/report/explain.hpp"
 #include "compare.hpp"
 #include "model_fixtures.hpp"
 
@@ -105,8 +106,9 @@ TEST_P(FamilyFixture, HeadDetectorsScoreEveryQueryHead) {
 }
 
 // A rotary head as the engine's own attention problem (explain, the maths panel, the probe):
-// its normed input, its slices of W_Q, W_K, W_V (the shared KV head's), the model's rotation
-// and window; the engine's weights are the forward's. Heads that norm q and k first are refused.
+// its normed input, its slices of W_Q, W_K, W_V (the shared KV head's), its QK-norm weights
+// (Qwen3, Gemma 3's 1 + w), the model's rotation, score scale and window; the engine's
+// weights are the forward's, for every head of every family.
 TEST_P(FamilyFixture, EveryHeadAsTheEnginesAttentionProblemGivesTheForwardsWeights) {
   const Model model = load_model((kFamilyFixtures / GetParam().dir).string());
   const ModelConfig& c = model.config;
@@ -116,10 +118,6 @@ TEST_P(FamilyFixture, EveryHeadAsTheEnginesAttentionProblemGivesTheForwardsWeigh
   for (std::size_t l = 0; l < c.n_layer; ++l)
     for (std::size_t h = 0; h < c.n_head; ++h) {
       SCOPED_TRACE(to_string(HeadRef{l, h}));
-      if (c.qk_norm) {
-        EXPECT_THROW(head_attention_input(model, r, {l, h}), InputError);
-        continue;
-      }
       const Scenario s = model_head_scenario(model, r, std::vector<std::string>(n, "t"), {l, h});
       // Through the scenario document and back, as the lab sends it to the page.
       const Scenario again = scenario_from_json(scenario_to_json(s));
@@ -129,6 +127,12 @@ TEST_P(FamilyFixture, EveryHeadAsTheEnginesAttentionProblemGivesTheForwardsWeigh
         const std::vector<float> forward(r.attention[l].begin() + static_cast<std::ptrdiff_t>(h * n * n),
                                          r.attention[l].begin() + static_cast<std::ptrdiff_t>((h + 1) * n * n));
         EXPECT_TRUE(all_close(trace.heads[0].weights.data, widened(forward), {1e-5, 0}));
+        EXPECT_EQ(scenario->heads[0].q_norm.empty(), !c.qk_norm);
+        EXPECT_EQ(scenario->score_scale, c.query_scale);
+        // The worked example says what the head does that the formula's default does not.
+        const std::string text = explain(*scenario, trace, {});
+        EXPECT_EQ(text.find("QK-norm") != std::string::npos, c.qk_norm) << text.substr(0, 600);
+        EXPECT_EQ(text.find("the model's score scale") != std::string::npos, c.query_scale > 0);
       }
     }
 }

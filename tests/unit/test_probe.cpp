@@ -150,6 +150,29 @@ TEST(Gradient, MatchesFiniteDifferencesOnRandomScenarios) {
   }
 }
 
+// A Qwen3- or Gemma-3-style head: QK-norm (q and k RMS-normed by their weights before the
+// rotation), a score scale of its own, and a partial rotation (the last pair not rotated).
+TEST(Gradient, MatchesFiniteDifferencesThroughQkNormAScoreScaleAndAPartialRotation) {
+  Scenario s =
+      random_scenario(29, {.heads = 2, .d_k = 6, .positions = {PositionKind::rope}, .causal = true, .biases = true});
+  const std::size_t d_k = s.heads[0].w_q.cols;
+  for (std::size_t f = 0; f + 1 < d_k / 2; ++f)
+    s.positions.rope.frequencies.push_back(std::pow(100.0, -2.0 * double(f) / double(d_k)));
+  for (HeadSpec& h : s.heads) {
+    for (std::size_t c = 0; c < h.w_q.cols; ++c) {
+      h.q_norm.push_back(1.0 + 0.3 * std::sin(double(c) + 1));
+      h.k_norm.push_back(0.8 + 0.2 * std::cos(double(c)));
+    }
+    h.norm_epsilon = 1e-5;
+  }
+  s.score_scale = 0.3;
+  validate(s);
+  for (std::size_t query : {std::size_t{1}, s.n() - 1}) {
+    expect_gradient_matches_finite_differences(s, query, "class");
+    expect_gradient_matches_finite_differences(s, query, "norm");
+  }
+}
+
 TEST(Gradient, MatchesFiniteDifferencesThroughEveryHeadIntervention) {
   RandomScenarioShape shape;
   shape.heads = 4;

@@ -366,7 +366,7 @@ TEST(TrainingPrice, CountsTheModelsParametersAndRefusesAShapeOverTheLimitNamingI
     }
     return std::string("(accepted)");
   };
-  EXPECT_EQ(refused_flag({.layers = 48, .heads = 16, .d_model = 4096}), "--d-model");
-  EXPECT_EQ(refused_flag({.d_model = 256, .vocab = 4'000'000}), "--vocab");
-  EXPECT_EQ(refused_flag({.heads = 64, .d_model = 64, .context = 4096}), "--context");
+  EXPECT_EQ(refused_flag({.layers = 48, .heads = 16, .d_model = 4096}), "d_model");
+  EXPECT_EQ(refused_flag({.d_model = 256, .vocab = 4'000'000}), "vocab");
+  EXPECT_EQ(refused_flag({.heads = 64, .d_model = 64, .context = 4096}), "context");
 }

@@ -17,6 +17,7 @@
 // docs/interventions.md says what each does and does not establish (plausible vs faithful).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,6 +31,14 @@
 #include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
+
+// ---- the probe's limits: one run of the scenario per key token ---------------------
+
+inline constexpr std::size_t kMaxProbeKeys = 512;
+inline constexpr std::size_t kMaxProbeCells = std::size_t{1} << 25;  // score cells over all its runs
+// The work of all its runs: (m + 1) × one run's work bytes (the runs follow one another, so
+// this bounds time; memory is one run's).
+inline constexpr std::uint64_t kMaxProbeWorkBytes = std::uint64_t{16} << 30;  // 16 GiB
 
 // A scalar read off one query's layer output o (d_out numbers).
 struct Readout {
@@ -140,7 +149,7 @@ struct ProbeOptions {
 };
 
 // The probe refuses more than kMaxProbeKeys keys, and problems whose m + 1 forward passes
-// would exceed kMaxProbeCells score cells or kMaxProbeWorkBytes of work (core/limits.hpp).
+// would exceed kMaxProbeCells score cells or kMaxProbeWorkBytes of work (above).
 
 // Runs the probe (m + 1 forward passes of the engine, plus the gradient and the search).
 // Throws InputError naming query, readout, head or epsilon when one is bad.

@@ -29,6 +29,10 @@ struct HeadWeights {
   // Biases added after projecting (a trained model's heads have them; hand-built ones do
   // not): q = x · W_Q + b_Q, k = s · W_K + b_K, v = s · W_V + b_V. Empty: no bias.
   std::vector<double> b_q, b_k, b_v;  // [d_k], [d_k], [d_v]
+  // QK-norm (Qwen3, Gemma 3): each query and each key RMS-normed after projecting, before
+  // any rotation, q ← q / √(mean(q²) + ε) · γ_q (k likewise with γ_k). Empty: none.
+  std::vector<double> q_norm, k_norm;  // γ_q, γ_k [d_k]
+  double norm_epsilon = 1e-6;          // ε
 };
 
 // One layer's attention problem, with positions already applied to the inputs.
@@ -40,6 +44,9 @@ struct AttentionInput {
   std::optional<Matrix> w_o;  // [Σ d_v × d_out]
   MaskSpec mask;
   double temperature = 1.0;  // T > 0
+  // Step 3's factor: scaled = score × score_scale (Gemma 3's query_pre_attn_scalar^(−½));
+  // 0: scaled = score / √d_k, as the formula above and every other model.
+  double score_scale = 0.0;
 };
 
 // One softmax row: logits (-inf where masked) -> exponentials, their sum, the weights.

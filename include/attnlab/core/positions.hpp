@@ -17,7 +17,11 @@ enum class PositionKind { none, sinusoidal, sincos_pair, rope };
 // head carries them.
 struct Rope {
   bool split_half = false;          // pairs (i, i + d/2); false: (2i, 2i + 1)
-  std::vector<double> frequencies;  // f_i for i < d/2; empty: 10000^(−2i/d)
+  std::vector<double> frequencies;  // f_i for i < d/2; empty: 10000^(−2i/d). Fewer than d/2: only the
+                                    // first 2·size columns rotate (pairs (i, i + size) when split-half)
+
+  // The frequency of each rotated pair of a d-wide vector: `frequencies`, or the default.
+  std::vector<double> pair_frequencies(std::size_t d) const;
 
   bool operator==(const Rope&) const = default;
 };

@@ -24,6 +24,7 @@ struct HeadTrace {
   Matrix queries;                              // [n × d_k]  q_i = x_i · W_Q (then rotated, with rope)
   Matrix keys;                                 // [m × d_k]  k_j = s_j · W_K (then rotated, with rope)
   Matrix values;                               // [m × d_v]  v_j = s_j · W_V
+  Matrix queries_unrotated, keys_unrotated;    // [n × d_k], [m × d_k] before the rotation (rope only; else empty)
   Matrix scores;                               // [n × m]    q_i · k_j, every pair
   Matrix scaled;                               // [n × m]    scores / √d_k, every pair
   Matrix logits;                               // [n × m]    scaled / T where visible, -inf where masked

@@ -18,6 +18,15 @@
 
 namespace attnlab {
 
+// ---- training (`attnlab train`, `attnlab bench --train`) ---------------------------------
+
+// The memory a training run holds, priced from its shape flags before anything is allocated
+// (attnlab/model/train_run.hpp, price_training): the parameters' state (six float copies:
+// weights, gradients, AdamW's moments, the model a checkpoint writes), one sequence's
+// activations and the batch's token ids. The lab's own runs have narrower limits
+// (attnlab/server/training_jobs.hpp).
+inline constexpr std::uint64_t kMaxTrainBytes = std::uint64_t{4} << 30;  // 4 GiB
+
 // A text to train on, as token ids: the first nine tenths are trained on, the last tenth
 // (at least one window) is held out. Its tokenizer's files are written beside the model, so
 // a run on text is a model directory that `attnlab model` and the lab read as text.
@@ -127,10 +136,16 @@ struct TrainingPrice {
 };
 TrainingPrice price_training(const TrainSettings& settings);
 
-// Refuses settings whose price is over kMaxTrainBytes (attnlab/core/limits.hpp) with an
-// InputError naming the flag that drives the larger part of it (--d-model or --vocab for the
-// parameters' state, --context for the activations), the price and the limit.
+// Refuses settings whose price is over kMaxTrainBytes (above) with an
+// InputError naming the setting that drives the larger part of it (d_model, vocab or
+// tokenizer for the parameters' state, context for the activations), the price and the limit.
 void check_training_price(const TrainSettings& settings);
+
+// The one check of a run's settings as a whole, for every face, before anything is
+// allocated: d_model divisible by heads, kv_heads only for Llama and dividing heads, then
+// the price (check_training_price). Errors name the setting as train.json and the API
+// spell it ("d_model", "kv_heads"); the CLI says the flag (--d-model, --kv-heads).
+void check_train_settings(const TrainSettings& settings);
 
 // Trains on the task (settings.text, or induction), calling `on_log` every log_every steps
 // (and at the end) with the model as it is; stops early when `stop()` turns true. Returns

@@ -30,6 +30,8 @@ struct HeadSpec {
   HeadAblation ablation = HeadAblation::none;  // an intervention: "ablation" in the file
   double scale = 1.0;                          // an intervention: "scale" in the file
   std::vector<double> b_q, b_k, b_v;           // optional biases ("b_q", ...): [d_k], [d_k], [d_v]
+  std::vector<double> q_norm, k_norm;          // optional QK-norm weights γ ("q_norm", "k_norm"): [d_k]
+  double norm_epsilon = 1e-6;                  // QK-norm's ε ("norm_epsilon")
 };
 
 // A linear read-out of the layer's output, so a query's output makes a "prediction" an
@@ -56,6 +58,7 @@ struct Scenario {
   std::optional<SourceSequence> source;
   MaskSpec mask;  // causal, window, mask_tokens
   double temperature = 1.0;
+  double score_scale = 0.0;            // "score_scale": scaled = score × it (a model's own); 0: ÷ √d_k
   std::optional<std::size_t> query;    // the query explain works in full (default: the last)
   int precision = 2;                   // decimals explain shows by default
   std::optional<ReadoutSpec> readout;  // what `attnlab probe` reads off an output by default

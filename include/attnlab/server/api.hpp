@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attnlab/core/limits.hpp"
+#include "attnlab/server/limits.hpp"
 
 namespace attnlab {
 
@@ -17,7 +17,7 @@ struct ModelDir;     // attnlab/model/model_dir.hpp: the model `attnlab serve --
 class ModelSources;  // attnlab/server/model_sources.hpp: that model, the runs under --runs, their checkpoints
 struct ModelChoice;  // attnlab/server/model_sources.hpp: which of them a request names ("run", "step")
 
-// Every request is priced against the limits of attnlab/core/limits.hpp (kMaxRequestBytes,
+// Every request is priced against the limits of attnlab/server/limits.hpp (kMaxRequestBytes,
 // kMaxApiTraceCells, kMaxApiWorkBytes, kMaxApiReplyBytes, ...) before work starts.
 
 // GET /api/health -> {"ok": true, "version": "...", "page_engine": bool (attnlab.wasm is served)}

@@ -56,12 +56,42 @@ Matrix transposed(const Matrix& a) {
   return t;
 }
 
+// The backward of QK-norm's y = x̂ · γ, x̂ = x · r, r = 1/√(mean(x²) + ε), row by row: the
+// gradient at x from the gradient dy at y, dx = r · (dx̂ − x̂ · mean(dx̂ ⊙ x̂)), dx̂ = dy ⊙ γ.
+// x is the projection before the norm.
+Matrix rms_norm_backward(const Matrix& x, const Matrix& dy, const std::vector<double>& gamma, double epsilon) {
+  Matrix dx(x.rows, x.cols);
+  const double d = static_cast<double>(x.cols);
+  for (std::size_t i = 0; i < x.rows; ++i) {
+    double squares = 0;
+    for (double v : x.row(i))
+      squares += v * v;
+    const double r = 1.0 / std::sqrt(squares / d + epsilon);
+    double mean = 0;  // of dx̂ ⊙ x̂
+    for (std::size_t c = 0; c < x.cols; ++c)
+      mean += dy(i, c) * gamma[c] * x(i, c) * r / d;
+    for (std::size_t c = 0; c < x.cols; ++c)
+      dx(i, c) = r * (dy(i, c) * gamma[c] - x(i, c) * r * mean);
+  }
+  return dx;
+}
+
+// x · W + b, the projection before QK-norm.
+Matrix projected(const Matrix& x, const Matrix& w, const std::vector<double>& b) {
+  Matrix y = matmul(x, w);
+  if (!b.empty())
+    for (std::size_t i = 0; i < y.rows; ++i)
+      for (std::size_t c = 0; c < y.cols; ++c)
+        y(i, c) += b[c];
+  return y;
+}
+
 void add_into(Matrix& to, const Matrix& from) {
   for (std::size_t k = 0; k < to.data.size(); ++k)
     to.data[k] += from.data[k];
 }
 
-std::string quoted(const std::string& s) { return fmt::format("\"{}\"", s); }
+std::string in_quotes(const std::string& s) { return fmt::format("\"{}\"", s); }
 
 }  // namespace
 
@@ -223,10 +253,12 @@ InputGradient output_gradient(const Scenario& s, const Trace& t, std::size_t que
     const Matrix d_values = matmul(transposed(ht.weights), d_mixed);  // [m × d_v]
 
     // Back through the softmax (uniform weights do not depend on the scores):
-    // ∂/∂logit_rj = a_rj (∂/∂a_rj - Σ_k a_rk ∂/∂a_rk); then logits = scores / √d_k / T.
+    // ∂/∂logit_rj = a_rj (∂/∂a_rj - Σ_k a_rk ∂/∂a_rk); then logits = scores / √d_k / T
+    // (scores × score_scale / T with a model's own scale).
     Matrix d_scores(n, m);
     if (ht.ablation != HeadAblation::uniform) {
-      const double step = std::sqrt(static_cast<double>(ht.d_k)) * s.temperature;
+      const double step =
+          (s.score_scale > 0 ? 1.0 / s.score_scale : std::sqrt(static_cast<double>(ht.d_k))) * s.temperature;
       for (std::size_t r = 0; r < n; ++r) {
         if (ht.fully_masked[r]) continue;
         const double mean = dot(ht.weights.row(r), d_weights.row(r));
@@ -241,6 +273,12 @@ InputGradient output_gradient(const Scenario& s, const Trace& t, std::size_t que
     if (input.rope) {                                       // the scored q and k were rotated after projecting
       rotate_rope(d_q, *input.rope, true);                  // the rotation transposed carries the gradient back
       rotate_rope(d_k, *input.rope, true);
+    }
+
+    // Back through QK-norm, when the head has it: the scored q and k were RMS-normed.
+    if (!spec.q_norm.empty()) {
+      d_q = rms_norm_backward(projected(input.queries_from, spec.w_q, spec.b_q), d_q, spec.q_norm, spec.norm_epsilon);
+      d_k = rms_norm_backward(projected(input.keys_from, spec.w_k, spec.b_k), d_k, spec.k_norm, spec.norm_epsilon);
     }
 
     // Back through the projections: q = x · W_Q, k = s · W_K, v = s · W_V.
@@ -644,7 +682,7 @@ void serrano_smith_test(ProbeResult& r) {
   ss.top_flips = r.tokens[ss.top_weight].flips;
   for (std::size_t j = 0; j < m; ++j)
     if (j != ss.top_weight && r.tokens[j].flips) ss.others_flipping.push_back(j);
-  const auto key = [&](std::size_t j) { return fmt::format("key {} {}", j, quoted(r.source_tokens[j])); };
+  const auto key = [&](std::size_t j) { return fmt::format("key {} {}", j, in_quotes(r.source_tokens[j])); };
   std::string flip;
   if (!ss.has_decision) {
     flip = fmt::format("The readout {} has no decision to flip (use a class, coordinate or direction readout).",
