@@ -91,12 +91,28 @@ function sync(s) {
   syncModel(s);
 }
 
+/**
+ * The server's defaults (GET api/defaults) where the page's state has none yet: the cost
+ * panel's shape and the probe's ε, as a request without them would get.
+ * @param {{cost: {d_model: number, heads: number, layers: number, dtype: string, window: number}, probe: {epsilon: number}}} d
+ */
+function applyDefaults(d) {
+  const s = getState();
+  const fill = (/** @type {string} */ now, /** @type {number | string} */ server) => (now === '' ? String(server) : now);
+  update({
+    cost: { ...s.cost, dModel: fill(s.cost.dModel, d.cost.d_model), heads: fill(s.cost.heads, d.cost.heads),
+      layers: fill(s.cost.layers, d.cost.layers), dtype: fill(s.cost.dtype, d.cost.dtype), window: fill(s.cost.window, d.cost.window) },
+    probe: { ...s.probe, epsilon: fill(s.probe.epsilon, d.probe.epsilon) },
+  });
+}
+
 /** The scenarios, the server's version, the page's engine; then the default scenario. */
 async function start() {
   try {
     await busy(async () => {
-      const [health, list] = await Promise.all([api('api/health'), api('api/scenarios')]);
+      const [health, list, defaults] = await Promise.all([api('api/health'), api('api/scenarios'), api('api/defaults')]);
       update({ serverStatus: `engine ${health.version}`, scenarios: list.scenarios });
+      applyDefaults(defaults);
       if (health.page_engine === true) {
         traces.setPageEngine(true);
         busy(async () => { // counted as pending, so tests know when it is ready

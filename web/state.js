@@ -46,8 +46,9 @@ function initialState() {
     sentenceInput: '',
     seedInput: '1',
     guideStep: 0,
-    probe: { readout: '', epsilon: '0.01', status: 'idle', message: '', reply: null, key: null, force: null },
-    cost: { n: 100000, dModel: '4096', heads: '32', layers: '32', dtype: 'f16', window: '4096', reply: null, body: null },
+    // ε and the cost shape are the server's defaults (GET api/defaults), filled in at start
+    probe: { readout: '', epsilon: '', status: 'idle', message: '', reply: null, key: null, force: null },
+    cost: { n: 100000, dModel: '', heads: '', layers: '', dtype: '', window: '', reply: null, body: null },
     kv: {
       models: [], model: 'llama-3-8b', dtype: 'f16', context: 8192, budget: '', reply: null,
       measured: null, measuring: false, measureStatus: '', measurePoints: null,

@@ -81,39 +81,39 @@ Command train_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--tokenizer", state->tokenizer,
                   "With --task text: a directory with GPT-2's vocab.json and merges.txt (default: bytes)");
-  app->add_option("--layers", s.layers, "Layers L")->capture_default_str()->check(CLI::Range(1, 12));
+  // Each setting's range is kTrainLimits', checked with the rest by check_train_settings.
+  const TrainLimits& L = kTrainLimits;
   app->add_option("--arch", state->arch,
                   "gpt2 (LayerNorm, learned positions, GELU) or llama (RMSNorm, rotary positions, grouped-query "
                   "attention, SwiGLU)")
       ->capture_default_str();
-  app->add_option("--heads", s.heads, "Heads per layer H")->capture_default_str()->check(CLI::Range(1, 16));
-  app->add_option("--kv-heads", s.kv_heads, "With --arch llama: KV heads H_kv, dividing --heads (default: --heads)")
-      ->check(CLI::Range(1, 16));
-  app->add_option("--d-model", s.d_model, "Width d_model")->capture_default_str()->check(CLI::Range(4, 512));
-  app->add_option("--context", s.context, "Positions per sequence")->capture_default_str()->check(CLI::Range(12, 256));
-  CLI::Option* vocab = app->add_option("--vocab", s.vocab, "Vocabulary of the induction task, BOS included")
-                           ->capture_default_str()
-                           ->check(CLI::Range(8, 4096));
-  app->add_option("--steps", s.steps, "Optimiser steps")->capture_default_str()->check(CLI::Range(1, 1000000));
-  app->add_option("--batch", s.batch, "Sequences per step")->capture_default_str()->check(CLI::Range(1, 1024));
-  app->add_option("--lr", s.learning_rate, "AdamW's learning rate (after warm-up)")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-6, 1.0));
+  app->add_option("--layers", s.layers, fmt::format("Layers L, 1 to {}", L.max_layers))->capture_default_str();
+  app->add_option("--heads", s.heads, fmt::format("Heads per layer H, 1 to {}", L.max_heads))->capture_default_str();
+  app->add_option("--kv-heads", s.kv_heads, "With --arch llama: KV heads H_kv, dividing --heads (default: --heads)");
+  app->add_option("--d-model", s.d_model, fmt::format("Width d_model, {} to {}", L.min_d_model, L.max_d_model))
+      ->capture_default_str();
+  app->add_option("--context", s.context, fmt::format("Positions per sequence, {} to {}", L.min_context, L.max_context))
+      ->capture_default_str();
+  CLI::Option* vocab =
+      app->add_option("--vocab", s.vocab,
+                      fmt::format("Vocabulary of the induction task, BOS included, {} to {}", L.min_vocab, L.max_vocab))
+          ->capture_default_str();
+  app->add_option("--steps", s.steps, fmt::format("Optimiser steps, 1 to {}", L.max_steps))->capture_default_str();
+  app->add_option("--batch", s.batch, fmt::format("Sequences per step, 1 to {}", L.max_batch))->capture_default_str();
+  app->add_option("--lr", s.learning_rate,
+                  fmt::format("AdamW's learning rate (after warm-up), {} to {}", L.min_lr, L.max_lr))
+      ->capture_default_str();
   app->add_option("--warmup", s.warmup, "Steps of linear learning-rate warm-up")->capture_default_str();
   app->add_option("--seed", s.seed, "Seed of the weights and the data")->capture_default_str();
-  app->add_option("--log-every", s.log_every, "Steps between logged evaluations")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+  app->add_option("--log-every", s.log_every, "Steps between logged evaluations")->capture_default_str();
   app->add_option("--checkpoint-every", s.checkpoint_every, "Steps between checkpoints (DIR/checkpoints/step-N)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->capture_default_str();
   CLI::Option* prev_token_steps =
       app->add_option("--prev-token-steps", s.prev_token_steps,
                       "Induction task: the first N steps train layer 0 alone on look-back sequences (token i+1 is "
                       "token i-1 plus 7), so previous-token heads form; then layer 0 is kept, its outputs scaled by "
                       "1/20, and the other layers learn the task (0: one phase, every layer throughout)")
-          ->capture_default_str()
-          ->check(CLI::Range(0, 1000000));
+          ->capture_default_str();
   app->add_flag("--attn-only", s.attention_only, "No MLPs (their weights stay zero in the checkpoint)");
   app->add_flag("--force", state->force, "Write into DIR even when it is not empty");
   return {
@@ -142,7 +142,7 @@ Command train_command(CLI::App& parent) {
                "or more, or leave it out");
         const fs::path out(state->out);
         try {
-          check_train_settings(s);  // the shape and its memory, before the model is allocated
+          check_train_settings(s, &kTrainLimits);  // each setting's range, the shape, its memory
         } catch (const InputError& e) {
           throw with_flag_name(e);
         }
@@ -174,8 +174,8 @@ Command train_command(CLI::App& parent) {
         const TrainingOutcome outcome = run_training(s, out, on_log, [] { return interrupted.load(); });
         if (terminal) fmt::print("\n");
         fmt::print(
-            "{}: wrote config.json and model.safetensors (a GPT-2 checkpoint), checkpoints/ and train.json{}\n",
-            out.string(),
+            "{}: wrote config.json and model.safetensors ({}), checkpoints/ and train.json{}\n", out.string(),
+            s.architecture == TrainArchitecture::llama ? "a Hugging Face Llama checkpoint" : "a GPT-2 checkpoint",
             outcome.stopped
                 ? fmt::format(" (stopped early by a signal at step {}; that step is saved as the last checkpoint)",
                               outcome.last_step)

@@ -94,14 +94,26 @@ void refuse_unknown_fields(const json& object, std::initializer_list<std::string
   }
 }
 
+namespace {
+
+[[noreturn]] void out_of_range(std::string_view value, std::string_view field, const CountRange& range) {
+  const std::string hint = range.hint.empty() ? "" : fmt::format(" {}", range.hint);
+  if (range.high == std::numeric_limits<std::uint64_t>::max())
+    fail(field, fmt::format("expected a whole number >= {} but got {}{}", range.low, value, hint));
+  fail(field, fmt::format("{} is not a whole number from {} to {}{}", value, range.low, range.high, hint));
+}
+
+}  // namespace
+
 std::uint64_t read_count(const json& j, std::string_view field, CountRange range) {
   const bool whole = j.is_number_unsigned() || (j.is_number_integer() && j.get<std::int64_t>() >= 0);
   const std::uint64_t value = whole ? j.get<std::uint64_t>() : 0;
   if (whole && value >= range.low && value <= range.high) return value;
-  const std::string hint = range.hint.empty() ? "" : fmt::format(" {}", range.hint);
-  if (range.high == std::numeric_limits<std::uint64_t>::max())
-    fail(field, fmt::format("expected a whole number >= {} but got {}{}", range.low, describe_json(j), hint));
-  fail(field, fmt::format("{} is not a whole number from {} to {}{}", describe_json(j), range.low, range.high, hint));
+  out_of_range(describe_json(j), field, range);
+}
+
+void check_count(std::uint64_t value, std::string_view field, CountRange range) {
+  if (value < range.low || value > range.high) out_of_range(std::to_string(value), field, range);
 }
 
 std::vector<std::uint64_t> read_count_list(const json& j, std::string_view field, std::size_t max_items,

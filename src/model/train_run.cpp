@@ -10,6 +10,7 @@
 #include <array>
 #include <optional>
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 #include "attnlab/core/limits.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/forward.hpp"
@@ -258,7 +259,24 @@ void check_training_price(const TrainSettings& s) {
                    bytes_text(price.batch_bytes), kMaxTrainBytes >> 30));
 }
 
-void check_train_settings(const TrainSettings& s) {
+void check_train_settings(const TrainSettings& s, const TrainLimits* limits) {
+  if (limits) {
+    const TrainLimits& L = *limits;
+    check_count(s.layers, "layers", {1, L.max_layers});
+    check_count(s.heads, "heads", {1, L.max_heads});
+    if (s.kv_heads) check_count(s.kv_heads, "kv_heads", {1, L.max_heads});
+    check_count(s.d_model, "d_model", {L.min_d_model, L.max_d_model});
+    check_count(s.context, "context", {L.min_context, L.max_context});
+    if (!s.text) check_count(s.vocab, "vocab", {L.min_vocab, L.max_vocab});
+    check_count(s.steps, "steps", {1, L.max_steps});
+    check_count(s.prev_token_steps, "prev_token_steps", {0, L.max_steps});
+    check_count(s.batch, "batch", {1, L.max_batch});
+    check_count(s.warmup, "warmup", {0, L.max_steps});
+    check_count(s.log_every, "log_every", {1, L.max_steps});
+    check_count(s.checkpoint_every, "checkpoint_every", {1, L.max_steps});
+    if (!(s.learning_rate >= L.min_lr && s.learning_rate <= L.max_lr))
+      fail("lr", fmt::format("{} is not a learning rate from {} to {}", s.learning_rate, L.min_lr, L.max_lr));
+  }
   if (s.heads == 0 || s.d_model % s.heads != 0)
     fail("d_model",
          fmt::format("{} is not divisible by heads {}; each head gets d_model / heads dimensions", s.d_model, s.heads));

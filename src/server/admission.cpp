@@ -31,6 +31,11 @@ std::size_t HeavySlots::total() const {
   return total_;
 }
 
+std::size_t HeavySlots::taken() const {
+  std::lock_guard lock(mutex_);
+  return taken_;
+}
+
 RequestScope::RequestScope(HeavySlots& slots) : slots_(slots), outer_(current) { current = this; }
 
 RequestScope::~RequestScope() {

@@ -30,6 +30,7 @@ class HeavySlots {
   void give_back();
   void resize(std::size_t slots);  // the slots taken stay taken until given back
   std::size_t total() const;
+  std::size_t taken() const;  // heavy work running now (GET /api/health says it)
 
  private:
   mutable std::mutex mutex_;

@@ -15,6 +15,7 @@
 #include "attnlab/analysis/measure.hpp"
 #include "attnlab/analysis/models.hpp"
 #include "attnlab/analysis/probe.hpp"
+#include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
@@ -529,6 +530,18 @@ json api_cost(const json& request) {
                          {"memory_exponent", optional_number(m.memory_exponent)}};
   }
   return reply;
+}
+
+json api_defaults() {
+  const CostShape cost;
+  return {{"cost",
+           {{"d_model", cost.d_model},
+            {"heads", cost.heads},
+            {"layers", cost.layers},
+            {"dtype", dtype_name(cost.dtype)},
+            {"window", cost.window}}},
+          {"probe", {{"epsilon", ProbeOptions{}.epsilon}}},
+          {"training", train_settings_json(TrainSettings{})}};
 }
 
 json api_models() {

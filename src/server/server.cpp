@@ -315,10 +315,17 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
                                   : httplib::Server::HandlerResponse::Unhandled;
   });
 
-  impl.get("/api/health", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_health()); });
+  // Health, and the heavy work running now: a client (or a test) sees that work has started.
+  impl.get("/api/health", [&impl](const httplib::Request&, httplib::Response& res) {
+    json health = api_health();
+    health["heavy_work"] = {{"running", impl.heavy.taken()}, {"slots", impl.heavy.total()}};
+    reply_json(res, 200, health);
+  });
   impl.get("/api/scenarios",
            [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_scenarios()); });
   impl.get("/api/models", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_models()); });
+  impl.get("/api/defaults",
+           [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_defaults()); });
   impl.get(R"(/api/scenarios/([^/]+))", [](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.matches[1];
     if (const auto text = api_scenario_file(name)) {

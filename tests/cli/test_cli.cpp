@@ -527,7 +527,20 @@ TEST(CliServe, SigtermWhileAHeavyRequestRunsStopsItAndExitsZero) {
                                             "application/json\r\nContent-Length: {}\r\n\r\n{}",
                                             port, body.size(), body));
   });
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the probe start (not a bound: see below)
+  // The server's own sign that the probe's work has started (GET /api/health's
+  // heavy_work.running), then the signal: no guess at how long starting takes.
+  const auto probe_running = [&] {
+    const std::string r = http_exchange(
+        port, fmt::format("GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n", port));
+    const std::size_t body = r.find("\r\n\r\n");
+    const nlohmann::json health =
+        body == std::string::npos ? nlohmann::json() : nlohmann::json::parse(r.substr(body + 4), nullptr, false);
+    return health.is_object() && health.contains("heavy_work") && health["heavy_work"]["running"].get<int>() >= 1;
+  };
+  bool started = false;
+  for (int k = 0; k < 6000 && !started; ++k)  // polled, at most a minute
+    if (!(started = probe_running())) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(started) << "the probe's work never started";
   kill(child.pid, SIGTERM);
   int status = 0;
   waitpid(child.pid, &status, 0);
@@ -539,8 +552,7 @@ TEST(CliServe, SigtermWhileAHeavyRequestRunsStopsItAndExitsZero) {
   ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal";
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_CONTAINS(rest, "attnlab lab: stopped");
-  // Whether the signal came while the probe ran or (on a very slow machine) before its work
-  // began, it is refused, never answered with results.
+  // The signal came while the probe ran: it is refused, never answered with results.
   if (!reply.empty()) {
     EXPECT_EQ(reply.rfind("HTTP/1.1 503", 0), 0u) << reply.substr(0, 300);
     EXPECT_CONTAINS(reply, "the server is shutting down");

@@ -448,6 +448,7 @@ TEST(TrainCli, ALlamaStyleModelLearnsTheRecipeAndIsAFolderTheModelCommandsRead) 
                                " --arch llama --heads 2 --kv-heads 1 --steps 900 --batch 32 --prev-token-steps 200 "
                                "--log-every 300 --checkpoint-every 900 --seed 0");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(a Hugging Face Llama checkpoint)"), std::string::npos) << r.out;
   const json train = json::parse(read_file(out / "train.json"));
   EXPECT_EQ(train["settings"]["arch"], "llama");
   EXPECT_EQ(train["settings"]["kv_heads"], 1);
@@ -473,6 +474,10 @@ TEST(TrainCli, ALlamaStyleModelLearnsTheRecipeAndIsAFolderTheModelCommandsRead) 
   expect_refused("train --out " + out.string() + "-2 --arch llama --heads 4 --kv-heads 3",
                  "--kv-heads: 3 does not divide");
   expect_refused("train --out " + out.string() + "-2 --arch mamba", "--arch: \"mamba\" is not an architecture");
+  // Each setting's range, in the words the API uses for its own (one check, check_train_settings).
+  expect_refused("train --out " + out.string() + "-2 --layers 13", "--layers: 13 is not a whole number from 1 to 12");
+  expect_refused("train --out " + out.string() + "-2 --context 8", "--context: 8 is not a whole number from 12 to 256");
+  expect_refused("train --out " + out.string() + "-2 --lr 2", "--lr: 2 is not a learning rate from 1e-06 to 1");
   fs::remove_all(out);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "attnlab/core/json.hpp"
 #include "attnlab/report/packed_reply.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "attnlab/server/api.hpp"

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "attnlab/core/json.hpp"
 #include "attnlab/scenario/scenario.hpp"
 #include "attnlab/server/limits.hpp"  // the server reads scenarios with its own work limit
 #include "fuzz_check.hpp"

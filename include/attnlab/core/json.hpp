@@ -72,6 +72,9 @@ struct CountRange {
   std::string_view hint = "";  // appended to the message after a space, e.g. "(the lab's limit)"
 };
 std::uint64_t read_count(const nlohmann::json& j, std::string_view field, CountRange range = {});
+// A count that did not come as JSON (a flag, a setting) against `range`, worded as read_count
+// words it ("13 is not a whole number from 1 to 12").
+void check_count(std::uint64_t value, std::string_view field, CountRange range);
 // A list of whole numbers, each in `range`, at most `max_items` of them; field[k] named.
 std::vector<std::uint64_t> read_count_list(const nlohmann::json& j, std::string_view field, std::size_t max_items,
                                            CountRange range = {});

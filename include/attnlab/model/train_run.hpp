@@ -141,11 +141,22 @@ TrainingPrice price_training(const TrainSettings& settings);
 // tokenizer for the parameters' state, context for the activations), the price and the limit.
 void check_training_price(const TrainSettings& settings);
 
+// The ranges of a run's settings that `attnlab train` holds its flags to. The lab's runs have
+// narrower ones, read with the request (server/training_jobs.hpp); `bench --train` times
+// larger shapes, held to the price alone.
+struct TrainLimits {
+  std::size_t max_layers = 12, max_heads = 16, min_d_model = 4, max_d_model = 512, min_context = 12, max_context = 256,
+              min_vocab = 8, max_vocab = 4096, max_steps = 1'000'000, max_batch = 1024;
+  double min_lr = 1e-6, max_lr = 1.0;
+};
+inline constexpr TrainLimits kTrainLimits{};
+
 // The one check of a run's settings as a whole, for every face, before anything is
-// allocated: d_model divisible by heads, kv_heads only for Llama and dividing heads, then
-// the price (check_training_price). Errors name the setting as train.json and the API
-// spell it ("d_model", "kv_heads"); the CLI says the flag (--d-model, --kv-heads).
-void check_train_settings(const TrainSettings& settings);
+// allocated: each setting within `limits` (when given), d_model divisible by heads, kv_heads
+// only for Llama and dividing heads, then the price (check_training_price). Errors name the
+// setting as train.json and the API spell it ("d_model", "kv_heads"); the CLI says the flag
+// (--d-model, --kv-heads).
+void check_train_settings(const TrainSettings& settings, const TrainLimits* limits = nullptr);
 
 // Trains on the task (settings.text, or induction), calling `on_log` every log_every steps
 // (and at the end) with the model as it is; stops early when `stop()` turns true. Returns

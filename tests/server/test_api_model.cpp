@@ -1,0 +1,300 @@
+// The lab with a model (`attnlab serve --model DIR`) through real HTTP (api_test_support.hpp).
+#include "api_test_support.hpp"
+
+// ---- the lab with a model (`attnlab serve --model DIR`) -----------------------------------
+// A second server, constructed with the tiny GPT-2 fixture (2 layers × 4 heads, 16 wide, 16
+// positions, vocabulary 40, no tokenizer: requests give ids), checked against the model
+// layer's own forward pass.
+namespace {
+
+class ModelApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = std::make_shared<const attnlab::ModelDir>(
+        attnlab::open_model_dir(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32"));
+    running_ = new RunningServer(model_);
+    port_ = running_->port;
+  }
+  static void TearDownTestSuite() {
+    delete running_;
+    model_.reset();
+  }
+
+  // POST `body` to `path`; the reply's JSON, after checking the status.
+  json post_json(const std::string& path, const json& body, int expected_status = 200) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30, 0);
+    auto r = c.Post(path, body.dump(), "application/json");
+    EXPECT_TRUE(r) << "no response";
+    if (!r) return {};
+    EXPECT_EQ(r->status, expected_status) << r->body.substr(0, 400);
+    return json::parse(r->body);
+  }
+  // 400 with {"error": "FIELD: ...", "field": FIELD}.
+  void expect_field(const std::string& path, const json& body, const std::string& field, const std::string& message) {
+    SCOPED_TRACE(body.dump().substr(0, 200));
+    const json reply = post_json(path, body, 400);
+    EXPECT_EQ(reply["field"], field) << reply;
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::StartsWith(field + ": "));
+    EXPECT_THAT(reply["error"].get<std::string>(), ::testing::HasSubstr(message));
+  }
+
+  static std::shared_ptr<const attnlab::ModelDir> model_;
+  static RunningServer* running_;
+  static int port_;
+};
+std::shared_ptr<const attnlab::ModelDir> ModelApi::model_;
+RunningServer* ModelApi::running_ = nullptr;
+int ModelApi::port_ = 0;
+
+// A text with repeats, so that every detector has rows to score.
+const std::vector<int> kModelIds = {3, 17, 5, 9, 3, 17, 5, 9, 22};
+
+}  // namespace
+
+TEST_F(Api, ModelIsNotLoadedWithoutModelAndModelRequestsAre400NamingModel) {
+  auto r = client().Get("/api/model");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body), (json{{"loaded", false}}));
+  auto run = client().Post("/api/model/run", json{{"ids", {1, 2}}}.dump(), "application/json");
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->status, 400);
+  EXPECT_EQ(json::parse(run->body)["field"], "model");
+  EXPECT_THAT(json::parse(run->body)["error"].get<std::string>(), ::testing::HasSubstr("--model DIR"));
+  const json head = post_json({{"scenario", {{"model", {{"ids", {1, 2}}, {"layer", 0}, {"head", 0}}}}}}, 400);
+  EXPECT_EQ(head["field"], "model");
+}
+
+TEST_F(ModelApi, ModelSaysWhatIsLoaded) {
+  httplib::Client c("127.0.0.1", port_);
+  auto r = c.Get("/api/model");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  const json reply = json::parse(r->body);
+  const json expected = {
+      {"loaded", true},    {"name", "tiny-f32"}, {"run", nullptr},     {"step", nullptr},      {"training", false},
+      {"n_layer", 2},      {"n_head", 4},        {"n_kv_head", 4},     {"n_embd", 16},         {"head_dim", 4},
+      {"n_positions", 16}, {"vocab_size", 40},   {"family", "gpt2"},   {"norm", "layer_norm"}, {"positions", "learned"},
+      {"mlp", "gelu"},     {"tied", true},       {"parameters", 7488}, {"tokenizer", false}};
+  for (const auto& item : expected.items())
+    EXPECT_EQ(reply[item.key()], item.value()) << item.key();
+  EXPECT_EQ(reply["sliding_window"], json({nullptr, nullptr}));
+  EXPECT_NE(reply["description"].get<std::string>().find("gpt2: 2 layers × 4 heads, d_model 16"), std::string::npos);
+}
+
+TEST_F(ModelApi, ModelRunGivesTheForwardsWeightsDetectorsAndAnOrderedTopK) {
+  const json reply = post_json("/api/model/run", {{"ids", kModelIds}, {"top_k", 7}});
+  const attnlab::ForwardResult f = attnlab::model_forward(model_->model, kModelIds, {.keep_attention = true});
+  const std::size_t n = kModelIds.size(), L = 2, H = 4;
+  EXPECT_EQ(reply["ids"], kModelIds);
+  EXPECT_EQ(reply["tokens"][0], "#3");  // no tokenizer: ids shown as #ID
+  // Weights, rounded to 4 decimals in the reply: |a − b| ≤ 5e-5 (half the last digit) + 1e-7.
+  ASSERT_EQ(reply["weights"].size(), L);
+  double largest = 0;
+  for (std::size_t l = 0; l < L; ++l) {
+    ASSERT_EQ(reply["weights"][l].size(), H);
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j)
+          largest = std::max(
+              largest, std::abs(reply["weights"][l][h][i][j].get<double>() - f.attention[l][(h * n + i) * n + j]));
+  }
+  EXPECT_LE(largest, 5e-5 + 1e-7);
+  // The next token after the last: ordered, summing to at most 1, the library's ids.
+  const std::vector<attnlab::TokenProbability> expected = attnlab::top_k({f.logits.data() + (n - 1) * 40, 40}, 7);
+  const json& top = reply["top_k"];
+  ASSERT_EQ(top.size(), 7u);
+  double total = 0;
+  for (std::size_t k = 0; k < top.size(); ++k) {
+    EXPECT_EQ(top[k]["id"], expected[k].id);
+    EXPECT_NEAR(top[k]["probability"].get<double>(), expected[k].probability, 1e-12);
+    EXPECT_EQ(top[k]["token"], "#" + std::to_string(expected[k].id));
+    if (k) EXPECT_LE(top[k]["probability"].get<double>(), top[k - 1]["probability"].get<double>());
+    total += top[k]["probability"].get<double>();
+  }
+  EXPECT_LE(total, 1.0 + 1e-12);
+  EXPECT_TRUE(reply["top_k_ablated"].is_null());
+  // The detectors on this one text are detect_heads' scores with it as the only sequence.
+  const std::vector<attnlab::HeadScores> scores = attnlab::detect_heads(model_->model, {kModelIds});
+  ASSERT_EQ(reply["heads"].size(), L * H);
+  for (std::size_t k = 0; k < L * H; ++k) {
+    const json& h = reply["heads"][k];
+    EXPECT_EQ(h["layer"], k / H);
+    EXPECT_EQ(h["head"], k % H);
+    EXPECT_NEAR(h["previous_token"].get<double>(), scores[k].previous_token, 1e-9);
+    EXPECT_NEAR(h["duplicate_token"].get<double>(), scores[k].duplicate_token, 1e-9);
+    EXPECT_NEAR(h["induction"].get<double>(), scores[k].induction, 1e-9);
+  }
+  // Without repeats the duplicate and induction patterns have no key: null, not 0.
+  const json plain = post_json("/api/model/run", {{"ids", {1, 2, 3}}, {"weights", false}});
+  EXPECT_TRUE(plain["heads"][0]["duplicate_token"].is_null());
+  EXPECT_TRUE(plain["weights"].is_null());
+  EXPECT_EQ(plain["top_k"].size(), 5u);  // the default
+}
+
+TEST_F(ModelApi, ModelRunAblationMovesTheTopKAsTheForwardDoes) {
+  const std::vector<std::string> heads = {"0.0", "0.1", "1.2", "1.3"};
+  const json reply = post_json("/api/model/run", {{"ids", kModelIds}, {"ablate", heads}});
+  std::vector<attnlab::HeadRef> refs;
+  for (const std::string& h : heads)
+    refs.push_back(attnlab::parse_head_ref(h, "test"));
+  const attnlab::ForwardResult f = attnlab::model_forward(model_->model, kModelIds, {.ablate = refs});
+  const std::size_t n = kModelIds.size();
+  const std::vector<attnlab::TokenProbability> expected = attnlab::top_k({f.logits.data() + (n - 1) * 40, 40}, 5);
+  ASSERT_EQ(reply["top_k_ablated"].size(), 5u);
+  for (std::size_t k = 0; k < 5; ++k) {
+    EXPECT_EQ(reply["top_k_ablated"][k]["id"], expected[k].id);
+    EXPECT_NEAR(reply["top_k_ablated"][k]["probability"].get<double>(), expected[k].probability, 1e-12);
+  }
+  EXPECT_NE(reply["top_k_ablated"], reply["top_k"]);  // the distribution moved
+  EXPECT_EQ(reply["ablated"], heads);
+}
+
+// The lab with a Llama-family model: the same endpoints, for a grouped-query, rotary model
+// (tests/model/fixtures/llama-f32: 2 layers × 4 query heads sharing 2 KV heads) and for
+// Gemma 3 (QK-norm, its own score scale, windows with their own θ).
+TEST(FamilyModelApi, EveryEndpointServesALlamaAndAGemmaModel) {
+  for (const char* fixture : {"llama-f32", "gemma3-f32"}) {
+    SCOPED_TRACE(fixture);
+    const auto model = std::make_shared<const attnlab::ModelDir>(
+        attnlab::open_model_dir(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/" + fixture));
+    const attnlab::ModelConfig& c = model->model.config;
+    RunningServer running(model);
+    httplib::Client client("127.0.0.1", running.port);
+    const auto described = client.Get("/api/model");
+    ASSERT_TRUE(described);
+    const json about = json::parse(described->body);
+    EXPECT_EQ(about["family"], attnlab::family_name(c.family));
+    EXPECT_EQ(about["n_kv_head"], c.kv_heads());
+    const auto post = [&](const std::string& path, const json& body) {
+      auto r = client.Post(path, body.dump(), "application/json");
+      EXPECT_TRUE(r);
+      return r ? std::pair{r->status, json::parse(r->body)} : std::pair{0, json()};
+    };
+    const std::vector<int> ids = {3, 17, 5, 9, 3, 17, 5, 9, 22};
+    const std::size_t n = ids.size();
+    const attnlab::ForwardResult f = attnlab::model_forward(model->model, ids, {.keep_attention = true});
+    const auto [status, run] = post("/api/model/run", {{"ids", ids}});
+    ASSERT_EQ(status, 200) << run.dump().substr(0, 300);
+    ASSERT_EQ(run["weights"].size(), c.n_layer);
+    for (std::size_t l = 0; l < c.n_layer; ++l)
+      for (std::size_t h = 0; h < c.n_head; ++h)
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < n; ++j)
+            ASSERT_NEAR(run["weights"][l][h][i][j].get<double>(), f.attention[l][(h * n + i) * n + j], 5e-5);
+    const auto [head_status, trace] =
+        post("/api/attention", {{"scenario", {{"model", {{"ids", ids}, {"layer", 1}, {"head", 3 % c.n_head}}}}}});
+    ASSERT_EQ(head_status, 200) << trace.dump().substr(0, 300);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        EXPECT_NEAR(trace["heads"][0]["weights"][i][j].get<double>(), f.attention[1][((3 % c.n_head) * n + i) * n + j],
+                    1e-6);
+  }
+}
+
+TEST_F(ModelApi, AttentionOnAModelHeadGivesTheForwardsWeights) {
+  const json scenario = {{"model", {{"ids", kModelIds}, {"layer", 1}, {"head", 2}}}};
+  const json trace = post_json("/api/attention", {{"scenario", scenario}});
+  const attnlab::ForwardResult f = attnlab::model_forward(model_->model, kModelIds, {.keep_attention = true});
+  const std::size_t n = kModelIds.size();
+  ASSERT_EQ(trace["heads"].size(), 1u);
+  EXPECT_EQ(trace["scenario"], "head 1.2");
+  EXPECT_EQ(trace["tokens"][1], "#17");
+  EXPECT_EQ(trace["causal"], true);
+  EXPECT_EQ(trace["scenario_json"]["model"], scenario["model"]);  // the request that makes it, not its matrices
+  EXPECT_FALSE(trace["scenario_json"].contains("embeddings"));
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      EXPECT_NEAR(trace["heads"][0]["weights"][i][j].get<double>(), f.attention[1][(2 * n + i) * n + j], 1e-6)
+          << i << "," << j;
+  // Everything else a scenario gets, it gets: options, interventions, the packed reply and
+  // the page engine's input document.
+  const json cooler = post_json(
+      "/api/attention",
+      {{"scenario", scenario}, {"options", {{"temperature", 0.5}, {"mask_tokens", {0}}}}, {"attention_input", true}});
+  EXPECT_EQ(cooler["temperature"], 0.5);
+  EXPECT_FALSE(cooler["intervention"].is_null());
+  EXPECT_TRUE(cooler.contains("attention_input"));
+  httplib::Client c("127.0.0.1", port_);
+  auto packed =
+      c.Post("/api/attention", json{{"scenario", scenario}, {"encoding", "packed"}}.dump(), "application/json");
+  ASSERT_TRUE(packed);
+  EXPECT_EQ(packed->status, 200);
+  EXPECT_EQ(attnlab::unpack_reply(packed->body)["heads"][0]["weights"], trace["heads"][0]["weights"]);
+  const json probe = post_json("/api/probe", {{"scenario", scenario}, {"query", n - 1}});
+  EXPECT_EQ(probe["tokens"].size(), n);
+}
+
+TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {
+  const std::vector<int> too_long(17, 1);
+  expect_field("/api/model/run", {{"ids", kModelIds}, {"ablate", {"2.0"}}}, "ablate[0]", "head 2.0 does not exist");
+  expect_field("/api/model/run", {{"ids", kModelIds}, {"ablate", {"one"}}}, "ablate[0]", "is not a head");
+  expect_field("/api/model/run", {{"ids", {1, 40}}}, "ids[1]", "ids run from 0 to 39");
+  expect_field("/api/model/run", {{"ids", {1, -2}}}, "ids[1]", "not a token id");
+  expect_field("/api/model/run", {{"ids", too_long}}, "ids", "17 tokens is more than the model's 16 positions");
+  expect_field("/api/model/run", {{"ids", json::array()}}, "ids", "no tokens");
+  expect_field("/api/model/run", {{"text", "hello"}}, "text", "has no tokenizer");
+  expect_field("/api/model/run", json::object(), "text", "missing");
+  expect_field("/api/model/run", {{"ids", {1}}, {"top_k", 0}}, "top_k", "not in 1 to 50");
+  expect_field("/api/model/run", {{"ids", {1}}, {"top_k", 51}}, "top_k", "not in 1 to 50");
+  expect_field("/api/model/run", {{"ids", {1}}, {"colour", "red"}}, "colour", "unknown field");
+  const auto head = [](const json& spec) { return json{{"scenario", {{"model", spec}}}}; };
+  expect_field("/api/attention", head({{"ids", kModelIds}, {"layer", 2}, {"head", 0}}), "scenario.model.layer",
+               "layer 2 does not exist");
+  expect_field("/api/attention", head({{"ids", kModelIds}, {"layer", 1}, {"head", 4}}), "scenario.model.head",
+               "head 4 does not exist");
+  expect_field("/api/attention", head({{"ids", too_long}, {"layer", 1}, {"head", 0}}), "scenario.model.ids",
+               "more than the model's 16 positions");
+  expect_field("/api/attention", head({{"ids", {50}}, {"layer", 1}, {"head", 0}}), "scenario.model.ids[0]",
+               "not a token id");
+  expect_field("/api/attention", head({{"ids", {1}}, {"head", 0}}), "scenario.model.layer", "missing");
+  json with_sentence = head({{"ids", kModelIds}, {"layer", 1}, {"head", 2}});
+  with_sentence["options"] = {{"sentence", "the cat"}};
+  expect_field("/api/attention", with_sentence, "options.sentence", "means nothing for a model's head");
+  with_sentence["options"] = {{"add_random_heads", {{{"seed", 1}}}}};
+  expect_field("/api/attention", with_sentence, "options.add_random_heads", "means nothing");
+  // and the server keeps serving
+  EXPECT_EQ(post_json("/api/model/run", {{"ids", {1, 2}}})["ids"], (json{1, 2}));
+}
+
+// A tiny GPT-2 with the real vocabulary and tokenizer (tests/model/vocabulary_model.hpp).
+attnlab::ModelDir vocabulary_model() {
+  return attnlab::open_model_dir(attnlab::test::write_vocabulary_model(
+                                     std::filesystem::path(ATTNLAB_TEST_TMP) / "gpt2-vocab", ATTNLAB_GPT2_VOCAB_DIR)
+                                     .string());
+}
+
+TEST(ModelApiText, TextGoesThroughTheModelsTokenizerAndTokensKeepTheirSpaces) {
+  const attnlab::ModelDir m = vocabulary_model();
+  EXPECT_EQ(attnlab::api_model(&m)["tokenizer"], true);
+  const json run = json::parse(attnlab::api_model_run(&m, {{"text", "Hello world"}, {"weights", false}}));
+  EXPECT_EQ(run["ids"], (json{15496, 995}));
+  EXPECT_EQ(run["tokens"], (json{"Hello", " world"}));
+  // a head of it, on text, through the API function
+  const json trace =
+      attnlab::api_attention({{"scenario", {{"model", {{"text", "Hello world"}, {"layer", 0}, {"head", 1}}}}}}, &m);
+  EXPECT_EQ(trace["tokens"], (json{"Hello", " world"}));
+  // a character GPT-2 splits into byte tokens: each is sent as valid UTF-8 (U+FFFD for a
+  // partial character), and the reply still parses
+  const json emoji = json::parse(attnlab::api_model_run(&m, {{"text", "\xF0\x9F\xA4\x97!"}, {"weights", false}}));
+  EXPECT_EQ(emoji["tokens"].size(), emoji["ids"].size());
+  // over the model's 32 positions, named as "text"
+  try {
+    (void)attnlab::api_model_run(
+        &m, {{"text", std::string(200, 'a') + " b c d e f g h i j k l m n o p q r s t u v w x y z"}});
+    ADD_FAILURE() << "no error";
+  } catch (const attnlab::InputError& e) {
+    EXPECT_EQ(e.field(), "text");
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("more than the model's 32 positions"));
+  }
+}
+
+TEST_F(ModelApi, AModelThatIsNotATrainingRunHasNoTrainingAndNoSteps) {
+  httplib::Client c("127.0.0.1", port_);
+  auto r = c.Get("/api/training");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body), (json{{"training", false}, {"run", nullptr}, {"name", "tiny-f32"}}));
+  expect_field("/api/model/run", {{"ids", kModelIds}, {"step", 0}}, "step", "tiny-f32 has no checkpoints");
+}
