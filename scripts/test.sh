@@ -19,9 +19,10 @@ fi
 cmake --preset fuzz >/dev/null
 cmake --build build-fuzz -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-# Labels: unit, cli, api (the gtest suites) and fuzz. Two sweeps are left to the g++ run
-# above, which runs them: under the sanitizers the flash kernel's sweep of shapes,
-# masks, tiles, threads and instruction sets takes about 200 s and the seeded training run
-# about 130 s; the rest of the run, fuzz targets included, about 140 s on 2 cores (docs/testing.md).
-slow='^(FlashAttention\.SweepOfShapesMasksTilesThreadsAndInstructionSets|TrainCli\.TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatNeeds)$'
+# Labels: unit, cli, api (the gtest suites) and fuzz. The long sweeps are left to the g++
+# run above, which runs them: under the sanitizers the flash kernel's sweep of shapes, masks,
+# tiles, threads and instruction sets takes about 200 s, each seeded training run (GPT-2's
+# recipe, the Llama-style one) about 130 s, the text task's 58 s and bench --train's 15 s;
+# the rest of the run, fuzz targets included, about 250 s on 2 cores (docs/testing.md).
+slow='^(FlashAttention\.SweepOfShapesMasksTilesThreadsAndInstructionSets|TrainCli\.(TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatNeeds|ALlamaStyleModelLearnsTheRecipeAndIsAFolderTheModelCommandsRead|TheTextTaskTrainsOnAFilesBytesAndWritesATokenizerTheModelCommandsRead|BenchTrainTimesWholeStepsAndCountsTheirFlops))$'
 (cd build-fuzz && ctest --output-on-failure --timeout 600 -j"$(nproc)" -L '^(unit|cli|api|fuzz)$' -E "$slow")
