@@ -8,11 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/analysis/bench.hpp"
+#include "attnlab/analysis/machine_memory.hpp"
+#include "attnlab/analysis/memory.hpp"
+#include "attnlab/analysis/units.hpp"
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
+#include "attnlab/model/model.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/model/training.hpp"
 #include "common.hpp"
@@ -29,7 +33,8 @@ struct BenchFlags {
   std::size_t n = 0, heads = 16, kv_heads = 0, d_k = 128;
   std::string dtype = "f32", kernel = "tiled";
   int threads = 0, repeats = 5;
-  std::string model;          // a GPT-2 directory: time its forward pass instead of the kernels
+  std::string model;          // a model directory: time its forward pass instead of the kernels
+  bool f32 = false;           // with --model: widen 16-bit weights to f32 first
   std::size_t tokens = 1024;  // with --model: tokens per forward pass
   bool train = false;         // time training steps instead (the shape below, --heads shared)
   TrainSettings shape{.steps = 20};
@@ -65,11 +70,13 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app.add_option("--threads", f.threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
-  app.add_option("--model", f.model, "Time this GPT-2 directory's forward pass instead (docs/models.md)")
+  app.add_option("--model", f.model,
+                 "Time this model directory's forward pass instead, and measure its memory (docs/models.md)")
       ->check(CLI::ExistingDirectory);
   app.add_option("--tokens", f.tokens, "With --model: tokens per forward pass (at most the model's positions)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  app.add_flag("--f32", f.f32, "With --model: widen 16-bit weights to f32 in memory first");
   app.add_flag("--train", f.train, "Time training steps of a small GPT-2 instead (attnlab train's model and task)");
   app.add_option("--layers", f.shape.layers, "With --train: layers")->capture_default_str()->check(CLI::Range(1, 48));
   app.add_option("--d-model", f.shape.d_model, "With --train: width")
@@ -206,30 +213,50 @@ void print_blas_machine(const MachinePeaks& peaks) {
 }
 
 // The forward pass of a model over `tokens` seeded random ids: the median of the timed runs
-// (after one warm-up), tokens per second, and GFLOP/s as a share of the f32 peak.
+// (after one warm-up), tokens per second, and GFLOP/s as a share of the f32 peak. Then its
+// memory: the process's peak resident size during the runs above what it held before the
+// model was loaded (the peak probes' buffers given back before the runs), beside the checkpoint's bytes and the
+// forward's own buffers. The goal is resident ≤ file + 10% + buffers: the weights are read where the mapped file holds
+// them.
 int bench_model(const BenchFlags& f) {
-  const Model model = load_gpt2(f.model);
+  const std::size_t resident_before = memory::resident_bytes();
+  const Model model = load_model(f.model, {.f32 = f.f32});
   const ModelConfig& c = model.config;
   if (f.tokens > c.n_positions)
     fail("--tokens", fmt::format("{} is more than the model's {} positions", f.tokens, c.n_positions));
+  fmt::print(stderr, "measuring this machine's peaks...\n");
+  const MachinePeaks peaks = measure_peaks(f.threads);
+  release_free_heap();  // the peak probes' buffers are not the model's
+  reset_peak_rss();
   SplitMix64 rng(1);
   std::vector<int> ids(f.tokens);
   for (int& id : ids)
     id = static_cast<int>(rng.next() % c.vocab_size);
-  fmt::print(stderr, "measuring this machine's peaks...\n");
-  const MachinePeaks peaks = measure_peaks(f.threads);
   const double median = median_seconds(f.repeats, [&] { model_forward(model, ids); });
   const double flops = forward_flops(c, f.tokens);
   const double gflops = flops / median / 1e9;
+  const std::size_t file = checkpoint_summary(f.model).bytes, buffers = forward_buffer_bytes(c, f.tokens);
+  const std::size_t peak = memory::resident_peak_bytes();
+  const std::size_t resident = peak > resident_before ? peak - resident_before : 0;
+  const double goal = 1.1 * double(file) + double(buffers);
   if (f.json) {
     fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},
+                                      {"model", config_json(c)},
                                       {"tokens", f.tokens},
                                       {"median_seconds", median},
                                       {"tokens_per_second", f.tokens / median},
                                       {"flops", flops},
                                       {"gflops", gflops},
                                       {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
-                                      {"blas_core", blas_core()}}
+                                      {"blas_core", blas_core()},
+                                      {"memory",
+                                       {{"file_bytes", file},
+                                        {"weight_bytes", model.weight_bytes()},
+                                        {"stored_dtype", dtype_name(model.stored_dtype)},
+                                        {"buffer_bytes", buffers},
+                                        {"resident_peak_bytes", resident},
+                                        {"goal_bytes", goal},
+                                        {"goal_met", double(resident) <= goal}}}}
                            .dump(2));
     return 0;
   }
@@ -238,6 +265,13 @@ int bench_model(const BenchFlags& f) {
       "{} ({}), {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
       "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",
       f.model, describe(c), f.tokens, median, f.tokens / median, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9);
+  fmt::print(
+      "memory: the files {}, the weights in memory {} ({}{}), the forward's buffers {}; peak resident {} "
+      "(goal ≤ file + 10% + buffers = {}: {})\n",
+      format_bytes(file), format_bytes(model.weight_bytes()), dtype_name(model.stored_dtype),
+      f.f32 ? " widened to f32" : ", read where the mapped file holds them", format_bytes(buffers),
+      format_bytes(resident), format_bytes(static_cast<std::uint64_t>(goal)),
+      double(resident) <= goal ? "met" : "NOT met");
   return 0;
 }
 

@@ -33,17 +33,15 @@ HeadRef parse_head_ref(std::string_view text, std::string_view field) {
 
 namespace {
 
-// y[n × out] = x[n × in] · W[in × out] + b (no bias when b is empty).
-void linear(const float* x, std::size_t n, std::size_t in, const std::vector<float>& w, const std::vector<float>& b,
-            std::size_t out, float* y) {
+// y[n × out] = x[n × in] · W[in × out] + b (no bias when b is empty), W owned or viewed in its checkpoint.
+void linear(const float* x, std::size_t n, std::size_t in, const Tensor& w, const Tensor& b, std::size_t out,
+            float* y) {
   for (std::size_t i = 0; i < n; ++i)
     if (b.empty())
       std::fill_n(y + i * out, out, 0.0f);
     else
       std::copy(b.begin(), b.end(), y + i * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(out),
-              static_cast<int>(in), 1.0f, x, static_cast<int>(in), w.data(), static_cast<int>(out), 1.0f, y,
-              static_cast<int>(out));
+  multiply(x, n, in, w, out, y, 1.0f);
 }
 
 // The config's norm over each row of d numbers (rows stride `stride`, written to y with
@@ -51,7 +49,7 @@ void linear(const float* x, std::size_t n, std::size_t in, const std::vector<flo
 //   LayerNorm: y = (x − mean) / √(var + ε) · γ + β  (the biased variance, as PyTorch's LayerNorm)
 //   RMSNorm:   y = x / √(mean(x²) + ε) · γ          (γ read as 1 + γ where the family stores w − 1)
 void norm_rows(const ModelConfig& c, const float* x, std::size_t n, std::size_t d, std::size_t stride,
-               const std::vector<float>& gamma, const std::vector<float>& beta, float* y) {
+               const Tensor& gamma, const Tensor& beta, float* y) {
   for (std::size_t i = 0; i < n; ++i) {
     const float* row = x + i * stride;
     float* out = y + i * stride;
@@ -267,11 +265,14 @@ std::vector<float> embed(const Model& model, std::span<const int> ids, std::size
   const ModelConfig& c = model.config;
   const std::size_t d = c.n_embd;
   const float scale = static_cast<float>(c.embedding_scale);
-  std::vector<float> x(ids.size() * d);
-  for (std::size_t i = 0; i < ids.size(); ++i)
+  std::vector<float> x(ids.size() * d), position(d, 0.0f);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    float* row = x.data() + i * d;
+    model.wte.row(static_cast<std::size_t>(ids[i]), d, row);
+    if (!c.rotary) model.wpe.row(first_position + i, d, position.data());
     for (std::size_t col = 0; col < d; ++col)
-      x[i * d + col] = model.wte[static_cast<std::size_t>(ids[i]) * d + col] * scale +
-                       (c.rotary ? 0.0f : model.wpe[(first_position + i) * d + col]);
+      row[col] = row[col] * scale + position[col];
+  }
   return x;
 }
 
@@ -319,10 +320,7 @@ std::vector<float> lm_head(const Model& model, const std::vector<float>& x, std:
   const std::size_t d = c.n_embd;
   std::vector<float> a(n * d), logits(n * c.vocab_size);
   norm_rows(c, x.data(), n, d, d, model.ln_f_weight, model.ln_f_bias, a.data());
-  const std::vector<float>& u = c.tied ? model.wte : model.lm_head;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(c.vocab_size),
-              static_cast<int>(d), 1.0f, a.data(), static_cast<int>(d), u.data(), static_cast<int>(d), 0.0f,
-              logits.data(), static_cast<int>(c.vocab_size));
+  multiply_by_transpose(a.data(), n, d, c.tied ? model.wte : model.lm_head, c.vocab_size, logits.data());
   return logits;
 }
 
@@ -413,6 +411,14 @@ double forward_flops(const ModelConfig& c, std::size_t n) {
   return static_cast<double>(c.n_layer) * (linear + attention) + 2 * tokens * d * static_cast<double>(c.vocab_size);
 }
 
+std::size_t forward_buffer_bytes(const ModelConfig& c, std::size_t n) {
+  const std::size_t d = c.n_embd, zw = c.attention_width();
+  // q | k | v and its per-head copies, z and the kernel's output, the projection, the MLP's input, hidden and act.
+  const std::size_t block = 2 * c.qkv_width() + 2 * zw + 2 * d + c.fc_width() + c.n_inner;
+  // The logits, the residual stream, the attention's input, the final norm's, each layer's input kept.
+  return sizeof(float) * n * (c.vocab_size + (c.n_layer + 3) * d + block);
+}
+
 std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k) {
   const float largest = *std::max_element(logits.begin(), logits.end());
   double sum = 0;
@@ -464,9 +470,8 @@ AttentionInput head_attention_input(const Model& model, const ForwardResult& res
   // The head's columns of W_qkv: its query's, and its KV head's key and value.
   const auto slice = [&](std::size_t first) {
     Matrix w(d, dh);
-    for (std::size_t row = 0; row < d; ++row)
-      for (std::size_t col = 0; col < dh; ++col)
-        w(row, col) = b.attn_weight[row * at.width + first + col];
+    const std::vector<float> columns = b.attn_weight.columns(d, at.width, first, dh);
+    std::copy(columns.begin(), columns.end(), w.data.begin());
     return w;
   };
   const auto bias = [&](std::size_t first) {
@@ -478,7 +483,7 @@ AttentionInput head_attention_input(const Model& model, const ForwardResult& res
   HeadWeights w{to_string(head), slice(q0), slice(k0), slice(v0)};
   w.b_q = bias(q0), w.b_k = bias(k0), w.b_v = bias(v0);
   if (c.qk_norm) {  // γ as the forward applies it: 1 + w where the family stores w − 1
-    const auto gamma = [&](const std::vector<float>& weight) {
+    const auto gamma = [&](const Tensor& weight) {
       std::vector<double> g(weight.begin(), weight.end());
       if (c.norm_plus_one)
         for (double& x : g)

@@ -2,6 +2,7 @@
 #include "attnlab/model/model.hpp"
 
 #include <fmt/format.h>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "config_json.hpp"
+#include "mapped_files.hpp"
 
 namespace attnlab {
 
@@ -18,8 +20,10 @@ using nlohmann::json;
 namespace {
 
 // The tensor called `name` (with or without the "transformer." prefix), checked to have
-// `shape`, as f32.
-std::vector<float> tensor(const SafetensorsFile& file, const std::string& name, const std::vector<std::size_t>& shape) {
+// `shape`: a matrix viewed in the mapped file, a vector as f32.
+Tensor tensor(const std::shared_ptr<MappedFiles>& mapped, const std::string& name,
+              const std::vector<std::size_t>& shape) {
+  const SafetensorsFile& file = *mapped->files.front();
   const TensorInfo* t = file.find("transformer." + name);
   if (!t) t = file.find(name);
   if (!t)
@@ -29,7 +33,7 @@ std::vector<float> tensor(const SafetensorsFile& file, const std::string& name, 
     fail(file.path(),
          fmt::format("tensor \"{}\" has shape {} but the config needs {}", t->name, text(t->shape), text(shape)));
   }
-  return file.to_f32(*t);
+  return mapped_tensor(mapped, file, *t);
 }
 
 }  // namespace
@@ -75,12 +79,13 @@ Model load_gpt2(const std::string& dir) {
   Model m;
   m.config = read_gpt2_config((root / "config.json").string());
   const ModelConfig& c = m.config;
-  const SafetensorsFile file((root / "model.safetensors").string());
+  const auto mapped = std::make_shared<MappedFiles>();
+  mapped->files.push_back(std::make_unique<SafetensorsFile>((root / "model.safetensors").string()));
   m.blocks.resize(c.n_layer);
   for (const ParameterTensor& t : parameter_tensors(c))
-    tensor_of(m, t) = tensor(file, t.name, t.shape);
+    tensor_of(m, t) = tensor(mapped, t.name, t.shape);
   std::size_t largest = 0;
-  for (const TensorInfo& t : file.tensors())
+  for (const TensorInfo& t : mapped->files.front()->tensors())
     if (t.elements() > largest) largest = t.elements(), m.stored_dtype = t.dtype;
   return m;
 }
@@ -92,8 +97,13 @@ void save_gpt2(const std::string& dir, const Model& m, DType dtype, bool prefix)
   if (error) fail(dir, fmt::format("cannot create the directory: {}", error.message()));
   const std::string p = prefix ? "transformer." : "";
   std::vector<TensorToWrite> tensors;
-  for (const ParameterTensor& t : parameter_tensors(c))
-    tensors.push_back({p + t.name, t.shape, tensor_of(m, t), dtype});
+  std::deque<std::vector<float>> widened;  // the values of tensors that are views of a checkpoint
+  for (const ParameterTensor& t : parameter_tensors(c)) {
+    const Tensor& tensor = tensor_of(m, t);
+    const std::span<const float> values =
+        tensor.owned() ? std::span<const float>(tensor.data(), tensor.size()) : widened.emplace_back(tensor.to_f32());
+    tensors.push_back({p + t.name, t.shape, values, dtype});
+  }
   write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
   const json config = {{"model_type", "gpt2"},
                        {"architectures", {"GPT2LMHeadModel"}},

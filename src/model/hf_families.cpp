@@ -28,6 +28,7 @@
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "config_json.hpp"
+#include "mapped_files.hpp"
 
 namespace attnlab {
 
@@ -233,8 +234,9 @@ class Checkpoint {
     return nullptr;
   }
 
-  // The tensor called `name` (with or without the "model." prefix) of exactly `shape`, as f32.
-  std::vector<float> tensor(const std::string& name, const std::vector<std::size_t>& shape) const {
+  // The tensor called `name` (with or without the "model." prefix) of exactly `shape`, and its file.
+  std::pair<const SafetensorsFile*, const TensorInfo*> find_shaped(const std::string& name,
+                                                                   const std::vector<std::size_t>& shape) const {
     const SafetensorsFile* file = files_.front().get();
     const TensorInfo* t = find("model." + name, &file);
     if (!t) t = find(name, &file);
@@ -244,7 +246,32 @@ class Checkpoint {
       fail(file->path(),
            fmt::format("tensor \"{}\" has shape {} but the config needs {}", t->name, text(t->shape), text(shape)));
     }
+    return {file, t};
+  }
+
+  // A vector (a norm's weight, a bias) as f32.
+  std::vector<float> tensor(const std::string& name, const std::vector<std::size_t>& shape) const {
+    const auto [file, t] = find_shaped(name, shape);
     return file->to_f32(*t);
+  }
+
+  // The row-vector [in × out] matrix whose columns are the nn.Linear weights `names` ([out_i,
+  // in] each) side by side, viewed where they lie in the files.
+  Tensor linear(const std::vector<std::pair<std::string, std::size_t>>& names, std::size_t in) const {
+    std::vector<Tensor::Piece> pieces;
+    std::size_t out = 0;
+    for (const auto& [name, width] : names) {
+      const auto [file, t] = find_shaped(name, {width, in});
+      pieces.push_back(mapped_->piece(*file, *t, width, true));
+      out += width;
+    }
+    return Tensor::view(in, out, std::move(pieces), mapped_);
+  }
+
+  // A [rows × cols] matrix stored as it is held (the embedding, the LM head).
+  Tensor matrix(const std::string& name, std::size_t rows, std::size_t cols) const {
+    const auto [file, t] = find_shaped(name, {rows, cols});
+    return mapped_tensor(mapped_, *file, *t);
   }
 
   bool has(const std::string& name) const {
@@ -272,18 +299,10 @@ class Checkpoint {
   }
 
  private:
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::shared_ptr<MappedFiles> mapped_ = std::make_shared<MappedFiles>();
+  std::vector<std::unique_ptr<SafetensorsFile>>& files_ = mapped_->files;
   std::map<std::string, std::size_t> where_;
 };
-
-// An nn.Linear weight [out, in] as attnlab's [in × out], written into columns
-// [first, first + out) of a row-major [in × width] matrix.
-void put_transposed(const std::vector<float>& w, std::size_t out, std::size_t in, std::vector<float>& dst,
-                    std::size_t width, std::size_t first) {
-  for (std::size_t o = 0; o < out; ++o)
-    for (std::size_t i = 0; i < in; ++i)
-      dst[i * width + first + o] = w[o * in + i];
-}
 
 }  // namespace
 
@@ -298,29 +317,27 @@ Model load_hf_family(const std::string& dir) {
   const ModelConfig& c = m.config;
   const Checkpoint file(root);
   const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
-  const std::size_t qkv = c.qkv_width();
-  m.wte = file.tensor("embed_tokens.weight", {c.vocab_size, d});
+  m.wte = file.matrix("embed_tokens.weight", c.vocab_size, d);
   for (std::size_t l = 0; l < c.n_layer; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
     Block b;
     b.ln_1_weight = file.tensor(p + "input_layernorm.weight", {d});
-    b.attn_weight.assign(d * qkv, 0.0f);
-    put_transposed(file.tensor(p + "self_attn.q_proj.weight", {H * hd, d}), H * hd, d, b.attn_weight, qkv, 0);
-    put_transposed(file.tensor(p + "self_attn.k_proj.weight", {Hkv * hd, d}), Hkv * hd, d, b.attn_weight, qkv, H * hd);
-    put_transposed(file.tensor(p + "self_attn.v_proj.weight", {Hkv * hd, d}), Hkv * hd, d, b.attn_weight, qkv,
-                   (H + Hkv) * hd);
+    const std::string attn = p + "self_attn.";
+    b.attn_weight = file.linear(
+        {{attn + "q_proj.weight", H * hd}, {attn + "k_proj.weight", Hkv * hd}, {attn + "v_proj.weight", Hkv * hd}}, d);
     if (c.qkv_bias) {
+      std::vector<float> bias;
       for (const auto& [name, width] : {std::pair{"q_proj", H * hd}, {"k_proj", Hkv * hd}, {"v_proj", Hkv * hd}}) {
-        const std::vector<float> bias = file.tensor(p + "self_attn." + name + ".bias", {width});
-        b.attn_bias.insert(b.attn_bias.end(), bias.begin(), bias.end());
+        const std::vector<float> part = file.tensor(attn + name + ".bias", {width});
+        bias.insert(bias.end(), part.begin(), part.end());
       }
+      b.attn_bias = std::move(bias);
     }
-    b.attn_proj_weight.assign(H * hd * d, 0.0f);
-    put_transposed(file.tensor(p + "self_attn.o_proj.weight", {d, H * hd}), d, H * hd, b.attn_proj_weight, d, 0);
-    if (c.out_bias) b.attn_proj_bias = file.tensor(p + "self_attn.o_proj.bias", {d});
+    b.attn_proj_weight = file.linear({{attn + "o_proj.weight", d}}, H * hd);
+    if (c.out_bias) b.attn_proj_bias = file.tensor(attn + "o_proj.bias", {d});
     if (c.qk_norm) {
-      b.q_norm_weight = file.tensor(p + "self_attn.q_norm.weight", {hd});
-      b.k_norm_weight = file.tensor(p + "self_attn.k_norm.weight", {hd});
+      b.q_norm_weight = file.tensor(attn + "q_norm.weight", {hd});
+      b.k_norm_weight = file.tensor(attn + "k_norm.weight", {hd});
     }
     if (c.sandwich_norms) {
       b.post_attn_norm_weight = file.tensor(p + "post_attention_layernorm.weight", {d});
@@ -329,16 +346,15 @@ Model load_hf_family(const std::string& dir) {
     } else {
       b.ln_2_weight = file.tensor(p + "post_attention_layernorm.weight", {d});
     }
-    b.mlp_fc_weight.assign(d * 2 * I, 0.0f);
-    put_transposed(file.tensor(p + "mlp.gate_proj.weight", {I, d}), I, d, b.mlp_fc_weight, 2 * I, 0);
-    put_transposed(file.tensor(p + "mlp.up_proj.weight", {I, d}), I, d, b.mlp_fc_weight, 2 * I, I);
-    b.mlp_proj_weight.assign(I * d, 0.0f);
-    put_transposed(file.tensor(p + "mlp.down_proj.weight", {d, I}), d, I, b.mlp_proj_weight, d, 0);
+    b.mlp_fc_weight = file.linear({{p + "mlp.gate_proj.weight", I}, {p + "mlp.up_proj.weight", I}}, d);
+    b.mlp_proj_weight = file.linear({{p + "mlp.down_proj.weight", d}}, I);
     if (c.mlp_bias) {
+      std::vector<float> bias;
       for (const char* name : {"gate_proj", "up_proj"}) {
-        const std::vector<float> bias = file.tensor(p + "mlp." + name + ".bias", {I});
-        b.mlp_fc_bias.insert(b.mlp_fc_bias.end(), bias.begin(), bias.end());
+        const std::vector<float> part = file.tensor(p + "mlp." + name + ".bias", {I});
+        bias.insert(bias.end(), part.begin(), part.end());
       }
+      b.mlp_fc_bias = std::move(bias);
       b.mlp_proj_bias = file.tensor(p + "mlp.down_proj.bias", {d});
     }
     m.blocks.push_back(std::move(b));
@@ -349,7 +365,7 @@ Model load_hf_family(const std::string& dir) {
       fail(dir,
            "tensor \"lm_head.weight\" is missing and \"tie_word_embeddings\" is false; set it true if the "
            "unembedding is the token embedding");
-    m.lm_head = file.tensor("lm_head.weight", {c.vocab_size, d});
+    m.lm_head = file.matrix("lm_head.weight", c.vocab_size, d);
   }
   m.stored_dtype = file.largest_dtype();
   return m;
@@ -392,14 +408,16 @@ void save_hf_family(const std::string& dir, const Model& m, DType dtype) {
     kept.push_back(std::move(values));
     tensors.push_back({name, std::move(shape), kept.back(), dtype});
   };
-  add("model.embed_tokens.weight", {c.vocab_size, d}, m.wte);
+  add("model.embed_tokens.weight", {c.vocab_size, d}, m.wte.to_f32());
   for (std::size_t l = 0; l < c.n_layer; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     const Block& b = m.blocks[l];
-    add(p + "input_layernorm.weight", {d}, b.ln_1_weight);
-    add(p + "self_attn.q_proj.weight", {H * hd, d}, take_transposed(b.attn_weight, d, qkv, 0, H * hd));
-    add(p + "self_attn.k_proj.weight", {Hkv * hd, d}, take_transposed(b.attn_weight, d, qkv, H * hd, Hkv * hd));
-    add(p + "self_attn.v_proj.weight", {Hkv * hd, d}, take_transposed(b.attn_weight, d, qkv, (H + Hkv) * hd, Hkv * hd));
+    const std::vector<float> qkv_w = b.attn_weight.to_f32(), out_w = b.attn_proj_weight.to_f32(),
+                             fc_w = b.mlp_fc_weight.to_f32(), proj_w = b.mlp_proj_weight.to_f32();
+    add(p + "input_layernorm.weight", {d}, b.ln_1_weight.to_f32());
+    add(p + "self_attn.q_proj.weight", {H * hd, d}, take_transposed(qkv_w, d, qkv, 0, H * hd));
+    add(p + "self_attn.k_proj.weight", {Hkv * hd, d}, take_transposed(qkv_w, d, qkv, H * hd, Hkv * hd));
+    add(p + "self_attn.v_proj.weight", {Hkv * hd, d}, take_transposed(qkv_w, d, qkv, (H + Hkv) * hd, Hkv * hd));
     if (c.qkv_bias) {
       const auto part = [&](std::size_t first, std::size_t width) {
         return std::vector<float>(b.attn_bias.begin() + std::ptrdiff_t(first),
@@ -408,21 +426,21 @@ void save_hf_family(const std::string& dir, const Model& m, DType dtype) {
       add(p + "self_attn.q_proj.bias", {H * hd}, part(0, H * hd));
       add(p + "self_attn.k_proj.bias", {Hkv * hd}, part(H * hd, Hkv * hd));
       add(p + "self_attn.v_proj.bias", {Hkv * hd}, part((H + Hkv) * hd, Hkv * hd));
-      add(p + "self_attn.o_proj.bias", {d}, b.attn_proj_bias);
+      add(p + "self_attn.o_proj.bias", {d}, b.attn_proj_bias.to_f32());
     }
-    add(p + "self_attn.o_proj.weight", {d, H * hd}, take_transposed(b.attn_proj_weight, H * hd, d, 0, d));
-    add(p + "post_attention_layernorm.weight", {d}, b.ln_2_weight);
-    add(p + "mlp.gate_proj.weight", {I, d}, take_transposed(b.mlp_fc_weight, d, 2 * I, 0, I));
-    add(p + "mlp.up_proj.weight", {I, d}, take_transposed(b.mlp_fc_weight, d, 2 * I, I, I));
-    add(p + "mlp.down_proj.weight", {d, I}, take_transposed(b.mlp_proj_weight, I, d, 0, d));
+    add(p + "self_attn.o_proj.weight", {d, H * hd}, take_transposed(out_w, H * hd, d, 0, d));
+    add(p + "post_attention_layernorm.weight", {d}, b.ln_2_weight.to_f32());
+    add(p + "mlp.gate_proj.weight", {I, d}, take_transposed(fc_w, d, 2 * I, 0, I));
+    add(p + "mlp.up_proj.weight", {I, d}, take_transposed(fc_w, d, 2 * I, I, I));
+    add(p + "mlp.down_proj.weight", {d, I}, take_transposed(proj_w, I, d, 0, d));
     if (c.mlp_bias) {
       add(p + "mlp.gate_proj.bias", {I}, std::vector<float>(b.mlp_fc_bias.begin(), b.mlp_fc_bias.begin() + I));
       add(p + "mlp.up_proj.bias", {I}, std::vector<float>(b.mlp_fc_bias.begin() + I, b.mlp_fc_bias.end()));
-      add(p + "mlp.down_proj.bias", {d}, b.mlp_proj_bias);
+      add(p + "mlp.down_proj.bias", {d}, b.mlp_proj_bias.to_f32());
     }
   }
-  add("model.norm.weight", {d}, m.ln_f_weight);
-  if (!c.tied) add("lm_head.weight", {c.vocab_size, d}, m.lm_head);
+  add("model.norm.weight", {d}, m.ln_f_weight.to_f32());
+  if (!c.tied) add("lm_head.weight", {c.vocab_size, d}, m.lm_head.to_f32());
   write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
   json config = {{"model_type", "llama"},
                  {"architectures", {"LlamaForCausalLM"}},

@@ -202,14 +202,27 @@ ModelConfig parse_model_config(const json& config, const std::string& path) {
                                                             : hf_family_config(config, path);
 }
 
-Model load_model(const std::string& dir) {
+std::size_t Model::weight_bytes() const {
+  std::size_t total = 0;
+  for (const ParameterTensor& t : parameter_tensors(config))
+    total += tensor_of(*this, t).bytes();
+  return total;
+}
+
+void widen_to_f32(Model& model) {
+  for (const ParameterTensor& t : parameter_tensors(model.config))
+    if (Tensor& tensor = tensor_of(model, t); !tensor.owned()) tensor = tensor.to_f32();
+}
+
+Model load_model(const std::string& dir, const LoadOptions& options) {
   const std::filesystem::path root(dir);
   if (!std::filesystem::is_directory(root))
     fail(dir, "not a directory; give the folder that holds config.json and model.safetensors");
   const std::string config = (root / "config.json").string();
   const json doc = read_config_document(config, "a model directory holds config.json and model.safetensors");
-  if (doc.value("model_type", json("gpt2")) == "gpt2") return load_gpt2(dir);
-  return load_hf_family(dir);
+  Model model = doc.value("model_type", json("gpt2")) == "gpt2" ? load_gpt2(dir) : load_hf_family(dir);
+  if (options.f32) widen_to_f32(model);
+  return model;
 }
 
 void save_model(const std::string& dir, const Model& model, DType dtype) {

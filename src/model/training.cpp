@@ -508,7 +508,7 @@ std::vector<T> flatten(const Model& m) {
   std::vector<T> out;
   out.reserve(parameter_count(m.config));
   for (const ParameterTensor& t : parameter_tensors(m.config)) {
-    const std::vector<float>& v = tensor_of(m, t);
+    const std::vector<float> v = tensor_of(m, t).to_f32();
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
@@ -521,8 +521,8 @@ Model unflatten(const ModelConfig& c, std::span<const float> parameters) {
   m.config = c;
   m.blocks.resize(c.n_layer);
   for (const ParameterTensor& t : parameter_tensors(c))
-    tensor_of(m, t).assign(parameters.begin() + static_cast<std::ptrdiff_t>(t.offset),
-                           parameters.begin() + static_cast<std::ptrdiff_t>(t.offset + t.size));
+    tensor_of(m, t) = std::vector<float>(parameters.begin() + static_cast<std::ptrdiff_t>(t.offset),
+                                         parameters.begin() + static_cast<std::ptrdiff_t>(t.offset + t.size));
   return m;
 }
 

@@ -372,10 +372,25 @@ TEST(ModelCli, GenerateRunsEachNewTokenThroughTheCacheAndShowsItsBytes) {
                  "--tokens: the prompt's 3 tokens plus 14");
 }
 
-TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeak) {
-  const Result r = run_attnlab("bench --model " + kTiny.string() + " --tokens 16 --repeats 3 --json");
+// bench --model times the forward and weighs the model's memory: the file's bytes, the
+// weights as loaded (a BF16 file's matrices stay 16-bit), and the goal resident ≤ file + 10%
+// + the forward's buffers. (Widening with --f32 is LoadOptions::f32, tested in test_tensor.cpp;
+// each bench run measures the machine's peaks, which takes seconds.)
+TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeakAndWeighsItsMemory) {
+  const fs::path bf16 = fs::path(ATTNLAB_MODEL_FIXTURE_DIR) / "tiny-bf16";
+  const Result r = run_attnlab("bench --model " + bf16.string() + " --tokens 16 --repeats 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json b = json::parse(r.out);
+  const json& m = b["memory"];
+  EXPECT_EQ(m["file_bytes"].get<std::size_t>(), fs::file_size(bf16 / "model.safetensors"));
+  EXPECT_EQ(m["stored_dtype"], "bf16");
+  EXPECT_LT(m["weight_bytes"].get<std::size_t>(), 3 * b["model"]["parameters"].get<std::size_t>())
+      << "matrices at 2 bytes a value, the vectors at 4";
+  EXPECT_DOUBLE_EQ(m["goal_bytes"].get<double>(),
+                   1.1 * m["file_bytes"].get<double>() + m["buffer_bytes"].get<double>());
+  EXPECT_EQ(m["goal_met"].get<bool>(), m["resident_peak_bytes"].get<double>() <= m["goal_bytes"].get<double>());
+  EXPECT_GE(m["buffer_bytes"].get<std::size_t>(), 16u * 4 * b["model"]["vocab_size"].get<std::size_t>())
+      << "at least the logits";
   const double seconds = b["median_seconds"];
   ASSERT_GT(seconds, 0);
   EXPECT_NEAR(b["tokens_per_second"].get<double>(), 16 / seconds, 1e-9 * 16 / seconds);

@@ -28,6 +28,7 @@
 
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/model/safetensors.hpp"
+#include "attnlab/model/tensor.hpp"
 
 namespace attnlab {
 
@@ -101,26 +102,29 @@ ModelConfig read_gpt2_config(const std::string& path);
 // against the limits above; InputError naming `path` and the key otherwise.
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& path);
 
-// One block's weights, f32, row-vector convention (shapes in comments).
+// One block's weights, row-vector convention (shapes in comments). Each is a Tensor: f32
+// values the model owns, or a view of the checkpoint it was loaded from (attnlab/model/tensor.hpp).
 struct Block {
-  std::vector<float> ln_1_weight, ln_1_bias;            // [d] the attention's input norm (no bias for RMSNorm)
-  std::vector<float> attn_weight, attn_bias;            // [d × qkv_width] (Q | K | V), [qkv_width] or empty
-  std::vector<float> attn_proj_weight, attn_proj_bias;  // [H·head_dim × d], [d] or empty
-  std::vector<float> ln_2_weight, ln_2_bias;            // [d] the MLP's input norm
-  std::vector<float> mlp_fc_weight, mlp_fc_bias;        // [d × fc_width] (gated: gate | up), [fc_width] or empty
-  std::vector<float> mlp_proj_weight, mlp_proj_bias;    // [n_inner × d], [d] or empty
-  std::vector<float> q_norm_weight, k_norm_weight;      // [head_dim], QK-norm only
-  std::vector<float> post_attn_norm_weight, post_mlp_norm_weight;  // [d], sandwich norms only
+  Tensor ln_1_weight, ln_1_bias;                       // [d] the attention's input norm (no bias for RMSNorm)
+  Tensor attn_weight, attn_bias;                       // [d × qkv_width] (Q | K | V), [qkv_width] or empty
+  Tensor attn_proj_weight, attn_proj_bias;             // [H·head_dim × d], [d] or empty
+  Tensor ln_2_weight, ln_2_bias;                       // [d] the MLP's input norm
+  Tensor mlp_fc_weight, mlp_fc_bias;                   // [d × fc_width] (gated: gate | up), [fc_width] or empty
+  Tensor mlp_proj_weight, mlp_proj_bias;               // [n_inner × d], [d] or empty
+  Tensor q_norm_weight, k_norm_weight;                 // [head_dim], QK-norm only
+  Tensor post_attn_norm_weight, post_mlp_norm_weight;  // [d], sandwich norms only
 };
 
 struct Model {
   ModelConfig config;
-  std::vector<float> wte;  // [vocab_size × d] token embeddings, also the LM head when tied
-  std::vector<float> wpe;  // [n_positions × d] learned position embeddings (empty when rotary)
+  Tensor wte;  // [vocab_size × d] token embeddings, also the LM head when tied
+  Tensor wpe;  // [n_positions × d] learned position embeddings (empty when rotary)
   std::vector<Block> blocks;
-  std::vector<float> ln_f_weight, ln_f_bias;  // [d]
-  DType stored_dtype = DType::f32;            // how the file stored the weights (the largest tensor's dtype)
-  std::vector<float> lm_head;                 // [vocab_size × d] when not tied
+  Tensor ln_f_weight, ln_f_bias;    // [d]
+  DType stored_dtype = DType::f32;  // how the file stored the weights (the largest tensor's dtype)
+  Tensor lm_head;                   // [vocab_size × d] when not tied
+
+  std::size_t weight_bytes() const;  // what the tensors take in memory, owned or mapped
 };
 
 // The one parameter table: every weight tensor a model of this config has, in checkpoint
@@ -197,9 +201,16 @@ auto& tensor_of(M& model, const ParameterTensor& t) {
 
 // Loads a model directory of any family (config.json's model_type says which): GPT-2's
 // (load_gpt2) or a Hugging Face Llama-family folder (load_hf_family: model.safetensors or
-// shards with model.safetensors.index.json). Weights widened to f32; a missing or misshapen
-// tensor, an unknown model_type or option is refused naming it.
-Model load_model(const std::string& dir);
+// shards with model.safetensors.index.json). The weight files are mapped and the matrices
+// read where they lie, in their dtype (norms and biases, small, are widened to f32); a
+// missing or misshapen tensor, an unknown model_type or option is refused naming it.
+struct LoadOptions {
+  bool f32 = false;  // widen every 16-bit weight to f32 in memory (twice the memory; the same results)
+};
+Model load_model(const std::string& dir, const LoadOptions& options = {});
+
+// Every tensor of `model` that is a view of its checkpoint copied into f32 values it owns.
+void widen_to_f32(Model& model);
 
 // What a model directory's weight files hold: model.safetensors, or every shard that
 // model.safetensors.index.json names (bytes of all files, every tensor in file order).
