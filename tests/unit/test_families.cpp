@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "attnlab/analysis/model_head.hpp"
@@ -21,6 +22,7 @@
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/model/model_dir.hpp"
 #include "attnlab/report/explain.hpp"
 #include "compare.hpp"
 #include "model_fixtures.hpp"
@@ -255,3 +257,41 @@ TEST(FamiliesBadInput, UnknownTypesBadShapesAndMissingTensorsAreRefusedByName) {
 }
 
 }  // namespace
+
+// ---- a real model of any family, when the user has one --------------------------------------
+// Set ATTNLAB_MODEL_DIR to a Hugging Face folder (config.json, model.safetensors or its shards,
+// tokenizer.json) of any family attnlab reads: SmolLM2-135M, Qwen2.5-0.5B, Qwen3-0.6B,
+// Llama-3.2-1B, TinyLlama, Gemma-3-270m, GPT-2 (docs/models.md says how to get one). What
+// holds for every trained language model is checked: it predicts a well-known continuation,
+// its text round-trips through its tokenizer, some head copies a repeated sequence (an
+// induction head: a property of trained transformers reported for every family studied), the
+// decoder's last logits equal the forward's, and the weights take the file's bytes, not more.
+TEST(RealModel, AnyFamilyLoadsPredictsAndHasAnInductionHead) {
+  const char* dir = std::getenv("ATTNLAB_MODEL_DIR");
+  if (!dir) GTEST_SKIP() << "ATTNLAB_MODEL_DIR is not set: no real model to check (nothing is downloaded)";
+  const ModelDir m = open_model_dir(dir);
+  const ModelConfig& c = m.model.config;
+  ASSERT_TRUE(m.tokenizer) << "the folder needs its tokenizer.json (or vocab.json and merges.txt)";
+  std::cout << describe(c) << "\n";
+  const std::string text = "The Eiffel Tower is in the city of";
+  const std::vector<int> ids = encode_text(m, text);
+  const std::string sample = "naïve café, 東京 and 42 — it's “quoted”";
+  const std::vector<int> sample_ids = m.tokenizer->encode(sample);
+  EXPECT_EQ(m.tokenizer->decode(sample_ids), sample);
+  const ForwardResult r = model_forward(m.model, ids);
+  const std::span<const float> last(r.logits.data() + (ids.size() - 1) * c.vocab_size, c.vocab_size);
+  bool paris = false;
+  for (const TokenProbability& t : top_k(last, 5))
+    paris |= show_token(m, t.id).text.find("Paris") != std::string::npos;
+  EXPECT_TRUE(paris) << "\" Paris\" among the five likeliest next tokens";
+  Decoder decoder(m.model);
+  std::vector<float> stepped;
+  for (int id : ids)
+    stepped = decoder.step(std::vector<int>{id});
+  EXPECT_TRUE(all_close(widened(stepped), widened(std::vector<float>(last.begin(), last.end())), {2e-3, 2e-3}));
+  double best_induction = 0;
+  for (const HeadScores& s : detect_heads(m.model, default_detector_sequences(c, 0, 2)))
+    best_induction = std::max(best_induction, s.induction);
+  EXPECT_GT(best_induction, 0.3) << "some head attends to the token after the current one's earlier occurrence";
+  EXPECT_LE(m.model.weight_bytes(), checkpoint_summary(dir).bytes * 21 / 20) << "read in place, not widened";
+}
