@@ -1,5 +1,6 @@
-// GPT-2's forward pass (attnlab/model/forward.hpp). Linear layers are OpenBLAS GEMMs; the
-// rest is written as the maths, one loop per step.
+// The forward pass of every family and the KV-cache decoder (attnlab/model/forward.hpp):
+// the embedding, the blocks (transformer.hpp's block_forward, the one training runs too, its
+// heads through the kept reference, the tiled kernel or the decode kernel) and the LM head.
 #include "attnlab/model/forward.hpp"
 
 #include <cblas.h>
@@ -14,8 +15,11 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/flash_decode.hpp"
+#include "transformer.hpp"
 
 namespace attnlab {
+
+using namespace transformer;  // the block and its steps, shared with training
 
 std::string to_string(HeadRef head) { return fmt::format("{}.{}", head.layer, head.head); }
 
@@ -33,167 +37,8 @@ HeadRef parse_head_ref(std::string_view text, std::string_view field) {
 
 namespace {
 
-// y[n × out] = x[n × in] · W[in × out] + b (no bias when b is empty), W owned or viewed in its checkpoint.
-void linear(const float* x, std::size_t n, std::size_t in, const Tensor& w, const Tensor& b, std::size_t out,
-            float* y) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (b.empty())
-      std::fill_n(y + i * out, out, 0.0f);
-    else
-      std::copy(b.begin(), b.end(), y + i * out);
-  multiply(x, n, in, w, out, y, 1.0f);
-}
-
-// The config's norm over each row of d numbers (rows stride `stride`, written to y with
-// the same stride):
-//   LayerNorm: y = (x − mean) / √(var + ε) · γ + β  (the biased variance, as PyTorch's LayerNorm)
-//   RMSNorm:   y = x / √(mean(x²) + ε) · γ          (γ read as 1 + γ where the family stores w − 1)
-void norm_rows(const ModelConfig& c, const float* x, std::size_t n, std::size_t d, std::size_t stride,
-               const Tensor& gamma, const Tensor& beta, float* y) {
-  for (std::size_t i = 0; i < n; ++i) {
-    const float* row = x + i * stride;
-    float* out = y + i * stride;
-    double mean = 0, var = 0;
-    if (c.norm == NormKind::layer_norm) {
-      for (std::size_t k = 0; k < d; ++k)
-        mean += row[k];
-      mean /= static_cast<double>(d);
-    }
-    for (std::size_t k = 0; k < d; ++k)
-      var += (row[k] - mean) * (row[k] - mean);
-    var /= static_cast<double>(d);
-    const double inv = 1.0 / std::sqrt(var + c.layer_norm_epsilon);
-    for (std::size_t k = 0; k < d; ++k) {
-      const double g = c.norm_plus_one ? 1.0 + gamma[k] : gamma[k];
-      out[k] = static_cast<float>((row[k] - mean) * inv * g + (beta.empty() ? 0.0 : beta[k]));
-    }
-  }
-}
-
-// The tanh GELU (GPT-2's gelu_new, PyTorch's gelu(approximate="tanh")):
-// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). Written as x · σ(2u) = x / (1 + e^(−2u)),
-// u = √(2/π)·(x + 0.044715·x³), which is the same function (½(1 + tanh u) = σ(2u)) and costs one exp.
-float gelu_new(float x) {
-  constexpr float k = 0.7978845608028654f;  // √(2/π)
-  const float u = k * (x + 0.044715f * x * x * x);
-  return x / (1.0f + std::exp(-2.0f * u));
-}
-
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
-// The MLP's activation over h = x · W_fc + b [n × fc_width], into act [n × n_inner]:
-// GELU(h), or the gated act(gate) ⊙ up with h = gate | up; the rows shared among threads.
-void activate(const ModelConfig& c, const std::vector<float>& h, std::size_t n, std::vector<float>& act) {
-  const std::size_t inner = c.n_inner, width = c.fc_width();
-  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(n * inner);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t k = 0; k < count; ++k) {
-    const std::size_t i = static_cast<std::size_t>(k) / inner, j = static_cast<std::size_t>(k) % inner;
-    const float gate = h[i * width + j];
-    switch (c.mlp) {
-      case MlpKind::gelu: act[static_cast<std::size_t>(k)] = gelu_new(gate); break;
-      case MlpKind::swiglu: act[static_cast<std::size_t>(k)] = silu(gate) * h[i * width + inner + j]; break;
-      case MlpKind::geglu: act[static_cast<std::size_t>(k)] = gelu_new(gate) * h[i * width + inner + j]; break;
-    }
-  }
-}
-
-// Where a layer's heads sit in q | k | v ([n × qkv_width]) and how they attend.
-struct HeadLayout {
-  std::size_t H, H_kv, hd, width;  // width: the qkv row's length
-  double scale;                    // scores × scale
-  std::size_t window;              // 0: every earlier key
-  std::size_t q(std::size_t h) const { return h * hd; }
-  std::size_t k(std::size_t g) const { return (H + g) * hd; }
-  std::size_t v(std::size_t g) const { return (H + H_kv + g) * hd; }
-  std::size_t kv_of(std::size_t h) const { return h / (H / H_kv); }  // grouped-query: KV head of query head h
-};
-
-HeadLayout head_layout(const ModelConfig& c, std::size_t layer) {
-  const std::size_t hd = c.head_dim();
-  return {c.n_head,
-          c.kv_heads(),
-          hd,
-          c.qkv_width(),
-          c.query_scale > 0 ? c.query_scale : 1.0 / std::sqrt(static_cast<double>(hd)),
-          c.window(layer)};
-}
-
-// QK-norm and rotary positions on q and k in place, token t at position first + t:
-// each head's q and k RMS-normed (Qwen3, Gemma 3), then rotated pair by pair, (x_i, x_{i+r/2})
-// by the angle position · f_i (rope_frequencies).
-void position_queries_and_keys(const Model& model, std::size_t layer, float* qkv, std::size_t n, std::size_t first) {
-  const ModelConfig& c = model.config;
-  const HeadLayout at = head_layout(c, layer);
-  const Block& b = model.blocks[layer];
-  if (c.qk_norm) {
-    ModelConfig head_norm = c;
-    head_norm.norm = NormKind::rms_norm;
-    for (std::size_t h = 0; h < at.H; ++h)
-      norm_rows(head_norm, qkv + at.q(h), n, at.hd, at.width, b.q_norm_weight, {}, qkv + at.q(h));
-    for (std::size_t g = 0; g < at.H_kv; ++g)
-      norm_rows(head_norm, qkv + at.k(g), n, at.hd, at.width, b.k_norm_weight, {}, qkv + at.k(g));
-  }
-  if (!c.rotary) return;
-  const std::vector<double> f = rope_frequencies(c, layer);
-  const std::size_t half = f.size();
-  for (std::size_t t = 0; t < n; ++t) {
-    float* row = qkv + t * at.width;
-    const double p = static_cast<double>(first + t);
-    for (std::size_t i = 0; i < half; ++i) {
-      const double cos = std::cos(p * f[i]), sin = std::sin(p * f[i]);
-      const auto rotate = [&](float* head) {
-        const double x1 = head[i], x2 = head[i + half];
-        head[i] = static_cast<float>(x1 * cos - x2 * sin);
-        head[i + half] = static_cast<float>(x2 * cos + x1 * sin);
-      };
-      for (std::size_t h = 0; h < at.H; ++h)
-        rotate(row + at.q(h));
-      for (std::size_t g = 0; g < at.H_kv; ++g)
-        rotate(row + at.k(g));
-    }
-  }
-}
-
-// One head's causal attention with its weights written out: weights[n × n], the head's
-// output into columns h·hd of z (row stride H·hd). Key j is visible to query i when j ≤ i
-// (and i − j < w on a sliding-window layer).
-void head_attention_kept(const float* qkv, std::size_t n, const HeadLayout& at, std::size_t h, float* weights,
-                         float* z) {
-  const float* q = qkv + at.q(h);
-  const float* k = qkv + at.k(at.kv_of(h));
-  const float* v = qkv + at.v(at.kv_of(h));
-  const std::size_t z_width = at.H * at.hd;
-  std::vector<double> logits(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t j0 = at.window && i + 1 > at.window ? i + 1 - at.window : 0;
-    double largest = -INFINITY;
-    for (std::size_t j = j0; j <= i; ++j) {
-      double s = 0;
-      for (std::size_t col = 0; col < at.hd; ++col)
-        s += static_cast<double>(q[i * at.width + col]) * k[j * at.width + col];
-      logits[j] = s * at.scale;
-      largest = std::max(largest, logits[j]);
-    }
-    double sum = 0;
-    for (std::size_t j = j0; j <= i; ++j)
-      sum += logits[j] = std::exp(logits[j] - largest);
-    float* row = weights + i * n;
-    std::fill(row, row + n, 0.0f);
-    std::vector<double> out(at.hd, 0.0);
-    for (std::size_t j = j0; j <= i; ++j) {
-      const double a = logits[j] / sum;
-      row[j] = static_cast<float>(a);
-      for (std::size_t col = 0; col < at.hd; ++col)
-        out[col] += a * v[j * at.width + col];
-    }
-    for (std::size_t col = 0; col < at.hd; ++col)
-      z[i * z_width + h * at.hd + col] = static_cast<float>(out[col]);
-  }
-}
-
 // Every head at once through the tiled kernel (no n × n grid): z[n × H·hd].
-void attention_tiled(const float* qkv, std::size_t n, const HeadLayout& at, float* z) {
+void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z) {
   const std::size_t hd = at.hd;
   std::vector<float> q(at.H * n * hd), k(at.H_kv * n * hd), v(k.size()), out(q.size());  // [H or H_kv × n × hd]
   for (std::size_t i = 0; i < n; ++i) {
@@ -276,42 +121,13 @@ std::vector<float> embed(const Model& model, std::span<const int> ids, std::size
   return x;
 }
 
-// What a block's heads compute from q | k | v ([n × qkv_width], positioned) into z
-// ([n × H·hd]): the full causal attention (kept or tiled) in a forward pass, or the new
-// tokens against the KV cache when decoding.
-using HeadsStep = std::function<void(const float* qkv, float* z)>;
-
-// One block on the residual stream x ([n × d], updated in place), tokens at positions
-// first..: attention, then the MLP. `a` receives the attention's normed input, what the heads read.
-void run_block(const Model& model, std::size_t l, std::size_t n, std::size_t first, std::vector<float>& x,
-               std::vector<float>& a, const HeadsStep& heads_step, const std::vector<HeadRef>& ablate) {
-  const ModelConfig& c = model.config;
-  const Block& b = model.blocks[l];
-  const std::size_t d = c.n_embd, dh = c.head_dim(), zw = c.attention_width();
-  std::vector<float> qkv(n * c.qkv_width()), z(n * zw), proj(n * d), hidden(n * c.fc_width()), act(n * c.n_inner);
-  // Attention: a = norm_1(x); q | k | v = a · W_qkv + b; QK-norm and rotation; the heads;
-  // x += z · W_o + b_o (normed first with sandwich norms).
-  norm_rows(c, x.data(), n, d, d, b.ln_1_weight, b.ln_1_bias, a.data());
-  linear(a.data(), n, d, b.attn_weight, b.attn_bias, c.qkv_width(), qkv.data());
-  position_queries_and_keys(model, l, qkv.data(), n, first);
-  heads_step(qkv.data(), z.data());
+// The heads' outputs of the ablated heads of layer l zeroed, in z [n × Z].
+void zero_ablated(const ModelConfig& c, std::size_t l, const std::vector<HeadRef>& ablate, std::size_t n, float* z) {
+  const std::size_t dh = c.head_dim(), zw = c.attention_width();
   for (const HeadRef& h : ablate)
     if (h.layer == l)
       for (std::size_t i = 0; i < n; ++i)
-        std::fill_n(z.data() + i * zw + h.head * dh, dh, 0.0f);
-  linear(z.data(), n, zw, b.attn_proj_weight, b.attn_proj_bias, d, proj.data());
-  if (c.sandwich_norms) norm_rows(c, proj.data(), n, d, d, b.post_attn_norm_weight, {}, proj.data());
-  for (std::size_t k = 0; k < x.size(); ++k)
-    x[k] += proj[k];
-  // MLP: x += act(norm_2(x) · W_fc + b_fc) · W_mlp + b_mlp (normed first with sandwich norms).
-  std::vector<float> m(n * d);
-  norm_rows(c, x.data(), n, d, d, b.ln_2_weight, b.ln_2_bias, m.data());
-  linear(m.data(), n, d, b.mlp_fc_weight, b.mlp_fc_bias, c.fc_width(), hidden.data());
-  activate(c, hidden, n, act);
-  linear(act.data(), n, c.n_inner, b.mlp_proj_weight, b.mlp_proj_bias, d, proj.data());
-  if (c.sandwich_norms) norm_rows(c, proj.data(), n, d, d, b.post_mlp_norm_weight, {}, proj.data());
-  for (std::size_t k = 0; k < x.size(); ++k)
-    x[k] += proj[k];
+        std::fill_n(z + i * zw + h.head * dh, dh, 0.0f);
 }
 
 // logits[n × vocab] = norm_f(x) · Uᵀ, U the LM head (wte when tied).
@@ -319,7 +135,8 @@ std::vector<float> lm_head(const Model& model, const std::vector<float>& x, std:
   const ModelConfig& c = model.config;
   const std::size_t d = c.n_embd;
   std::vector<float> a(n * d), logits(n * c.vocab_size);
-  norm_rows(c, x.data(), n, d, d, model.ln_f_weight, model.ln_f_bias, a.data());
+  NormStats<float> stats;
+  norm_forward(block_norm(c), x.data(), n, values(model.ln_f_weight), values(model.ln_f_bias), a.data(), stats);
   multiply_by_transpose(a.data(), n, d, c.tied ? model.wte : model.lm_head, c.vocab_size, logits.data());
   return logits;
 }
@@ -335,7 +152,7 @@ void check_ablate(const ModelConfig& c, const std::vector<HeadRef>& ablate) {
 
 ForwardResult model_forward(const Model& model, std::span<const int> ids, const ForwardOptions& options) {
   const ModelConfig& c = model.config;
-  const std::size_t n = ids.size(), d = c.n_embd, heads = c.n_head;
+  const std::size_t n = ids.size(), heads = c.n_head;
   check_ids(c, ids, 0);
   check_ablate(c, options.ablate);
   // Priced before work: the logits (n × vocab) and, when kept, every head's weights (L × H × n²).
@@ -350,19 +167,23 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
                             n, c.n_layer, heads, kMaxForwardFloats));
   ForwardResult r;
   r.n = n;
-  std::vector<float> x = embed(model, ids, 0), a(n * d);
+  std::vector<float> x = embed(model, ids, 0);
+  BlockActivations<float> a;  // one block's intermediates, reused layer after layer
   for (std::size_t l = 0; l < c.n_layer; ++l) {
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
-    const HeadLayout at = head_layout(c, l);
-    const HeadsStep causal_heads = [&](const float* qkv, float* z) {
-      if (!options.keep_attention) return attention_tiled(qkv, n, at, z);
-      std::vector<float> weights(heads * n * n);  // [H × n × n]
-      for (std::size_t h = 0; h < heads; ++h)
-        head_attention_kept(qkv, n, at, h, weights.data() + h * n * n, z);
-      r.attention.push_back(std::move(weights));
+    const Heads at = heads_of(c, l);
+    const HeadsStep<float> causal_heads = [&](const float* qkv, float* z) {
+      if (options.keep_attention) {
+        std::vector<float> weights(heads * n * n);  // [H × n × n]
+        attention_forward(at, qkv, n, weights.data(), z);
+        r.attention.push_back(std::move(weights));
+      } else {
+        attention_tiled(qkv, n, at, z);
+      }
+      zero_ablated(c, l, options.ablate, n, z);
     };
-    run_block(model, l, n, 0, x, a, causal_heads, options.ablate);
-    r.block_inputs.push_back(a);
+    block_forward(c, l, model.blocks[l], n, 0, x, a, causal_heads);
+    r.block_inputs.push_back(a.ln1);
   }
   r.logits = lm_head(model, x, n);
   return r;
@@ -373,13 +194,14 @@ Decoder::Decoder(const Model& model, DType cache_dtype)
 
 std::vector<float> Decoder::step(std::span<const int> ids) {
   const ModelConfig& c = model_.config;
-  const std::size_t n = ids.size(), d = c.n_embd, first = length_;
+  const std::size_t n = ids.size(), first = length_;
   check_ids(c, ids, first);
   cache_.reserve(first + n);
-  std::vector<float> x = embed(model_, ids, first), a(n * d);
+  std::vector<float> x = embed(model_, ids, first);
+  BlockActivations<float> a;
   for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const HeadLayout at = head_layout(c, l);
-    const HeadsStep cached_heads = [&](const float* qkv, float* z) {
+    const Heads at = heads_of(c, l);
+    const HeadsStep<float> cached_heads = [&](const float* qkv, float* z) {
       // The new tokens' keys and values join the cache; their queries ([n × H × hd], q's
       // columns as they are) attend to every cached token up to their own position.
       const std::size_t q_width = at.H * at.hd, kv_width = at.H_kv * at.hd;
@@ -394,7 +216,7 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
       if (at.window) options.window = at.window;
       flash_decode(cache_, l, at.H, queries, n, {z, n * q_width}, options);
     };
-    run_block(model_, l, n, first, x, a, cached_heads, {});
+    block_forward(c, l, model_.blocks[l], n, first, x, a, cached_heads);
   }
   length_ += n;
   const std::vector<float> logits = lm_head(model_, x, n);
@@ -458,7 +280,7 @@ AttentionInput head_attention_input(const Model& model, const ForwardResult& res
   const std::size_t n = result.n, d = c.n_embd, dh = c.head_dim();
   const std::vector<float>& a = result.block_inputs[head.layer];
   const Block& b = model.blocks[head.layer];
-  const HeadLayout at = head_layout(c, head.layer);
+  const Heads at = heads_of(c, head.layer);
   AttentionInput input;
   input.queries_from = Matrix(n, d);
   for (std::size_t k = 0; k < n * d; ++k)

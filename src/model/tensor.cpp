@@ -142,8 +142,8 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
     if (p.dtype == DType::f32) {
       const auto* stored = reinterpret_cast<const float*>(p.data);
       if (p.transposed)  // stored [p.cols × in]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(p.cols), as_int(in), 1.0f, x,
-                    as_int(in), stored, as_int(in), beta, y_piece, as_int(out));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(p.cols), as_int(in), 1.0f, x, as_int(in),
+                    stored, as_int(in), beta, y_piece, as_int(out));
       else  // stored [in × p.cols]
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(p.cols), as_int(in), 1.0f, x,
                     as_int(in), stored, as_int(p.cols), beta, y_piece, as_int(out));
@@ -154,8 +154,8 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
         const std::size_t count = std::min(block, p.cols - c0);
         scratch.resize(count * in);
         widen(p.data + c0 * in * bytes, p.dtype, count * in, scratch.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(count), as_int(in), 1.0f, x,
-                    as_int(in), scratch.data(), as_int(in), beta, y_piece + c0, as_int(out));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(count), as_int(in), 1.0f, x, as_int(in),
+                    scratch.data(), as_int(in), beta, y_piece + c0, as_int(out));
       }
     } else {
       // A block of input rows at a time, [rows × p.cols], each adding its share of x · W.
@@ -164,8 +164,8 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
         const std::size_t count = std::min(block, in - r0);
         scratch.resize(count * p.cols);
         widen(p.data + r0 * p.cols * bytes, p.dtype, count * p.cols, scratch.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(p.cols), as_int(count), 1.0f,
-                    x + r0, as_int(in), scratch.data(), as_int(p.cols), r0 == 0 ? beta : 1.0f, y_piece, as_int(out));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(p.cols), as_int(count), 1.0f, x + r0,
+                    as_int(in), scratch.data(), as_int(p.cols), r0 == 0 ? beta : 1.0f, y_piece, as_int(out));
       }
     }
     first += p.cols;

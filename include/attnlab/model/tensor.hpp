@@ -35,8 +35,8 @@ class Tensor {
   std::size_t size() const { return owned() ? values_.size() : rows_ * cols_; }
   bool empty() const { return size() == 0; }
   bool owned() const { return pieces_.empty(); }
-  DType dtype() const;         // the stored dtype: f32 when owned, else the widest piece's
-  std::size_t bytes() const;   // what the values take in memory (a view's: the file's bytes it maps)
+  DType dtype() const;                        // the stored dtype: f32 when owned, else the widest piece's
+  std::size_t bytes() const;                  // what the values take in memory (a view's: the file's bytes it maps)
   std::size_t rows() const { return rows_; }  // a view's shape (an owned tensor's is its caller's)
   std::size_t cols() const { return cols_; }
   const std::vector<Piece>& pieces() const { return pieces_; }
