@@ -32,7 +32,7 @@ import { getState, update } from './state.js';
 
 /** The new run's settings, in the order the form shows them: [name, label]. */
 export const SETTINGS = /** @type {const} */ ([
-  ['layers', 'layers'], ['heads', 'heads'], ['d_model', 'd_model'], ['context', 'context'], ['vocab', 'vocabulary'],
+  ['layers', 'layers'], ['heads', 'heads'], ['kv_heads', 'KV heads'], ['d_model', 'd_model'], ['context', 'context'], ['vocab', 'vocabulary'],
   ['steps', 'steps'], ['prev_token_steps', 'previous-token phase (steps)'], ['batch', 'batch'], ['lr', 'learning rate'], ['warmup', 'warm-up'], ['log_every', 'log every'],
   ['checkpoint_every', 'checkpoint every'], ['seed', 'seed'],
 ]);
@@ -55,7 +55,7 @@ export async function loadTraining() {
     /** @type {Record<string, string>} */
     const form = {};
     for (const [name] of SETTINGS) form[name] = String(job.defaults[name] ?? '');
-    patchTraining({ job, form, attnOnly: job.defaults.attn_only === true });
+    patchTraining({ job, form, attnOnly: job.defaults.attn_only === true, arch: job.defaults.arch === 'llama' ? 'llama' : 'gpt2' });
     if (job.job && job.job.state === 'running') {
       byId('training-new', HTMLDetailsElement).open = true;
       follow(job.job.run); // a run this server is training: follow it
@@ -112,9 +112,10 @@ export function follow(name) {
 /** POST api/training/start with the form's settings; then follow the run. */
 async function startRun() {
   const t = getState().training;
-  /** @type {Record<string, number | boolean>} */
-  const body = {};
+  /** @type {Record<string, number | boolean | string>} */
+  const body = { arch: t.arch };
   for (const [name, label] of SETTINGS) {
+    if (name === 'kv_heads' && t.arch !== 'llama') continue;  // GPT-2 has one KV head per query head
     const text = (t.form[name] || '').trim();
     if (text === '') continue;
     const x = Number(text);
@@ -433,6 +434,8 @@ ${scoreChart(log, maxStep, 'induction', 'Induction', step, at, layers)}`
     }
   }
   setFlag(byId('training-attn-only', HTMLInputElement), 'checked', t.attnOnly);
+  setValue(byId('training-arch', HTMLSelectElement), t.arch);
+  setFlag(byId('training-kv-heads', HTMLInputElement), 'disabled', t.arch !== 'llama');
   setFlag(byId('training-start', HTMLButtonElement), 'disabled', running || t.status === 'starting' || !t.job);
   setFlag(byId('training-cancel', HTMLButtonElement), 'disabled', !running || t.status === 'cancelling' || !!(v && v.cancelling));
   if (t.job) {
@@ -457,6 +460,8 @@ export function bindTraining() {
   }
   const attnOnly = byId('training-attn-only', HTMLInputElement);
   attnOnly.addEventListener('change', () => patchTraining({ attnOnly: attnOnly.checked }));
+  const arch = byId('training-arch', HTMLSelectElement);
+  arch.addEventListener('change', () => patchTraining({ arch: arch.value === 'llama' ? 'llama' : 'gpt2' }));
   $('training-form').addEventListener('submit', (e) => {
     e.preventDefault();
     startRun();

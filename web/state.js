@@ -58,7 +58,7 @@ function initialState() {
       info: null, source: { run: null, step: null }, input: '', request: null, run: null, runKey: null, ablate: [], ablated: null,
       sort: 'head', status: 'idle', message: '',
     },
-    training: { job: null, view: null, form: {}, attnOnly: false, status: 'idle', message: '' },
+    training: { job: null, view: null, form: {}, attnOnly: false, arch: 'gpt2', status: 'idle', message: '' },
   };
 }
 

@@ -313,6 +313,7 @@
  * @property {TrainingView | null} view      the run whose curves are shown
  * @property {Record<string, string>} form   the new run's settings, as typed
  * @property {boolean} attnOnly
+ * @property {'gpt2' | 'llama'} arch        the new run's architecture
  * @property {'idle' | 'starting' | 'cancelling' | 'error'} status
  * @property {string} message
  */

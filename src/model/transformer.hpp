@@ -20,13 +20,13 @@
 namespace attnlab::transformer {
 
 // C[M × N] = beta · C + op(A) · op(B), row-major; op transposes when asked.
-inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, const float* B, float beta,
-          float* C) {
+inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, const float* B,
+                 float beta, float* C) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               1.0f, A, ta ? int(M) : int(K), B, tb ? int(K) : int(N), beta, C, int(N));
 }
-inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, const double* B, double beta,
-          double* C) {
+inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, const double* B,
+                 double beta, double* C) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
               1.0, A, ta ? int(M) : int(K), B, tb ? int(K) : int(N), beta, C, int(N));
 }
@@ -43,8 +43,8 @@ void linear_forward(const T* x, std::size_t n, std::size_t k, const T* w, const 
 }
 
 // The same with W a Tensor (owned, or viewed in its checkpoint in any dtype): the inference forward's.
-inline void linear_forward(const float* x, std::size_t n, std::size_t k, const Tensor& w, const float* b,
-                           std::size_t m, float* y) {
+inline void linear_forward(const float* x, std::size_t n, std::size_t k, const Tensor& w, const float* b, std::size_t m,
+                           float* y) {
   for (std::size_t i = 0; i < n; ++i)
     if (b)
       std::copy_n(b, m, y + i * m);
@@ -439,10 +439,9 @@ void block_backward(const ModelConfig& c, std::size_t layer, const P& p, const G
                   dx.data());
   }
   // x_mid = x_in + [norm](Attention(norm_1(x_in))·W_o + b_o)
-  const std::vector<T>& dy = from_residual(c, p.post_attn_norm_weight, a.attn_out, a.post_attn_stats, dx,
-                                           q.post_attn_norm_weight, scratch, n);
-  linear_backward(a.z.data(), n, Z, p.attn_proj_weight, d, dy.data(), q.attn_proj_weight, q.attn_proj_bias,
-                  dz.data());
+  const std::vector<T>& dy =
+      from_residual(c, p.post_attn_norm_weight, a.attn_out, a.post_attn_stats, dx, q.post_attn_norm_weight, scratch, n);
+  linear_backward(a.z.data(), n, Z, p.attn_proj_weight, d, dy.data(), q.attn_proj_weight, q.attn_proj_bias, dz.data());
   attention_backward(at, a.qkv.data(), a.probs.data(), dz.data(), n, dqkv.data());
   rotate_queries_and_keys(c, l, at, dqkv.data(), n, 0, true);
   if (c.qk_norm) {  // through each head's RMSNorm: the gradient at the projection's output
@@ -462,8 +461,7 @@ void block_backward(const ModelConfig& c, std::size_t layer, const P& p, const G
     }
   }
   linear_backward(a.ln1.data(), n, d, p.attn_weight, W, dqkv.data(), q.attn_weight, q.attn_bias, dln.data());
-  norm_backward(norm, a.x_in.data(), n, p.ln_1_weight, a.ln1_stats, dln.data(), q.ln_1_weight, q.ln_1_bias,
-                dx.data());
+  norm_backward(norm, a.x_in.data(), n, p.ln_1_weight, a.ln1_stats, dln.data(), q.ln_1_weight, q.ln_1_bias, dx.data());
 }
 
 }  // namespace attnlab::transformer

@@ -209,8 +209,12 @@ test('a run started from the page: its log grows, Cancel keeps its last step, it
     const heads = await page.$$eval('[data-testid="model-head"]', (els) => els.map((e) => [e.dataset.headRef, Number(e.dataset.induction)]));
     assert.deepEqual(heads, opened.heads.map((h) => [`${h.layer}.${h.head}`, h.induction]));
 
-    // a short run, followed to its end
-    const short = { 'd-model': 16, context: 16, vocab: 12, steps: 30, batch: 4, 'log-every': 10, 'checkpoint-every': 20 };
+    // a short Llama-style run (two query heads sharing one KV head), followed to its end;
+    // KV heads is a Llama-style setting, off for GPT-2
+    assert.equal(await page.isDisabled('[data-testid="training-kv-heads"]'), true, 'GPT-2 has one KV head per query head');
+    await page.selectOption('[data-testid="training-arch"]', 'llama');
+    assert.equal(await page.isDisabled('[data-testid="training-kv-heads"]'), false);
+    const short = { 'kv-heads': 1, 'd-model': 16, context: 16, vocab: 12, steps: 30, batch: 4, 'log-every': 10, 'checkpoint-every': 20 };
     for (const [k, v] of Object.entries(short)) await page.fill(`[data-testid="training-${k}"]`, String(v));
     await page.click('[data-testid="training-start"]');
     await page.waitForFunction(() => { const v = window.attnlab.state.training.view; return v && v.run === 'run-2' && v.state === 'done'; });
@@ -218,6 +222,9 @@ test('a run started from the page: its log grows, Cancel keeps its last step, it
     const done = trainJson(path.join(runs, 'run-2'));
     assert.deepEqual(done.log.map((e) => e.step), [0, 10, 20, 30]);
     assert.equal(done.settings.d_model, 16);
+    assert.equal(done.settings.arch, 'llama');
+    assert.equal(done.settings.kv_heads, 1);
+    assert.equal(done.settings.heads, 2);
     expectLinesOf(await chartLines(page), done.log);
     assert.deepEqual(await page.evaluate(() => window.attnlab.state.training.view.checkpoints), [0, 20, 30]);
     // a bad setting is the server's refusal, naming it
