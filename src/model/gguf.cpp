@@ -49,13 +49,22 @@ std::size_t ggml_block_bytes(GgmlType type) {
     case GgmlType::f32: return 4;
     case GgmlType::f16:
     case GgmlType::bf16: return 2;
-    case GgmlType::q8_0: return 2 + 32;             // d (f16), 32 × int8
-    case GgmlType::q4_0: return 2 + 16;             // d (f16), 32 × 4 bits
-    case GgmlType::q4_k: return 2 + 2 + 12 + 128;   // d, dmin, 8 × (6-bit scale, 6-bit min), 256 × 4 bits
+    case GgmlType::q8_0: return 2 + 32;                 // d (f16), 32 × int8
+    case GgmlType::q4_0: return 2 + 16;                 // d (f16), 32 × 4 bits
+    case GgmlType::q4_k: return 2 + 2 + 12 + 128;       // d, dmin, 8 × (6-bit scale, 6-bit min), 256 × 4 bits
     case GgmlType::q5_k: return 2 + 2 + 12 + 32 + 128;  // as Q4_K, and each value's fifth bit
-    case GgmlType::q6_k: return 128 + 64 + 16 + 2;  // low 4 bits, high 2 bits, 16 × int8 scales, d
+    case GgmlType::q6_k: return 128 + 64 + 16 + 2;      // low 4 bits, high 2 bits, 16 × int8 scales, d
   }
   return 0;
+}
+
+GgmlType ggml_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return GgmlType::f32;
+    case DType::f16: return GgmlType::f16;
+    case DType::bf16: return GgmlType::bf16;
+  }
+  return GgmlType::f32;
 }
 
 std::uint64_t GgufTensor::elements() const {
@@ -76,10 +85,10 @@ bool known_type(std::uint32_t t) {
 }
 
 std::string unread_type_name(std::uint32_t t) {
-  static const char* names[] = {"F32",  "F16",  "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0",  "Q5_1",  "Q8_0", "Q8_1",
-                                "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
-                                "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
-                                "IQ1_M", "BF16"};
+  static const char* names[] = {"F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
+                                "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+                                "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+                                "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
   return t < std::size(names) ? names[t] : fmt::format("type {}", t);
 }
 
@@ -87,7 +96,8 @@ std::string unread_type_name(std::uint32_t t) {
 // first and names what it was reading when they run out.
 class Reader {
  public:
-  Reader(const std::byte* begin, const std::byte* end, const std::string& path) : at_(begin), begin_(begin), end_(end), path_(path) {}
+  Reader(const std::byte* begin, const std::byte* end, const std::string& path)
+      : at_(begin), begin_(begin), end_(end), path_(path) {}
 
   std::size_t left() const { return static_cast<std::size_t>(end_ - at_); }
   std::size_t offset() const { return static_cast<std::size_t>(at_ - begin_); }
@@ -112,7 +122,8 @@ class Reader {
   }
 
   [[noreturn]] void truncated(std::string_view what) const {
-    fail(path_, fmt::format("{} at byte {}: the file ends there (it is truncated, or not a GGUF file)", what, offset()));
+    fail(path_,
+         fmt::format("{} at byte {}: the file ends there (it is truncated, or not a GGUF file)", what, offset()));
   }
 
  private:
@@ -132,8 +143,8 @@ enum Type : std::uint32_t { u8, i8, u16, i16, u32, i32, f32, boolean, string, ar
 }  // namespace value
 
 const char* value_type_name(std::uint32_t t) {
-  static const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64",
-                                "f64"};
+  static const char* names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                "bool", "string", "array", "u64", "i64", "f64"};
   return t < std::size(names) ? names[t] : "?";
 }
 
@@ -148,7 +159,7 @@ std::size_t least_bytes(std::uint32_t t) {
     case value::u32:
     case value::i32:
     case value::f32: return 4;
-    case value::string: return 8;      // its length
+    case value::string: return 8;     // its length
     case value::array: return 4 + 8;  // its element type and count
     default: return 8;
   }
@@ -204,8 +215,7 @@ json read_value(Reader& r, std::uint32_t type, std::size_t depth, const std::str
       type_name = fmt::format("array[{}]", inner);
       return out;
     }
-    default:
-      fail(path, fmt::format("{}: value type {} is not a GGUF value type (0 to 12)", what, type));
+    default: fail(path, fmt::format("{}: value type {} is not a GGUF value type (0 to 12)", what, type));
   }
 }
 
@@ -234,7 +244,8 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
     (void)r.number<std::uint32_t>("the magic");
     version_ = r.number<std::uint32_t>("the version");
     if (version_ == 1)
-      fail(path, "GGUF version 1 (counts written as u32) is not read; convert the model again with a current llama.cpp");
+      fail(path,
+           "GGUF version 1 (counts written as u32) is not read; convert the model again with a current llama.cpp");
     if (version_ != 2 && version_ != 3)
       fail(path, fmt::format("GGUF version {} is not one attnlab reads (it reads 2 and 3)", version_));
     const std::uint64_t tensor_count = r.number<std::uint64_t>("the tensor count");
@@ -256,7 +267,8 @@ GgufFile::GgufFile(const std::string& path) : path_(path) {
       const json& a = metadata_["general.alignment"];
       if (!a.is_number_unsigned() || a.get<std::uint64_t>() == 0 || a.get<std::uint64_t>() > 1 << 20 ||
           (a.get<std::uint64_t>() & (a.get<std::uint64_t>() - 1)) != 0)
-        fail(path, fmt::format("\"general.alignment\" {} is not a power of two from 1 to 2^20", text_excerpt(a.dump(), 40)));
+        fail(path,
+             fmt::format("\"general.alignment\" {} is not a power of two from 1 to 2^20", text_excerpt(a.dump(), 40)));
       alignment_ = a.get<std::uint64_t>();
     }
     for (std::uint64_t i = 0; i < tensor_count; ++i) {
@@ -384,8 +396,8 @@ void dequantize(GgmlType type, const std::byte* blocks, std::size_t count, float
         const float d = half_at(x), dmin = half_at(x + 2);
         const std::byte* scales = x + 4;
         const bool five = type == GgmlType::q5_k;
-        const std::byte* high = x + 16;             // Q5_K: bit j/… of each value's fifth bits
-        const std::byte* low = x + (five ? 48 : 16);  // the 4-bit values, two per byte
+        const std::byte* high = x + 16;                    // Q5_K: bit j/… of each value's fifth bits
+        const std::byte* low = x + (five ? 48 : 16);       // the 4-bit values, two per byte
         for (std::size_t chunk = 0; chunk < 4; ++chunk) {  // 64 values: the low nibbles, then the high
           float s1, m1, s2, m2;
           scale_and_min(scales, 2 * chunk, s1, m1);
@@ -393,7 +405,8 @@ void dequantize(GgmlType type, const std::byte* blocks, std::size_t count, float
           for (std::size_t l = 0; l < 32; ++l) {
             const std::uint8_t q = byte_at(low, chunk * 32 + l);
             const std::uint8_t h = five ? byte_at(high, l) : 0;
-            const float fifth_1 = (h >> (2 * chunk)) & 1 ? 16.0f : 0.0f, fifth_2 = (h >> (2 * chunk + 1)) & 1 ? 16.0f : 0.0f;
+            const float fifth_1 = (h >> (2 * chunk)) & 1 ? 16.0f : 0.0f,
+                        fifth_2 = (h >> (2 * chunk + 1)) & 1 ? 16.0f : 0.0f;
             y[chunk * 64 + l] = d * s1 * (float(q & 0xF) + fifth_1) - dmin * m1;
             y[chunk * 64 + 32 + l] = d * s2 * (float(q >> 4) + fifth_2) - dmin * m2;
           }

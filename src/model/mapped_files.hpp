@@ -22,7 +22,7 @@ struct MappedFiles {
     if (reinterpret_cast<std::uintptr_t>(data) % dtype_bytes(t.dtype) != 0) {
       data = realigned.emplace_back(bytes.begin(), bytes.end()).data();  // operator new aligns it
     }
-    return {cols, t.dtype, transposed, data};
+    return {cols, ggml_type_of(t.dtype), transposed, data};
   }
 };
 

@@ -14,22 +14,32 @@ namespace attnlab {
 
 namespace {
 
-// Values of a 16-bit matrix are widened this many at a time (1 MiB of f32), so that the
+// Values of a 16-bit or quantized matrix are widened this many at a time (1 MiB of f32), so that the
 // scratch buffer stays in cache while OpenBLAS multiplies by it.
 constexpr std::size_t kWidenBlock = 1 << 18;
 
-// count values of `dtype` at src into out, exactly (16-bit values are f32 values).
-void widen(const std::byte* src, DType dtype, std::size_t count, float* out) {
+// count values of `type` at src into out (a whole number of its blocks), exactly: 16-bit
+// values are f32 values, and a quantized block is dequantized as ggml defines it.
+void widen(const std::byte* src, GgmlType type, std::size_t count, float* out) {
   if (count == 0) return;
-  if (dtype == DType::f32) {
-    std::memcpy(out, src, count * sizeof(float));
-    return;
+  switch (type) {
+    case GgmlType::f32: std::memcpy(out, src, count * sizeof(float)); return;
+    case GgmlType::f16: f16_to_f32({reinterpret_cast<const std::uint16_t*>(src), count}, {out, count}); return;
+    case GgmlType::bf16: bf16_to_f32({reinterpret_cast<const std::uint16_t*>(src), count}, {out, count}); return;
+    default: dequantize(type, src, count, out);
   }
-  const std::span<const std::uint16_t> in(reinterpret_cast<const std::uint16_t*>(src), count);
-  if (dtype == DType::f16)
-    f16_to_f32(in, {out, count});
-  else
-    bf16_to_f32(in, {out, count});
+}
+
+// Value i of stored row `row` (each row_length long): a transposed piece's element, one at a time.
+float value_at(const std::byte* data, GgmlType type, std::size_t row_length, std::size_t row, std::size_t i) {
+  if (ggml_block_values(type) == 1) {
+    float x;
+    widen(data + (row * row_length + i) * ggml_block_bytes(type), type, 1, &x);
+    return x;
+  }
+  std::vector<float> line(row_length);  // a quantized row is dequantized whole
+  widen(data + row * ggml_row_bytes(type, row_length), type, row_length, line.data());
+  return line[i];
 }
 
 int as_int(std::size_t x) { return static_cast<int>(x); }
@@ -42,8 +52,8 @@ Tensor Tensor::view(std::size_t rows, std::size_t cols, std::vector<Piece> piece
   std::size_t covered = 0;
   for (const Piece& p : pieces) {
     covered += p.cols;
-    if (reinterpret_cast<std::uintptr_t>(p.data) % dtype_bytes(p.dtype) != 0)
-      throw std::logic_error("Tensor::view: a piece is not aligned to its dtype");
+    if (ggml_block_values(p.type) == 1 && reinterpret_cast<std::uintptr_t>(p.data) % ggml_block_bytes(p.type) != 0)
+      throw std::logic_error("Tensor::view: a piece is not aligned to its type");
   }
   if (covered != cols || pieces.empty()) throw std::logic_error("Tensor::view: the pieces do not cover the columns");
   Tensor t;
@@ -53,10 +63,11 @@ Tensor Tensor::view(std::size_t rows, std::size_t cols, std::vector<Piece> piece
   return t;
 }
 
-DType Tensor::dtype() const {
-  DType widest = owned() ? DType::f32 : pieces_.front().dtype;
+GgmlType Tensor::type() const {
+  GgmlType widest = owned() ? GgmlType::f32 : pieces_.front().type;
+  const auto bits = [](GgmlType t) { return double(ggml_block_bytes(t)) / double(ggml_block_values(t)); };
   for (const Piece& p : pieces_)
-    if (dtype_bytes(p.dtype) > dtype_bytes(widest)) widest = p.dtype;
+    if (bits(p.type) > bits(widest)) widest = p.type;
   return widest;
 }
 
@@ -64,7 +75,7 @@ std::size_t Tensor::bytes() const {
   if (owned()) return values_.size() * sizeof(float);
   std::size_t total = 0;
   for (const Piece& p : pieces_)
-    total += rows_ * p.cols * dtype_bytes(p.dtype);
+    total += p.transposed ? p.cols * ggml_row_bytes(p.type, rows_) : rows_ * ggml_row_bytes(p.type, p.cols);
   return total;
 }
 
@@ -86,13 +97,13 @@ std::vector<float> Tensor::to_f32() const {
   for (const Piece& p : pieces_) {
     if (p.transposed) {  // [p.cols × rows] widened whole, then written column by column
       stored.resize(p.cols * rows_);
-      widen(p.data, p.dtype, stored.size(), stored.data());
+      widen(p.data, p.type, stored.size(), stored.data());
       for (std::size_t c = 0; c < p.cols; ++c)
         for (std::size_t r = 0; r < rows_; ++r)
           out[r * cols_ + first + c] = stored[c * rows_ + r];
     } else {
       for (std::size_t r = 0; r < rows_; ++r)
-        widen(p.data + r * p.cols * dtype_bytes(p.dtype), p.dtype, p.cols, out.data() + r * cols_ + first);
+        widen(p.data + r * ggml_row_bytes(p.type, p.cols), p.type, p.cols, out.data() + r * cols_ + first);
     }
     first += p.cols;
   }
@@ -107,22 +118,38 @@ void Tensor::row(std::size_t r, std::size_t cols, float* out) const {
   if (cols != cols_ || r >= rows_) throw std::logic_error("Tensor::row: the shape does not match the view's");
   std::size_t first = 0;
   for (const Piece& p : pieces_) {
-    const std::size_t bytes = dtype_bytes(p.dtype);
     if (p.transposed) {
       for (std::size_t c = 0; c < p.cols; ++c)
-        widen(p.data + (c * rows_ + r) * bytes, p.dtype, 1, out + first + c);
+        out[first + c] = value_at(p.data, p.type, rows_, c, r);
     } else {
-      widen(p.data + r * p.cols * bytes, p.dtype, p.cols, out + first);
+      widen(p.data + r * ggml_row_bytes(p.type, p.cols), p.type, p.cols, out + first);
     }
     first += p.cols;
   }
 }
 
 std::vector<float> Tensor::columns(std::size_t rows, std::size_t cols, std::size_t first, std::size_t count) const {
-  std::vector<float> out(rows * count), line(cols);
-  for (std::size_t r = 0; r < rows; ++r) {
-    row(r, cols, line.data());
-    std::copy_n(line.data() + first, count, out.data() + r * count);
+  std::vector<float> out(rows * count), line(std::max(rows, cols));
+  if (owned()) {
+    for (std::size_t r = 0; r < rows; ++r)
+      std::copy_n(values_.data() + r * cols + first, count, out.data() + r * count);
+    return out;
+  }
+  if (rows != rows_ || cols != cols_) throw std::logic_error("Tensor::columns: the shape does not match the view's");
+  std::size_t start = 0;  // the piece's first logical column
+  for (const Piece& p : pieces_) {
+    const std::size_t lo = std::max(first, start), hi = std::min(first + count, start + p.cols);
+    for (std::size_t c = lo; c < hi && p.transposed; ++c) {  // a stored row is a logical column
+      widen(p.data + (c - start) * ggml_row_bytes(p.type, rows_), p.type, rows_, line.data());
+      for (std::size_t r = 0; r < rows_; ++r)
+        out[r * count + c - first] = line[r];
+    }
+    for (std::size_t r = 0; r < rows_ && !p.transposed && lo < hi; ++r) {
+      widen(p.data + r * ggml_row_bytes(p.type, p.cols), p.type, p.cols, line.data());
+      std::copy(line.begin() + std::ptrdiff_t(lo - start), line.begin() + std::ptrdiff_t(hi - start),
+                out.begin() + std::ptrdiff_t(r * count + lo - first));
+    }
+    start += p.cols;
   }
   return out;
 }
@@ -138,8 +165,7 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
   std::size_t first = 0;  // the piece's first column of y
   for (const Tensor::Piece& p : w.pieces()) {
     float* y_piece = y + first;
-    const std::size_t bytes = dtype_bytes(p.dtype);
-    if (p.dtype == DType::f32) {
+    if (p.type == GgmlType::f32) {
       const auto* stored = reinterpret_cast<const float*>(p.data);
       if (p.transposed)  // stored [p.cols × in]
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(p.cols), as_int(in), 1.0f, x, as_int(in),
@@ -153,7 +179,7 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
       for (std::size_t c0 = 0; c0 < p.cols; c0 += block) {
         const std::size_t count = std::min(block, p.cols - c0);
         scratch.resize(count * in);
-        widen(p.data + c0 * in * bytes, p.dtype, count * in, scratch.data());
+        widen(p.data + c0 * ggml_row_bytes(p.type, in), p.type, count * in, scratch.data());
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(count), as_int(in), 1.0f, x, as_int(in),
                     scratch.data(), as_int(in), beta, y_piece + c0, as_int(out));
       }
@@ -163,7 +189,7 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
       for (std::size_t r0 = 0; r0 < in; r0 += block) {
         const std::size_t count = std::min(block, in - r0);
         scratch.resize(count * p.cols);
-        widen(p.data + r0 * p.cols * bytes, p.dtype, count * p.cols, scratch.data());
+        widen(p.data + r0 * ggml_row_bytes(p.type, p.cols), p.type, count * p.cols, scratch.data());
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(p.cols), as_int(count), 1.0f, x + r0,
                     as_int(in), scratch.data(), as_int(p.cols), r0 == 0 ? beta : 1.0f, y_piece, as_int(out));
       }
@@ -180,21 +206,21 @@ void multiply_by_transpose(const float* x, std::size_t n, std::size_t cols, cons
   } else {
     if (w.rows() != rows || w.cols() != cols || w.pieces().size() != 1 || w.pieces()[0].transposed)
       throw std::logic_error("multiply_by_transpose: needs one untransposed piece of the given shape");
-    if (w.pieces()[0].dtype == DType::f32) values = reinterpret_cast<const float*>(w.pieces()[0].data);
+    if (w.pieces()[0].type == GgmlType::f32) values = reinterpret_cast<const float*>(w.pieces()[0].data);
   }
   if (values) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(rows), as_int(cols), 1.0f, x, as_int(cols),
                 values, as_int(cols), 0.0f, y, as_int(rows));
     return;
   }
-  // 16-bit: a block of W's rows (y's columns) at a time.
+  // 16-bit or quantized: a block of W's rows (y's columns) at a time.
   const Tensor::Piece& p = w.pieces()[0];
   const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(cols, 1));
   std::vector<float> scratch;
   for (std::size_t r0 = 0; r0 < rows; r0 += block) {
     const std::size_t count = std::min(block, rows - r0);
     scratch.resize(count * cols);
-    widen(p.data + r0 * cols * dtype_bytes(p.dtype), p.dtype, count * cols, scratch.data());
+    widen(p.data + r0 * ggml_row_bytes(p.type, cols), p.type, count * cols, scratch.data());
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(count), as_int(cols), 1.0f, x, as_int(cols),
                 scratch.data(), as_int(cols), 0.0f, y + r0, as_int(rows));
   }

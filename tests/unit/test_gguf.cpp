@@ -60,7 +60,9 @@ TEST_P(GgufVersions, MetadataOfEveryTypeAndEveryTensorTypeReadAsNumPyDoes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GgufVersions, ::testing::Values("types.gguf", "types-v2.gguf"),
-                         [](const auto& info) { return std::string(info.param).find("v2") != std::string::npos ? "v2" : "v3"; });
+                         [](const auto& info) {
+                           return std::string(info.param).find("v2") != std::string::npos ? "v2" : "v3";
+                         });
 
 TEST(Gguf, TheAlignmentIsTheFilesOwn) {
   EXPECT_EQ(GgufFile((kGguf / "types.gguf").string()).alignment(), 32u);
@@ -127,8 +129,7 @@ TEST_F(BrokenGguf, EveryKindOfDamageIsRefusedNamingIt) {
   const std::size_t info = first_tensor_info(), dims = info + 8 + 5, type = dims + 4 + 16, offset = type + 4;
   EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint32_t>(b, dims, 5); }),
                         "tensor \"t.f32\": 5 dimensions; a tensor has 1 to 4");
-  EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint64_t>(b, dims + 4, 0); }),
-                        "dimension 0 is 0");
+  EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint64_t>(b, dims + 4, 0); }), "dimension 0 is 0");
   EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint64_t>(b, dims + 4, std::uint64_t(1) << 60); }),
                         "their product below 2^48");
   EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint32_t>(b, type, 3); }),

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "attnlab/model/forward.hpp"
+#include "attnlab/model/ggml_type.hpp"
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/tensor.hpp"
@@ -93,12 +94,12 @@ TEST_P(TensorView, MultipliesLikeItsValuesAndReadsBackThem) {
     for (std::size_t r = 0; r < in; ++r)
       std::copy_n(part.data() + r * widths[p], widths[p], logical.data() + r * out + first);
     bytes.push_back(stored(part, in, widths[p], dtype, transposed));
-    pieces.push_back({widths[p], dtype, transposed, bytes.back().data()});
+    pieces.push_back({widths[p], ggml_type_of(dtype), transposed, bytes.back().data()});
     first += widths[p];
   }
   const Tensor view = Tensor::view(in, out, pieces, nullptr);
   EXPECT_FALSE(view.owned());
-  EXPECT_EQ(view.dtype(), dtype);
+  EXPECT_EQ(view.type(), ggml_type_of(dtype));
   EXPECT_EQ(view.bytes(), in * out * dtype_bytes(dtype));
   EXPECT_EQ(view.to_f32(), logical);
   std::vector<float> row(out);
@@ -129,13 +130,53 @@ INSTANTIATE_TEST_SUITE_P(EveryLayout, TensorView,
                                   (info.param.transposed ? "_transposed" : "_as_is");
                          });
 
+// A quantized matrix as GGUF stores a linear layer ([out, in] rows of blocks: a transposed
+// piece) and an embedding ([vocab, d]: as it is): products, rows and columns are those of its
+// dequantized values (dequantize() itself is checked against NumPy in test_gguf.cpp).
+TEST(TensorViewQuantized, MultipliesReadsRowsAndColumnsLikeItsDequantizedValues) {
+  for (GgmlType type : {GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k}) {
+    const std::size_t in = 512, out = 40, row_bytes = ggml_row_bytes(type, in);
+    std::mt19937 rng{static_cast<unsigned>(type)};
+    std::vector<std::byte> bytes(out * row_bytes);
+    for (std::byte& b : bytes)
+      b = std::byte(rng() & 0xFF);
+    // Every block's scales finite: d (and dmin) an f16 of 0.01, where the type keeps them.
+    const std::size_t block = ggml_block_bytes(type), d_at = type == GgmlType::q6_k ? 208 : 0;
+    const bool has_min = type == GgmlType::q4_k || type == GgmlType::q5_k;
+    for (std::size_t at = 0; at < bytes.size(); at += block) {
+      const std::uint16_t d = f32_to_f16(0.01f);
+      std::memcpy(bytes.data() + at + d_at, &d, 2);
+      if (has_min) std::memcpy(bytes.data() + at + 2, &d, 2);
+    }
+    std::vector<float> stored(out * in);  // [out × in], each row dequantized
+    dequantize(type, bytes.data(), stored.size(), stored.data());
+    std::vector<float> logical(in * out);  // W [in × out]
+    for (std::size_t o = 0; o < out; ++o)
+      for (std::size_t i = 0; i < in; ++i)
+        logical[i * out + o] = stored[o * in + i];
+    const Tensor linear = Tensor::view(in, out, {{out, type, true, bytes.data()}}, nullptr);
+    EXPECT_EQ(linear.type(), type);
+    EXPECT_EQ(linear.bytes(), bytes.size());
+    EXPECT_EQ(linear.to_f32(), logical);
+    EXPECT_EQ(linear.columns(in, out, 7, 3), Tensor(logical).columns(in, out, 7, 3));
+    const std::vector<float> x = random_values(2 * in, 5);
+    std::vector<float> y(2 * out);
+    multiply(x.data(), 2, in, linear, out, y.data());
+    EXPECT_TRUE(all_close(widened(y), reference_product(x, 2, logical, in, out), {1e-4, 1e-4})) << ggml_type_name(type);
+    const Tensor embedding = Tensor::view(out, in, {{in, type, false, bytes.data()}}, nullptr);  // [40 × 512]
+    std::vector<float> row(in);
+    embedding.row(13, in, row.data());
+    EXPECT_EQ(row, std::vector<float>(stored.begin() + 13 * in, stored.begin() + 14 * in));
+  }
+}
+
 // The unembedding (logits = x · Eᵀ) by a 16-bit [vocab × d] view, in blocks of rows.
 TEST(TensorViewUnembedding, MultipliesByTheTransposeLikeItsValues) {
   const std::size_t vocab = 3000, d = 96, n = 3;
   for (DType dtype : {DType::f32, DType::bf16}) {
     const std::vector<float> e = rounded(random_values(vocab * d, 3), dtype);
     const std::vector<std::byte> bytes = stored(e, vocab, d, dtype, false);
-    const Tensor view = Tensor::view(vocab, d, {{d, dtype, false, bytes.data()}}, nullptr);
+    const Tensor view = Tensor::view(vocab, d, {{d, ggml_type_of(dtype), false, bytes.data()}}, nullptr);
     const std::vector<float> x = random_values(n * d, 4);
     std::vector<float> y(n * vocab);
     multiply_by_transpose(x.data(), n, d, view, vocab, y.data());
@@ -157,7 +198,7 @@ TEST(TensorLoading, SixteenBitCheckpointsStaySixteenBitUnlessF32IsAsked) {
     const Model mapped = load_model(path);
     EXPECT_FALSE(mapped.blocks[0].attn_weight.owned()) << dir;
     EXPECT_FALSE(mapped.wte.owned()) << dir;
-    EXPECT_EQ(mapped.blocks[0].attn_weight.dtype(), mapped.stored_dtype) << dir;
+    EXPECT_EQ(mapped.blocks[0].attn_weight.type(), ggml_type_of(mapped.stored_dtype)) << dir;
     const std::size_t parameters = mapped.config.parameters();
     // Matrices at 2 bytes a value, the small vectors widened to 4.
     EXPECT_LT(mapped.weight_bytes(), parameters * 2 + parameters / 4) << dir;

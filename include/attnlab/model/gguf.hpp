@@ -27,28 +27,12 @@
 #include <string_view>
 #include <vector>
 
+#include "attnlab/model/ggml_type.hpp"
+
 namespace attnlab {
 
 inline constexpr std::uint64_t kMaxGgufHeaderBytes = 256ull << 20;  // a 262,144-token vocabulary takes ~10 MiB
 inline constexpr std::size_t kMaxGgufTensors = 1 << 16, kMaxGgufArrayDepth = 4;
-
-// The ggml tensor types attnlab dequantizes, by their number in the file.
-enum class GgmlType : std::uint32_t {
-  f32 = 0,
-  f16 = 1,
-  q4_0 = 2,
-  q8_0 = 8,
-  q4_k = 12,
-  q5_k = 13,
-  q6_k = 14,
-  bf16 = 30,
-};
-
-// A type's name as llama.cpp prints it ("F32", "Q4_K"), its block (values per block; 1 for
-// the float types) and the bytes a block takes.
-std::string_view ggml_type_name(GgmlType type);
-std::size_t ggml_block_values(GgmlType type);
-std::size_t ggml_block_bytes(GgmlType type);
 
 struct GgufTensor {
   std::string name;
@@ -92,9 +76,5 @@ class GgufFile {
   std::map<std::string, std::string> types_;
   std::vector<GgufTensor> tensors_;
 };
-
-// `count` values (a whole number of the type's blocks) of `type` at `blocks`, as f32 into
-// `out`, each block exactly as ggml's reference dequantization computes it.
-void dequantize(GgmlType type, const std::byte* blocks, std::size_t count, float* out);
 
 }  // namespace attnlab

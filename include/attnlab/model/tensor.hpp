@@ -1,8 +1,9 @@
 // A model's tensor as the forward reads it: either f32 values the model owns (what training
 // writes, what a test builds, what `f32` loading widens to), or a view of a checkpoint's bytes
-// where they lie in the mapped file, in the file's dtype (f32, f16, bf16) and layout. Loading a
-// checkpoint as views copies no weight, and a 16-bit checkpoint stays 16-bit in memory: the
-// linear layers convert a block of a 16-bit matrix at a time as they multiply by it.
+// where they lie in the mapped file, in the file's type (f32, f16, bf16, or one of ggml's
+// quantized block types) and layout. Loading a checkpoint as views copies no weight, and a
+// 16-bit or quantized checkpoint stays so in memory: the linear layers widen a block of rows
+// at a time as they multiply by it.
 //
 // Logically every tensor is row-major: a vector [n], or a matrix [rows × cols] in attnlab's
 // row-vector convention (y = x · W, W [in × out]; the embedding [vocab × d]). A view is one or
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "attnlab/core/dtype.hpp"
+#include "attnlab/model/ggml_type.hpp"
 
 namespace attnlab {
 
@@ -22,9 +24,9 @@ class Tensor {
  public:
   struct Piece {
     std::size_t cols = 0;             // how many logical columns, from where the previous piece ended
-    DType dtype = DType::f32;         //
+    GgmlType type = GgmlType::f32;    // how each value (or block of values) is stored
     bool transposed = false;          // stored [cols × rows] instead of [rows × cols]
-    const std::byte* data = nullptr;  // rows × cols values of dtype, aligned to the dtype's size
+    const std::byte* data = nullptr;  // rows × cols values of `type` (a float type's aligned to its size)
   };
 
   Tensor() = default;
@@ -35,7 +37,7 @@ class Tensor {
   std::size_t size() const { return owned() ? values_.size() : rows_ * cols_; }
   bool empty() const { return size() == 0; }
   bool owned() const { return pieces_.empty(); }
-  DType dtype() const;                        // the stored dtype: f32 when owned, else the widest piece's
+  GgmlType type() const;                      // the stored type: f32 when owned, else the widest piece's
   std::size_t bytes() const;                  // what the values take in memory (a view's: the file's bytes it maps)
   std::size_t rows() const { return rows_; }  // a view's shape (an owned tensor's is its caller's)
   std::size_t cols() const { return cols_; }
