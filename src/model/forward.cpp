@@ -71,6 +71,10 @@ std::vector<double> rope_frequencies(const ModelConfig& c, std::size_t layer) {
   for (std::size_t i = 0; i < f.size(); ++i) {
     f[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotated));
     if (local) continue;
+    if (i < c.rope.divisors.size()) {
+      f[i] /= c.rope.divisors[i];
+      continue;
+    }
     if (c.rope.scaling == RopeScaling::linear) f[i] /= c.rope.factor;
     if (c.rope.scaling == RopeScaling::llama3) {
       // Llama 3: long wavelengths slowed by the factor, short ones kept, the band between blended.

@@ -123,6 +123,7 @@ std::string describe(const ModelConfig& c) {
     positions = fmt::format("rotary θ {}", c.rope.theta);
     if (c.rope.scaling != RopeScaling::none)
       positions += fmt::format(" ({} × {})", scaling_name(c.rope.scaling), c.rope.factor);
+    if (!c.rope.divisors.empty()) positions += " (scaled by the file's rope_freqs)";
     if (c.rope.local_theta > 0) positions += fmt::format(", θ {} on window layers", c.rope.local_theta);
   }
   std::string extras;
@@ -152,7 +153,9 @@ json config_json(const ModelConfig& c) {
           {"norm", c.norm == NormKind::layer_norm ? "layer_norm" : "rms_norm"},
           {"positions", c.rotary ? "rotary" : "learned"},
           {"rope_theta", c.rotary ? json(c.rope.theta) : json(nullptr)},
-          {"rope_scaling", c.rotary ? json(scaling_name(c.rope.scaling)) : json(nullptr)},
+          {"rope_scaling", !c.rotary                 ? json(nullptr)
+                           : c.rope.divisors.empty() ? json(scaling_name(c.rope.scaling))
+                                                     : json("rope_freqs")},
           {"mlp", c.mlp == MlpKind::gelu     ? "gelu"
                   : c.mlp == MlpKind::swiglu ? "swiglu"
                                              : "geglu"},
@@ -216,6 +219,11 @@ void widen_to_f32(Model& model) {
 
 Model load_model(const std::string& dir, const LoadOptions& options) {
   const std::filesystem::path root(dir);
+  if (root.extension() == ".gguf" && std::filesystem::is_regular_file(root)) {
+    Model model = load_gguf(dir);
+    if (options.f32) widen_to_f32(model);
+    return model;
+  }
   if (!std::filesystem::is_directory(root))
     fail(dir, "not a directory; give the folder that holds config.json and model.safetensors");
   const std::string config = (root / "config.json").string();

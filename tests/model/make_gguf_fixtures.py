@@ -11,6 +11,14 @@ Writes tests/model/fixtures/gguf/:
     ggml's block definitions (ggml-common.h, dequantize_row_* in ggml-quants.c), written as
     the maths of each block: f32 steps in the order ggml takes them.
 
+  - llama-q8_0-dequantized.gguf: llama-q8_0.gguf's values dequantized by NumPy, as F32;
+  - llama-f32.gguf, llama-q8_0.gguf, qwen2-f16.gguf, qwen3-f32.gguf: the family fixtures
+    (tests/model/fixtures/llama-f32, ...) converted as llama.cpp's convert_hf_to_gguf.py
+    converts them: metadata under the architecture's keys, tensors renamed (blk.N.attn_q,
+    token_embd, output, ...), a llama model's q and k rows reordered so that each head's
+    rotary pairs are adjacent, Llama 3's RoPE scaling as rope_freqs, and Q8_0 quantized by
+    a NumPy quantizer of the same rule as ggml's reference (d = max|x| / 127, q = round(x / d)).
+
 Run from the repository root:  /usr/bin/python3 tests/model/make_gguf_fixtures.py
 """
 import json
@@ -165,6 +173,128 @@ METADATA = [
 ]
 
 
+# ---- converting a Hugging Face folder -------------------------------------------------------
+
+def read_safetensors(folder):
+    tensors = {}
+    files = sorted(folder.glob("*.safetensors"))
+    for path in files:
+        raw = path.read_bytes()
+        (length,) = struct.unpack("<Q", raw[:8])
+        header = json.loads(raw[8:8 + length])
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = entry["data_offsets"]
+            dtype = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}[entry["dtype"]]
+            array = np.frombuffer(raw[8 + length + begin:8 + length + end], dtype=dtype)
+            if entry["dtype"] == "BF16":
+                array = (array.astype(np.uint32) << 16).view(np.float32)
+            tensors[name.removeprefix("model.")] = (array.reshape(entry["shape"]).astype(np.float32), entry["dtype"])
+    return tensors
+
+
+def quantize_q8_0(values):
+    """ggml's reference rule: per block of 32, d = max|x| / 127 (as f16), q = round(x / d) half away from zero."""
+    blocks = values.astype(np.float32).reshape(-1, 32)
+    amax = np.abs(blocks).max(axis=1)
+    d = amax / 127
+    inverse = np.where(d > 0, 1 / np.where(d > 0, d, 1), 0).astype(np.float32)
+    scaled = blocks * inverse[:, None]
+    q = (np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)).astype(np.int8)
+    out = bytearray()
+    for k in range(blocks.shape[0]):
+        out += np.float16(d[k]).tobytes() + q[k].tobytes()
+    return bytes(out)
+
+
+def stored(values, type_name):
+    if type_name == "F32":
+        return values.astype("<f4").tobytes()
+    if type_name == "F16":
+        return values.astype("<f2").tobytes()
+    if type_name == "Q8_0":
+        return quantize_q8_0(values)
+    raise ValueError(type_name)
+
+
+def permute_rows(w, heads):
+    """llama.cpp's reorder of a llama q or k: each head's split-half pairs made adjacent."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def llama3_rope_factors(c):
+    s = c["rope_scaling"]
+    dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    freqs = 1.0 / (c["rope_theta"] ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    old, low, high, factor = s["original_max_position_embeddings"], s["low_freq_factor"], s["high_freq_factor"], s["factor"]
+    out = []
+    for f in freqs:
+        wavelength = 2 * np.pi / f
+        if wavelength < old / high:
+            out.append(1.0)
+        elif wavelength > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelength - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def convert(folder, arch, matrix_type, vector_type="F32", dequantized=False):
+    """A family fixture as GGUF metadata and tensors (name, dims, type, bytes); with
+    `dequantized`, each matrix quantized as matrix_type and then stored dequantized, as F32."""
+    c = json.loads((folder / "config.json").read_text())
+    w = read_safetensors(folder)
+    heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+    metadata = [("general.architecture", "string", arch), ("general.name", "string", folder.name),
+                (f"{arch}.block_count", "u32", c["num_hidden_layers"]),
+                (f"{arch}.context_length", "u32", c["max_position_embeddings"]),
+                (f"{arch}.embedding_length", "u32", c["hidden_size"]),
+                (f"{arch}.feed_forward_length", "u32", c["intermediate_size"]),
+                (f"{arch}.attention.head_count", "u32", heads), (f"{arch}.attention.head_count_kv", "u32", kv),
+                (f"{arch}.attention.layer_norm_rms_epsilon", "f32", c["rms_norm_eps"]),
+                (f"{arch}.rope.freq_base", "f32", c.get("rope_theta", 10000.0))]
+    if c.get("head_dim"):
+        metadata.append((f"{arch}.attention.key_length", "u32", c["head_dim"]))
+    if (c.get("rope_scaling") or {}).get("rope_type") == "linear":
+        metadata += [(f"{arch}.rope.scaling.type", "string", "linear"),
+                     (f"{arch}.rope.scaling.factor", "f32", c["rope_scaling"]["factor"])]
+    tensors = []
+
+    def add(name, values, type_name):
+        type_name = type_name if values.ndim == 2 else vector_type
+        data = stored(values, type_name)
+        if dequantized and type_name != "F32":
+            data, type_name = dequantize(type_name, data).astype("<f4").tobytes(), "F32"
+        tensors.append((name, list(reversed(values.shape)), type_name, data))
+
+    add("token_embd.weight", w["embed_tokens.weight"][0], matrix_type)
+    for l in range(c["num_hidden_layers"]):
+        p, g = f"layers.{l}.", f"blk.{l}."
+        add(g + "attn_norm.weight", w[p + "input_layernorm.weight"][0], "F32")
+        for part, name, n in (("q", "attn_q", heads), ("k", "attn_k", kv), ("v", "attn_v", 0)):
+            weight = w[p + f"self_attn.{part}_proj.weight"][0]
+            if arch == "llama" and n:
+                weight = permute_rows(weight, n)
+            add(g + name + ".weight", weight, matrix_type)
+            if p + f"self_attn.{part}_proj.bias" in w:
+                add(g + name + ".bias", w[p + f"self_attn.{part}_proj.bias"][0], "F32")
+        for part, name in (("q_norm", "attn_q_norm"), ("k_norm", "attn_k_norm")):
+            if p + f"self_attn.{part}.weight" in w:
+                add(g + name + ".weight", w[p + f"self_attn.{part}.weight"][0], "F32")
+        add(g + "attn_output.weight", w[p + "self_attn.o_proj.weight"][0], matrix_type)
+        add(g + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"][0], "F32")
+        for part, name in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
+            add(g + name + ".weight", w[p + f"mlp.{part}.weight"][0], matrix_type)
+    add("output_norm.weight", w["norm.weight"][0], "F32")
+    if "lm_head.weight" in w:
+        add("output.weight", w["lm_head.weight"][0], matrix_type)
+    if (c.get("rope_scaling") or {}).get("rope_type") == "llama3":
+        add("rope_freqs.weight", llama3_rope_factors(c), "F32")
+    return metadata, tensors
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(20261202)
@@ -178,6 +308,16 @@ def main():
                     for name, dims, type_name, data in tensors},
     }
     (OUT / "types.expected.json").write_text(json.dumps(expected) + "\n")
+    families = OUT.parent
+    for folder, arch, matrix_type, out in (("llama-f32", "llama", "F32", "llama-f32.gguf"),
+                                           ("llama-f32", "llama", "Q8_0", "llama-q8_0.gguf"),
+                                           ("qwen2-f16", "qwen2", "F16", "qwen2-f16.gguf"),
+                                           ("qwen3-f32-sharded", "qwen3", "F32", "qwen3-f32.gguf")):
+        metadata, tensors = convert(families / folder, arch, matrix_type)
+        write_gguf(OUT / out, metadata, tensors)
+    # The Q8_0 model's values, dequantized here, as F32: what its forward must equal exactly.
+    metadata, tensors = convert(families / "llama-f32", "llama", "Q8_0", dequantized=True)
+    write_gguf(OUT / "llama-q8_0-dequantized.gguf", metadata, tensors)
 
 
 if __name__ == "__main__":

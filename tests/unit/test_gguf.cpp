@@ -8,10 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/model/forward.hpp"
 #include "attnlab/model/gguf.hpp"
+#include "attnlab/model/model.hpp"
 #include "compare.hpp"
 #include "model_fixtures.hpp"
 
@@ -148,5 +151,71 @@ TEST_F(BrokenGguf, EveryKindOfDamageIsRefusedNamingIt) {
   EXPECT_ERROR_CONTAINS(test::error_of_call([] { GgufFile("/nonexistent/attnlab.gguf"); }), "cannot open the file");
   EXPECT_ERROR_CONTAINS(test::error_of_call([] { GgufFile("/tmp"); }), "not a regular file");
 }
+
+}  // namespace gguf_test
+
+namespace gguf_test {
+
+// ---- models ----------------------------------------------------------------------------------
+
+struct GgufModelCase {
+  const char* gguf;
+  const char* folder;  // the same weights as a Hugging Face folder
+  double tolerance;    // on the logits and every head's weights, relative to the largest logit
+};
+
+class GgufModels : public ::testing::TestWithParam<GgufModelCase> {};
+
+// The forward on a GGUF equals the forward on the same weights from safetensors: to f32's
+// rounding where the file is lossless (F32; F16 from an F16 folder), within Q8_0's error
+// otherwise; a llama file's reordered q and k rows put back, so every head attends the same.
+TEST_P(GgufModels, TheForwardEqualsTheSafetensorsFolders) {
+  const GgufModelCase& p = GetParam();
+  const Model gguf = load_model((kGguf / p.gguf).string());
+  const fs::path folder = fs::path(ATTNLAB_MODEL_FIXTURE_DIR) / p.folder;
+  const Model reference = load_model(folder.string());
+  if (std::string(p.gguf) == "llama-q8_0.gguf") {
+    // Exactly (to f32's rounding) the forward of its values as NumPy dequantizes them.
+    const Model dequantized = load_model((kGguf / "llama-q8_0-dequantized.gguf").string());
+    const std::vector<int> some = {1, 7, 3, 30, 2};
+    EXPECT_TRUE(test::all_close(test::widened(model_forward(gguf, some).logits),
+                                test::widened(model_forward(dequantized, some).logits), {1e-5, 1e-5}));
+    EXPECT_EQ(gguf.stored_type, GgmlType::q8_0);
+    EXPECT_LT(gguf.weight_bytes(), reference.weight_bytes() / 3) << "Q8_0 kept quantized: 34 bytes per 32 values";
+  }
+  // The same config (Llama 3's scaling comes as the file's rope_freqs: the same frequencies).
+  json a_config = config_json(gguf.config), b_config = config_json(reference.config);
+  a_config.erase("rope_scaling"), b_config.erase("rope_scaling");
+  EXPECT_EQ(a_config, b_config);
+  EXPECT_TRUE(test::all_close(rope_frequencies(gguf.config, 0), rope_frequencies(reference.config, 0), {0, 1e-6}));
+  EXPECT_FALSE(gguf.blocks[0].mlp_fc_weight.owned()) << "viewed in the file, in its type";
+  const std::vector<int> ids = test::read_json(folder / "expected.json")["ids"];
+  const ForwardResult a = model_forward(gguf, ids, {.keep_attention = true});
+  const ForwardResult b = model_forward(reference, ids, {.keep_attention = true});
+  double largest = 0;
+  for (float x : b.logits)
+    largest = std::max(largest, double(std::abs(x)));
+  EXPECT_TRUE(test::all_close(test::widened(a.logits), test::widened(b.logits), {p.tolerance * largest, 0}));
+  double worst = 0;
+  for (std::size_t i = 0; i < a.logits.size(); ++i)
+    worst = std::max(worst, std::abs(double(a.logits[i]) - b.logits[i]) / largest);
+  std::cout << p.gguf << ": largest logit difference " << worst << " of the largest logit\n";
+  for (std::size_t l = 0; l < a.attention.size(); ++l)
+    EXPECT_TRUE(test::all_close(test::widened(a.attention[l]), test::widened(b.attention[l]), {p.tolerance, 0}))
+        << "layer " << l;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GgufModels,
+                         ::testing::Values(GgufModelCase{"llama-f32.gguf", "llama-f32", 1e-5},
+                                           // Q8_0's own error against the f32 weights (measured 2.2%)
+                                           GgufModelCase{"llama-q8_0.gguf", "llama-f32", 5e-2},
+                                           GgufModelCase{"qwen2-f16.gguf", "qwen2-f16", 1e-5},
+                                           GgufModelCase{"qwen3-f32.gguf", "qwen3-f32-sharded", 1e-5}),
+                         [](const auto& info) {
+                           std::string name = info.param.gguf;
+                           name = name.substr(0, name.find('.'));
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace gguf_test

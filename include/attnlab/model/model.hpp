@@ -47,6 +47,9 @@ struct RopeConfig {
   double factor = 1.0;                                   // linear and llama3: frequencies ÷ factor
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   std::size_t original_positions = 8192;                 // llama3: original_max_position_embeddings
+  // Frequency i divided by divisors[i] instead of a scaling's formula: a GGUF file's
+  // rope_freqs (how llama.cpp stores Llama 3's scaling); empty: none.
+  std::vector<double> divisors;
 };
 
 struct ModelConfig {
@@ -120,9 +123,10 @@ struct Model {
   Tensor wte;  // [vocab_size × d] token embeddings, also the LM head when tied
   Tensor wpe;  // [n_positions × d] learned position embeddings (empty when rotary)
   std::vector<Block> blocks;
-  Tensor ln_f_weight, ln_f_bias;    // [d]
-  DType stored_dtype = DType::f32;  // how the file stored the weights (the largest tensor's dtype)
-  Tensor lm_head;                   // [vocab_size × d] when not tied
+  Tensor ln_f_weight, ln_f_bias;         // [d]
+  DType stored_dtype = DType::f32;       // how the file stored the weights (the largest tensor's dtype)
+  GgmlType stored_type = GgmlType::f32;  // the same for a GGUF file, quantized types included
+  Tensor lm_head;                        // [vocab_size × d] when not tied
 
   std::size_t weight_bytes() const;  // what the tensors take in memory, owned or mapped
 };
@@ -201,7 +205,7 @@ auto& tensor_of(M& model, const ParameterTensor& t) {
 
 // Loads a model directory of any family (config.json's model_type says which): GPT-2's
 // (load_gpt2) or a Hugging Face Llama-family folder (load_hf_family: model.safetensors or
-// shards with model.safetensors.index.json). The weight files are mapped and the matrices
+// shards with model.safetensors.index.json), or a GGUF file (load_gguf). The weight files are mapped and the matrices
 // read where they lie, in their dtype (norms and biases, small, are widened to f32); a
 // missing or misshapen tensor, an unknown model_type or option is refused naming it.
 struct LoadOptions {
@@ -221,6 +225,8 @@ struct CheckpointSummary {
 CheckpointSummary checkpoint_summary(const std::string& dir);
 Model load_gpt2(const std::string& dir);
 Model load_hf_family(const std::string& dir);
+// A GGUF file of architecture llama, qwen2 or qwen3, its weights viewed in their types.
+Model load_gguf(const std::string& path);
 
 // Writes DIR/config.json and DIR/model.safetensors (names with the "transformer." prefix
 // when `prefix`, tensors stored as `dtype`), a checkpoint any GPT-2 reader loads.

@@ -1,0 +1,183 @@
+// A model from a GGUF file (attnlab/model/model.hpp's load_model on FILE.gguf): the
+// architectures `llama` (Llama 2 and 3, SmolLM2, TinyLlama, Mistral as llama.cpp writes
+// them), `qwen2` and `qwen3`, mapped onto the one transformer. The metadata becomes the config
+// Hugging Face's config.json would give, checked by the same reader; the tensors are viewed
+// where they lie, quantized as they are:
+//
+//   token_embd.weight            [ne0 = d, ne1 = V]       the embedding, rows of d
+//   blk.N.attn_norm.weight       [d]
+//   blk.N.attn_{q,k,v}.weight    [d, H·hd | H_kv·hd]      nn.Linear's [out, in], rows of d (+ .bias: Qwen2)
+//   blk.N.attn_{q,k}_norm.weight [hd]                     Qwen3
+//   blk.N.attn_output.weight     [H·hd, d]
+//   blk.N.ffn_norm.weight        [d]
+//   blk.N.ffn_{gate,up}.weight   [d, I];  blk.N.ffn_down.weight [I, d]
+//   output_norm.weight [d];  output.weight [d, V] (absent: tied);  rope_freqs.weight [rot/2] (Llama 3)
+//
+// llama.cpp's converter reorders the rows of a `llama` model's q and k so that each head's
+// rotary pairs are adjacent (x_2i, x_2i+1); attnlab pairs split halves (x_i, x_{i+hd/2}) as
+// transformers does, so those rows are put back (a copy of q's and k's rows, in their own
+// type). Qwen's files keep split halves. A head scores the same from either file.
+#include <fmt/format.h>
+
+#include <deque>
+#include <memory>
+
+#include "attnlab/core/error.hpp"
+#include "attnlab/model/gguf.hpp"
+#include "attnlab/model/model.hpp"
+#include "config_json.hpp"
+
+namespace attnlab {
+
+using nlohmann::json;
+
+namespace {
+
+// The file, and the rows of q and k put back in transformers' order, kept while a model views them.
+struct MappedGguf {
+  explicit MappedGguf(const std::string& path) : file(path) {}
+  GgufFile file;
+  std::deque<std::vector<std::byte>> reordered;
+};
+
+// config.json's keys from the metadata (`{arch}.block_count` is num_hidden_layers, ...).
+json hf_config_of(const GgufFile& f, const std::string& arch, Family& family) {
+  const json& m = f.metadata();
+  const auto key = [&](const char* name) { return arch + "." + name; };
+  const auto need = [&](const char* name) -> const json& {
+    if (!m.contains(key(name)))
+      fail(f.path(), fmt::format("metadata \"{}\" is missing (a {} file has it)", key(name), arch));
+    return m[key(name)];
+  };
+  family = arch == "qwen2" ? Family::qwen2 : arch == "qwen3" ? Family::qwen3 : Family::llama;
+  json c = {{"model_type", family_name(family)},
+            {"num_hidden_layers", need("block_count")},
+            {"hidden_size", need("embedding_length")},
+            {"intermediate_size", need("feed_forward_length")},
+            {"num_attention_heads", need("attention.head_count")},
+            {"max_position_embeddings", need("context_length")},
+            {"rms_norm_eps", need("attention.layer_norm_rms_epsilon")},
+            {"hidden_act", "silu"}};
+  c["num_key_value_heads"] = m.contains(key("attention.head_count_kv")) ? m[key("attention.head_count_kv")]
+                                                                          : c["num_attention_heads"];
+  if (m.contains(key("rope.freq_base"))) c["rope_theta"] = m[key("rope.freq_base")];
+  if (m.contains(key("attention.key_length"))) c["head_dim"] = m[key("attention.key_length")];
+  if (m.contains(key("attention.sliding_window")) && family != Family::llama)
+    fail(f.path(), fmt::format("\"{}\" is set; sliding windows are read for llama-architecture files only",
+                               key("attention.sliding_window")));
+  if (m.contains(key("attention.sliding_window"))) {
+    c["model_type"] = "mistral";
+    c["sliding_window"] = m[key("attention.sliding_window")];
+    family = Family::mistral;
+  }
+  if (m.contains(key("rope.scaling.type"))) {
+    const json& type = m[key("rope.scaling.type")];
+    if (type == "linear")
+      c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", m.value(key("rope.scaling.factor"), json(1.0))}};
+    else if (type != "none")
+      fail(f.path(), fmt::format("\"{}\" {} is not a RoPE scaling attnlab computes (none, linear; Llama 3's comes "
+                                 "as rope_freqs)",
+                                 key("rope.scaling.type"), type.dump().substr(0, 40)));
+  }
+  const GgufTensor* embedding = f.find("token_embd.weight");
+  if (!embedding || embedding->dims.size() != 2)
+    fail(f.path(), "tensor \"token_embd.weight\" [d, vocabulary] is missing");
+  c["vocab_size"] = embedding->dims[1];
+  c["tie_word_embeddings"] = f.find("output.weight") == nullptr;
+  if (m.contains("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = m["tokenizer.ggml.bos_token_id"];
+  return c;
+}
+
+}  // namespace
+
+Model load_gguf(const std::string& path) {
+  const auto mapped = std::make_shared<MappedGguf>(path);
+  const GgufFile& f = mapped->file;
+  const json& arch_value = f.metadata().value("general.architecture", json());
+  const std::string arch = arch_value.is_string() ? arch_value.get<std::string>() : "";
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+    fail(path, fmt::format("\"general.architecture\" {} is not one attnlab reads from GGUF yet (it reads llama, "
+                           "qwen2 and qwen3)",
+                           arch_value.dump().substr(0, 40)));
+  Family family = Family::llama;
+  Model m;
+  m.config = hf_family_config(hf_config_of(f, arch, family), path);
+  ModelConfig& c = m.config;
+  const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
+  const auto text = [](const std::vector<std::uint64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
+  const auto find = [&](const std::string& name, std::vector<std::uint64_t> dims) -> const GgufTensor& {
+    const GgufTensor* t = f.find(name);
+    if (!t) fail(path, fmt::format("tensor \"{}\" is missing (the metadata's config needs it)", name));
+    if (t->dims != dims)
+      fail(path, fmt::format("tensor \"{}\" has dimensions {} but the config needs {}", name, text(t->dims),
+                             text(dims)));
+    return *t;
+  };
+  const auto vector = [&](const std::string& name, std::size_t n) {
+    const GgufTensor& t = find(name, {n});
+    std::vector<float> values(n);
+    dequantize(t.type, f.bytes(t).data(), n, values.data());
+    return values;
+  };
+  // The nn.Linear weights `names` ([out_i, in] rows) side by side as attnlab's [in × out];
+  // `heads` > 0: the rows of that many heads of hd put back from adjacent to split-half pairs.
+  const auto piece = [&](const std::string& name, std::size_t out, std::size_t in, std::size_t heads) {
+    const GgufTensor& t = find(name, {in, out});
+    const std::byte* data = f.bytes(t).data();
+    if (heads && arch == "llama") {
+      // GGUF row h·hd + 2j + s holds transformers' row h·hd + s·hd/2 + j (s = 0, 1; j < hd/2).
+      const std::size_t row = ggml_row_bytes(t.type, in);
+      std::vector<std::byte>& rows = mapped->reordered.emplace_back(out * row);
+      for (std::size_t h = 0; h < heads; ++h)
+        for (std::size_t s = 0; s < 2; ++s)
+          for (std::size_t j = 0; j < hd / 2; ++j)
+            std::copy_n(data + (h * hd + 2 * j + s) * row, row, rows.data() + (h * hd + s * hd / 2 + j) * row);
+      data = rows.data();
+    }
+    return Tensor::Piece{out, t.type, true, data};
+  };
+  const auto matrix = [&](const std::string& name, std::size_t rows, std::size_t cols) {
+    const GgufTensor& t = find(name, {cols, rows});
+    return Tensor::view(rows, cols, {{cols, t.type, false, f.bytes(t).data()}}, mapped);
+  };
+  if (f.find("rope_freqs.weight")) {  // Llama 3's scaling, as a divisor of each frequency
+    const std::vector<float> divisors = vector("rope_freqs.weight", (c.rope.rotated ? c.rope.rotated : hd) / 2);
+    c.rope.divisors.assign(divisors.begin(), divisors.end());
+  }
+  m.wte = matrix("token_embd.weight", c.vocab_size, d);
+  for (std::size_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    Block b;
+    b.ln_1_weight = vector(p + "attn_norm.weight", d);
+    b.attn_weight = Tensor::view(d, c.qkv_width(),
+                                 {piece(p + "attn_q.weight", H * hd, d, H), piece(p + "attn_k.weight", Hkv * hd, d, Hkv),
+                                  piece(p + "attn_v.weight", Hkv * hd, d, 0)},
+                                 mapped);
+    if (c.qkv_bias) {
+      std::vector<float> bias = vector(p + "attn_q.bias", H * hd);
+      for (const char* name : {"attn_k.bias", "attn_v.bias"}) {
+        const std::vector<float> part = vector(p + name, Hkv * hd);
+        bias.insert(bias.end(), part.begin(), part.end());
+      }
+      b.attn_bias = std::move(bias);
+    }
+    b.attn_proj_weight = Tensor::view(H * hd, d, {piece(p + "attn_output.weight", d, H * hd, 0)}, mapped);
+    if (c.qk_norm) {
+      b.q_norm_weight = vector(p + "attn_q_norm.weight", hd);
+      b.k_norm_weight = vector(p + "attn_k_norm.weight", hd);
+    }
+    b.ln_2_weight = vector(p + "ffn_norm.weight", d);
+    b.mlp_fc_weight = Tensor::view(d, 2 * I, {piece(p + "ffn_gate.weight", I, d, 0), piece(p + "ffn_up.weight", I, d, 0)},
+                                   mapped);
+    b.mlp_proj_weight = Tensor::view(I, d, {piece(p + "ffn_down.weight", d, I, 0)}, mapped);
+    m.blocks.push_back(std::move(b));
+  }
+  m.ln_f_weight = vector("output_norm.weight", d);
+  if (!c.tied) m.lm_head = matrix("output.weight", c.vocab_size, d);
+  const GgmlType stored = m.blocks.empty() ? m.wte.type() : m.blocks[0].mlp_fc_weight.type();
+  m.stored_dtype = stored == GgmlType::f16 ? DType::f16 : stored == GgmlType::bf16 ? DType::bf16 : DType::f32;
+  m.stored_type = stored;
+  return m;
+}
+
+}  // namespace attnlab
