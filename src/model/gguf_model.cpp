@@ -58,8 +58,8 @@ json hf_config_of(const GgufFile& f, const std::string& arch, Family& family) {
             {"max_position_embeddings", need("context_length")},
             {"rms_norm_eps", need("attention.layer_norm_rms_epsilon")},
             {"hidden_act", "silu"}};
-  c["num_key_value_heads"] = m.contains(key("attention.head_count_kv")) ? m[key("attention.head_count_kv")]
-                                                                          : c["num_attention_heads"];
+  c["num_key_value_heads"] =
+      m.contains(key("attention.head_count_kv")) ? m[key("attention.head_count_kv")] : c["num_attention_heads"];
   if (m.contains(key("rope.freq_base"))) c["rope_theta"] = m[key("rope.freq_base")];
   if (m.contains(key("attention.key_length"))) c["head_dim"] = m[key("attention.key_length")];
   if (m.contains(key("attention.sliding_window")) && family != Family::llama)
@@ -109,8 +109,8 @@ Model load_gguf(const std::string& path) {
     const GgufTensor* t = f.find(name);
     if (!t) fail(path, fmt::format("tensor \"{}\" is missing (the metadata's config needs it)", name));
     if (t->dims != dims)
-      fail(path, fmt::format("tensor \"{}\" has dimensions {} but the config needs {}", name, text(t->dims),
-                             text(dims)));
+      fail(path,
+           fmt::format("tensor \"{}\" has dimensions {} but the config needs {}", name, text(t->dims), text(dims)));
     return *t;
   };
   const auto vector = [&](const std::string& name, std::size_t n) {
@@ -149,10 +149,11 @@ Model load_gguf(const std::string& path) {
     const std::string p = fmt::format("blk.{}.", l);
     Block b;
     b.ln_1_weight = vector(p + "attn_norm.weight", d);
-    b.attn_weight = Tensor::view(d, c.qkv_width(),
-                                 {piece(p + "attn_q.weight", H * hd, d, H), piece(p + "attn_k.weight", Hkv * hd, d, Hkv),
-                                  piece(p + "attn_v.weight", Hkv * hd, d, 0)},
-                                 mapped);
+    b.attn_weight =
+        Tensor::view(d, c.qkv_width(),
+                     {piece(p + "attn_q.weight", H * hd, d, H), piece(p + "attn_k.weight", Hkv * hd, d, Hkv),
+                      piece(p + "attn_v.weight", Hkv * hd, d, 0)},
+                     mapped);
     if (c.qkv_bias) {
       std::vector<float> bias = vector(p + "attn_q.bias", H * hd);
       for (const char* name : {"attn_k.bias", "attn_v.bias"}) {
@@ -167,8 +168,8 @@ Model load_gguf(const std::string& path) {
       b.k_norm_weight = vector(p + "attn_k_norm.weight", hd);
     }
     b.ln_2_weight = vector(p + "ffn_norm.weight", d);
-    b.mlp_fc_weight = Tensor::view(d, 2 * I, {piece(p + "ffn_gate.weight", I, d, 0), piece(p + "ffn_up.weight", I, d, 0)},
-                                   mapped);
+    b.mlp_fc_weight =
+        Tensor::view(d, 2 * I, {piece(p + "ffn_gate.weight", I, d, 0), piece(p + "ffn_up.weight", I, d, 0)}, mapped);
     b.mlp_proj_weight = Tensor::view(I, d, {piece(p + "ffn_down.weight", d, I, 0)}, mapped);
     m.blocks.push_back(std::move(b));
   }
