@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace attnlab {
 
@@ -27,5 +28,10 @@ double config_number(const nlohmann::json& config, const char* key, double low, 
 
 // config[key] as true or false (`fallback` when absent or null).
 bool config_flag(const nlohmann::json& config, const char* key, bool fallback, const std::string& path);
+
+// Refuses tensor `name` of `path` when its shape is not `want` ("tensor \"x\" has shape [2, 3]
+// but the config needs [3, 2]"): the one check every checkpoint reader makes of each tensor.
+void check_shape(const std::string& path, const std::string& name, const std::vector<std::size_t>& have,
+                 const std::vector<std::size_t>& want);
 
 }  // namespace attnlab

@@ -102,6 +102,17 @@ class Reader {
   std::size_t left() const { return static_cast<std::size_t>(end_ - at_); }
   std::size_t offset() const { return static_cast<std::size_t>(at_ - begin_); }
 
+  // Prices `count` more metadata values (an entry, or an array's elements) against
+  // kMaxGgufMetadataValues before they are read: in memory a value takes far more than the
+  // byte it may take in the file.
+  void take_values(std::uint64_t count, std::string_view what) {
+    if (count > values_left_)
+      fail(path_, fmt::format("{}: the metadata holds more than {} values, the limit; the file is not a model's (or "
+                              "it is damaged)",
+                              what, kMaxGgufMetadataValues));
+    values_left_ -= count;
+  }
+
   template <class T>
   T number(std::string_view what) {
     need(sizeof(T), what);
@@ -135,6 +146,7 @@ class Reader {
   const std::byte* begin_;
   const std::byte* end_;
   const std::string& path_;
+  std::uint64_t values_left_ = kMaxGgufMetadataValues;
 };
 
 // Metadata value types, by their number in the file.
@@ -208,6 +220,7 @@ json read_value(Reader& r, std::uint32_t type, std::size_t depth, const std::str
       if (count > r.left() / least_bytes(element))
         fail(path, fmt::format("{}: an array of {} {} values cannot fit in the {} bytes left", what, count,
                                value_type_name(element), r.left()));
+      r.take_values(count, what);
       std::string inner = value_type_name(element);
       json out = json::array();
       for (std::uint64_t i = 0; i < count; ++i)
@@ -221,119 +234,98 @@ json read_value(Reader& r, std::uint32_t type, std::size_t depth, const std::str
 
 }  // namespace
 
-GgufFile::GgufFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
+GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
+  const std::byte* map = file_.data();
+  const std::size_t size = file_.size();
+  if (size < 24) fail(path, fmt::format("{} bytes is too short for a GGUF file (its header alone takes 24)", size));
+  Reader r(map, map + std::min<std::size_t>(size, kMaxGgufHeaderBytes), path);
+  if (std::memcmp(map, "GGUF", 4) != 0) fail(path, "the file does not start with \"GGUF\": it is not a GGUF file");
+  (void)r.number<std::uint32_t>("the magic");
+  version_ = r.number<std::uint32_t>("the version");
+  if (version_ == 1)
+    fail(path, "GGUF version 1 (counts written as u32) is not read; convert the model again with a current llama.cpp");
+  if (version_ != 2 && version_ != 3)
+    fail(path, fmt::format("GGUF version {} is not one attnlab reads (it reads 2 and 3)", version_));
+  const std::uint64_t tensor_count = r.number<std::uint64_t>("the tensor count");
+  const std::uint64_t metadata_count = r.number<std::uint64_t>("the metadata count");
+  if (tensor_count > kMaxGgufTensors)
+    fail(path, fmt::format("{} tensors is more than the limit of {}", tensor_count, kMaxGgufTensors));
+  // Each metadata entry takes at least 8 (key length) + 4 (type) + 1 bytes.
+  if (metadata_count > r.left() / 13)
+    fail(path, fmt::format("{} metadata entries cannot fit in the file's header", metadata_count));
+  for (std::uint64_t i = 0; i < metadata_count; ++i) {
+    r.take_values(1, fmt::format("metadata entry {}", i));
+    const std::string key = r.string(fmt::format("metadata entry {}'s key", i));
+    if (metadata_.contains(key)) fail(path, fmt::format("metadata \"{}\" appears twice", text_excerpt(key)));
+    const std::uint32_t type = r.number<std::uint32_t>(fmt::format("metadata \"{}\"'s type", text_excerpt(key)));
+    std::string type_name = value_type_name(type);
+    metadata_[key] = read_value(r, type, 0, key, type_name, path);
+    types_[key] = type_name;
   }
-  size_ = static_cast<std::size_t>(st.st_size);
-  if (size_ < 24) {
-    ::close(fd);
-    fail(path, fmt::format("{} bytes is too short for a GGUF file (its header alone takes 24)", size_));
-  }
-  void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) fail(path, fmt::format("cannot map the file: {}", std::strerror(errno)));
-  map_ = static_cast<const std::byte*>(map);
-  try {
-    Reader r(map_, map_ + std::min<std::size_t>(size_, kMaxGgufHeaderBytes), path);
-    if (std::memcmp(map_, "GGUF", 4) != 0) fail(path, "the file does not start with \"GGUF\": it is not a GGUF file");
-    (void)r.number<std::uint32_t>("the magic");
-    version_ = r.number<std::uint32_t>("the version");
-    if (version_ == 1)
+  if (metadata_.contains("general.alignment")) {
+    const json& a = metadata_["general.alignment"];
+    if (!a.is_number_unsigned() || a.get<std::uint64_t>() == 0 || a.get<std::uint64_t>() > 1 << 20 ||
+        (a.get<std::uint64_t>() & (a.get<std::uint64_t>() - 1)) != 0)
       fail(path,
-           "GGUF version 1 (counts written as u32) is not read; convert the model again with a current llama.cpp");
-    if (version_ != 2 && version_ != 3)
-      fail(path, fmt::format("GGUF version {} is not one attnlab reads (it reads 2 and 3)", version_));
-    const std::uint64_t tensor_count = r.number<std::uint64_t>("the tensor count");
-    const std::uint64_t metadata_count = r.number<std::uint64_t>("the metadata count");
-    if (tensor_count > kMaxGgufTensors)
-      fail(path, fmt::format("{} tensors is more than the limit of {}", tensor_count, kMaxGgufTensors));
-    // Each metadata entry takes at least 8 (key length) + 4 (type) + 1 bytes.
-    if (metadata_count > r.left() / 13)
-      fail(path, fmt::format("{} metadata entries cannot fit in the file's header", metadata_count));
-    for (std::uint64_t i = 0; i < metadata_count; ++i) {
-      const std::string key = r.string(fmt::format("metadata entry {}'s key", i));
-      if (metadata_.contains(key)) fail(path, fmt::format("metadata \"{}\" appears twice", text_excerpt(key)));
-      const std::uint32_t type = r.number<std::uint32_t>(fmt::format("metadata \"{}\"'s type", text_excerpt(key)));
-      std::string type_name = value_type_name(type);
-      metadata_[key] = read_value(r, type, 0, key, type_name, path);
-      types_[key] = type_name;
-    }
-    if (metadata_.contains("general.alignment")) {
-      const json& a = metadata_["general.alignment"];
-      if (!a.is_number_unsigned() || a.get<std::uint64_t>() == 0 || a.get<std::uint64_t>() > 1 << 20 ||
-          (a.get<std::uint64_t>() & (a.get<std::uint64_t>() - 1)) != 0)
-        fail(path,
-             fmt::format("\"general.alignment\" {} is not a power of two from 1 to 2^20", text_excerpt(a.dump(), 40)));
-      alignment_ = a.get<std::uint64_t>();
-    }
-    for (std::uint64_t i = 0; i < tensor_count; ++i) {
-      GgufTensor t;
-      t.name = r.string(fmt::format("tensor {}'s name", i));
-      const std::string what = fmt::format("tensor \"{}\"", text_excerpt(t.name));
-      const std::uint32_t dims = r.number<std::uint32_t>(what);
-      if (dims < 1 || dims > 4) fail(path, fmt::format("{}: {} dimensions; a tensor has 1 to 4", what, dims));
-      std::uint64_t product = 1;
-      for (std::uint32_t k = 0; k < dims; ++k) {
-        const std::uint64_t d = r.number<std::uint64_t>(what);
-        if (d == 0 || product > (std::uint64_t{1} << 48) / d)
-          fail(path, fmt::format("{}: dimension {} is {}; the sizes must be at least 1 and their product below 2^48",
-                                 what, k, d));
-        product *= d;
-        t.dims.push_back(d);
-      }
-      const std::uint32_t type = r.number<std::uint32_t>(what);
-      if (!known_type(type))
-        fail(path, fmt::format("{}: type {} is not one attnlab reads (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K "
-                               "and Q6_K); re-quantize the model to one of them",
-                               what, unread_type_name(type)));
-      t.type = static_cast<GgmlType>(type);
-      if (t.dims[0] % ggml_block_values(t.type) != 0)
-        fail(path, fmt::format("{}: a row of {} values is not a whole number of {} blocks of {}", what, t.dims[0],
-                               ggml_type_name(t.type), ggml_block_values(t.type)));
-      t.bytes = product / ggml_block_values(t.type) * ggml_block_bytes(t.type);
-      t.offset = r.number<std::uint64_t>(what);
-      if (t.offset % alignment_ != 0)
-        fail(path, fmt::format("{}: offset {} is not a multiple of the alignment {}", what, t.offset, alignment_));
-      if (find(t.name)) fail(path, fmt::format("{} appears twice", what));
-      tensors_.push_back(std::move(t));
-    }
-    data_start_ = (r.offset() + alignment_ - 1) / alignment_ * alignment_;
-    if (data_start_ > size_) r.truncated("the data section");
-    const std::uint64_t data_bytes = size_ - data_start_;
-    std::vector<const GgufTensor*> by_offset;
-    for (const GgufTensor& t : tensors_) {
-      if (t.offset > data_bytes || t.bytes > data_bytes - t.offset)
-        fail(path, fmt::format("tensor \"{}\": its {} bytes at offset {} run past the end of the data section ({} "
-                               "bytes): the file is truncated",
-                               text_excerpt(t.name), t.bytes, t.offset, data_bytes));
-      by_offset.push_back(&t);
-    }
-    std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
-    for (std::size_t k = 1; k < by_offset.size(); ++k)
-      if (by_offset[k - 1]->offset + by_offset[k - 1]->bytes > by_offset[k]->offset)
-        fail(path, fmt::format("tensors \"{}\" and \"{}\" overlap", text_excerpt(by_offset[k - 1]->name),
-                               text_excerpt(by_offset[k]->name)));
-  } catch (...) {
-    ::munmap(const_cast<std::byte*>(map_), size_);
-    throw;
+           fmt::format("\"general.alignment\" {} is not a power of two from 1 to 2^20", text_excerpt(a.dump(), 40)));
+    alignment_ = a.get<std::uint64_t>();
   }
+  for (std::uint64_t i = 0; i < tensor_count; ++i) {
+    GgufTensor t;
+    t.name = r.string(fmt::format("tensor {}'s name", i));
+    const std::string what = fmt::format("tensor \"{}\"", text_excerpt(t.name));
+    const std::uint32_t dims = r.number<std::uint32_t>(what);
+    if (dims < 1 || dims > 4) fail(path, fmt::format("{}: {} dimensions; a tensor has 1 to 4", what, dims));
+    std::uint64_t product = 1;
+    for (std::uint32_t k = 0; k < dims; ++k) {
+      const std::uint64_t d = r.number<std::uint64_t>(what);
+      if (d == 0 || product > (std::uint64_t{1} << 48) / d)
+        fail(path, fmt::format("{}: dimension {} is {}; the sizes must be at least 1 and their product below 2^48",
+                               what, k, d));
+      product *= d;
+      t.dims.push_back(d);
+    }
+    const std::uint32_t type = r.number<std::uint32_t>(what);
+    if (!known_type(type))
+      fail(path, fmt::format("{}: type {} is not one attnlab reads (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K "
+                             "and Q6_K); re-quantize the model to one of them",
+                             what, unread_type_name(type)));
+    t.type = static_cast<GgmlType>(type);
+    if (t.dims[0] % ggml_block_values(t.type) != 0)
+      fail(path, fmt::format("{}: a row of {} values is not a whole number of {} blocks of {}", what, t.dims[0],
+                             ggml_type_name(t.type), ggml_block_values(t.type)));
+    t.bytes = product / ggml_block_values(t.type) * ggml_block_bytes(t.type);
+    t.offset = r.number<std::uint64_t>(what);
+    if (t.offset % alignment_ != 0)
+      fail(path, fmt::format("{}: offset {} is not a multiple of the alignment {}", what, t.offset, alignment_));
+    if (!by_name_.emplace(t.name, tensors_.size()).second) fail(path, fmt::format("{} appears twice", what));
+    tensors_.push_back(std::move(t));
+  }
+  data_start_ = (r.offset() + alignment_ - 1) / alignment_ * alignment_;
+  if (data_start_ > size) r.truncated("the data section");
+  const std::uint64_t data_bytes = size - data_start_;
+  std::vector<const GgufTensor*> by_offset;
+  for (const GgufTensor& t : tensors_) {
+    if (t.offset > data_bytes || t.bytes > data_bytes - t.offset)
+      fail(path, fmt::format("tensor \"{}\": its {} bytes at offset {} run past the end of the data section ({} "
+                             "bytes): the file is truncated",
+                             text_excerpt(t.name), t.bytes, t.offset, data_bytes));
+    by_offset.push_back(&t);
+  }
+  std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (std::size_t k = 1; k < by_offset.size(); ++k)
+    if (by_offset[k - 1]->offset + by_offset[k - 1]->bytes > by_offset[k]->offset)
+      fail(path, fmt::format("tensors \"{}\" and \"{}\" overlap", text_excerpt(by_offset[k - 1]->name),
+                             text_excerpt(by_offset[k]->name)));
 }
 
-GgufFile::~GgufFile() { ::munmap(const_cast<std::byte*>(map_), size_); }
-
 const GgufTensor* GgufFile::find(std::string_view name) const {
-  for (const GgufTensor& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto at = by_name_.find(name);
+  return at == by_name_.end() ? nullptr : &tensors_[at->second];
 }
 
 std::span<const std::byte> GgufFile::bytes(const GgufTensor& t) const {
-  return {map_ + data_start_ + t.offset, static_cast<std::size_t>(t.bytes)};
+  return {file_.data() + data_start_ + t.offset, static_cast<std::size_t>(t.bytes)};
 }
 
 namespace {

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
 #include "attnlab/model/gguf.hpp"
 #include "attnlab/model/model.hpp"
 #include "config_json.hpp"
@@ -33,6 +34,19 @@ using nlohmann::json;
 
 namespace {
 
+// What attnlab reads of each architecture: the family it is, and whether llama.cpp's
+// converter put each head's rotary pairs side by side in q's and k's rows (see the top).
+struct Architecture {
+  std::string_view name;
+  Family family;
+  bool adjacent_rotary_pairs;
+};
+constexpr Architecture kArchitectures[] = {
+    {"llama", Family::llama, true},
+    {"qwen2", Family::qwen2, false},
+    {"qwen3", Family::qwen3, false},
+};
+
 // The file, and the rows of q and k put back in transformers' order, kept while a model views them.
 struct MappedGguf {
   explicit MappedGguf(const std::string& path) : file(path) {}
@@ -41,7 +55,8 @@ struct MappedGguf {
 };
 
 // config.json's keys from the metadata (`{arch}.block_count` is num_hidden_layers, ...).
-json hf_config_of(const GgufFile& f, const std::string& arch, Family& family) {
+json hf_config_of(const GgufFile& f, const Architecture& architecture) {
+  const std::string arch(architecture.name);
   const json& m = f.metadata();
   const auto key = [&](const char* name) { return arch + "." + name; };
   const auto need = [&](const char* name) -> const json& {
@@ -49,8 +64,7 @@ json hf_config_of(const GgufFile& f, const std::string& arch, Family& family) {
       fail(f.path(), fmt::format("metadata \"{}\" is missing (a {} file has it)", key(name), arch));
     return m[key(name)];
   };
-  family = arch == "qwen2" ? Family::qwen2 : arch == "qwen3" ? Family::qwen3 : Family::llama;
-  json c = {{"model_type", family_name(family)},
+  json c = {{"model_type", family_name(architecture.family)},
             {"num_hidden_layers", need("block_count")},
             {"hidden_size", need("embedding_length")},
             {"intermediate_size", need("feed_forward_length")},
@@ -62,13 +76,12 @@ json hf_config_of(const GgufFile& f, const std::string& arch, Family& family) {
       m.contains(key("attention.head_count_kv")) ? m[key("attention.head_count_kv")] : c["num_attention_heads"];
   if (m.contains(key("rope.freq_base"))) c["rope_theta"] = m[key("rope.freq_base")];
   if (m.contains(key("attention.key_length"))) c["head_dim"] = m[key("attention.key_length")];
-  if (m.contains(key("attention.sliding_window")) && family != Family::llama)
+  if (m.contains(key("attention.sliding_window")) && architecture.family != Family::llama)
     fail(f.path(), fmt::format("\"{}\" is set; sliding windows are read for llama-architecture files only",
                                key("attention.sliding_window")));
   if (m.contains(key("attention.sliding_window"))) {
     c["model_type"] = "mistral";
     c["sliding_window"] = m[key("attention.sliding_window")];
-    family = Family::mistral;
   }
   if (m.contains(key("rope.scaling.type"))) {
     const json& type = m[key("rope.scaling.type")];
@@ -94,23 +107,22 @@ Model load_gguf(const std::string& path) {
   const auto mapped = std::make_shared<MappedGguf>(path);
   const GgufFile& f = mapped->file;
   const json& arch_value = f.metadata().value("general.architecture", json());
-  const std::string arch = arch_value.is_string() ? arch_value.get<std::string>() : "";
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+  const Architecture* arch = nullptr;
+  for (const Architecture& a : kArchitectures)
+    if (arch_value == a.name) arch = &a;
+  if (!arch)
     fail(path, fmt::format("\"general.architecture\" {} is not one attnlab reads from GGUF yet (it reads llama, "
                            "qwen2 and qwen3)",
-                           arch_value.dump().substr(0, 40)));
-  Family family = Family::llama;
+                           text_excerpt(arch_value.dump(), 40)));
   Model m;
-  m.config = hf_family_config(hf_config_of(f, arch, family), path);
+  m.config = hf_family_config(hf_config_of(f, *arch), path);
   ModelConfig& c = m.config;
   const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
-  const auto text = [](const std::vector<std::uint64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
+  // Tensor `name` with `dims` as ggml writes them (a row's length first).
   const auto find = [&](const std::string& name, std::vector<std::uint64_t> dims) -> const GgufTensor& {
     const GgufTensor* t = f.find(name);
     if (!t) fail(path, fmt::format("tensor \"{}\" is missing (the metadata's config needs it)", name));
-    if (t->dims != dims)
-      fail(path,
-           fmt::format("tensor \"{}\" has dimensions {} but the config needs {}", name, text(t->dims), text(dims)));
+    check_shape(path, name, t->dims, dims);
     return *t;
   };
   const auto vector = [&](const std::string& name, std::size_t n) {
@@ -124,7 +136,7 @@ Model load_gguf(const std::string& path) {
   const auto piece = [&](const std::string& name, std::size_t out, std::size_t in, std::size_t heads) {
     const GgufTensor& t = find(name, {in, out});
     const std::byte* data = f.bytes(t).data();
-    if (heads && arch == "llama") {
+    if (heads && arch->adjacent_rotary_pairs) {
       // GGUF row h·hd + 2j + s holds transformers' row h·hd + s·hd/2 + j (s = 0, 1; j < hd/2).
       const std::size_t row = ggml_row_bytes(t.type, in);
       std::vector<std::byte>& rows = mapped->reordered.emplace_back(out * row);

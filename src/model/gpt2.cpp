@@ -28,11 +28,7 @@ Tensor tensor(const std::shared_ptr<MappedFiles>& mapped, const std::string& nam
   if (!t) t = file.find(name);
   if (!t)
     fail(file.path(), fmt::format("tensor \"{}\" is missing (looked for it with and without \"transformer.\")", name));
-  if (t->shape != shape) {
-    const auto text = [](const std::vector<std::size_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
-    fail(file.path(),
-         fmt::format("tensor \"{}\" has shape {} but the config needs {}", t->name, text(t->shape), text(shape)));
-  }
+  check_shape(file.path(), t->name, t->shape, shape);
   return mapped_tensor(mapped, file, *t);
 }
 

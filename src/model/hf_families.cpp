@@ -241,11 +241,7 @@ class Checkpoint {
     const TensorInfo* t = find("model." + name, &file);
     if (!t) t = find(name, &file);
     if (!t) fail(file->path(), fmt::format("tensor \"model.{}\" is missing (the config needs it)", name));
-    if (t->shape != shape) {
-      const auto text = [](const std::vector<std::size_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
-      fail(file->path(),
-           fmt::format("tensor \"{}\" has shape {} but the config needs {}", t->name, text(t->shape), text(shape)));
-    }
+    check_shape(file->path(), t->name, t->shape, shape);
     return {file, t};
   }
 

@@ -199,6 +199,14 @@ bool config_flag(const json& doc, const char* key, bool fallback, const std::str
   return doc[key].get<bool>();
 }
 
+void check_shape(const std::string& path, const std::string& name, const std::vector<std::size_t>& have,
+                 const std::vector<std::size_t>& want) {
+  if (have == want) return;
+  const auto text = [](const std::vector<std::size_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); };
+  fail(path,
+       fmt::format("tensor \"{}\" has shape {} but the config needs {}", text_excerpt(name), text(have), text(want)));
+}
+
 ModelConfig parse_model_config(const json& config, const std::string& path) {
   if (!config.is_object()) fail(path, "not a JSON object");
   return config.value("model_type", json("gpt2")) == "gpt2" ? gpt2_config(config, path)

@@ -106,87 +106,48 @@ std::size_t TensorInfo::elements() const {
   return product;
 }
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
-  }
-  size_ = static_cast<std::size_t>(st.st_size);
-  if (size_ < 8) {
-    ::close(fd);
-    fail(path, fmt::format("{} bytes is too short for a safetensors file (at least 8 bytes of header length)", size_));
-  }
-  void* map = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) fail(path, fmt::format("cannot map the file: {}", std::strerror(errno)));
-  map_ = static_cast<const std::byte*>(map);
-  try {
-    std::uint64_t header_bytes = 0;
-    for (int b = 7; b >= 0; --b)
-      header_bytes = header_bytes << 8 | std::to_integer<std::uint64_t>(map_[b]);
-    if (header_bytes > kMaxSafetensorsHeaderBytes)
-      fail(path, fmt::format("the header length {} is more than the limit of {} bytes; the file is not a safetensors "
-                             "file (or it is damaged)",
-                             header_bytes, kMaxSafetensorsHeaderBytes));
-    if (header_bytes > size_ - 8)
-      fail(path, fmt::format("the header length {} runs past the end of the file ({} bytes): the file is truncated",
-                             header_bytes, size_));
-    data_start_ = 8 + header_bytes;
-    const std::string_view text(reinterpret_cast<const char*>(map_ + 8), header_bytes);
-    const json header = parse_header(text, path);
-    if (!header.is_object()) fail(path, "the header is not a JSON object");
-    const std::size_t data_bytes = size_ - data_start_;
-    for (const auto& [name, entry] : header.items()) {
-      if (name == "__metadata__") {
-        if (!entry.is_object()) fail(path, "__metadata__ is not an object of strings");
-        for (const auto& [key, value] : entry.items()) {
-          if (!value.is_string()) fail(path, fmt::format("__metadata__ \"{}\" is not a string", key.substr(0, 64)));
-          metadata_[key] = value.get<std::string>();
-        }
-        continue;
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), file_(path) {
+  const std::byte* map = file_.data();
+  const std::size_t size = file_.size();
+  if (size < 8)
+    fail(path, fmt::format("{} bytes is too short for a safetensors file (at least 8 bytes of header length)", size));
+  std::uint64_t header_bytes = 0;
+  for (int b = 7; b >= 0; --b)
+    header_bytes = header_bytes << 8 | std::to_integer<std::uint64_t>(map[b]);
+  if (header_bytes > kMaxSafetensorsHeaderBytes)
+    fail(path, fmt::format("the header length {} is more than the limit of {} bytes; the file is not a safetensors "
+                           "file (or it is damaged)",
+                           header_bytes, kMaxSafetensorsHeaderBytes));
+  if (header_bytes > size - 8)
+    fail(path, fmt::format("the header length {} runs past the end of the file ({} bytes): the file is truncated",
+                           header_bytes, size));
+  data_start_ = 8 + header_bytes;
+  const std::string_view text(reinterpret_cast<const char*>(map + 8), header_bytes);
+  const json header = parse_header(text, path);
+  if (!header.is_object()) fail(path, "the header is not a JSON object");
+  const std::size_t data_bytes = size - data_start_;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) fail(path, "__metadata__ is not an object of strings");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) fail(path, fmt::format("__metadata__ \"{}\" is not a string", key.substr(0, 64)));
+        metadata_[key] = value.get<std::string>();
       }
-      tensors_.push_back(read_entry(name, entry, data_bytes, path));
+      continue;
     }
-    // No two tensors share bytes. An empty tensor (a 0 in its shape) holds none, so it
-    // overlaps nothing, wherever its offsets point (write_safetensors gives it the offset of
-    // the next tensor's first byte).
-    std::vector<const TensorInfo*> by_offset;
-    for (const TensorInfo& t : tensors_)
-      if (t.begin < t.end) by_offset.push_back(&t);
-    std::sort(by_offset.begin(), by_offset.end(), [](auto a, auto b) { return a->begin < b->begin; });
-    for (std::size_t k = 1; k < by_offset.size(); ++k)
-      if (by_offset[k]->begin < by_offset[k - 1]->end)
-        fail(path, fmt::format("tensors \"{}\" and \"{}\" overlap in the data section", by_offset[k - 1]->name,
-                               by_offset[k]->name));
-  } catch (...) {
-    release();
-    throw;
+    tensors_.push_back(read_entry(name, entry, data_bytes, path));
   }
-}
-
-SafetensorsFile::~SafetensorsFile() { release(); }
-
-SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept { *this = std::move(other); }
-
-SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
-  if (this != &other) {
-    release();
-    path_ = std::move(other.path_);
-    map_ = std::exchange(other.map_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-    data_start_ = other.data_start_;
-    tensors_ = std::move(other.tensors_);
-    metadata_ = std::move(other.metadata_);
-  }
-  return *this;
-}
-
-void SafetensorsFile::release() {
-  if (map_) ::munmap(const_cast<std::byte*>(map_), size_);
-  map_ = nullptr;
+  // No two tensors share bytes. An empty tensor (a 0 in its shape) holds none, so it
+  // overlaps nothing, wherever its offsets point (write_safetensors gives it the offset of
+  // the next tensor's first byte).
+  std::vector<const TensorInfo*> by_offset;
+  for (const TensorInfo& t : tensors_)
+    if (t.begin < t.end) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](auto a, auto b) { return a->begin < b->begin; });
+  for (std::size_t k = 1; k < by_offset.size(); ++k)
+    if (by_offset[k]->begin < by_offset[k - 1]->end)
+      fail(path, fmt::format("tensors \"{}\" and \"{}\" overlap in the data section", by_offset[k - 1]->name,
+                             by_offset[k]->name));
 }
 
 const TensorInfo* SafetensorsFile::find(std::string_view name) const {
@@ -196,7 +157,7 @@ const TensorInfo* SafetensorsFile::find(std::string_view name) const {
 }
 
 std::span<const std::byte> SafetensorsFile::bytes(const TensorInfo& t) const {
-  return {map_ + data_start_ + t.begin, t.end - t.begin};
+  return {file_.data() + data_start_ + t.begin, t.end - t.begin};
 }
 
 std::vector<float> SafetensorsFile::to_f32(const TensorInfo& t) const {

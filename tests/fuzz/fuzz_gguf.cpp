@@ -2,9 +2,6 @@
 // memfd_create, opened by its /proc path). A file that is accepted has every tensor inside
 // the file at an aligned offset, spanning exactly its blocks, overlapping no other, and
 // each tensor dequantizes (the values' count checked; the values are whatever the bytes say).
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,14 +13,8 @@
 using namespace attnlab;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const int fd = memfd_create("fuzz.gguf", 0);
-  if (fd < 0) fuzz::fail("memfd_create failed");
-  for (std::size_t written = 0; written < size;) {
-    const ssize_t n = write(fd, data + written, size - written);
-    if (n <= 0) fuzz::fail("write to the memfd failed");
-    written += static_cast<std::size_t>(n);
-  }
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const fuzz::MemoryFile input(data, size);
+  const std::string path = input.path();
   try {
     const GgufFile file(path);
     for (const GgufTensor& t : file.tensors()) {
@@ -42,6 +33,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const InputError& e) {
     fuzz::check_error(e);
   }
-  close(fd);
   return 0;
 }

@@ -103,6 +103,25 @@ class BrokenGguf : public ::testing::Test {
   fs::path path_;
 };
 
+TEST_F(BrokenGguf, MetadataIsPricedByItsValuesNotOnlyItsBytes) {
+  // One entry (a value), an array of `limit` u8 values: 8 MiB in the file, but over 100 MiB as
+  // parsed values. Refused before the values are read.
+  std::string bytes("GGUF", 4);
+  const auto append = [&](auto value) { bytes.append(reinterpret_cast<const char*>(&value), sizeof value); };
+  append(std::uint32_t{3});
+  append(std::uint64_t{0});  // tensors
+  append(std::uint64_t{1});  // metadata entries
+  append(std::uint64_t{3});
+  bytes += "big";
+  append(std::uint32_t{9});  // an array
+  append(std::uint32_t{0});  // of u8
+  append(std::uint64_t{kMaxGgufMetadataValues});
+  bytes.resize(bytes.size() + kMaxGgufMetadataValues, '\0');
+  std::ofstream(path_, std::ios::binary) << bytes;
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { GgufFile file(path_.string()); }),
+                        "metadata \"big\": the metadata holds more than 8388608 values");
+}
+
 TEST_F(BrokenGguf, EveryKindOfDamageIsRefusedNamingIt) {
   EXPECT_ERROR_CONTAINS(error_with([](std::string& b) { b[0] = 'X'; }), "does not start with \"GGUF\"");
   EXPECT_ERROR_CONTAINS(error_with([](std::string& b) { put<std::uint32_t>(b, 4, 1); }), "version 1");

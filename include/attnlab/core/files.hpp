@@ -1,5 +1,6 @@
 // Reading a file someone else gave: the one bounded reader every face and layer uses.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -14,5 +15,28 @@ namespace attnlab {
 // given, follows a failure to open ("a model directory holds config.json ...").
 std::string read_file_within(const std::filesystem::path& path, std::uintmax_t limit, std::string_view field,
                              std::string_view hint = "");
+
+// A regular file mapped whole and read-only: what the checkpoint readers (safetensors,
+// GGUF) view tensors in, so that a weight is read where it lies rather than copied. The
+// bytes stay valid while the MappedFile lives (it moves; it does not copy). An empty file
+// maps to no bytes (data() is null, size() 0).
+class MappedFile {
+ public:
+  MappedFile() = default;
+  // InputError about `path` when it cannot be opened, is not a regular file, or cannot be mapped.
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 }  // namespace attnlab

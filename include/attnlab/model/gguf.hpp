@@ -11,12 +11,11 @@
 //
 // attnlab maps the file and checks all of it before anything uses a value: the metadata and
 // tensor infos fit in kMaxGgufHeaderBytes; every length, count and array is priced against
-// the bytes left before it is read; arrays nest at most kMaxGgufArrayDepth deep; a tensor has
-// 1 to 4 dimensions whose product does not overflow, a type attnlab reads (F32, F16, BF16,
-// Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; others refused by name), a first dimension that is a whole
-// number of the type's blocks, an aligned offset inside the data section, and bytes that
-// overlap no other tensor's. Every broken file is refused naming the file, what is wrong and
-// where.
+// the bytes left before it is read, the values in all against kMaxGgufMetadataValues; arrays nest at most
+// kMaxGgufArrayDepth deep; a tensor has 1 to 4 dimensions whose product does not overflow, a type attnlab reads (F32,
+// F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; others refused by name), a first dimension that is a whole number of the
+// type's blocks, an aligned offset inside the data section, and bytes that overlap no other tensor's. Every broken file
+// is refused naming the file, what is wrong and where.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,12 +26,16 @@
 #include <string_view>
 #include <vector>
 
+#include "attnlab/core/files.hpp"
 #include "attnlab/model/ggml_type.hpp"
 
 namespace attnlab {
 
 inline constexpr std::uint64_t kMaxGgufHeaderBytes = 256ull << 20;  // a 262,144-token vocabulary takes ~10 MiB
 inline constexpr std::size_t kMaxGgufTensors = 1 << 16, kMaxGgufArrayDepth = 4;
+// Metadata values in all (each entry one, each array element one more): a 262,144-token
+// vocabulary's tokens, scores, types and merges hold about 1.1 million.
+inline constexpr std::uint64_t kMaxGgufMetadataValues = 1 << 23;
 
 struct GgufTensor {
   std::string name;
@@ -48,13 +51,10 @@ class GgufFile {
  public:
   // Maps `path` and checks everything above; InputError naming the file otherwise.
   explicit GgufFile(const std::string& path);
-  ~GgufFile();
-  GgufFile(const GgufFile&) = delete;
-  GgufFile& operator=(const GgufFile&) = delete;
 
   const std::string& path() const { return path_; }
   std::uint32_t version() const { return version_; }
-  std::size_t file_bytes() const { return size_; }
+  std::size_t file_bytes() const { return file_.size(); }
   std::uint64_t alignment() const { return alignment_; }
   // Every metadata value by key: numbers, booleans, strings and arrays as JSON holds them (a
   // string that is not UTF-8 is kept as its bytes); metadata_types() the file's type of each
@@ -68,13 +68,14 @@ class GgufFile {
 
  private:
   std::string path_;
-  const std::byte* map_ = nullptr;
-  std::size_t size_ = 0, data_start_ = 0;
+  MappedFile file_;  // the whole file, read-only
+  std::size_t data_start_ = 0;
   std::uint32_t version_ = 0;
   std::uint64_t alignment_ = 32;
   nlohmann::json metadata_ = nlohmann::json::object();
   std::map<std::string, std::string> types_;
   std::vector<GgufTensor> tensors_;
+  std::map<std::string, std::size_t, std::less<>> by_name_;  // index into tensors_
 };
 
 }  // namespace attnlab

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attnlab/core/dtype.hpp"
+#include "attnlab/core/files.hpp"
 
 namespace attnlab {
 
@@ -37,16 +38,11 @@ class SafetensorsFile {
  public:
   // Maps `path` and validates its header; InputError naming the file (and the tensor) otherwise.
   explicit SafetensorsFile(const std::string& path);
-  ~SafetensorsFile();
-  SafetensorsFile(SafetensorsFile&&) noexcept;
-  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
-  SafetensorsFile(const SafetensorsFile&) = delete;
-  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::string& path() const { return path_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in file order
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  std::size_t file_bytes() const { return size_; }
+  std::size_t file_bytes() const { return file_.size(); }
 
   const TensorInfo* find(std::string_view name) const;  // nullptr when absent
   std::span<const std::byte> bytes(const TensorInfo& tensor) const;
@@ -54,11 +50,8 @@ class SafetensorsFile {
   std::vector<float> to_f32(const TensorInfo& tensor) const;
 
  private:
-  void release();
-
   std::string path_;
-  const std::byte* map_ = nullptr;  // the whole file, read-only
-  std::size_t size_ = 0;
+  MappedFile file_;             // the whole file, read-only
   std::size_t data_start_ = 0;  // 8 + header length
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
