@@ -71,8 +71,9 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   app.add_option("--threads", f.threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
   app.add_option("--model", f.model,
-                 "Time this model directory's forward pass instead, and measure its memory (docs/models.md)")
-      ->check(CLI::ExistingDirectory);
+                 "Time this model's forward pass instead, and measure its memory (a folder, a .gguf file or "
+                 "ollama:NAME; docs/models.md)")
+      ->check(kModelPath);
   app.add_option("--tokens", f.tokens, "With --model: tokens per forward pass (at most the model's positions)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));

@@ -3,9 +3,21 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "attnlab/core/error.hpp"
 
 namespace attnlab::cli {
+
+const CLI::Validator kModelPath(
+    [](std::string& value) -> std::string {
+      std::error_code error;
+      if (value.starts_with("ollama:") || std::filesystem::is_directory(value, error) ||
+          std::filesystem::is_regular_file(value, error))
+        return "";
+      return fmt::format("{} is not a model folder, a .gguf file or ollama:NAME", value);
+    },
+    "MODEL");
 
 void add_scenario_flags(CLI::App& app, ScenarioFlags& flags) {
   app.add_option("scenario", flags.scenario,

@@ -13,6 +13,14 @@
 
 namespace attnlab::cli {
 
+// A model as every command takes it: a folder (config.json, model.safetensors or its shards,
+// and the tokenizer's files), a GGUF file, or ollama:NAME[:TAG]. Refuses what is none of them.
+extern const CLI::Validator kModelPath;
+// The help line that says so.
+inline constexpr const char* kModelPathHelp =
+    "The model: a folder (config.json, model.safetensors or its shards, and tokenizer.json or vocab.json + "
+    "merges.txt), a .gguf file (llama.cpp, LM Studio), or ollama:NAME[:TAG] (a model in Ollama's local store)";
+
 // A registered subcommand: its CLI11 app and what to run when it was chosen. run()
 // returns the exit code; it may throw InputError (exit 2).
 struct Command {

@@ -2,9 +2,11 @@
 // reads, in Hugging Face's layout, from the user's own directory) inspected, tokenized, run and its heads scored.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -49,13 +51,7 @@ struct ModelFlags {
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
-  return app
-      .add_option(
-          "dir", f.dir,
-          "The model's directory: config.json, model.safetensors or its shards (and tokenizer.json, or vocab.json and "
-          "merges.txt)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  return app.add_option("model", f.dir, kModelPathHelp)->required()->check(kModelPath);
 }
 
 // The tokens a command runs on: --text through the tokenizer, or --ids as given.
@@ -88,30 +84,87 @@ std::string quoted_token(const std::string& bytes) { return fmt::format("\"{}\""
 
 // ---- info ---------------------------------------------------------------------------------
 
+// A tensor's kind: its name without the layer ("blk.3.attn_q.weight" -> "attn_q.weight",
+// "model.layers.3.mlp.up_proj.weight" -> "mlp.up_proj.weight"), so that a model's 200 tensors
+// read as a dozen kinds.
+std::string tensor_kind(std::string_view name) {
+  for (std::string_view layers : {"blk.", "model.layers.", "layers.", "transformer.h.", "h."})
+    if (name.starts_with(layers)) {
+      const std::size_t dot = name.find('.', layers.size());
+      const std::string_view number = name.substr(layers.size(), dot - layers.size());
+      if (dot != std::string_view::npos && !number.empty() &&
+          number.find_first_not_of("0123456789") == std::string_view::npos)
+        return std::string(name.substr(dot + 1));
+    }
+  return std::string(name);
+}
+
+// Each kind of tensor: how many, in which types, and the bytes they take (in file order).
+struct TensorKind {
+  std::string kind;
+  std::map<std::string, std::size_t> types;  // type name -> tensors
+  std::size_t count = 0, bytes = 0;
+};
+std::vector<TensorKind> tensor_kinds(const CheckpointSummary& file) {
+  std::vector<TensorKind> kinds;
+  for (const CheckpointTensor& t : file.tensors) {
+    const std::string kind = tensor_kind(t.name);
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const TensorKind& k) { return k.kind == kind; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), TensorKind{kind});
+    ++it->types[std::string(ggml_type_name(t.type))];
+    ++it->count;
+    it->bytes += t.bytes;
+  }
+  return kinds;
+}
+
 int info(const ModelFlags& f) {
   const ModelDir m = open_model_dir(f.dir);
   const ModelConfig& c = m.model.config;
   const CheckpointSummary file = checkpoint_summary(f.dir);
-  const std::size_t file_bytes = file.bytes, tensor_count = file.tensors.size();
+  const std::vector<TensorKind> kinds = tensor_kinds(file);
+  // Memory: what the weights take as held (quantized and 16-bit blocks read where they lie),
+  // and what they would take widened to f32.
+  const std::size_t weight_bytes = m.model.weight_bytes(), f32_bytes = c.parameters() * sizeof(float);
   if (f.json) {
-    json tensors = json::array();
-    for (const TensorInfo& t : file.tensors)
-      tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
+    json tensors = json::array(), kinds_json = json::array();
+    for (const CheckpointTensor& t : file.tensors)
+      tensors.push_back({{"name", t.name}, {"type", ggml_type_name(t.type)}, {"shape", t.shape}, {"bytes", t.bytes}});
+    for (const TensorKind& k : kinds)
+      kinds_json.push_back({{"kind", k.kind}, {"types", k.types}, {"tensors", k.count}, {"bytes", k.bytes}});
     json out = config_json(c);
-    out["file_bytes"] = file_bytes;
+    out["format"] = file.format;
+    if (!file.architecture.empty()) out["architecture"] = file.architecture;
+    out["file_bytes"] = file.bytes;
     out["files"] = file.files;
     out["dtype"] = dtype_name(m.model.stored_dtype);
+    out["stored_type"] = ggml_type_name(m.model.stored_type);
+    out["weight_bytes"] = weight_bytes;
+    out["f32_bytes"] = f32_bytes;
     out["tokenizer"] = m.tokenizer.has_value();
-    out["tensors"] = tensors;
+    out["tensor_kinds"] = std::move(kinds_json);
+    out["tensors"] = std::move(tensors);
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
   fmt::print("{}: {}\n", f.dir, describe(c));
-  fmt::print("parameters: {} ({} in the file, stored as {}; {} tensors)\n", format_count(c.parameters()),
-             format_bytes(file_bytes), dtype_name(m.model.stored_dtype), tensor_count);
+  fmt::print("file: {}{}, {} in {} file{}, {} tensors\n", file.format,
+             file.architecture.empty() ? "" : fmt::format(" (architecture {})", file.architecture),
+             format_bytes(file.bytes), file.files, file.files == 1 ? "" : "s", file.tensors.size());
+  fmt::print("parameters: {}; in memory {} as stored ({}), {} if widened to f32\n", format_count(c.parameters()),
+             format_bytes(weight_bytes), ggml_type_name(m.model.stored_type), format_bytes(f32_bytes));
+  fmt::print("tensors by kind:\n");
+  for (const TensorKind& k : kinds) {
+    std::string types;  // "Q4_K", or "Q4_K ×20, Q6_K ×4" when the kind is stored in more than one type
+    for (const auto& [type, count] : k.types)
+      types += k.types.size() == 1 ? type : fmt::format("{}{} ×{}", types.empty() ? "" : ", ", type, count);
+    fmt::print("  {:<28} {:>4} × {:<16} {:>10}\n", k.kind, k.count, types, format_bytes(k.bytes));
+  }
   fmt::print("tokenizer: {}\n", m.tokenizer ? fmt::format("{}, {} tokens, {} merges", m.tokenizer->source(),
                                                           m.tokenizer->vocab_size(), m.tokenizer->merge_count())
-                                            : "none (no tokenizer.json, nor vocab.json and merges.txt): give --ids");
+                                : file.format.starts_with("GGUF")
+                                    ? "none (the file's metadata has no tokenizer.ggml.*): give --ids"
+                                    : "none (no tokenizer.json, nor vocab.json and merges.txt): give --ids");
   return 0;
 }
 

@@ -97,9 +97,9 @@ Command serve_command(CLI::App& parent) {
   app->add_option("--port", state->port, "Port to listen on; 0 picks a free one")->capture_default_str();
   app->add_flag("--open", state->open, "Open the lab in the default browser");
   app->add_option("--model", state->model,
-                  "A GPT-2 directory (config.json, model.safetensors, optionally vocab.json and merges.txt): the "
-                  "lab gets a Model source (docs/models.md)")
-      ->check(CLI::ExistingDirectory);
+                  "A model for the lab's Model source: a folder (config.json, model.safetensors, the tokenizer's "
+                  "files), a .gguf file, or ollama:NAME[:TAG] (docs/models.md)")
+      ->check(kModelPath);
   app->add_option("--runs", state->runs,
                   "Directory for training runs started from the page (each in a new run-N inside it; created when "
                   "the first starts)")

@@ -23,6 +23,9 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
+
 #include "attnlab/core/files.hpp"  // read_file_within
 #include "attnlab/core/json.hpp"   // line_and_column
 
@@ -233,5 +236,11 @@ struct BpeRecipe {
   DecodeRules decoding;
   std::optional<TokenId> bos;
 };
+
+// The recipe a tokenizer.json document says (tokenizer_json.cpp): every field checked, each
+// refusal an InputError about `source` naming the field's JSON path. The GGUF reader
+// (gguf_tokenizer.cpp) builds such a document from a file's metadata, so that one reader
+// checks both.
+BpeRecipe read_tokenizer_document(const nlohmann::json& document, std::string_view source);
 
 }  // namespace attnlab::bpe_detail

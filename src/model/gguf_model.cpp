@@ -103,7 +103,7 @@ json hf_config_of(const GgufFile& f, const Architecture& architecture) {
 
 }  // namespace
 
-Model load_gguf(const std::string& path) {
+Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer) {
   const auto mapped = std::make_shared<MappedGguf>(path);
   const GgufFile& f = mapped->file;
   const json& arch_value = f.metadata().value("general.architecture", json());
@@ -190,7 +190,21 @@ Model load_gguf(const std::string& path) {
   const GgmlType stored = m.blocks.empty() ? m.wte.type() : m.blocks[0].mlp_fc_weight.type();
   m.stored_dtype = stored == GgmlType::f16 ? DType::f16 : stored == GgmlType::bf16 ? DType::bf16 : DType::f32;
   m.stored_type = stored;
+  if (tokenizer && has_gguf_tokenizer(f)) *tokenizer = BpeTokenizer::from_gguf(f);
   return m;
+}
+
+CheckpointSummary gguf_summary(const std::string& path) {
+  const GgufFile f(path);
+  CheckpointSummary out;
+  out.format = fmt::format("GGUF v{}", f.version());
+  const json& arch = f.metadata().value("general.architecture", json());
+  out.architecture = arch.is_string() ? arch.get<std::string>() : "";
+  out.files = 1;
+  out.bytes = f.file_bytes();
+  for (const GgufTensor& t : f.tensors())
+    out.tensors.push_back({t.name, t.type, {t.dims.rbegin(), t.dims.rend()}, t.bytes});
+  return out;
 }
 
 }  // namespace attnlab

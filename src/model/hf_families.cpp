@@ -278,9 +278,11 @@ class Checkpoint {
   CheckpointSummary summary() const {
     CheckpointSummary out;
     out.files = files_.size();
+    out.format = "safetensors";
     for (const auto& f : files_) {
       out.bytes += f->file_bytes();
-      out.tensors.insert(out.tensors.end(), f->tensors().begin(), f->tensors().end());
+      for (const TensorInfo& t : f->tensors())
+        out.tensors.push_back({t.name, ggml_type_of(t.dtype), t.shape, t.end - t.begin});
     }
     return out;
   }
@@ -302,7 +304,10 @@ class Checkpoint {
 
 }  // namespace
 
-CheckpointSummary checkpoint_summary(const std::string& dir) { return Checkpoint(dir).summary(); }
+CheckpointSummary checkpoint_summary(const std::string& spec) {
+  const std::string path = resolve_model_path(spec);
+  return is_gguf_path(path) ? gguf_summary(path) : Checkpoint(path).summary();
+}
 
 Model load_hf_family(const std::string& dir) {
   const std::filesystem::path root(dir);

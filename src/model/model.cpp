@@ -2,6 +2,9 @@
 #include "attnlab/model/model.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -225,15 +228,84 @@ void widen_to_f32(Model& model) {
     if (Tensor& tensor = tensor_of(model, t); !tensor.owned()) tensor = tensor.to_f32();
 }
 
-Model load_model(const std::string& dir, const LoadOptions& options) {
+bool is_gguf_path(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return false;
+  if (std::filesystem::path(path).extension() == ".gguf") return true;
+  char magic[4] = {};  // an Ollama blob has no extension: its first bytes say
+  std::ifstream(path, std::ios::binary).read(magic, 4);
+  return std::string_view(magic, 4) == "GGUF";
+}
+
+std::string resolve_model_path(const std::string& spec) {
+  constexpr std::string_view prefix = "ollama:";
+  if (!spec.starts_with(prefix)) return spec;
+  // NAME[:TAG], NAMESPACE/NAME[:TAG] or HOST/NAMESPACE/NAME[:TAG], as `ollama pull` takes them.
+  std::string name = spec.substr(prefix.size()), tag = "latest";
+  if (const std::size_t colon = name.rfind(':');
+      colon != std::string::npos && name.find('/', colon) == std::string::npos) {
+    tag = name.substr(colon + 1);
+    name.resize(colon);
+  }
+  const auto safe = [](std::string_view part) {
+    return !part.empty() && part != "." && part != ".." &&
+           part.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+               std::string_view::npos;
+  };
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t slash = name.find('/', at);
+    parts.push_back(name.substr(at, slash - at));
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
+  if (parts.size() > 3 || !safe(tag) || !std::all_of(parts.begin(), parts.end(), safe))
+    fail(spec, "is not an Ollama model name; write it as `ollama list` shows it, e.g. ollama:qwen2.5:0.5b");
+  if (parts.size() == 1) parts.insert(parts.begin(), "library");
+  if (parts.size() == 2) parts.insert(parts.begin(), "registry.ollama.ai");
+  // The store: $OLLAMA_MODELS, else ~/.ollama/models (where `ollama serve` keeps it).
+  std::filesystem::path store;
+  if (const char* models = std::getenv("OLLAMA_MODELS"); models && *models)
+    store = models;
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    store = std::filesystem::path(home) / ".ollama" / "models";
+  std::error_code error;
+  if (store.empty() || !std::filesystem::is_directory(store / "manifests", error))
+    fail(spec, fmt::format("there is no Ollama model store at {} (looked for its manifests folder); set "
+                           "OLLAMA_MODELS to the folder `ollama serve` keeps models in",
+                           store.empty() ? "$HOME/.ollama/models" : store.string()));
+  const std::filesystem::path manifest = store / "manifests" / parts[0] / parts[1] / parts[2] / tag;
+  if (!std::filesystem::is_regular_file(manifest, error))
+    fail(spec, fmt::format("Ollama's store has no model {}:{} ({} is missing); `ollama list` shows the models it "
+                           "has, `ollama pull {}:{}` fetches this one",
+                           name, tag, manifest.string(), name, tag));
+  const json doc = read_config_document(manifest.string(), "an Ollama manifest is a JSON object with \"layers\"");
+  if (doc.contains("layers") && doc["layers"].is_array())
+    for (const json& layer : doc["layers"])
+      if (layer.is_object() && layer.value("mediaType", "") == "application/vnd.ollama.image.model") {
+        const std::string digest = layer.value("digest", "");
+        if (!digest.starts_with("sha256:") || digest.size() != 7 + 64 || !safe(digest.substr(7)))
+          fail(manifest.string(), "the model layer's digest is not sha256:<64 hex digits>");
+        const std::filesystem::path blob = store / "blobs" / ("sha256-" + digest.substr(7));
+        if (!std::filesystem::is_regular_file(blob, error))
+          fail(spec, fmt::format("the model's blob {} is missing from Ollama's store; `ollama pull {}:{}` fetches "
+                                 "it again",
+                                 blob.string(), name, tag));
+        return blob.string();
+      }
+  fail(manifest.string(), "names no model layer (mediaType application/vnd.ollama.image.model)");
+}
+
+Model load_model(const std::string& spec, const LoadOptions& options) {
+  const std::string dir = resolve_model_path(spec);
   const std::filesystem::path root(dir);
-  if (root.extension() == ".gguf" && std::filesystem::is_regular_file(root)) {
+  if (is_gguf_path(dir)) {
     Model model = load_gguf(dir);
     if (options.f32) widen_to_f32(model);
     return model;
   }
   if (!std::filesystem::is_directory(root))
-    fail(dir, "not a directory; give the folder that holds config.json and model.safetensors");
+    fail(dir, "not a directory; give the folder that holds config.json and model.safetensors, or a .gguf file");
   const std::string config = (root / "config.json").string();
   const json doc = read_config_document(config, "a model directory holds config.json and model.safetensors");
   Model model = doc.value("model_type", json("gpt2")) == "gpt2" ? load_gpt2(dir) : load_hf_family(dir);

@@ -29,6 +29,14 @@ std::optional<BpeTokenizer> open_tokenizer(const std::filesystem::path& root, st
 }
 
 ModelDir open_model_dir(const std::string& dir) {
+  if (const std::string path = resolve_model_path(dir); is_gguf_path(path)) {  // the tokenizer is in the metadata
+    ModelDir m{dir, {}, std::nullopt};
+    m.model = load_gguf(path, &m.tokenizer);
+    if (m.tokenizer && m.tokenizer->id_limit() > m.model.config.vocab_size)
+      fail(dir, fmt::format("the tokenizer's ids run to {} but the model has {} embeddings",
+                            m.tokenizer->id_limit() - 1, m.model.config.vocab_size));
+    return m;
+  }
   ModelDir m{dir, load_model(dir), std::nullopt};
   m.tokenizer = open_tokenizer(dir, m.model.config.vocab_size);
   return m;
@@ -36,10 +44,14 @@ ModelDir open_model_dir(const std::string& dir) {
 
 std::vector<int> encode_text(const ModelDir& m, std::string_view text) {
   if (!m.tokenizer)
-    fail("text",
-         fmt::format("{} has no tokenizer (tokenizer.json, or vocab.json and merges.txt) to tokenize text "
-                     "with; give token ids instead (--ids 1,2,3), or put the tokenizer's files beside the model",
-                     m.dir));
+    fail("text", is_gguf_path(m.dir)
+                     ? fmt::format("{} carries no tokenizer in its metadata (tokenizer.ggml.*) to tokenize text "
+                                   "with; give token ids instead (--ids 1,2,3)",
+                                   m.dir)
+                     : fmt::format("{} has no tokenizer (tokenizer.json, or vocab.json and merges.txt) to tokenize "
+                                   "text with; give token ids instead (--ids 1,2,3), or put the tokenizer's files "
+                                   "beside the model",
+                                   m.dir));
   std::vector<TokenId> ids = m.tokenizer->encode(text);
   // The beginning-of-text token the tokenizer's post-processor adds (Llama, Gemma), as
   // transformers' tokenizer(text) gives it: these models were trained with it first.

@@ -50,7 +50,10 @@ std::string kind_of(const json* value) {
 // ("pre_tokenizer.pretokenizers[0].pattern"), so that each check names what it checks.
 class Field {
  public:
-  Field(const json* value, std::string path) : value_(value), path_(std::move(path)) {}
+  // `file`: what errors are about ("tokenizer.json", or a GGUF file whose metadata the
+  // document was made from); it outlives the Field.
+  Field(const json* value, std::string path, std::string_view file = kFile)
+      : value_(value), path_(std::move(path)), file_(file) {}
 
   const std::string& path() const { return path_; }
   // Present and not null (Hugging Face writes an unused step as null).
@@ -65,13 +68,17 @@ class Field {
     const json* child = nullptr;
     if (value_ && value_->is_object())
       if (const auto it = value_->find(key); it != value_->end()) child = &*it;
-    return Field(child, path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key));
+    return Field(child, path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key), file_);
   }
   // Element `index` of an array (the caller has checked the array's size).
-  Field operator[](std::size_t index) const { return Field(&(*value_)[index], fmt::format("{}[{}]", path_, index)); }
+  Field operator[](std::size_t index) const {
+    return Field(&(*value_)[index], fmt::format("{}[{}]", path_, index), file_);
+  }
+  // A field beside this one, named `path` (for an entry found by key rather than walked to).
+  Field sibling(const json* value, std::string path) const { return Field(value, std::move(path), file_); }
 
   [[noreturn]] void refuse(std::string_view message) const {
-    fail(kFile, path_.empty() ? std::string(message) : fmt::format("{}: {}", path_, message));
+    fail(file_, path_.empty() ? std::string(message) : fmt::format("{}: {}", path_, message));
   }
   [[noreturn]] void must_be(std::string_view what) const {
     refuse(fmt::format("must be {}, but is {}", what, kind_of(value_)));
@@ -112,6 +119,7 @@ class Field {
  private:
   const json* value_;
   std::string path_;
+  std::string_view file_;
 };
 
 // Refuses a file nested more than kMaxTokenizerJsonDepth deep, by a scan of its brackets
@@ -158,7 +166,7 @@ VocabIndex read_vocab(const Field& field, BpeRecipe& recipe) {
   TokenId largest = 0;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const std::string& key = it.key();
-    const Field entry(&it.value(), fmt::format("{}[{}]", field.path(), excerpt(key)));
+    const Field entry = field.sibling(&it.value(), fmt::format("{}[{}]", field.path(), excerpt(key)));
     if (key.empty()) entry.refuse("a token must not be the empty string");
     if (!it.value().is_number_unsigned() || it.value().get<std::uint64_t>() >= kMaxVocabEntries)
       entry.must_be(fmt::format("a token id, a whole number from 0 to {}", kMaxVocabEntries - 1));
@@ -171,7 +179,7 @@ VocabIndex read_vocab(const Field& field, BpeRecipe& recipe) {
   index.id_of_key.reserve(recipe.vocab.size());
   for (const auto& [key, id] : recipe.vocab) {
     if (index.key_of_id[id])
-      Field(nullptr, fmt::format("{}[{}]", field.path(), excerpt(key)))
+      field.sibling(nullptr, fmt::format("{}[{}]", field.path(), excerpt(key)))
           .refuse(fmt::format("id {} is already the id of {}; ids must be unique", id, excerpt(*index.key_of_id[id])));
     index.key_of_id[id] = &key;
     index.id_of_key.emplace(key, id);
@@ -539,13 +547,21 @@ BpeRecipe read_tokenizer_json(std::string_view text) {
          "holds a number too large to read (beyond a double's range); a tokenizer.json's numbers are ids and "
          "counts");
   }
-  const Field root(&document, "");
+  return read_tokenizer_document(document, kFile);
+}
+
+}  // namespace
+
+namespace bpe_detail {
+
+BpeRecipe read_tokenizer_document(const json& document, std::string_view source) {
+  const Field root(&document, "", source);
   if (!document.is_object()) root.must_be("a JSON object (a Hugging Face tokenizer.json)");
 
   BpeRecipe recipe;
   recipe.dialect = BpeRecipe::Dialect::hugging_face;
-  recipe.source = "tokenizer.json";
-  recipe.vocab_name = "tokenizer.json's model.vocab";
+  recipe.source = source;
+  recipe.vocab_name = fmt::format("{}'s model.vocab", source);
   const VocabIndex vocab = read_model(root["model"], recipe);
   read_added_tokens(root["added_tokens"], vocab, recipe);
   read_normalizer(root["normalizer"], recipe.normalizer);
@@ -558,7 +574,7 @@ BpeRecipe read_tokenizer_json(std::string_view text) {
   return recipe;
 }
 
-}  // namespace
+}  // namespace bpe_detail
 
 BpeTokenizer BpeTokenizer::from_tokenizer_json(std::string_view tokenizer_json) {
   return from_recipe(read_tokenizer_json(tokenizer_json));

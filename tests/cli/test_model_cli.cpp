@@ -319,7 +319,7 @@ TEST(ModelCliBadInput, MissingTextBadIdsAndBrokenFilesExitTwoNamingTheProblem) {
   expect_refused("model run " + kTiny.string() + " --ids 1,40",
                  "ids: token id 40 at position 1 is outside the vocabulary");
   expect_refused("model run " + kTiny.string() + " --ids 1 --layer 2 --head 0", "head 2.0 does not exist");
-  expect_refused("model info /nonexistent/model", "dir");
+  expect_refused("model info /nonexistent/model", "model");
   const fs::path broken = fs::path(ATTNLAB_TEST_TMP) / fmt::format("broken-{}", getpid());
   fs::create_directories(broken);
   fs::copy_file(kTiny / "config.json", broken / "config.json", fs::copy_options::overwrite_existing);

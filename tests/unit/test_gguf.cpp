@@ -238,3 +238,94 @@ INSTANTIATE_TEST_SUITE_P(Families, GgufModels,
                          });
 
 }  // namespace gguf_test
+
+// ---- the tokenizer in the metadata ------------------------------------------------------------
+// (Real tokenizers, written as GGUF metadata by tests/model/gguf_tokenizer_writer.js, are
+// compared with their tokenizer.json in tests/model/*.test.js.)
+
+namespace gguf_test {
+
+// A GGUF v3 file with no tensors and these metadata entries, each (key, type, value bytes).
+struct Entry {
+  std::string key;
+  std::uint32_t type;
+  std::string value;
+};
+template <class T>
+std::string raw(T value) {
+  return std::string(reinterpret_cast<const char*>(&value), sizeof value);
+}
+std::string gguf_string(std::string_view s) { return raw(std::uint64_t(s.size())) + std::string(s); }
+Entry text(std::string key, std::string_view value) { return {std::move(key), 8, gguf_string(value)}; }
+Entry strings(std::string key, const std::vector<std::string>& values) {
+  std::string out = raw(std::uint32_t{8}) + raw(std::uint64_t(values.size()));
+  for (const std::string& v : values)
+    out += gguf_string(v);
+  return {std::move(key), 9, out};
+}
+Entry floats(std::string key, const std::vector<float>& values) {
+  std::string out = raw(std::uint32_t{6}) + raw(std::uint64_t(values.size()));
+  for (float v : values)
+    out += raw(v);
+  return {std::move(key), 9, out};
+}
+Entry id(std::string key, std::uint32_t value) { return {std::move(key), 4, raw(value)}; }
+
+BpeTokenizer tokenizer_of(const std::vector<Entry>& entries) {
+  std::string bytes = "GGUF" + raw(std::uint32_t{3}) + raw(std::uint64_t{0}) + raw(std::uint64_t(entries.size()));
+  for (const Entry& e : entries)
+    bytes += gguf_string(e.key) + raw(e.type) + e.value;
+  bytes.resize((bytes.size() + 31) / 32 * 32, '\0');
+  const fs::path path = fs::temp_directory_path() / ("attnlab-tokenizer-" + std::to_string(::getpid()) + ".gguf");
+  std::ofstream(path, std::ios::binary) << bytes;
+  const GgufFile file(path.string());
+  fs::remove(path);
+  return BpeTokenizer::from_gguf(file);
+}
+
+}  // namespace gguf_test
+
+TEST(GgufTokenizer, SentencePieceScoresRankTheMerges) {
+  using namespace gguf_test;
+  // "▁ab" can be made as "▁a" + "b" or "▁" + "ab"; "ab" scores higher than "▁a", so "a b"
+  // merges first and "▁ab" comes from "▁" + "ab". Both ways give one token here; "▁ac" shows
+  // the order: "▁a" is there, so "▁a" + "c".
+  const BpeTokenizer t =
+      tokenizer_of({text("tokenizer.ggml.model", "llama"),
+                    strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "▁", "a", "b", "c", "ab", "▁a", "▁ab", "▁ac"}),
+                    floats("tokenizer.ggml.scores", {0, 0, -1, -1, -1, -1, -2, -3, -4, -5}),
+                    id("tokenizer.ggml.bos_token_id", 1), id("tokenizer.ggml.unknown_token_id", 0)});
+  EXPECT_EQ(t.encode("ab"), std::vector<TokenId>{8});
+  EXPECT_EQ(t.encode("ac"), std::vector<TokenId>{9});
+  EXPECT_EQ(t.encode("ba"), (std::vector<TokenId>{2, 4, 3})) << "\"▁\" is put first; \"▁b\" is no token";
+  EXPECT_EQ(t.bos(), std::optional<TokenId>(1)) << "a SentencePiece model adds BOS unless add_bos_token says not";
+  EXPECT_EQ(t.decode(t.encode("ab ac")), "ab ac");
+  EXPECT_EQ(t.source(), "GGUF metadata");
+}
+
+TEST(GgufTokenizer, MetadataThatIsNotATokenizerIsRefusedNamingTheKey) {
+  using namespace gguf_test;
+  const auto error = [](const std::vector<Entry>& entries) {
+    return test::error_of_call([&] { (void)tokenizer_of(entries); });
+  };
+  const Entry tokens = strings("tokenizer.ggml.tokens", {"a", "b", "ab"});
+  EXPECT_ERROR_CONTAINS(error({text("tokenizer.ggml.model", "bert"), tokens}),
+                        "metadata \"tokenizer.ggml.model\" is \"bert\"; attnlab reads \"gpt2\"");
+  EXPECT_ERROR_CONTAINS(error({text("tokenizer.ggml.model", "llama"), tokens}),
+                        "metadata \"tokenizer.ggml.scores\" is missing");
+  EXPECT_ERROR_CONTAINS(error({text("tokenizer.ggml.model", "llama"), tokens, floats("tokenizer.ggml.scores", {0})}),
+                        "\"tokenizer.ggml.scores\" must be an array of 3 values, one per token");
+  EXPECT_ERROR_CONTAINS(error({text("tokenizer.ggml.model", "gpt2"), tokens, text("tokenizer.ggml.pre", "falcon"),
+                               strings("tokenizer.ggml.merges", {"a b"})}),
+                        "\"tokenizer.ggml.pre\" is \"falcon\", a pre-tokenizer attnlab does not know; it knows "
+                        "\"gpt-2\" (GPT-2), \"llama-bpe\" (Llama 3)");
+  EXPECT_ERROR_CONTAINS(error({text("tokenizer.ggml.model", "gpt2"), strings("tokenizer.ggml.tokens", {"a", "a"}),
+                               strings("tokenizer.ggml.merges", {})}),
+                        "holds the same token twice");
+  EXPECT_ERROR_CONTAINS(
+      error({text("tokenizer.ggml.model", "gpt2"), tokens, strings("tokenizer.ggml.merges", {"a c"})}),
+      "model.merges[0]");
+  EXPECT_ERROR_CONTAINS(error({text("tokenizer.ggml.model", "gpt2"), tokens, strings("tokenizer.ggml.merges", {}),
+                               id("tokenizer.ggml.bos_token_id", 3)}),
+                        "\"tokenizer.ggml.bos_token_id\" must be a token id from 0 to 2");
+}

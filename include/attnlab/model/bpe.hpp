@@ -81,6 +81,7 @@ namespace attnlab {
 namespace bpe_detail {
 struct BpeRecipe;  // what the loaders read (src/model/bpe_recipe.hpp)
 }
+class GgufFile;  // attnlab/model/gguf.hpp
 
 // A token id: the value of an entry of vocab.json (or of tokenizer.json's model.vocab).
 using TokenId = std::int32_t;
@@ -109,6 +110,9 @@ char32_t byte_to_unicode(std::uint8_t byte);
 // The inverse: the byte that code point c stands for, or nothing when c is not in the table.
 std::optional<std::uint8_t> unicode_to_byte(char32_t c);
 
+// Whether a GGUF file carries a tokenizer (tokenizer.ggml.model is set).
+bool has_gguf_tokenizer(const GgufFile& file);
+
 class BpeTokenizer {
  public:
   // Reads a checkpoint's vocab.json and merges.txt. Each file's size is checked against
@@ -134,6 +138,13 @@ class BpeTokenizer {
   static BpeTokenizer load_tokenizer_json(const std::filesystem::path& tokenizer_json);
   // The same from the file's contents.
   static BpeTokenizer from_tokenizer_json(std::string_view tokenizer_json);
+
+  // The tokenizer a GGUF file carries in its metadata (tokenizer.ggml.*: "gpt2" byte-level
+  // BPE with merges and a named pre-tokenizer, or "llama" SentencePiece with scores), the
+  // same ids as the tokenizer.json it was converted from (src/model/gguf_tokenizer.cpp says
+  // how). Throws InputError naming the file and the metadata key when the metadata is not a
+  // tokenizer attnlab reads.
+  static BpeTokenizer from_gguf(const GgufFile& file);
 
   ~BpeTokenizer();
   BpeTokenizer(BpeTokenizer&&) noexcept;

@@ -23,10 +23,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attnlab/core/dtype.hpp"
+#include "attnlab/model/bpe.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/tensor.hpp"
 
@@ -211,22 +213,44 @@ auto& tensor_of(M& model, const ParameterTensor& t) {
 struct LoadOptions {
   bool f32 = false;  // widen every 16-bit weight to f32 in memory (twice the memory; the same results)
 };
-Model load_model(const std::string& dir, const LoadOptions& options = {});
+// `spec` is a path or an Ollama name (resolve_model_path).
+Model load_model(const std::string& spec, const LoadOptions& options = {});
 
 // Every tensor of `model` that is a view of its checkpoint copied into f32 values it owns.
 void widen_to_f32(Model& model);
 
-// What a model directory's weight files hold: model.safetensors, or every shard that
-// model.safetensors.index.json names (bytes of all files, every tensor in file order).
-struct CheckpointSummary {
-  std::size_t files = 0, bytes = 0;
-  std::vector<TensorInfo> tensors;
+// Whether `path` names a GGUF file (a regular file whose name ends in .gguf, or that starts
+// with "GGUF": Ollama's blobs have no extension) rather than a model directory.
+bool is_gguf_path(const std::string& path);
+
+// Where a model named on the command line or in a request lies: "ollama:NAME[:TAG]" is the
+// model blob that the manifest of Ollama's local store names ($OLLAMA_MODELS, else
+// ~/.ollama/models; the tag "latest" when none is given); anything else is a path, returned
+// as it is. InputError naming the model when the store, the tag or the blob is missing.
+std::string resolve_model_path(const std::string& spec);
+
+// What a model's weight files hold: a folder's model.safetensors, or every shard that
+// model.safetensors.index.json names, or one GGUF file (bytes of all files, every tensor in
+// file order).
+struct CheckpointTensor {
+  std::string name;
+  GgmlType type = GgmlType::f32;   // F32, F16, BF16, or a GGUF file's quantized type
+  std::vector<std::size_t> shape;  // row-major, as safetensors writes it ([out, in] for nn.Linear)
+  std::size_t bytes = 0;
 };
-CheckpointSummary checkpoint_summary(const std::string& dir);
+struct CheckpointSummary {
+  std::string format;        // "safetensors", "GGUF v3"
+  std::string architecture;  // a GGUF file's general.architecture ("llama"); empty for a folder
+  std::size_t files = 0, bytes = 0;
+  std::vector<CheckpointTensor> tensors;
+};
+CheckpointSummary checkpoint_summary(const std::string& path);
+CheckpointSummary gguf_summary(const std::string& path);
 Model load_gpt2(const std::string& dir);
 Model load_hf_family(const std::string& dir);
-// A GGUF file of architecture llama, qwen2 or qwen3, its weights viewed in their types.
-Model load_gguf(const std::string& path);
+// A GGUF file of architecture llama, qwen2 or qwen3, its weights viewed in their types, and
+// the tokenizer its metadata carries (nothing when it carries none).
+Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer = nullptr);
 
 // Writes DIR/config.json and DIR/model.safetensors (names with the "transformer." prefix
 // when `prefix`, tensors stored as `dtype`), a checkpoint any GPT-2 reader loads.

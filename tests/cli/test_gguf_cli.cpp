@@ -1,0 +1,117 @@
+// `attnlab model` on GGUF files as a user runs it: the fixtures that
+// tests/model/make_gguf_fixtures.py converted from the NumPy-checked family folders (with a
+// small tokenizer in their metadata), and Ollama's store, made here as `ollama pull` leaves it.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "run_attnlab.hpp"
+
+namespace fs = std::filesystem;
+using namespace attnlab_cli_test;
+using nlohmann::json;
+
+namespace gguf_cli_test {
+
+const fs::path kFixtures = fs::path(ATTNLAB_MODEL_FIXTURE_DIR);
+const fs::path kGguf = kFixtures / "gguf";
+
+json run_json(const std::string& args) {
+  const Result r = run_attnlab(args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? json::parse(r.out) : json::object();
+}
+
+}  // namespace gguf_cli_test
+
+using namespace gguf_cli_test;
+
+TEST(GgufCli, InfoShowsTheArchitectureEachKindsTypeAndTheMemory) {
+  const json info = run_json("model info " + (kGguf / "llama-q8_0.gguf").string());
+  EXPECT_EQ(info["format"], "GGUF v3");
+  EXPECT_EQ(info["architecture"], "llama");
+  EXPECT_EQ(info["family"], "llama");
+  EXPECT_EQ(info["stored_type"], "Q8_0");
+  EXPECT_EQ(info["file_bytes"].get<std::size_t>(), fs::file_size(kGguf / "llama-q8_0.gguf"));
+  EXPECT_EQ(info["tokenizer"], true) << "the file's metadata carries one";
+  std::map<std::string, json> kinds;
+  for (const json& k : info["tensor_kinds"])
+    kinds[k["kind"]] = k;
+  EXPECT_EQ(kinds.at("attn_q.weight")["types"], json({{"Q8_0", 2}})) << "one per layer, quantized";
+  EXPECT_EQ(kinds.at("attn_norm.weight")["types"], json({{"F32", 2}}));
+  // Q8_0 takes 34 bytes per 32 values: the weights as held are a little over a quarter of f32.
+  const double held = info["weight_bytes"].get<double>(), f32 = info["f32_bytes"].get<double>();
+  EXPECT_LT(held, 0.3 * f32);
+  EXPECT_EQ(f32, 4.0 * info["parameters"].get<double>());
+  const Result text = run_attnlab("model info " + (kGguf / "llama-q8_0.gguf").string());
+  EXPECT_CONTAINS(text.out, "file: GGUF v3 (architecture llama)");
+  EXPECT_CONTAINS(text.out, "as stored (Q8_0)");
+  EXPECT_CONTAINS(text.out, "tokenizer: GGUF metadata, 48 tokens");
+}
+
+TEST(GgufCli, RunOnTheFileGivesTheFoldersHeadsAndLogits) {
+  // The same weights as F32 in both: the same numbers, up to the order of a sum.
+  const json file = run_json("model run " + (kGguf / "llama-f32.gguf").string() + " --ids 1,2,3,4,5");
+  const json folder = run_json("model run " + (kFixtures / "llama-f32").string() + " --ids 1,2,3,4,5");
+  ASSERT_EQ(file["last_logits"].size(), folder["last_logits"].size());
+  for (std::size_t i = 0; i < file["last_logits"].size(); ++i)
+    EXPECT_NEAR(file["last_logits"][i].get<double>(), folder["last_logits"][i].get<double>(), 1e-5) << i;
+  EXPECT_EQ(file["attention"].size(), folder["attention"].size());
+  const json& a = file["attention"][1][3];
+  const json& b = folder["attention"][1][3];  // layer 1, head 3
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < a[i].size(); ++j)
+      EXPECT_NEAR(a[i][j].get<double>(), b[i][j].get<double>(), 1e-6);
+}
+
+TEST(GgufCli, TextGoesThroughTheTokenizerInTheMetadata) {
+  // SentencePiece (llama): "▁" first, then the highest-scored merges; the BOS token first.
+  const json spm = run_json("model tokenize " + (kGguf / "llama-q8_0.gguf").string() + " 'the cat sat'");
+  EXPECT_EQ(spm["ids"], json({1, 32, 35, 37}));
+  EXPECT_EQ(spm["tokens"], json({"<s>", " the", " cat", " sat"}));
+  // Byte-level BPE (qwen2): Qwen's pre-tokenizer, the merges by rank, no BOS.
+  const json bpe = run_json("model tokenize " + (kGguf / "qwen2-f16.gguf").string() + " 'the cat sat'");
+  EXPECT_EQ(bpe["ids"], json({21, 29, 33, 35}));
+  EXPECT_EQ(bpe["tokens"], json({"t", "he", " cat", " sat"}));
+  // A file without a tokenizer says so, and what to give instead.
+  const Result none = run_attnlab("model tokenize " + (kGguf / "qwen3-f32.gguf").string() + " 'the cat'");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_CONTAINS(none.err, "carries no tokenizer in its metadata (tokenizer.ggml.*)");
+}
+
+TEST(GgufCli, AnOllamaNameIsTheModelBlobItsManifestNames) {
+  const fs::path store = fs::path(ATTNLAB_TEST_TMP) / fmt::format("ollama-{}", getpid());
+  fs::remove_all(store);
+  const std::string digest = std::string(64, 'a');
+  fs::create_directories(store / "blobs");
+  fs::copy_file(kGguf / "llama-q8_0.gguf", store / "blobs" / ("sha256-" + digest));
+  const fs::path manifests = store / "manifests" / "registry.ollama.ai" / "library" / "tiny";
+  fs::create_directories(manifests);
+  std::ofstream(manifests / "q8") << json{
+      {"schemaVersion", 2},
+      {"layers",
+       {{{"mediaType", "application/vnd.ollama.image.template"}, {"digest", "sha256:" + std::string(64, 'b')}},
+        {{"mediaType", "application/vnd.ollama.image.model"}, {"digest", "sha256:" + digest}}}}};
+  ::setenv("OLLAMA_MODELS", store.c_str(), 1);
+  const json info = run_json("model info ollama:tiny:q8");
+  EXPECT_EQ(info["architecture"], "llama");
+  EXPECT_EQ(info["stored_type"], "Q8_0");
+  EXPECT_EQ(run_json("model tokenize ollama:tiny:q8 'the cat'")["ids"], json({1, 32, 35}));
+  expect_refused("model info ollama:tiny", "Ollama's store has no model tiny:latest");
+  expect_refused("model info ollama:tiny", "`ollama list` shows the models it has");
+  expect_refused("model info ollama:../../etc:q8", "is not an Ollama model name");
+  fs::remove(store / "blobs" / ("sha256-" + digest));
+  expect_refused("model info ollama:tiny:q8", "is missing from Ollama's store");
+  ::setenv("OLLAMA_MODELS", (store / "nowhere").c_str(), 1);
+  expect_refused("model info ollama:tiny:q8", "there is no Ollama model store at");
+  ::unsetenv("OLLAMA_MODELS");
+  fs::remove_all(store);
+}
