@@ -10,6 +10,13 @@ ATTNLAB_WITH_BROWSER=1 scripts/setup.sh
 if [ -f package.json ]; then
   if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi
 fi
+# llama.cpp as a reference and a peer: npm's node-llama-cpp with its prebuilt CPU libraries
+# (no compiling: --ignore-scripts; only the CPU build: --omit=optional and its x86-64 Linux
+# package), in build/peers (tests/model/llama_cpp_agrees.test.js, bench/).
+if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+  npm install --prefix build/peers --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error \
+    node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1
+fi
 (cd build && ctest --output-on-failure --timeout 600 -j"$(nproc)")
 
 if [ "${ATTNLAB_SKIP_SANITIZERS:-0}" = 1 ]; then

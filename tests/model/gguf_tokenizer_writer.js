@@ -20,6 +20,8 @@
 //   add_space_prefix ("llama": the normalizer prepends "▁")
 'use strict';
 
+const { gguf_file } = require('./gguf_writer.js');
+
 const LLAMA3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const QWEN2 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
@@ -44,46 +46,6 @@ function bos_of(json) {
     if (first && first.SpecialToken) return p.special_tokens[first.SpecialToken.id].ids[0];
   }
   return null;
-}
-
-// ---- GGUF ----------------------------------------------------------------------------------
-
-const TYPE = { u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9 };
-
-class Writer {
-  constructor() { this.parts = []; }
-  u32(v) { const b = Buffer.alloc(4); b.writeUInt32LE(v); this.parts.push(b); }
-  i32(v) { const b = Buffer.alloc(4); b.writeInt32LE(v); this.parts.push(b); }
-  u64(v) { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); this.parts.push(b); }
-  f32(v) { const b = Buffer.alloc(4); b.writeFloatLE(v); this.parts.push(b); }
-  bool(v) { this.parts.push(Buffer.from([v ? 1 : 0])); }
-  string(s) { const b = Buffer.from(s, 'utf8'); this.u64(b.length); this.parts.push(b); }
-  value(kind, v) {
-    if (Array.isArray(kind)) {
-      this.u32(TYPE[kind[0]]);
-      this.u64(v.length);
-      for (const x of v) this[kind[0]](x);
-    } else {
-      this[kind](v);
-    }
-  }
-  buffer() { return Buffer.concat(this.parts); }
-}
-
-// [key, kind, value] entries → a GGUF v3 file with no tensors (padded to the 32-byte alignment).
-function gguf_file(entries) {
-  const w = new Writer();
-  w.parts.push(Buffer.from('GGUF'));
-  w.u32(3);
-  w.u64(0);
-  w.u64(entries.length);
-  for (const [key, kind, value] of entries) {
-    w.string(key);
-    w.u32(Array.isArray(kind) ? TYPE.array : TYPE[kind]);
-    w.value(kind, value);
-  }
-  const bytes = w.buffer();
-  return Buffer.concat([bytes, Buffer.alloc((32 - (bytes.length % 32)) % 32)]);
 }
 
 // ---- the conversion ------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+// llama.cpp and attnlab, given the same GGUF file, agree: the same tokens for a prompt, the
+// same next-token probabilities after it, and the same greedy continuation. llama.cpp is
+// npm's node-llama-cpp with its prebuilt CPU libraries (no compiling), installed by
+// scripts/test.sh into build/peers (ATTNLAB_PEERS_DIR); without it the test is skipped,
+// saying so.
+//
+// The files are written here (gguf_writer.js): a 2-layer model, d_model 256, 4 query heads
+// sharing 2 KV heads of 64, a SwiGLU MLP of 512, seeded random weights of a weight's size,
+// every matrix in one type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), for the
+// architectures `llama` (llama.cpp rotates adjacent pairs: the file's q and k rows are in
+// that order) and `qwen2` (split halves, biases on q, k and v), with a 48-token byte-level
+// BPE tokenizer in the metadata.
+//
+// Bounds, from what each runtime computes: llama.cpp multiplies F32 weights in f32, F16 and
+// BF16 weights with the activations rounded to 16 bits, and quantized weights with the
+// activations quantized to 8 bits per block (Q8_0 / Q8_K); attnlab multiplies the weights
+// (dequantized exactly) by f32 activations. So F32 agrees to float rounding, 16-bit types to
+// a 16-bit rounding of the activations, quantized types to an 8-bit one.
+//
+// Run: ATTNLAB_BIN=build/attnlab ATTNLAB_PEERS_DIR=build/peers node --test tests/model/llama_cpp_agrees.test.js
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { gguf_file, random_tensor, seeded } = require('./gguf_writer.js');
+
+const TYPES = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K', 'Q6_K'];
+// The largest difference of a next-token probability allowed, per type (see above).
+const BOUND = { F32: 1e-6, F16: 3e-4, BF16: 3e-3, Q8_0: 1e-2, Q4_0: 1e-2, Q4_K: 1e-2, Q5_K: 1e-2, Q6_K: 1e-2 };
+const PROMPT = 'the cat sat on the mat';
+
+// ---- the model file ------------------------------------------------------------------------
+
+const LETTERS = [...'abcdefghijklmnopqrstuvwxyz'];
+const MERGES = ['Ġ t', 'h e', 'Ġt he', 'Ġ c', 'a t', 'Ġc at', 'Ġ s', 'Ġs at', 'Ġ o', 'Ġo n', 'Ġ m', 'Ġm at', 'i n',
+  'Ġ a', 'e r', 'Ġ i'];
+const TOKENS = ['<|endoftext|>', 'Ġ', ...LETTERS, ...MERGES.map((m) => m.replace(' ', ''))];
+while (TOKENS.length < 48) TOKENS.push(`<|unused${TOKENS.length}|>`);
+
+function model_file(arch, type, seed) {
+  const d = 256, heads = 4, kv_heads = 2, head_dim = 64, inner = 512, layers = 2, vocab = TOKENS.length;
+  const random = seeded(seed);
+  const entries = [
+    ['general.architecture', 'string', arch],
+    [`${arch}.block_count`, 'u32', layers], [`${arch}.context_length`, 'u32', 64],
+    [`${arch}.embedding_length`, 'u32', d], [`${arch}.feed_forward_length`, 'u32', inner],
+    [`${arch}.attention.head_count`, 'u32', heads], [`${arch}.attention.head_count_kv`, 'u32', kv_heads],
+    [`${arch}.attention.layer_norm_rms_epsilon`, 'f32', 1e-5], [`${arch}.rope.freq_base`, 'f32', 10000],
+    ['tokenizer.ggml.model', 'string', 'gpt2'], ['tokenizer.ggml.pre', 'string', 'qwen2'],
+    ['tokenizer.ggml.tokens', ['string'], TOKENS],
+    ['tokenizer.ggml.token_type', ['i32'], TOKENS.map((t) => (t.startsWith('<|') ? 3 : 1))],
+    ['tokenizer.ggml.merges', ['string'], MERGES],
+    ['tokenizer.ggml.eos_token_id', 'u32', 0], ['tokenizer.ggml.add_bos_token', 'bool', false],
+  ];
+  const tensors = [];
+  const matrix = (name, inputs, outputs) =>
+    tensors.push({ name, dims: [inputs, outputs], type, data: random_tensor(random, type, inputs * outputs) });
+  const vector = (name, n, around) => tensors.push({
+    name, dims: [n], type: 'F32',
+    data: Buffer.from(new Float32Array(Array.from({ length: n }, () => around + 0.1 * random.normal())).buffer),
+  });
+  matrix('token_embd.weight', d, vocab);
+  for (let l = 0; l < layers; ++l) {
+    const p = `blk.${l}.`;
+    vector(p + 'attn_norm.weight', d, 1);
+    matrix(p + 'attn_q.weight', d, heads * head_dim);
+    matrix(p + 'attn_k.weight', d, kv_heads * head_dim);
+    matrix(p + 'attn_v.weight', d, kv_heads * head_dim);
+    if (arch === 'qwen2') {
+      vector(p + 'attn_q.bias', heads * head_dim, 0);
+      vector(p + 'attn_k.bias', kv_heads * head_dim, 0);
+      vector(p + 'attn_v.bias', kv_heads * head_dim, 0);
+    }
+    matrix(p + 'attn_output.weight', heads * head_dim, d);
+    vector(p + 'ffn_norm.weight', d, 1);
+    matrix(p + 'ffn_gate.weight', d, inner);
+    matrix(p + 'ffn_up.weight', d, inner);
+    matrix(p + 'ffn_down.weight', inner, d);
+  }
+  vector('output_norm.weight', d, 1);
+  matrix('output.weight', d, vocab);
+  return gguf_file(entries, tensors);
+}
+
+// ---- the two runtimes ----------------------------------------------------------------------
+
+// node-llama-cpp from ATTNLAB_PEERS_DIR (or wherever require finds it), or why not.
+async function load_llama_cpp() {
+  const dir = process.env.ATTNLAB_PEERS_DIR;
+  try {
+    const entry = require.resolve('node-llama-cpp', { paths: dir ? [dir] : undefined });
+    const { getLlama } = await import(entry);
+    return { llama: await getLlama({ gpu: false, build: 'never', logLevel: 'error' }) };
+  } catch (e) {
+    return { missing: `node-llama-cpp cannot be loaded (${String(e.message).split('\n')[0]}); scripts/test.sh ` +
+      'installs it into build/peers (ATTNLAB_PEERS_DIR) on x86-64 Linux with node 20 or later' };
+  }
+}
+
+// llama.cpp's tokens of the prompt, its next-token probabilities after it, and its greedy continuation.
+async function llama_cpp_run(llama, file, new_tokens) {
+  const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
+  try {
+    const ids = [...model.tokenize(PROMPT)];
+    // The KV cache in f32 (llama.cpp's default is f16), flash attention off: attention as attnlab computes it.
+    const context = await model.createContext({
+      contextSize: 64, threads: 2, flashAttention: false,
+      experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
+    });
+    try {
+      const sequence = context.getSequence();
+      const generated = [];
+      let first = null;
+      for await (const out of sequence.evaluateWithMetadata(ids, { probabilities: true }, { temperature: 0 })) {
+        if (!first) first = out.probabilities;
+        generated.push(out.token);
+        if (generated.length >= new_tokens) break;
+      }
+      const probabilities = TOKENS.map((_, id) => first.get(id) ?? 0);
+      return { ids, probabilities, generated };
+    } finally {
+      await context.dispose();
+    }
+  } finally {
+    await model.dispose();
+  }
+}
+
+function attnlab(args) {
+  const run = spawnSync(process.env.ATTNLAB_BIN, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
+  assert.equal(run.status, 0, `attnlab ${args.join(' ')}: ${run.stderr}`);
+  return JSON.parse(run.stdout);
+}
+
+function attnlab_run(file, new_tokens) {
+  const ids = attnlab(['model', 'tokenize', file, PROMPT, '--json']).ids;
+  const logits = attnlab(['model', 'run', file, '--ids', ids.join(','), '--json']).last_logits;
+  const top = Math.max(...logits);
+  const e = logits.map((x) => Math.exp(x - top));
+  const sum = e.reduce((a, b) => a + b, 0);
+  const generated = attnlab(['model', 'generate', file, '--ids', ids.join(','), '--tokens', String(new_tokens),
+    '--json']).generated.map((g) => g.id);
+  return { ids, probabilities: e.map((x) => x / sum), generated };
+}
+
+// ---- the check -----------------------------------------------------------------------------
+
+const SKIP_NO_BIN = process.env.ATTNLAB_BIN ? false : 'ATTNLAB_BIN is not set: set it to build/attnlab';
+
+test('llama.cpp and attnlab agree on the same GGUF files, every architecture and tensor type', { skip: SKIP_NO_BIN },
+  async (t) => {
+    const peer = await load_llama_cpp();
+    if (peer.missing) {
+      t.skip(peer.missing);
+      return;
+    }
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-llama-cpp-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    let seed = 20261202;
+    for (const arch of ['llama', 'qwen2']) {
+      for (const type of TYPES) {
+        const file = path.join(dir, `${arch}-${type}.gguf`);
+        fs.writeFileSync(file, model_file(arch, type, ++seed));
+        const lossless = type === 'F32' || type === 'F16';
+        const new_tokens = lossless ? 12 : 1;
+        const theirs = await llama_cpp_run(peer.llama, file, new_tokens);
+        const ours = attnlab_run(file, new_tokens);
+        assert.deepEqual(ours.ids, theirs.ids, `${arch} ${type}: the prompt's tokens`);
+        let largest = 0;
+        ours.probabilities.forEach((p, id) => { largest = Math.max(largest, Math.abs(p - theirs.probabilities[id])); });
+        const top = Math.max(...theirs.probabilities);
+        console.log(`${arch} ${type}: the next-token probabilities differ by at most ${largest.toExponential(2)} ` +
+          `(llama.cpp's most probable: ${top.toFixed(3)}); greedy ${JSON.stringify(theirs.generated)}`);
+        assert.ok(largest <= BOUND[type], `${arch} ${type}: probabilities differ by ${largest} > ${BOUND[type]}`);
+        // The greedy continuation: the same tokens (one for the lossy types, whose rounding may
+        // tip a close choice later on).
+        assert.deepEqual(ours.generated, theirs.generated, `${arch} ${type}: the greedy continuation`);
+      }
+    }
+  });
