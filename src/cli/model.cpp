@@ -48,6 +48,8 @@ struct ModelFlags {
   double temperature = 0;           // generate: 0 is greedy
   std::string context;              // kv: context lengths, "16,64,256"
   std::string dtype = "f32";        // kv: the cache's storage
+  std::string gguf;                 // export: the file to write
+  std::string type = "f16";         // export: how the matrices are stored
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
@@ -496,14 +498,44 @@ int kv(const ModelFlags& f) {
   return 0;
 }
 
+// ---- export -------------------------------------------------------------------------------
+
+int export_gguf(const ModelFlags& f) {
+  if (f.gguf.empty()) fail("--gguf", "give the file to write, e.g. --gguf model.gguf");
+  std::error_code error;  // equivalent() is false, with an error, when --gguf does not exist yet
+  if (std::filesystem::equivalent(resolve_model_path(f.dir), f.gguf, error))
+    fail("--gguf", "is the model being read; write to another file");
+  const GgmlType type = f.type == "f32" ? GgmlType::f32 : f.type == "q8_0" ? GgmlType::q8_0 : GgmlType::f16;
+  const ModelDir m = open_model_dir(f.dir);
+  const std::string tokenizer_dir = is_gguf_path(resolve_model_path(f.dir)) ? "" : f.dir;
+  const GgufExport out = save_gguf(f.gguf, m.model, type, tokenizer_dir);
+  if (f.json) {
+    fmt::print("{}\n", json{{"file", f.gguf},
+                            {"bytes", out.bytes},
+                            {"tensors", out.tensors},
+                            {"type", ggml_type_name(type)},
+                            {"kept_f16", out.kept_f16},
+                            {"tokenizer", out.tokenizer}}
+                           .dump());
+    return 0;
+  }
+  fmt::print("{}: {} tensors, {} ({} matrices{})\n", f.gguf, out.tensors, format_bytes(out.bytes), ggml_type_name(type),
+             out.kept_f16 ? fmt::format("; {} whose rows are not whole Q8_0 blocks as F16", out.kept_f16) : "");
+  fmt::print("tokenizer: {}\n", out.tokenizer.empty()
+                                    ? "none written (the model has no tokenizer files llama.cpp can use); llama.cpp "
+                                      "and Ollama need one to take text"
+                                    : out.tokenizer);
+  return 0;
+}
+
 }  // namespace
 
 Command model_command(CLI::App& parent) {
   auto f = std::make_shared<ModelFlags>();
   CLI::App* model = parent.add_subcommand(
       "model",
-      "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout): info, tokenize, run, "
-      "heads, eval, generate");
+      "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
+      "tokenize, run, heads, eval, generate, kv, export");
   model->require_subcommand(1);
   CLI::App* info_app = model->add_subcommand("info", "The checkpoint's config, parameters, bytes, dtypes and tensors");
   add_dir(*info_app, *f);
@@ -562,7 +594,16 @@ Command model_command(CLI::App& parent) {
   kv_app->add_flag("--json", f->json,
                    "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "
                    "\"formula_bytes\", \"used_bytes\", \"reserved_bytes\", \"resident_bytes\"}]}");
-  return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app]() {
+  CLI::App* export_app = model->add_subcommand(
+      "export", "Write the model as a GGUF file that llama.cpp and Ollama run (GPT-2, Llama, Qwen2, Qwen3)");
+  add_dir(*export_app, *f);
+  export_app->add_option("--gguf", f->gguf, "The GGUF file to write")->required();
+  export_app->add_option("--type", f->type, "How the matrices are stored: f32, f16 or q8_0 (norms and biases: f32)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  export_app->add_flag("--json", f->json, "{\"file\", \"bytes\", \"tensors\", \"type\", \"kept_f16\", \"tokenizer\"}");
+  return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app]() {
+            if (export_app->parsed()) return export_gguf(*f);
             if (kv_app->parsed()) return kv(*f);
             if (info_app->parsed()) return info(*f);
             if (tokenize_app->parsed()) return tokenize(*f);

@@ -243,4 +243,10 @@ struct BpeRecipe {
 // checks both.
 BpeRecipe read_tokenizer_document(const nlohmann::json& document, std::string_view source);
 
+// The name llama.cpp gives a tokenizer.json's pre-tokenizer (tokenizer.ggml.pre: "gpt-2",
+// "llama-bpe", "qwen2", "smollm"), or nothing for one it has no name attnlab knows for
+// (gguf_tokenizer.cpp, whose table of names this reads).
+std::optional<std::string> gguf_pre_tokenizer_name(const nlohmann::json& pre_tokenizer,
+                                                   const nlohmann::json& normalizer);
+
 }  // namespace attnlab::bpe_detail

@@ -42,6 +42,7 @@ struct Architecture {
   bool adjacent_rotary_pairs;
 };
 constexpr Architecture kArchitectures[] = {
+    {"gpt2", Family::gpt2, false},
     {"llama", Family::llama, true},
     {"qwen2", Family::qwen2, false},
     {"qwen3", Family::qwen3, false},
@@ -53,6 +54,27 @@ struct MappedGguf {
   GgufFile file;
   std::deque<std::vector<std::byte>> reordered;
 };
+
+// GPT-2's config.json from the metadata.
+json gpt2_config_of(const GgufFile& f) {
+  const json& m = f.metadata();
+  const auto need = [&](const char* name) -> const json& {
+    const std::string key = fmt::format("gpt2.{}", name);
+    if (!m.contains(key)) fail(f.path(), fmt::format("metadata \"{}\" is missing (a gpt2 file has it)", key));
+    return m[key];
+  };
+  const GgufTensor* embedding = f.find("token_embd.weight");
+  if (!embedding || embedding->dims.size() != 2)
+    fail(f.path(), "tensor \"token_embd.weight\" [d, vocabulary] is missing");
+  return {{"model_type", "gpt2"},
+          {"n_layer", need("block_count")},
+          {"n_head", need("attention.head_count")},
+          {"n_embd", need("embedding_length")},
+          {"n_inner", need("feed_forward_length")},
+          {"n_positions", need("context_length")},
+          {"layer_norm_epsilon", need("attention.layer_norm_epsilon")},
+          {"vocab_size", embedding->dims[1]}};
+}
 
 // config.json's keys from the metadata (`{arch}.block_count` is num_hidden_layers, ...).
 json hf_config_of(const GgufFile& f, const Architecture& architecture) {
@@ -111,11 +133,12 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
   for (const Architecture& a : kArchitectures)
     if (arch_value == a.name) arch = &a;
   if (!arch)
-    fail(path, fmt::format("\"general.architecture\" {} is not one attnlab reads from GGUF yet (it reads llama, "
-                           "qwen2 and qwen3)",
+    fail(path, fmt::format("\"general.architecture\" {} is not one attnlab reads from GGUF yet (it reads gpt2, "
+                           "llama, qwen2 and qwen3)",
                            text_excerpt(arch_value.dump(), 40)));
+  const bool gpt2 = arch->family == Family::gpt2;
   Model m;
-  m.config = hf_family_config(hf_config_of(f, *arch), path);
+  m.config = gpt2 ? gpt2_config(gpt2_config_of(f), path) : hf_family_config(hf_config_of(f, *arch), path);
   ModelConfig& c = m.config;
   const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
   // Tensor `name` with `dims` as ggml writes them (a row's length first).
@@ -152,41 +175,75 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
     const GgufTensor& t = find(name, {cols, rows});
     return Tensor::view(rows, cols, {{cols, t.type, false, f.bytes(t).data()}}, mapped);
   };
-  if (f.find("rope_freqs.weight")) {  // Llama 3's scaling, as a divisor of each frequency
-    const std::vector<float> divisors = vector("rope_freqs.weight", (c.rope.rotated ? c.rope.rotated : hd) / 2);
-    c.rope.divisors.assign(divisors.begin(), divisors.end());
-  }
-  m.wte = matrix("token_embd.weight", c.vocab_size, d);
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = fmt::format("blk.{}.", l);
-    Block b;
-    b.ln_1_weight = vector(p + "attn_norm.weight", d);
-    b.attn_weight =
-        Tensor::view(d, c.qkv_width(),
-                     {piece(p + "attn_q.weight", H * hd, d, H), piece(p + "attn_k.weight", Hkv * hd, d, Hkv),
-                      piece(p + "attn_v.weight", Hkv * hd, d, 0)},
-                     mapped);
-    if (c.qkv_bias) {
-      std::vector<float> bias = vector(p + "attn_q.bias", H * hd);
-      for (const char* name : {"attn_k.bias", "attn_v.bias"}) {
-        const std::vector<float> part = vector(p + name, Hkv * hd);
-        bias.insert(bias.end(), part.begin(), part.end());
+  if (gpt2) {
+    m.wte = matrix("token_embd.weight", c.vocab_size, d);
+    m.wpe = matrix("position_embd.weight", c.n_positions, d);
+    const auto linear = [&](const std::string& name, std::size_t in, std::size_t out) {
+      return Tensor::view(in, out, {piece(name, out, in, 0)}, mapped);
+    };
+    for (std::size_t l = 0; l < c.n_layer; ++l) {
+      const std::string p = fmt::format("blk.{}.", l);
+      Block b;
+      b.ln_1_weight = vector(p + "attn_norm.weight", d);
+      b.ln_1_bias = vector(p + "attn_norm.bias", d);
+      b.attn_weight = linear(p + "attn_qkv.weight", d, 3 * d);
+      b.attn_bias = vector(p + "attn_qkv.bias", 3 * d);
+      b.attn_proj_weight = linear(p + "attn_output.weight", d, d);
+      b.attn_proj_bias = vector(p + "attn_output.bias", d);
+      b.ln_2_weight = vector(p + "ffn_norm.weight", d);
+      b.ln_2_bias = vector(p + "ffn_norm.bias", d);
+      b.mlp_fc_weight = linear(p + "ffn_up.weight", d, I);
+      b.mlp_fc_bias = vector(p + "ffn_up.bias", I);
+      b.mlp_proj_weight = linear(p + "ffn_down.weight", I, d);
+      b.mlp_proj_bias = vector(p + "ffn_down.bias", d);
+      m.blocks.push_back(std::move(b));
+    }
+    m.ln_f_weight = vector("output_norm.weight", d);
+    m.ln_f_bias = vector("output_norm.bias", d);
+    // llama.cpp's converter writes GPT-2's head, the embedding, again as output.weight.
+    if (const GgufTensor* head = f.find("output.weight")) {
+      const GgufTensor& embedding = find("token_embd.weight", {d, c.vocab_size});
+      const std::span<const std::byte> a = f.bytes(*head), b = f.bytes(embedding);
+      if (head->type != embedding.type || !std::equal(a.begin(), a.end(), b.begin(), b.end()))
+        fail(path, "tensor \"output.weight\" is not the embedding; attnlab reads GPT-2 with its LM head tied");
+    }
+  } else {
+    if (f.find("rope_freqs.weight")) {  // Llama 3's scaling, as a divisor of each frequency
+      const std::vector<float> divisors = vector("rope_freqs.weight", (c.rope.rotated ? c.rope.rotated : hd) / 2);
+      c.rope.divisors.assign(divisors.begin(), divisors.end());
+    }
+    m.wte = matrix("token_embd.weight", c.vocab_size, d);
+    for (std::size_t l = 0; l < c.n_layer; ++l) {
+      const std::string p = fmt::format("blk.{}.", l);
+      Block b;
+      b.ln_1_weight = vector(p + "attn_norm.weight", d);
+      b.attn_weight =
+          Tensor::view(d, c.qkv_width(),
+                       {piece(p + "attn_q.weight", H * hd, d, H), piece(p + "attn_k.weight", Hkv * hd, d, Hkv),
+                        piece(p + "attn_v.weight", Hkv * hd, d, 0)},
+                       mapped);
+      if (c.qkv_bias) {
+        std::vector<float> bias = vector(p + "attn_q.bias", H * hd);
+        for (const char* name : {"attn_k.bias", "attn_v.bias"}) {
+          const std::vector<float> part = vector(p + name, Hkv * hd);
+          bias.insert(bias.end(), part.begin(), part.end());
+        }
+        b.attn_bias = std::move(bias);
       }
-      b.attn_bias = std::move(bias);
+      b.attn_proj_weight = Tensor::view(H * hd, d, {piece(p + "attn_output.weight", d, H * hd, 0)}, mapped);
+      if (c.qk_norm) {
+        b.q_norm_weight = vector(p + "attn_q_norm.weight", hd);
+        b.k_norm_weight = vector(p + "attn_k_norm.weight", hd);
+      }
+      b.ln_2_weight = vector(p + "ffn_norm.weight", d);
+      b.mlp_fc_weight =
+          Tensor::view(d, 2 * I, {piece(p + "ffn_gate.weight", I, d, 0), piece(p + "ffn_up.weight", I, d, 0)}, mapped);
+      b.mlp_proj_weight = Tensor::view(I, d, {piece(p + "ffn_down.weight", d, I, 0)}, mapped);
+      m.blocks.push_back(std::move(b));
     }
-    b.attn_proj_weight = Tensor::view(H * hd, d, {piece(p + "attn_output.weight", d, H * hd, 0)}, mapped);
-    if (c.qk_norm) {
-      b.q_norm_weight = vector(p + "attn_q_norm.weight", hd);
-      b.k_norm_weight = vector(p + "attn_k_norm.weight", hd);
-    }
-    b.ln_2_weight = vector(p + "ffn_norm.weight", d);
-    b.mlp_fc_weight =
-        Tensor::view(d, 2 * I, {piece(p + "ffn_gate.weight", I, d, 0), piece(p + "ffn_up.weight", I, d, 0)}, mapped);
-    b.mlp_proj_weight = Tensor::view(I, d, {piece(p + "ffn_down.weight", d, I, 0)}, mapped);
-    m.blocks.push_back(std::move(b));
+    m.ln_f_weight = vector("output_norm.weight", d);
+    if (!c.tied) m.lm_head = matrix("output.weight", c.vocab_size, d);
   }
-  m.ln_f_weight = vector("output_norm.weight", d);
-  if (!c.tied) m.lm_head = matrix("output.weight", c.vocab_size, d);
   const GgmlType stored = m.blocks.empty() ? m.wte.type() : m.blocks[0].mlp_fc_weight.type();
   m.stored_dtype = stored == GgmlType::f16 ? DType::f16 : stored == GgmlType::bf16 ? DType::bf16 : DType::f32;
   m.stored_type = stored;

@@ -277,6 +277,37 @@ json tokenizer_document(const GgufFile& file) {
 
 }  // namespace
 
+std::optional<std::string> bpe_detail::gguf_pre_tokenizer_name(const json& pre_tokenizer, const json& normalizer) {
+  // The steps that cut the text, compared by what they do (a file writes more keys, such as
+  // trim_offsets, that do not change the pieces).
+  const auto steps = [](const json& x) {
+    return x.is_object() && x.value("type", "") == "Sequence" ? x.value("pretokenizers", json::array())
+                                                              : json::array({x});
+  };
+  const auto cuts = [&](const json& x) {
+    json out = json::array();
+    for (const json& step : steps(x)) {
+      if (!step.is_object()) return json();
+      const std::string type = step.value("type", "");
+      if (type == "Split" && step.contains("pattern"))
+        out.push_back(
+            {type, step["pattern"].value("Regex", ""), step.value("behavior", ""), step.value("invert", false)});
+      else if (type == "Digits")
+        out.push_back({type, step.value("individual_digits", false)});
+      else if (type == "ByteLevel")
+        out.push_back({type, step.value("add_prefix_space", true), step.value("use_regex", true)});
+      else
+        return json();
+    }
+    return out;
+  };
+  const json want = cuts(pre_tokenizer);
+  for (const PreTokenizer& p : pre_tokenizers())
+    if (!want.is_null() && cuts(p.pre_tokenizer) == want && (p.normalizer == normalizer || p.normalizer.is_null()))
+      return std::string(p.name);
+  return std::nullopt;
+}
+
 bool has_gguf_tokenizer(const GgufFile& file) { return file.metadata().contains("tokenizer.ggml.model"); }
 
 BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../model/vocabulary_model.hpp"
 #include "run_attnlab.hpp"
 
 namespace fs = std::filesystem;
@@ -114,4 +115,33 @@ TEST(GgufCli, AnOllamaNameIsTheModelBlobItsManifestNames) {
   expect_refused("model info ollama:tiny:q8", "there is no Ollama model store at");
   ::unsetenv("OLLAMA_MODELS");
   fs::remove_all(store);
+}
+
+TEST(GgufCli, ExportWritesAFileEveryCommandReadsWithTheFoldersTokenizer) {
+  // GPT-2 with the real vocabulary and tokenizer files: the GGUF file carries them.
+  const fs::path folder = attnlab::test::write_vocabulary_model(
+      fs::path(ATTNLAB_TEST_TMP) / fmt::format("gguf-vocab-{}", getpid()), ATTNLAB_GPT2_VOCAB_DIR);
+  const fs::path file = fs::path(ATTNLAB_TEST_TMP) / fmt::format("gguf-vocab-{}.gguf", getpid());
+  const json written = run_json("model export " + folder.string() + " --gguf " + file.string() + " --type f32");
+  EXPECT_EQ(written["type"], "F32");
+  EXPECT_EQ(written["bytes"].get<std::size_t>(), fs::file_size(file));
+  EXPECT_CONTAINS(written["tokenizer"].get<std::string>(), "vocab.json + merges.txt");
+  const std::string text = "'Hello, world! The café of 2026 <|endoftext|> ok'";
+  const json a = run_json("model tokenize " + file.string() + " " + text);
+  const json b = run_json("model tokenize " + folder.string() + " " + text);
+  EXPECT_EQ(a["ids"], b["ids"]);
+  EXPECT_NE(std::find(a["ids"].begin(), a["ids"].end(), json(50256)), a["ids"].end())
+      << "<|endoftext|> is one token: a control token in the file";
+  const json run_file = run_json("model run " + file.string() + " --text 'The cat sat'");
+  const json run_folder = run_json("model run " + folder.string() + " --text 'The cat sat'");
+  EXPECT_EQ(run_file["last_logits"], run_folder["last_logits"]) << "F32 and the same maths: the same logits";
+  const json info = run_json("model info " + file.string());
+  EXPECT_EQ(info["architecture"], "gpt2");
+  // Bad requests: the type, the file being read, a model of another kind.
+  expect_refused("model export " + folder.string() + " --gguf " + file.string() + " --type q4_k", "--type");
+  expect_refused("model export " + file.string() + " --gguf " + file.string(), "is the model being read");
+  expect_refused("model export " + (kFixtures / "gemma3-f32").string() + " --gguf " + file.string() + ".x",
+                 "attnlab writes GGUF for GPT-2, Llama, Qwen2 and Qwen3 models");
+  EXPECT_FALSE(fs::exists(file.string() + ".x")) << "nothing written";
+  fs::remove(file);
 }

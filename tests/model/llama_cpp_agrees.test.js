@@ -102,10 +102,10 @@ async function load_llama_cpp() {
 }
 
 // llama.cpp's tokens of the prompt, its next-token probabilities after it, and its greedy continuation.
-async function llama_cpp_run(llama, file, new_tokens) {
+async function llama_cpp_run(llama, file, new_tokens, prompt = PROMPT) {
   const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
   try {
-    const ids = [...model.tokenize(PROMPT)];
+    const ids = [...model.tokenize(prompt)];
     // The KV cache in f32 (llama.cpp's default is f16), flash attention off: attention as attnlab computes it.
     const context = await model.createContext({
       contextSize: 64, threads: 2, flashAttention: false,
@@ -120,7 +120,7 @@ async function llama_cpp_run(llama, file, new_tokens) {
         generated.push(out.token);
         if (generated.length >= new_tokens) break;
       }
-      const probabilities = TOKENS.map((_, id) => first.get(id) ?? 0);
+      const probabilities = Array.from({ length: model.tokens.length ?? TOKENS.length }, (_, id) => first.get(id) ?? 0);
       return { ids, probabilities, generated };
     } finally {
       await context.dispose();
@@ -136,8 +136,8 @@ function attnlab(args) {
   return JSON.parse(run.stdout);
 }
 
-function attnlab_run(file, new_tokens) {
-  const ids = attnlab(['model', 'tokenize', file, PROMPT, '--json']).ids;
+function attnlab_run(file, new_tokens, prompt = PROMPT) {
+  const ids = attnlab(['model', 'tokenize', file, prompt, '--json']).ids;
   const logits = attnlab(['model', 'run', file, '--ids', ids.join(','), '--json']).last_logits;
   const top = Math.max(...logits);
   const e = logits.map((x) => Math.exp(x - top));
@@ -179,6 +179,43 @@ test('llama.cpp and attnlab agree on the same GGUF files, every architecture and
         // The greedy continuation: the same tokens (one for the lossy types, whose rounding may
         // tip a close choice later on).
         assert.deepEqual(ours.generated, theirs.generated, `${arch} ${type}: the greedy continuation`);
+      }
+    }
+  });
+
+// A model trained here (`attnlab train` on a text, one token per byte) and written by
+// `attnlab model export`: llama.cpp runs the file as attnlab runs the folder it came from.
+test('a model trained here and exported as GGUF runs in llama.cpp as in attnlab (GPT-2 and Llama-style)',
+  { skip: SKIP_NO_BIN }, async (t) => {
+    const peer = await load_llama_cpp();
+    if (peer.missing) {
+      t.skip(peer.missing);
+      return;
+    }
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-export-'));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const text = path.join(dir, 'text.txt');
+    fs.writeFileSync(text, 'the cat sat on the mat. the dog sat on the log. '.repeat(40));
+    const prompt = 'the cat sat on';
+    for (const [arch, extra] of [['gpt2', ['--heads', '2']], ['llama', ['--heads', '2', '--kv-heads', '1']]]) {
+      const folder = path.join(dir, arch);
+      const trained = spawnSync(process.env.ATTNLAB_BIN, ['train', '--out', folder, '--task', 'text', text,
+        '--arch', arch, ...extra, '--steps', '60', '--batch', '16', '--log-every', '30', '--checkpoint-every', '60',
+        '--prev-token-steps', '0'], { encoding: 'utf8' });
+      assert.equal(trained.status, 0, trained.stderr);
+      const ours = attnlab_run(folder, 12, prompt);
+      for (const type of ['f32', 'f16']) {
+        const file = path.join(dir, `${arch}-${type}.gguf`);
+        const written = attnlab(['model', 'export', folder, '--gguf', file, '--type', type, '--json']);
+        assert.match(written.tokenizer, /vocab\.json \+ merges\.txt/);
+        const theirs = await llama_cpp_run(peer.llama, file, 12, prompt);
+        assert.deepEqual(theirs.ids, ours.ids, `${arch} ${type}: the prompt's tokens`);
+        let largest = 0;
+        ours.probabilities.forEach((p, id) => { largest = Math.max(largest, Math.abs(p - theirs.probabilities[id])); });
+        console.log(`trained ${arch}, exported ${type}: the next-token probabilities differ by at most ` +
+          `${largest.toExponential(2)}; greedy ${JSON.stringify(theirs.generated)}`);
+        assert.ok(largest <= (type === 'f32' ? 1e-4 : 2e-3), `${arch} ${type}: probabilities differ by ${largest}`);
+        assert.deepEqual(theirs.generated, ours.generated, `${arch} ${type}: the greedy continuation`);
       }
     }
   });

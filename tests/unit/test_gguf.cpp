@@ -329,3 +329,107 @@ TEST(GgufTokenizer, MetadataThatIsNotATokenizerIsRefusedNamingTheKey) {
                                id("tokenizer.ggml.bos_token_id", 3)}),
                         "\"tokenizer.ggml.bos_token_id\" must be a token id from 0 to 2");
 }
+
+// ---- writing ---------------------------------------------------------------------------------
+
+namespace gguf_test {
+
+fs::path exported(const std::string& folder, GgmlType type, const std::string& tokenizer_dir = "") {
+  const fs::path out =
+      fs::temp_directory_path() / fmt::format("attnlab-export-{}-{}-{}.gguf", folder, ggml_type_name(type), getpid());
+  (void)save_gguf(out.string(), load_model((gguf_test::kGguf.parent_path() / folder).string()), type, tokenizer_dir);
+  return out;
+}
+
+}  // namespace gguf_test
+
+class GgufExportMatchesNumPy : public ::testing::TestWithParam<std::tuple<const char*, GgmlType, const char*>> {};
+
+// save_gguf writes what the independent NumPy converter (make_gguf_fixtures.py, written
+// from llama.cpp's converter) wrote for the same folder: every tensor's name, dims, type and
+// bytes (Q8_0 blocks quantized to the same bytes; a llama's q and k rows in the same order),
+// and the same architecture metadata.
+TEST_P(GgufExportMatchesNumPy, EveryTensorAndTheArchitecturesMetadata) {
+  const auto [folder, type, fixture] = GetParam();
+  const fs::path path = gguf_test::exported(folder, type);
+  const GgufFile ours(path.string()), theirs((gguf_test::kGguf / fixture).string());
+  ASSERT_EQ(ours.tensors().size(), theirs.tensors().size());
+  for (const GgufTensor& t : theirs.tensors()) {
+    const GgufTensor* o = ours.find(t.name);
+    ASSERT_NE(o, nullptr) << t.name;
+    EXPECT_EQ(o->dims, t.dims) << t.name;
+    EXPECT_EQ(o->type, t.type) << t.name;
+    const std::span<const std::byte> a = ours.bytes(*o), b = theirs.bytes(t);
+    if (t.name == "rope_freqs.weight") {  // Llama 3's divisors: computed in double here, in f32 there
+      std::vector<float> x(t.elements()), y(t.elements());
+      dequantize(o->type, a.data(), x.size(), x.data());
+      dequantize(t.type, b.data(), y.size(), y.data());
+      for (std::size_t i = 0; i < x.size(); ++i)
+        EXPECT_NEAR(x[i], y[i], 1e-6 * std::abs(y[i])) << i;
+      continue;
+    }
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << t.name << ": the same bytes";
+  }
+  const std::string arch = theirs.metadata()["general.architecture"];
+  for (const auto& [key, value] : theirs.metadata().items())
+    if (key.starts_with(arch + ".")) EXPECT_EQ(ours.metadata().value(key, json()), value) << key;
+  fs::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GgufExportMatchesNumPy,
+                         ::testing::Values(std::tuple{"llama-f32", GgmlType::f32, "llama-f32.gguf"},
+                                           std::tuple{"llama-f32", GgmlType::q8_0, "llama-q8_0.gguf"},
+                                           std::tuple{"qwen2-f16", GgmlType::f16, "qwen2-f16.gguf"},
+                                           std::tuple{"qwen3-f32-sharded", GgmlType::f32, "qwen3-f32.gguf"}),
+                         [](const auto& info) {
+                           return std::string(std::get<2>(info.param)).substr(0, 5) +
+                                  std::string(ggml_type_name(std::get<1>(info.param)));
+                         });
+
+TEST(GgufExport, F32RoundTripsGiveTheFoldersLogits) {
+  // Exactly, but for Llama 3's scaling, which the file holds as f32 divisors of the
+  // frequencies (rope_freqs) rather than as its formula.
+  const std::vector<int> ids = {1, 5, 9, 2, 7, 3};
+  for (const auto& [folder, bound] : {std::pair{"tiny-f32", 0.0}, {"qwen3-f32-sharded", 0.0}, {"llama-f32", 1e-6}}) {
+    SCOPED_TRACE(folder);
+    const fs::path path = gguf_test::exported(folder, GgmlType::f32);
+    const Model file = load_model(path.string());
+    const Model original = load_model((gguf_test::kGguf.parent_path() / folder).string());
+    EXPECT_EQ(config_json(file.config)["parameters"], config_json(original.config)["parameters"]);
+    const std::vector<float> a = model_forward(file, ids).logits, b = model_forward(original, ids).logits;
+    ASSERT_EQ(a.size(), b.size());
+    float largest = 0;
+    for (float x : b)
+      largest = std::max(largest, std::abs(x));
+    for (std::size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], bound * largest) << i;
+    fs::remove(path);
+  }
+}
+
+TEST(GgufExport, Q8_0RoundTripsWithinTheQuantizationsError) {
+  // Rows of 16 (the tiny GPT-2's d_model) are not whole Q8_0 blocks: those matrices stay F16.
+  const std::vector<int> ids = {1, 5, 9, 2, 7, 3};
+  for (const char* folder : {"tiny-f32", "llama-f32"}) {
+    SCOPED_TRACE(folder);
+    const fs::path path = gguf_test::exported(folder, GgmlType::q8_0);
+    const std::vector<float> a = model_forward(load_model(path.string()), ids).logits,
+                             b = model_forward(load_model((gguf_test::kGguf.parent_path() / folder).string()), ids)
+                                     .logits;
+    float largest = 0, differ = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      largest = std::max(largest, std::abs(b[i]));
+      differ = std::max(differ, std::abs(a[i] - b[i]));
+    }
+    EXPECT_GT(differ, 0.0f) << "quantized";
+    EXPECT_LT(differ, 0.05f * largest);
+    fs::remove(path);
+  }
+}
+
+TEST(GgufExport, AModelOfAnotherKindIsRefusedNamingIt) {
+  EXPECT_ERROR_CONTAINS(test::error_of_call([] { (void)gguf_test::exported("gemma3-f32", GgmlType::f32); }),
+                        "attnlab writes GGUF for GPT-2, Llama, Qwen2 and Qwen3 models; this is gemma3");
+  EXPECT_ERROR_CONTAINS(test::error_of_call([] { (void)gguf_test::exported("llama-f32", GgmlType::q4_k); }),
+                        "f32, f16 or q8_0");
+}

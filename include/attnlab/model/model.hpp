@@ -261,6 +261,18 @@ void save_gpt2(const std::string& dir, const Model& model, DType dtype = DType::
 // model.safetensors with the names and [out, in] weights load_hf_family reads.
 void save_hf_family(const std::string& dir, const Model& model, DType dtype = DType::f32);
 
+// Writes a GPT-2, Llama, Qwen2 or Qwen3 model as the GGUF file llama.cpp's converter would
+// write (src/model/gguf_write.cpp says how): the matrices as `type` (F32, F16 or Q8_0; a
+// matrix whose rows are not whole Q8_0 blocks as F16), norms and biases as F32, and the
+// tokenizer in `tokenizer_dir` (tokenizer.json, or vocab.json + merges.txt; "" for none) as
+// tokenizer.ggml.*. InputError naming the file for a model of another kind.
+struct GgufExport {
+  std::size_t tensors = 0, bytes = 0;
+  std::size_t kept_f16 = 0;  // Q8_0 asked for, rows not whole blocks: written F16
+  std::string tokenizer;     // what the tokenizer was written as; empty: none
+};
+GgufExport save_gguf(const std::string& path, const Model& model, GgmlType type, const std::string& tokenizer_dir);
+
 // A model in the layout of its family: save_gpt2 or save_hf_family.
 void save_model(const std::string& dir, const Model& model, DType dtype = DType::f32);
 
