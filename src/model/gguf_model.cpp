@@ -42,10 +42,8 @@ struct Architecture {
   bool adjacent_rotary_pairs;
 };
 constexpr Architecture kArchitectures[] = {
-    {"gpt2", Family::gpt2, false},
-    {"llama", Family::llama, true},
-    {"qwen2", Family::qwen2, false},
-    {"qwen3", Family::qwen3, false},
+    {"gpt2", Family::gpt2, false},   {"llama", Family::llama, true},    {"qwen2", Family::qwen2, false},
+    {"qwen3", Family::qwen3, false}, {"gemma3", Family::gemma3, false},
 };
 
 // The file, and the rows of q and k put back in transformers' order, kept while a model views them.
@@ -98,10 +96,31 @@ json hf_config_of(const GgufFile& f, const Architecture& architecture) {
       m.contains(key("attention.head_count_kv")) ? m[key("attention.head_count_kv")] : c["num_attention_heads"];
   if (m.contains(key("rope.freq_base"))) c["rope_theta"] = m[key("rope.freq_base")];
   if (m.contains(key("attention.key_length"))) c["head_dim"] = m[key("attention.key_length")];
-  if (m.contains(key("attention.sliding_window")) && architecture.family != Family::llama)
-    fail(f.path(), fmt::format("\"{}\" is set; sliding windows are read for llama-architecture files only",
-                               key("attention.sliding_window")));
-  if (m.contains(key("attention.sliding_window"))) {
+  if (architecture.family == Family::gemma3) {
+    // GELU-gated; a window on every layer but each pattern-th (llama.cpp's rule: 6, or the
+    // file's sliding_window_pattern); scores × head_dim^-½ (the 62-layer 27B: (d / H)^-½),
+    // which is query_pre_attn_scalar in the models' config.json.
+    c.erase("hidden_act");
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["sliding_window"] = need("attention.sliding_window");
+    if (const json& pattern = m.value(key("attention.sliding_window_pattern"), json()); !pattern.is_null()) {
+      if (pattern.is_array()) {
+        json types = json::array();
+        for (const json& sliding : pattern)
+          types.push_back(sliding == true ? "sliding_attention" : "full_attention");
+        c["layer_types"] = std::move(types);
+      } else {
+        c["sliding_window_pattern"] = pattern;
+      }
+    }
+    const json& layers = c["num_hidden_layers"];
+    if (layers == 62 && c["hidden_size"].is_number_unsigned() && c["num_attention_heads"].is_number_unsigned() &&
+        c["num_attention_heads"].get<std::size_t>() > 0)
+      c["query_pre_attn_scalar"] = c["hidden_size"].get<std::size_t>() / c["num_attention_heads"].get<std::size_t>();
+  } else if (m.contains(key("attention.sliding_window"))) {
+    if (architecture.family != Family::llama)
+      fail(f.path(), fmt::format("\"{}\" is set; sliding windows are read for llama and gemma3 files only",
+                                 key("attention.sliding_window")));
     c["model_type"] = "mistral";
     c["sliding_window"] = m[key("attention.sliding_window")];
   }
@@ -134,7 +153,7 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
     if (arch_value == a.name) arch = &a;
   if (!arch)
     fail(path, fmt::format("\"general.architecture\" {} is not one attnlab reads from GGUF yet (it reads gpt2, "
-                           "llama, qwen2 and qwen3)",
+                           "llama, qwen2, qwen3 and gemma3)",
                            text_excerpt(arch_value.dump(), 40)));
   const bool gpt2 = arch->family == Family::gpt2;
   Model m;
@@ -236,6 +255,10 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
         b.k_norm_weight = vector(p + "attn_k_norm.weight", hd);
       }
       b.ln_2_weight = vector(p + "ffn_norm.weight", d);
+      if (c.sandwich_norms) {  // Gemma 3: the attention's and the MLP's outputs normed again
+        b.post_attn_norm_weight = vector(p + "post_attention_norm.weight", d);
+        b.post_mlp_norm_weight = vector(p + "post_ffw_norm.weight", d);
+      }
       b.mlp_fc_weight =
           Tensor::view(d, 2 * I, {piece(p + "ffn_gate.weight", I, d, 0), piece(p + "ffn_up.weight", I, d, 0)}, mapped);
       b.mlp_proj_weight = Tensor::view(I, d, {piece(p + "ffn_down.weight", d, I, 0)}, mapped);
@@ -243,6 +266,9 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
     }
     m.ln_f_weight = vector("output_norm.weight", d);
     if (!c.tied) m.lm_head = matrix("output.weight", c.vocab_size, d);
+    // llama.cpp's converter stores Gemma's norm weights as 1 + w, the factor they apply:
+    // read as they are, and applied as they are.
+    c.norm_plus_one = false;
   }
   const GgmlType stored = m.blocks.empty() ? m.wte.type() : m.blocks[0].mlp_fc_weight.type();
   m.stored_dtype = stored == GgmlType::f16 ? DType::f16 : stored == GgmlType::bf16 ? DType::bf16 : DType::f32;

@@ -12,11 +12,12 @@ Writes tests/model/fixtures/gguf/:
     the maths of each block: f32 steps in the order ggml takes them.
 
   - llama-q8_0-dequantized.gguf: llama-q8_0.gguf's values dequantized by NumPy, as F32;
-  - llama-f32.gguf, llama-q8_0.gguf, qwen2-f16.gguf, qwen3-f32.gguf: the family fixtures
+  - llama-f32.gguf, llama-q8_0.gguf, qwen2-f16.gguf, qwen3-f32.gguf, gemma3-f32.gguf, mistral-f32.gguf: the family fixtures
     (tests/model/fixtures/llama-f32, ...) converted as llama.cpp's convert_hf_to_gguf.py
     converts them: metadata under the architecture's keys, tensors renamed (blk.N.attn_q,
     token_embd, output, ...), a llama model's q and k rows reordered so that each head's
-    rotary pairs are adjacent, Llama 3's RoPE scaling as rope_freqs, and Q8_0 quantized by
+    rotary pairs are adjacent, Llama 3's RoPE scaling as rope_freqs, Gemma's norm weights as
+    1 + w (llama.cpp applies them as they are) with its window and layer pattern, and Q8_0 quantized by
     a NumPy quantizer of the same rule as ggml's reference (d = max|x| / 127, q = round(x / d)).
 
 Run from the repository root:  /usr/bin/python3 tests/model/make_gguf_fixtures.py
@@ -260,9 +261,17 @@ def convert(folder, arch, matrix_type, vector_type="F32", dequantized=False):
     if (c.get("rope_scaling") or {}).get("rope_type") == "linear":
         metadata += [(f"{arch}.rope.scaling.type", "string", "linear"),
                      (f"{arch}.rope.scaling.factor", "f32", c["rope_scaling"]["factor"])]
+    if arch == "llama" and c.get("sliding_window"):  # Mistral: a window on every layer
+        metadata.append((f"{arch}.attention.sliding_window", "u32", c["sliding_window"]))
+    gemma = arch == "gemma3"
+    if gemma:  # the window, and which layers have it (llama.cpp: every layer but each pattern-th)
+        metadata += [(f"{arch}.attention.sliding_window", "u32", c["sliding_window"]),
+                     (f"{arch}.attention.sliding_window_pattern", "u32", c["sliding_window_pattern"])]
     tensors = []
 
     def add(name, values, type_name):
+        if gemma and name.endswith("norm.weight"):  # llama.cpp stores Gemma's norms as 1 + w
+            values = values + np.float32(1)
         type_name = type_name if values.ndim == 2 else vector_type
         data = stored(values, type_name)
         if dequantized and type_name != "F32":
@@ -284,7 +293,12 @@ def convert(folder, arch, matrix_type, vector_type="F32", dequantized=False):
             if p + f"self_attn.{part}.weight" in w:
                 add(g + name + ".weight", w[p + f"self_attn.{part}.weight"][0], "F32")
         add(g + "attn_output.weight", w[p + "self_attn.o_proj.weight"][0], matrix_type)
-        add(g + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"][0], "F32")
+        if gemma:
+            add(g + "post_attention_norm.weight", w[p + "post_attention_layernorm.weight"][0], "F32")
+            add(g + "ffn_norm.weight", w[p + "pre_feedforward_layernorm.weight"][0], "F32")
+            add(g + "post_ffw_norm.weight", w[p + "post_feedforward_layernorm.weight"][0], "F32")
+        else:
+            add(g + "ffn_norm.weight", w[p + "post_attention_layernorm.weight"][0], "F32")
         for part, name in (("gate_proj", "ffn_gate"), ("up_proj", "ffn_up"), ("down_proj", "ffn_down")):
             add(g + name + ".weight", w[p + f"mlp.{part}.weight"][0], matrix_type)
     add("output_norm.weight", w["norm.weight"][0], "F32")
@@ -351,7 +365,9 @@ def main():
     for folder, arch, matrix_type, out in (("llama-f32", "llama", "F32", "llama-f32.gguf"),
                                            ("llama-f32", "llama", "Q8_0", "llama-q8_0.gguf"),
                                            ("qwen2-f16", "qwen2", "F16", "qwen2-f16.gguf"),
-                                           ("qwen3-f32-sharded", "qwen3", "F32", "qwen3-f32.gguf")):
+                                           ("qwen3-f32-sharded", "qwen3", "F32", "qwen3-f32.gguf"),
+                                           ("gemma3-f32", "gemma3", "F32", "gemma3-f32.gguf"),
+                                           ("mistral-f32", "llama", "F32", "mistral-f32.gguf")):
         metadata, tensors = convert(families / folder, arch, matrix_type)
         vocab_size = json.loads((families / folder / "config.json").read_text())["vocab_size"]
         if arch == "llama":
