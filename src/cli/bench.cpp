@@ -36,6 +36,7 @@ struct BenchFlags {
   std::string model;          // a model directory: time its forward pass instead of the kernels
   bool f32 = false;           // with --model: widen 16-bit weights to f32 first
   std::size_t tokens = 1024;  // with --model: tokens per forward pass
+  std::size_t generate = 0;   // with --model: then time this many new tokens after those, one at a time
   bool train = false;         // time training steps instead (the shape below, --heads shared)
   TrainSettings shape{.steps = 20};
   CLI::Option* heads_flag = nullptr;
@@ -78,6 +79,10 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   app.add_flag("--f32", f.f32, "With --model: widen 16-bit weights to f32 in memory first");
+  app.add_option("--generate", f.generate,
+                 "With --model: also time generating this many tokens, one at a time through the KV cache, after "
+                 "--tokens of prompt (tokens/s, and bytes read per token against the read bandwidth)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16));
   app.add_flag("--train", f.train, "Time training steps of a small GPT-2 instead (attnlab train's model and task)");
   app.add_option("--layers", f.shape.layers, "With --train: layers")->capture_default_str()->check(CLI::Range(1, 48));
   app.add_option("--d-model", f.shape.d_model, "With --train: width")
@@ -236,29 +241,58 @@ int bench_model(const BenchFlags& f) {
   const double median = median_seconds(f.repeats, [&] { model_forward(model, ids); });
   const double flops = forward_flops(c, f.tokens);
   const double gflops = flops / median / 1e9;
+  // Generation: the prompt through the cache, then one token at a time (greedy). Each new
+  // token reads every weight once and the whole cache: that traffic over the measured read
+  // bandwidth is what the step could take at best.
+  nlohmann::json generation;
+  if (f.generate) {
+    if (f.tokens + f.generate > c.n_positions)
+      fail("--generate", fmt::format("{} prompt tokens and {} new ones are more than the model's {} positions",
+                                     f.tokens, f.generate, c.n_positions));
+    Decoder decoder(model);
+    std::vector<float> logits = decoder.step(ids);
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < f.generate; ++i) {
+      const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      logits = decoder.step(std::span<const int>(&next, 1));
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double per_token = seconds / double(f.generate);
+    // The cache read at the middle step: 2 × L × H_kv × d_head × length × 4 bytes (f32).
+    const double cache_bytes = 2.0 * double(c.n_layer * c.kv_heads() * c.head_dim()) *
+                               (double(f.tokens) + double(f.generate) / 2) * sizeof(float);
+    const double bytes = double(model.weight_bytes()) + cache_bytes;
+    generation = {{"prompt_tokens", f.tokens},
+                  {"new_tokens", f.generate},
+                  {"tokens_per_second", 1 / per_token},
+                  {"bytes_per_token", bytes},
+                  {"gbps", bytes / per_token / 1e9},
+                  {"percent_of_read_bandwidth", 100 * bytes / per_token / 1e9 / peaks.read_gbps}};
+  }
   const std::size_t file = checkpoint_summary(f.model).bytes, buffers = forward_buffer_bytes(c, f.tokens);
   const std::size_t peak = memory::resident_peak_bytes();
   const std::size_t resident = peak > resident_before ? peak - resident_before : 0;
   const double goal = 1.1 * double(file) + double(buffers);
   if (f.json) {
-    fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},
-                                      {"model", config_json(c)},
-                                      {"tokens", f.tokens},
-                                      {"median_seconds", median},
-                                      {"tokens_per_second", f.tokens / median},
-                                      {"flops", flops},
-                                      {"gflops", gflops},
-                                      {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
-                                      {"blas_core", blas_core()},
-                                      {"memory",
-                                       {{"file_bytes", file},
-                                        {"weight_bytes", model.weight_bytes()},
-                                        {"stored_dtype", dtype_name(model.stored_dtype)},
-                                        {"buffer_bytes", buffers},
-                                        {"resident_peak_bytes", resident},
-                                        {"goal_bytes", goal},
-                                        {"goal_met", double(resident) <= goal}}}}
-                           .dump(2));
+    nlohmann::json out{{"machine", peaks_json(peaks)},
+                       {"model", config_json(c)},
+                       {"tokens", f.tokens},
+                       {"median_seconds", median},
+                       {"tokens_per_second", f.tokens / median},
+                       {"flops", flops},
+                       {"gflops", gflops},
+                       {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
+                       {"blas_core", blas_core()},
+                       {"memory",
+                        {{"file_bytes", file},
+                         {"weight_bytes", model.weight_bytes()},
+                         {"stored_dtype", dtype_name(model.stored_dtype)},
+                         {"buffer_bytes", buffers},
+                         {"resident_peak_bytes", resident},
+                         {"goal_bytes", goal},
+                         {"goal_met", double(resident) <= goal}}}};
+    if (f.generate) out["generation"] = generation;
+    fmt::print("{}\n", out.dump(2));
     return 0;
   }
   print_blas_machine(peaks);
@@ -269,10 +303,17 @@ int bench_model(const BenchFlags& f) {
   fmt::print(
       "memory: the files {}, the weights in memory {} ({}{}), the forward's buffers {}; peak resident {} "
       "(goal ≤ file + 10% + buffers = {}: {})\n",
-      format_bytes(file), format_bytes(model.weight_bytes()), dtype_name(model.stored_dtype),
+      format_bytes(file), format_bytes(model.weight_bytes()), ggml_type_name(model.stored_type),
       f.f32 ? " widened to f32" : ", read where the mapped file holds them", format_bytes(buffers),
       format_bytes(resident), format_bytes(static_cast<std::uint64_t>(goal)),
       double(resident) <= goal ? "met" : "NOT met");
+  if (f.generate)
+    fmt::print(
+        "generation: {} tokens after {} of prompt, {:.1f} tokens/s; {} read per token, {:.1f} GB/s ({:.0f}% of "
+        "the measured read bandwidth)\n",
+        f.generate, f.tokens, generation["tokens_per_second"].get<double>(),
+        format_bytes(static_cast<std::uint64_t>(generation["bytes_per_token"].get<double>())),
+        generation["gbps"].get<double>(), generation["percent_of_read_bandwidth"].get<double>());
   return 0;
 }
 

@@ -117,14 +117,13 @@ const SCALES = {
 
 function random_tensor(random, type, count) {
   if (type === 'F32' || type === 'F16' || type === 'BF16') {
-    const values = Array.from({ length: count }, () => 0.05 * random.normal());
-    if (type === 'F32') return Buffer.from(new Float32Array(values).buffer);
-    const out = Buffer.alloc(2 * count);
-    values.forEach((v, i) => {
-      const bits = type === 'F16' ? f16_bits(v) : new Uint32Array(new Float32Array([v]).buffer)[0] >>> 16;
-      out.writeUInt16LE(bits, 2 * i);
-    });
-    return out;
+    const values = new Float32Array(count);
+    for (let i = 0; i < count; ++i) values[i] = 0.05 * random.normal();
+    if (type === 'F32') return Buffer.from(values.buffer);
+    const out = new Uint16Array(count);
+    const bits = new Uint32Array(values.buffer);
+    for (let i = 0; i < count; ++i) out[i] = type === 'F16' ? f16_bits(values[i]) : bits[i] >>> 16;
+    return Buffer.from(out.buffer);
   }
   const [, per_block, block_bytes] = GGML[type];
   const out = Buffer.alloc((count / per_block) * block_bytes);

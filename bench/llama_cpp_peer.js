@@ -1,0 +1,176 @@
+#!/usr/bin/env node
+// attnlab beside llama.cpp on the same GGUF files, in the same run, with the same threads:
+// prompt processing (one forward over --prompt tokens) and generation (--generate tokens,
+// one at a time through the KV cache, after a 64-token prompt). llama.cpp is npm's
+// node-llama-cpp with its prebuilt CPU libraries (scripts/test.sh installs it into
+// build/peers), its KV cache in f32 as attnlab's is.
+//
+// Run: node bench/llama_cpp_peer.js [--attnlab build/attnlab] [--model FILE.gguf]
+//        [--types F32,F16,Q8_0,Q4_K] [--prompt 512] [--generate 32] [--threads 2] [--json]
+// Without --model it writes, for each type, a Llama-architecture file of GPT-2 small's size
+// (12 layers, d_model 768, 12 heads, an MLP of 2048 gated: about the same weights) with
+// seeded random weights (tests/model/gguf_writer.js). It prints each runtime's figures, attnlab's
+// as a share of this machine's peaks (from `attnlab bench --model`), and the ratios.
+'use strict';
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { gguf_file, random_tensor, seeded } = require('../tests/model/gguf_writer.js');
+
+const ROOT = path.join(__dirname, '..');
+
+function flags() {
+  const out = { attnlab: path.join(ROOT, 'build', 'attnlab'), model: null, types: ['F32', 'F16', 'Q8_0', 'Q4_K'],
+    prompt: 512, generate: 32, threads: 2, json: false };
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; ++i) {
+    const a = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--attnlab') out.attnlab = value();
+    else if (a === '--model') out.model = value();
+    else if (a === '--types') out.types = value().split(',');
+    else if (a === '--prompt') out.prompt = Number(value());
+    else if (a === '--generate') out.generate = Number(value());
+    else if (a === '--threads') out.threads = Number(value());
+    else if (a === '--json') out.json = true;
+    else throw new Error(`unknown flag ${a}; see the top of bench/llama_cpp_peer.js`);
+  }
+  return out;
+}
+
+// A Llama-architecture file of GPT-2 small's size in `type`, its tokenizer bytes only.
+function gpt2_small_llama(type) {
+  const d = 768, heads = 12, inner = 2048, layers = 12, context = 1024;
+  // Byte-level symbols (GPT-2's table) for the 256 bytes, then fillers up to 8192 tokens.
+  const symbols = [];
+  for (let b = 0; b < 256; ++b) {
+    const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    symbols.push(printable ? String.fromCharCode(b) : null);
+  }
+  let extra = 0;
+  for (let b = 0; b < 256; ++b) if (symbols[b] === null) symbols[b] = String.fromCharCode(256 + extra++);
+  const vocab = ['<|endoftext|>', ...symbols];
+  while (vocab.length < 8192) vocab.push(`<|filler${vocab.length}|>`);
+  const random = seeded(7);
+  const tensors = [];
+  const matrix = (name, inputs, outputs) =>
+    tensors.push({ name, dims: [inputs, outputs], type, data: random_tensor(random, type, inputs * outputs) });
+  const norm = (name) => tensors.push({ name, dims: [d], type: 'F32', data: Buffer.from(new Float32Array(d).fill(1).buffer) });
+  matrix('token_embd.weight', d, vocab.length);
+  for (let l = 0; l < layers; ++l) {
+    const p = `blk.${l}.`;
+    norm(p + 'attn_norm.weight');
+    for (const part of ['attn_q', 'attn_k', 'attn_v', 'attn_output']) matrix(p + part + '.weight', d, d);
+    norm(p + 'ffn_norm.weight');
+    matrix(p + 'ffn_gate.weight', d, inner);
+    matrix(p + 'ffn_up.weight', d, inner);
+    matrix(p + 'ffn_down.weight', inner, d);
+  }
+  norm('output_norm.weight');
+  matrix('output.weight', d, vocab.length);
+  return gguf_file([
+    ['general.architecture', 'string', 'llama'], ['llama.block_count', 'u32', layers],
+    ['llama.context_length', 'u32', context], ['llama.embedding_length', 'u32', d],
+    ['llama.feed_forward_length', 'u32', inner], ['llama.attention.head_count', 'u32', heads],
+    ['llama.attention.head_count_kv', 'u32', heads], ['llama.attention.layer_norm_rms_epsilon', 'f32', 1e-5],
+    ['llama.rope.freq_base', 'f32', 10000],
+    ['tokenizer.ggml.model', 'string', 'gpt2'], ['tokenizer.ggml.pre', 'string', 'gpt-2'],
+    ['tokenizer.ggml.tokens', ['string'], vocab],
+    ['tokenizer.ggml.token_type', ['i32'], vocab.map((t) => (t.startsWith('<|') ? 3 : 1))],
+    ['tokenizer.ggml.merges', ['string'], []],
+  ], tensors);
+}
+
+async function llama_cpp(file, f) {
+  const entry = require.resolve('node-llama-cpp', { paths: [path.join(ROOT, 'build', 'peers')] });
+  const { getLlama } = await import(entry);
+  const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
+  const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
+  const context = await model.createContext({
+    contextSize: Math.max(f.prompt, 64 + f.generate) + 8, batchSize: f.prompt, threads: f.threads,
+    flashAttention: false, experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
+  });
+  const ids = Array.from({ length: f.prompt }, (_, i) => 1 + ((i * 37) % 255));
+  let sequence = context.getSequence();
+  let start = process.hrtime.bigint();
+  await sequence.evaluateWithoutGeneratingNewTokens(ids);
+  const prompt_seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  await sequence.clearHistory();
+  await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, 64));
+  let generated = 0;
+  start = process.hrtime.bigint();
+  for await (const token of sequence.evaluate([ids[64]], { temperature: 0 })) {
+    void token;
+    if (++generated >= f.generate) break;
+  }
+  const generate_seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  await context.dispose();
+  await model.dispose();
+  return { prompt_tokens_per_second: f.prompt / prompt_seconds, generate_tokens_per_second: generated / generate_seconds };
+}
+
+function attnlab(file, f) {
+  const run = (args) => {
+    const r = spawnSync(f.attnlab, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
+    if (r.status !== 0) throw new Error(`attnlab ${args.join(' ')}: ${r.stderr}`);
+    return JSON.parse(r.stdout);
+  };
+  const threads = ['--threads', String(f.threads)];
+  const prompt = run(['bench', '--model', file, '--tokens', String(f.prompt), '--json', ...threads]);
+  const gen = run(['bench', '--model', file, '--tokens', '64', '--generate', String(f.generate), '--json', ...threads]);
+  return {
+    prompt_tokens_per_second: prompt.tokens_per_second,
+    prompt_percent_of_f32_peak: prompt.percent_of_peak,
+    generate_tokens_per_second: gen.generation.tokens_per_second,
+    generate_percent_of_read_bandwidth: gen.generation.percent_of_read_bandwidth,
+    machine: prompt.machine,
+  };
+}
+
+async function main() {
+  const f = flags();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-peer-'));
+  const rows = [];
+  try {
+    const files = f.model ? [[path.basename(f.model), f.model]] : f.types.map((type) => {
+      const file = path.join(dir, `gpt2-small-llama-${type}.gguf`);
+      fs.writeFileSync(file, gpt2_small_llama(type));
+      return [type, file];
+    });
+    for (const [name, file] of files) {
+      const ours = attnlab(file, f);
+      const theirs = await llama_cpp(file, f);
+      rows.push({ file: name, attnlab: ours, llama_cpp: theirs,
+        prompt_ratio: ours.prompt_tokens_per_second / theirs.prompt_tokens_per_second,
+        generate_ratio: ours.generate_tokens_per_second / theirs.generate_tokens_per_second });
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  if (f.json) {
+    console.log(JSON.stringify({ prompt: f.prompt, generate: f.generate, threads: f.threads, rows }, null, 2));
+    return;
+  }
+  const m = rows[0].attnlab.machine;
+  console.log(`machine: ${m.isa}, ${m.threads} threads, f32 peak ${m.f32_peak_gflops.toFixed(0)} GFLOP/s, ` +
+    `read ${m.read_gbps.toFixed(1)} GB/s`);
+  console.log(`| file | prompt ${f.prompt} tokens: attnlab tok/s (% f32 peak) | llama.cpp | ratio | ` +
+    `generate ${f.generate}: attnlab tok/s (% read bandwidth) | llama.cpp | ratio |`);
+  console.log('|---|---|---|---|---|---|---|');
+  for (const r of rows)
+    console.log(`| ${r.file} | ${r.attnlab.prompt_tokens_per_second.toFixed(0)} ` +
+      `(${r.attnlab.prompt_percent_of_f32_peak.toFixed(0)}%) | ${r.llama_cpp.prompt_tokens_per_second.toFixed(0)} | ` +
+      `${r.prompt_ratio.toFixed(2)}× | ${r.attnlab.generate_tokens_per_second.toFixed(1)} ` +
+      `(${r.attnlab.generate_percent_of_read_bandwidth.toFixed(0)}%) | ${r.llama_cpp.generate_tokens_per_second.toFixed(1)} | ` +
+      `${r.generate_ratio.toFixed(2)}× |`);
+}
+
+main().catch((e) => {
+  console.error(`llama_cpp_peer: ${e.message}`);
+  process.exit(2);
+});
