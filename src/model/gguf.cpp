@@ -26,6 +26,10 @@ std::string_view ggml_type_name(GgmlType type) {
     case GgmlType::bf16: return "BF16";
     case GgmlType::q8_0: return "Q8_0";
     case GgmlType::q4_0: return "Q4_0";
+    case GgmlType::q4_1: return "Q4_1";
+    case GgmlType::q5_0: return "Q5_0";
+    case GgmlType::q5_1: return "Q5_1";
+    case GgmlType::iq4_nl: return "IQ4_NL";
     case GgmlType::q4_k: return "Q4_K";
     case GgmlType::q5_k: return "Q5_K";
     case GgmlType::q6_k: return "Q6_K";
@@ -39,7 +43,11 @@ std::size_t ggml_block_values(GgmlType type) {
     case GgmlType::f16:
     case GgmlType::bf16: return 1;
     case GgmlType::q8_0:
-    case GgmlType::q4_0: return 32;
+    case GgmlType::q4_0:
+    case GgmlType::q4_1:
+    case GgmlType::q5_0:
+    case GgmlType::q5_1:
+    case GgmlType::iq4_nl: return 32;
     default: return 256;  // the K types' super-blocks
   }
 }
@@ -51,6 +59,10 @@ std::size_t ggml_block_bytes(GgmlType type) {
     case GgmlType::bf16: return 2;
     case GgmlType::q8_0: return 2 + 32;                 // d (f16), 32 × int8
     case GgmlType::q4_0: return 2 + 16;                 // d (f16), 32 × 4 bits
+    case GgmlType::q4_1: return 2 + 2 + 16;             // d, m (f16), 32 × 4 bits
+    case GgmlType::q5_0: return 2 + 4 + 16;             // d, each value's fifth bit, 32 × 4 bits
+    case GgmlType::q5_1: return 2 + 2 + 4 + 16;         // d, m, the fifth bits, 32 × 4 bits
+    case GgmlType::iq4_nl: return 2 + 16;               // d, 32 × a 4-bit index into a fixed table
     case GgmlType::q4_k: return 2 + 2 + 12 + 128;       // d, dmin, 8 × (6-bit scale, 6-bit min), 256 × 4 bits
     case GgmlType::q5_k: return 2 + 2 + 12 + 32 + 128;  // as Q4_K, and each value's fifth bit
     case GgmlType::q6_k: return 128 + 64 + 16 + 2;      // low 4 bits, high 2 bits, 16 × int8 scales, d
@@ -78,8 +90,8 @@ namespace {
 
 // The types a file may name, and llama.cpp's names for the ones attnlab does not read.
 bool known_type(std::uint32_t t) {
-  for (GgmlType k : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_k,
-                     GgmlType::q5_k, GgmlType::q6_k})
+  for (GgmlType k : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q8_0, GgmlType::q4_0, GgmlType::q4_1,
+                     GgmlType::q5_0, GgmlType::q5_1, GgmlType::iq4_nl, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k})
     if (static_cast<std::uint32_t>(k) == t) return true;
   return false;
 }
@@ -287,8 +299,8 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
     }
     const std::uint32_t type = r.number<std::uint32_t>(what);
     if (!known_type(type))
-      fail(path, fmt::format("{}: type {} is not one attnlab reads (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K "
-                             "and Q6_K); re-quantize the model to one of them",
+      fail(path, fmt::format("{}: type {} is not one attnlab reads (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                             "Q5_1, IQ4_NL, Q4_K, Q5_K and Q6_K); re-quantize the model to one of them",
                              what, unread_type_name(type)));
     t.type = static_cast<GgmlType>(type);
     if (t.dims[0] % ggml_block_values(t.type) != 0)
@@ -379,6 +391,44 @@ void dequantize(GgmlType type, const std::byte* blocks, std::size_t count, float
         for (std::size_t i = 0; i < 16; ++i) {
           y[i] = d * float((byte_at(x + 2, i) & 0xF) - 8);
           y[i + 16] = d * float((byte_at(x + 2, i) >> 4) - 8);
+        }
+        break;
+      }
+      case GgmlType::q4_1: {  // y_i = d · q_i + m
+        const float d = half_at(x), m = half_at(x + 2);
+        for (std::size_t i = 0; i < 16; ++i) {
+          y[i] = d * float(byte_at(x + 4, i) & 0xF) + m;
+          y[i + 16] = d * float(byte_at(x + 4, i) >> 4) + m;
+        }
+        break;
+      }
+      case GgmlType::q5_0:
+      case GgmlType::q5_1: {
+        // 5-bit q_i: the nibble, and bit i of the 32-bit qh as the fifth bit; Q5_0: y = d · (q − 16),
+        // Q5_1: y = d · q + m.
+        const bool one = type == GgmlType::q5_1;
+        const float d = half_at(x), m = one ? half_at(x + 2) : 0.0f;
+        const std::byte* qh_at = x + (one ? 4 : 2);
+        const std::byte* qs = qh_at + 4;
+        std::uint32_t qh = 0;
+        for (std::size_t k = 0; k < 4; ++k)
+          qh |= std::uint32_t(byte_at(qh_at, k)) << (8 * k);
+        const int offset = one ? 0 : 16;
+        for (std::size_t i = 0; i < 16; ++i) {
+          const int q0 = int((byte_at(qs, i) & 0xF) | (((qh >> i) & 1) << 4)) - offset;
+          const int q1 = int((byte_at(qs, i) >> 4) | (((qh >> (i + 16)) & 1) << 4)) - offset;
+          y[i] = d * float(q0) + m;
+          y[i + 16] = d * float(q1) + m;
+        }
+        break;
+      }
+      case GgmlType::iq4_nl: {  // y_i = d · table[q_i], ggml's non-linear 4-bit grid
+        static constexpr std::int8_t table[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                  1,    13,   25,  38,  53,  69,  89,  113};
+        const float d = half_at(x);
+        for (std::size_t i = 0; i < 16; ++i) {
+          y[i] = d * float(table[byte_at(x + 2, i) & 0xF]);
+          y[i + 16] = d * float(table[byte_at(x + 2, i) >> 4]);
         }
         break;
       }

@@ -14,8 +14,9 @@ const TYPE = { u32: 4, i32: 5, f32: 6, bool: 7, string: 8, array: 9 };
 
 // ggml's type numbers, values per block and bytes per block.
 const GGML = {
-  F32: [0, 1, 4], F16: [1, 1, 2], Q4_0: [2, 32, 18], Q8_0: [8, 32, 34],
-  Q4_K: [12, 256, 144], Q5_K: [13, 256, 176], Q6_K: [14, 256, 210], BF16: [30, 1, 2],
+  F32: [0, 1, 4], F16: [1, 1, 2], Q4_0: [2, 32, 18], Q4_1: [3, 32, 20], Q5_0: [6, 32, 22], Q5_1: [7, 32, 24],
+  Q8_0: [8, 32, 34], Q4_K: [12, 256, 144], Q5_K: [13, 256, 176], Q6_K: [14, 256, 210], IQ4_NL: [20, 32, 18],
+  BF16: [30, 1, 2],
 };
 
 class Writer {
@@ -110,6 +111,10 @@ function f16_bits(x) {
 const SCALES = {
   Q8_0: { at: [0], low: 3e-4, high: 1e-3 },   // d · q, q in [-128, 127]
   Q4_0: { at: [0], low: 5e-3, high: 1.5e-2 }, // d · (q - 8), q in [0, 15]
+  Q4_1: { at: [0, 2], low: 5e-3, high: 1.5e-2 }, // d · q + m (m drawn like d: its values are around 0.05)
+  Q5_0: { at: [0], low: 3e-3, high: 8e-3 },   // d · (q - 16), q in [0, 31]
+  Q5_1: { at: [0, 2], low: 3e-3, high: 8e-3 }, // d · q + m
+  IQ4_NL: { at: [0], low: 3e-4, high: 8e-4 }, // d · grid[q], the grid within ±127
   Q4_K: { at: [0, 2], low: 1e-4, high: 3e-4 }, // d · sc · q - dmin · m, sc and m 6-bit
   Q5_K: { at: [0, 2], low: 5e-5, high: 1.5e-4 },
   Q6_K: { at: [208], low: 2e-5, high: 6e-5 },  // d · scale · (q - 32), scale int8

@@ -6,7 +6,7 @@
 //
 // The files are written here (gguf_writer.js): a 2-layer model, d_model 256, 4 query heads
 // sharing 2 KV heads of 64, a SwiGLU MLP of 512, seeded random weights of a weight's size,
-// every matrix in one type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), for the
+// every matrix in one type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K), for the
 // architectures `llama` (llama.cpp rotates adjacent pairs: the file's q and k rows are in
 // that order), `qwen2` (split halves, biases on q, k and v) and `gemma3` (six layers, a
 // window on five of them, QK-norm, four norms per block stored as 1 + w, GeGLU, the embedding
@@ -29,9 +29,12 @@ const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const { gguf_file, random_tensor, seeded } = require('./gguf_writer.js');
 
-const TYPES = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q5_K', 'Q6_K'];
+const TYPES = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_1', 'Q5_0', 'Q5_1', 'IQ4_NL', 'Q4_K', 'Q5_K', 'Q6_K'];
 // The largest difference of a next-token probability allowed, per type (see above).
-const BOUND = { F32: 1e-6, F16: 3e-4, BF16: 3e-3, Q8_0: 1e-2, Q4_0: 1e-2, Q4_K: 1e-2, Q5_K: 1e-2, Q6_K: 1e-2 };
+// (Q6_K's random scales are int8s, so its weights have the heaviest tails and llama.cpp's
+// 8-bit activations lose the most there: measured up to 8e-3.)
+const BOUND = { F32: 1e-6, F16: 3e-4, BF16: 3e-3, Q8_0: 1e-2, Q4_0: 1e-2, Q4_1: 1e-2, Q5_0: 1e-2, Q5_1: 1e-2,
+  IQ4_NL: 1e-2, Q4_K: 1e-2, Q5_K: 1e-2, Q6_K: 2e-2 };
 const PROMPT = 'the cat sat on the mat';
 
 // ---- the model file ------------------------------------------------------------------------
@@ -143,6 +146,10 @@ async function llama_cpp_run(llama, file, new_tokens, prompt = PROMPT) {
   }
 }
 
+// The tokens generated before the first end-of-text token (id 0, "<|endoftext|>"): llama.cpp
+// stops there and does not return it; attnlab generates on.
+const until_end = (ids) => (ids.includes(0) ? ids.slice(0, ids.indexOf(0)) : ids);
+
 function attnlab(args) {
   const run = spawnSync(process.env.ATTNLAB_BIN, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
   assert.equal(run.status, 0, `attnlab ${args.join(' ')}: ${run.stderr}`);
@@ -193,8 +200,13 @@ test('llama.cpp and attnlab agree on the same GGUF files, every architecture and
         const bound = arch === 'gemma3' ? Math.max(BOUND[type], 3e-4) : BOUND[type];
         assert.ok(largest <= bound, `${arch} ${type}: probabilities differ by ${largest} > ${bound}`);
         // The greedy continuation: the same tokens (one for the lossy types, whose rounding may
-        // tip a close choice later on).
-        assert.deepEqual(ours.generated, theirs.generated, `${arch} ${type}: the greedy continuation`);
+        // tip a close choice later on), where the choice is not a near tie: the two most
+        // probable tokens further apart than twice the difference the runtimes have.
+        const [first, second] = [...theirs.probabilities].sort((a, b) => b - a);
+        if (lossless || first - second > 2 * largest)
+          assert.deepEqual(until_end(ours.generated), until_end(theirs.generated), `${arch} ${type}: the greedy continuation`);
+        else
+          console.log(`${arch} ${type}: the first choice is a near tie (${first.toFixed(4)} and ${second.toFixed(4)})`);
       }
     }
   });
@@ -231,7 +243,7 @@ test('a model trained here and exported as GGUF runs in llama.cpp as in attnlab 
         console.log(`trained ${arch}, exported ${type}: the next-token probabilities differ by at most ` +
           `${largest.toExponential(2)}; greedy ${JSON.stringify(theirs.generated)}`);
         assert.ok(largest <= (type === 'f32' ? 1e-4 : 2e-3), `${arch} ${type}: probabilities differ by ${largest}`);
-        assert.deepEqual(theirs.generated, ours.generated, `${arch} ${type}: the greedy continuation`);
+        assert.deepEqual(until_end(theirs.generated), until_end(ours.generated), `${arch} ${type}: the greedy continuation`);
       }
     }
   });

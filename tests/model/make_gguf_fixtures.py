@@ -4,7 +4,7 @@
 Writes tests/model/fixtures/gguf/:
   - types.gguf: GGUF v3 with a metadata value of every type (arrays of strings and an array
     of arrays included) and one tensor of each type attnlab reads (F32, F16, BF16, Q8_0,
-    Q4_0, Q4_K, Q5_K, Q6_K), 2 rows of 512 values each, the blocks seeded random bytes with
+    Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K), 2 rows of 512 values each, the blocks seeded random bytes with
     finite f16 scales;
   - types-v2.gguf: the same in version 2 with a 64-byte alignment;
   - types.expected.json: the metadata and each tensor's values dequantized here in NumPy, from
@@ -30,8 +30,9 @@ import numpy as np
 
 OUT = pathlib.Path(__file__).parent / "fixtures" / "gguf"
 
-GGML = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144),
-        "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210), "BF16": (30, 1, 2)}  # type: (number, block values, block bytes)
+GGML = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
+        "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176),
+        "Q6_K": (14, 256, 210), "IQ4_NL": (20, 32, 18), "BF16": (30, 1, 2)}  # type: (number, block values, block bytes)
 
 
 # ---- writing -------------------------------------------------------------------------------
@@ -99,6 +100,25 @@ def dequantize_block(type_name, b):
         qs = b[2:18]
         return np.concatenate([((qs & 0xF).astype(np.int32) - 8).astype(np.float32) * d,
                                ((qs >> 4).astype(np.int32) - 8).astype(np.float32) * d])
+    if type_name == "Q4_1":  # y = d * q + m
+        d, m = f16(b[0:2].tobytes())[0], f16(b[2:4].tobytes())[0]
+        qs = b[4:20]
+        return np.concatenate([(qs & 0xF).astype(np.float32) * d + m, (qs >> 4).astype(np.float32) * d + m])
+    if type_name in ("Q5_0", "Q5_1"):  # the fifth bit of value j is bit j of the 32-bit qh
+        one = type_name == "Q5_1"
+        d = f16(b[0:2].tobytes())[0]
+        m = f16(b[2:4].tobytes())[0] if one else np.float32(0)
+        at = 4 if one else 2
+        qh = int.from_bytes(b[at:at + 4].tobytes(), "little")
+        qs = b[at + 4:at + 20].astype(np.int32)
+        fifth = np.array([(qh >> j) & 1 for j in range(32)], dtype=np.int32) << 4
+        q = np.concatenate([(qs & 0xF) | fifth[:16], (qs >> 4) | fifth[16:]]) - (0 if one else 16)
+        return (q.astype(np.float32) * d + m).astype(np.float32)
+    if type_name == "IQ4_NL":  # y = d * grid[q], ggml's kvalues_iq4nl
+        grid = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float32)
+        d = f16(b[0:2].tobytes())[0]
+        qs = b[2:18]
+        return np.concatenate([grid[qs & 0xF] * d, grid[qs >> 4] * d])
     if type_name in ("Q4_K", "Q5_K"):
         d, dmin = f16(b[0:2].tobytes())[0], f16(b[2:4].tobytes())[0]
         scales = b[4:16]
@@ -156,7 +176,8 @@ def random_tensor(rng, type_name, count):
         bits = rng.standard_normal(count).astype(np.float32).view(np.uint32) >> 16
         return bits.astype("<u2").tobytes()
     blocks = bytearray(rng.integers(0, 256, size=count // per_block * block_bytes, dtype=np.uint8).tobytes())
-    where = {"Q8_0": [0], "Q4_0": [0], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}[type_name]
+    where = {"Q8_0": [0], "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "IQ4_NL": [0], "Q4_K": [0, 2],
+             "Q5_K": [0, 2], "Q6_K": [208]}[type_name]
     for start in range(0, len(blocks), block_bytes):
         for at in where:  # d (and dmin): a finite f16 of a weight's size
             blocks[start + at:start + at + 2] = np.float16(rng.uniform(0.001, 0.05)).tobytes()

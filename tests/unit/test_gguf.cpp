@@ -154,8 +154,8 @@ TEST_F(BrokenGguf, EveryKindOfDamageIsRefusedNamingIt) {
   EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint64_t>(b, dims + 4, 0); }), "dimension 0 is 0");
   EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint64_t>(b, dims + 4, std::uint64_t(1) << 60); }),
                         "their product below 2^48");
-  EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint32_t>(b, type, 3); }),
-                        "type Q4_1 is not one attnlab reads");
+  EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { put<std::uint32_t>(b, type, 10); }),
+                        "type Q2_K is not one attnlab reads");
   EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) {
                           put<std::uint64_t>(b, dims + 4, 48);
                           put<std::uint32_t>(b, type, 8);

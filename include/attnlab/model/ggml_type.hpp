@@ -1,5 +1,7 @@
 // ggml's tensor types, the ones attnlab reads: the float types and the block-quantized ones
-// GGUF files hold (what llama.cpp's Q8_0, Q4_0, Q4_K_M and Q5_K_M files are made of), with
+// GGUF files hold (what llama.cpp's Q8_0, Q4_0, Q4_K_M and Q5_K_M files are made of; a
+// Q4_K_M file of a model whose rows are not whole 256-value blocks, such as Qwen2.5-0.5B's
+// 896 or SmolLM2's 576, falls back to Q5_0, Q5_1, Q8_0 or IQ4_NL for those tensors), with
 // each block's dequantization exactly as ggml defines it (ggml-common.h's block layouts).
 #pragma once
 #include <cstddef>
@@ -15,10 +17,14 @@ enum class GgmlType : std::uint32_t {
   f32 = 0,
   f16 = 1,
   q4_0 = 2,
+  q4_1 = 3,
+  q5_0 = 6,
+  q5_1 = 7,
   q8_0 = 8,
   q4_k = 12,
   q5_k = 13,
   q6_k = 14,
+  iq4_nl = 20,
   bf16 = 30,
 };
 

@@ -13,9 +13,9 @@
 // tensor infos fit in kMaxGgufHeaderBytes; every length, count and array is priced against
 // the bytes left before it is read, the values in all against kMaxGgufMetadataValues; arrays nest at most
 // kMaxGgufArrayDepth deep; a tensor has 1 to 4 dimensions whose product does not overflow, a type attnlab reads (F32,
-// F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K; others refused by name), a first dimension that is a whole number of the
-// type's blocks, an aligned offset inside the data section, and bytes that overlap no other tensor's. Every broken file
-// is refused naming the file, what is wrong and where.
+// F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K; others refused by name), a first dimension that is
+// a whole number of the type's blocks, an aligned offset inside the data section, and bytes that overlap no other
+// tensor's. Every broken file is refused naming the file, what is wrong and where.
 #pragma once
 #include <cstddef>
 #include <cstdint>
