@@ -226,10 +226,18 @@ void print_blas_machine(const MachinePeaks& peaks) {
 // them.
 int bench_model(const BenchFlags& f) {
   const std::size_t resident_before = memory::resident_bytes();
-  const Model model = load_model(f.model, {.f32 = f.f32});
+  // Mapped, not read: what the weights will take in memory is priced before anything is widened.
+  Model model = load_model(f.model);
   const ModelConfig& c = model.config;
   if (f.tokens > c.n_positions)
     fail("--tokens", fmt::format("{} is more than the model's {} positions", f.tokens, c.n_positions));
+  require_available_memory(forward_buffer_bytes(c, f.tokens), "--tokens", "the forward's buffers",
+                           "give fewer --tokens");
+  if (f.f32) {
+    require_available_memory(c.parameters() * sizeof(float), "--f32", "the weights widened to f32",
+                             "leave --f32 out: attnlab reads 16-bit and quantized weights where they lie");
+    widen_to_f32(model);
+  }
   fmt::print(stderr, "measuring this machine's peaks...\n");
   const MachinePeaks peaks = measure_peaks(f.threads);
   release_free_heap();  // the peak probes' buffers are not the model's
