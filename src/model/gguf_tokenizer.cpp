@@ -152,8 +152,11 @@ json merges_from_scores(const std::vector<std::string>& tokens, const std::vecto
     // Cut between characters, never inside one.
     for (std::size_t cut = read_utf8(t, 0).length; cut > 0 && cut < t.size(); cut += read_utf8(t, cut).length) {
       const auto left = id_of.find(t.substr(0, cut)), right = id_of.find(t.substr(cut));
-      if (left != id_of.end() && right != id_of.end())
+      if (left != id_of.end() && right != id_of.end()) {
+        if (merges.size() >= kMaxMerges)
+          fail("tokenizer.ggml.scores", fmt::format("the tokens make more than {} merges, the limit", kMaxMerges));
         merges.push_back({scores[i], static_cast<TokenId>(i), left->second, right->second, cut});
+      }
       if (read_utf8(t, cut).length == 0) break;  // not UTF-8: the reader refuses the token
     }
   }
@@ -187,6 +190,10 @@ json tokenizer_document(const GgufFile& file) {
       meta.refuse("tokens", fmt::format("[{}] is not a UTF-8 string", i));  // GgufFile keeps other bytes as a list
     tokens[i] = token_list[i].get<std::string>();
     if (tokens[i].empty()) meta.refuse("tokens", fmt::format("[{}] is the empty string", i));
+    // Priced: SentencePiece's merges try every cut of every token (a token's length squared).
+    if (tokens[i].size() > kMaxAddedTokenBytes)
+      meta.refuse("tokens",
+                  fmt::format("[{}] is {} bytes; a token is at most {}", i, tokens[i].size(), kMaxAddedTokenBytes));
   }
   std::vector<int> types(n, token_type::normal);
   if (meta.find("token_type")) {

@@ -406,7 +406,8 @@ GgufExport save_gguf(const std::string& path, const Model& m, GgmlType type, con
   vector("output_norm.weight", m.ln_f_weight.to_f32());
   if (gpt2) vector("output_norm.bias", m.ln_f_bias.to_f32());
   if (!c.tied) matrix("output.weight", d, c.vocab_size, m.lm_head.to_f32());
-  if (!gpt2 && c.rope.scaling == RopeScaling::llama3) {  // the divisor of each frequency
+  // The divisor of each frequency: Llama 3's scaling, or a GGUF file's own rope_freqs.
+  if (!gpt2 && (c.rope.scaling == RopeScaling::llama3 || !c.rope.divisors.empty())) {
     const std::vector<double> f = rope_frequencies(c, 0);
     std::vector<float> divisors(f.size());
     for (std::size_t i = 0; i < f.size(); ++i)
