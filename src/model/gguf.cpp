@@ -268,6 +268,7 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
   for (std::uint64_t i = 0; i < metadata_count; ++i) {
     r.take_values(1, fmt::format("metadata entry {}", i));
     const std::string key = r.string(fmt::format("metadata entry {}'s key", i));
+    if (valid_utf8(key) != key) fail(path, fmt::format("metadata entry {}'s key is not UTF-8", i));
     if (metadata_.contains(key)) fail(path, fmt::format("metadata \"{}\" appears twice", text_excerpt(key)));
     const std::uint32_t type = r.number<std::uint32_t>(fmt::format("metadata \"{}\"'s type", text_excerpt(key)));
     std::string type_name = value_type_name(type);
@@ -285,6 +286,7 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(path) {
   for (std::uint64_t i = 0; i < tensor_count; ++i) {
     GgufTensor t;
     t.name = r.string(fmt::format("tensor {}'s name", i));
+    if (valid_utf8(t.name) != t.name) fail(path, fmt::format("tensor {}'s name is not UTF-8", i));
     const std::string what = fmt::format("tensor \"{}\"", text_excerpt(t.name));
     const std::uint32_t dims = r.number<std::uint32_t>(what);
     if (dims < 1 || dims > 4) fail(path, fmt::format("{}: {} dimensions; a tensor has 1 to 4", what, dims));

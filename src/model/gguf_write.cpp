@@ -207,7 +207,16 @@ std::vector<std::string> tokens_by_id(const json& vocab, std::vector<std::int32_
   return tokens;
 }
 
-std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path& dir) {
+// The vocabulary padded with unused tokens to the model's embeddings, as llama.cpp's converter
+// pads it (llama.cpp sizes the embedding by the token count: Qwen's 151,665 tokens for 151,936).
+void pad_to(std::size_t vocab_size, std::vector<std::string>& tokens, std::vector<std::int32_t>& types) {
+  for (std::size_t i = tokens.size(); i < vocab_size; ++i) {
+    tokens.push_back(fmt::format("[PAD{}]", i));
+    types.push_back(kUnused);
+  }
+}
+
+std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path& dir, std::size_t vocab_size) {
   namespace fs = std::filesystem;
   std::vector<std::int32_t> types;
   TokenizerMetadata out;
@@ -231,6 +240,7 @@ std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path&
       tokens[id] = t["content"].get<std::string>();
       types[id] = t.value("special", false) ? kControl : kUserDefined;
     }
+    pad_to(vocab_size, tokens, types);
     std::optional<std::uint64_t> bos;
     if (reader.bos()) bos = static_cast<std::uint64_t>(*reader.bos());
     const std::optional<std::string> pre =
@@ -281,6 +291,7 @@ std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path&
     const std::string merges_text = read_file_within(dir / "merges.txt", kMaxVocabFileBytes, "merges.txt");
     const BpeTokenizer reader = BpeTokenizer::from_text(vocab_text, merges_text);  // the files are ones attnlab reads
     std::vector<std::string> tokens = tokens_by_id(json::parse(vocab_text), types, vocab_file);
+    pad_to(vocab_size, tokens, types);
     std::vector<std::string> merges;
     for (std::size_t at = 0; at < merges_text.size();) {
       std::size_t end = merges_text.find('\n', at);
@@ -439,7 +450,7 @@ GgufExport save_gguf(const std::string& path, const Model& m, GgmlType type, con
     }
   }
   if (!tokenizer_dir.empty())
-    if (std::optional<TokenizerMetadata> t = tokenizer_metadata(tokenizer_dir)) {
+    if (std::optional<TokenizerMetadata> t = tokenizer_metadata(tokenizer_dir, c.vocab_size)) {
       meta.insert(meta.end(), t->entries.begin(), t->entries.end());
       report.tokenizer = t->what;
     }

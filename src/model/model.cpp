@@ -282,8 +282,10 @@ std::string resolve_model_path(const std::string& spec) {
   const json doc = read_config_document(manifest.string(), "an Ollama manifest is a JSON object with \"layers\"");
   if (doc.contains("layers") && doc["layers"].is_array())
     for (const json& layer : doc["layers"])
-      if (layer.is_object() && layer.value("mediaType", "") == "application/vnd.ollama.image.model") {
-        const std::string digest = layer.value("digest", "");
+      if (layer.is_object() && layer.contains("mediaType") &&
+          layer["mediaType"] == "application/vnd.ollama.image.model") {
+        const std::string digest =
+            layer.contains("digest") && layer["digest"].is_string() ? layer["digest"].get<std::string>() : "";
         if (!digest.starts_with("sha256:") || digest.size() != 7 + 64 || !safe(digest.substr(7)))
           fail(manifest.string(), "the model layer's digest is not sha256:<64 hex digits>");
         const std::filesystem::path blob = store / "blobs" / ("sha256-" + digest.substr(7));

@@ -139,6 +139,8 @@ TEST_F(BrokenGguf, EveryKindOfDamageIsRefusedNamingIt) {
                         "tensor \"t.f32\" at byte");
   EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { b.resize(first_tensor_info() + 15); }), "the file ends there");
   EXPECT_ERROR_CONTAINS(error_with([](std::string& b) { b.resize(12); }), "too short for a GGUF file");
+  EXPECT_ERROR_CONTAINS(error_with([&](std::string& b) { b[first_tensor_info() + 8] = '\xFF'; }),
+                        "tensor 0's name is not UTF-8");
   // The first value's type (after "general.architecture", 20 bytes).
   EXPECT_ERROR_CONTAINS(error_with([](std::string& b) { put<std::uint32_t>(b, 24 + 8 + 20, 13); }),
                         "value type 13 is not a GGUF value type");
