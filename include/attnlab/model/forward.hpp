@@ -34,7 +34,19 @@ HeadRef parse_head_ref(std::string_view text, std::string_view field);  // "5.1"
 
 struct ForwardOptions {
   bool keep_attention = false;  // every head's weights, [L][H × n × n]
+  bool keep_stream = false;     // what every block wrote into the residual stream (LayerStream); keeps the weights too
   std::vector<HeadRef> ablate;  // heads whose output is zeroed before c_proj
+};
+
+// What one block read from and wrote into the residual stream, kept for attribution
+// (attnlab/model/stream.hpp takes it apart). Z = H·head_dim.
+struct LayerStream {
+  std::vector<float> x_in;            // [n × d] the stream entering the block
+  std::vector<float> qkv;             // [n × qkv_width] q | k | v as the heads read them (v: norm_1(x)·W_V + b_V)
+  std::vector<float> z;               // [n × Z] the heads' outputs side by side, before W_O
+  std::vector<float> attention;       // [n × d] what the attention added to the stream
+  std::vector<float> mlp;             // [n × d] what the MLP added
+  std::vector<float> attention_rstd;  // [n] sandwich norms only: the 1/rms the attention's output was normed by
 };
 
 struct ForwardResult {
@@ -42,6 +54,8 @@ struct ForwardResult {
   std::vector<float> logits;                     // [n × vocab]
   std::vector<std::vector<float>> block_inputs;  // [L][n × d] LN_1(x): what each block's heads read
   std::vector<std::vector<float>> attention;     // [L][H × n × n] weights, when kept
+  std::vector<LayerStream> stream;               // [L], when kept
+  std::vector<float> final_stream;               // [n × d] the stream after the last block, when kept
 };
 
 // Runs the model on token ids (each < vocab_size, at most n_positions of them; InputError
@@ -65,6 +79,10 @@ class Decoder {
   KVCache cache_;  // n_layer layers, n_head KV heads of d_head
   std::size_t length_ = 0;
 };
+
+// logits [n × vocab] of residual-stream rows x [n × d]: the final norm, then the LM head (the
+// forward's own last step; the logit lens applies it to the stream after every block).
+std::vector<float> unembed(const Model& model, std::span<const float> x, std::size_t n);
 
 // The rotary frequencies f_i of a layer's heads (i < rotated / 2): θ^(−2i/rotated), divided
 // by the factor for "linear" scaling, and for "llama3" divided where the wavelength 2π/f_i

@@ -248,8 +248,8 @@ CheckpointSummary checkpoint_summary(const std::string& path);
 CheckpointSummary gguf_summary(const std::string& path);
 Model load_gpt2(const std::string& dir);
 Model load_hf_family(const std::string& dir);
-// A GGUF file of architecture llama, qwen2 or qwen3, its weights viewed in their types, and
-// the tokenizer its metadata carries (nothing when it carries none).
+// A GGUF file of architecture llama, qwen2, qwen3, gemma3 or gpt2 (Mistral's is llama), its weights viewed in their
+// types, and the tokenizer its metadata carries (nothing when it carries none).
 Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer = nullptr);
 
 // Writes DIR/config.json and DIR/model.safetensors (names with the "transformer." prefix
@@ -264,14 +264,16 @@ void save_hf_family(const std::string& dir, const Model& model, DType dtype = DT
 // Writes a GPT-2, Llama, Qwen2 or Qwen3 model as the GGUF file llama.cpp's converter would
 // write (src/model/gguf_write.cpp says how): the matrices as `type` (F32, F16 or Q8_0; a
 // matrix whose rows are not whole Q8_0 blocks as F16), norms and biases as F32, and the
-// tokenizer in `tokenizer_dir` (tokenizer.json, or vocab.json + merges.txt; "" for none) as
-// tokenizer.ggml.*. InputError naming the file for a model of another kind.
+// tokenizer of `tokenizer_source` as tokenizer.ggml.*: a folder's tokenizer.json or vocab.json +
+// merges.txt (with the eos_token_id its generation_config.json or config.json names), or a
+// GGUF file's own tokenizer.* entries copied; "" for none. InputError naming the file for a
+// model of another kind.
 struct GgufExport {
   std::size_t tensors = 0, bytes = 0;
   std::size_t kept_f16 = 0;  // Q8_0 asked for, rows not whole blocks: written F16
   std::string tokenizer;     // what the tokenizer was written as; empty: none
 };
-GgufExport save_gguf(const std::string& path, const Model& model, GgmlType type, const std::string& tokenizer_dir);
+GgufExport save_gguf(const std::string& path, const Model& model, GgmlType type, const std::string& tokenizer_source);
 
 // A model in the layout of its family: save_gpt2 or save_hf_family.
 void save_model(const std::string& dir, const Model& model, DType dtype = DType::f32);
