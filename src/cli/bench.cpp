@@ -231,6 +231,9 @@ int bench_model(const BenchFlags& f) {
   const ModelConfig& c = model.config;
   if (f.tokens > c.n_positions)
     fail("--tokens", fmt::format("{} is more than the model's {} positions", f.tokens, c.n_positions));
+  if (f.tokens + f.generate > c.n_positions)
+    fail("--generate", fmt::format("{} prompt tokens and {} new ones are more than the model's {} positions", f.tokens,
+                                   f.generate, c.n_positions));
   require_available_memory(forward_buffer_bytes(c, f.tokens), "--tokens", "the forward's buffers",
                            "give fewer --tokens");
   if (f.f32) {
@@ -254,9 +257,6 @@ int bench_model(const BenchFlags& f) {
   // bandwidth is what the step could take at best.
   nlohmann::json generation;
   if (f.generate) {
-    if (f.tokens + f.generate > c.n_positions)
-      fail("--generate", fmt::format("{} prompt tokens and {} new ones are more than the model's {} positions",
-                                     f.tokens, f.generate, c.n_positions));
     Decoder decoder(model);
     std::vector<float> logits = decoder.step(ids);
     const auto start = std::chrono::steady_clock::now();

@@ -45,15 +45,16 @@ struct ModelFlags {
   bool json = false;
   std::uint64_t seed = 0;
   std::string task = "induction";
-  std::vector<std::string> ablate;      // "L.H"
-  std::size_t tokens = 20;              // generate: new tokens
-  double temperature = 0;               // generate: 0 is greedy
-  std::string context;                  // kv: context lengths, "16,64,256"
-  std::string dtype = "f32";            // kv: the cache's storage
-  std::string gguf;                     // export: the file to write
-  std::string type = "f16";             // export: how the matrices are stored
-  std::string target, contrast;         // attribute, lens: a token (its text, or its id)
-  std::optional<std::size_t> position;  // attribute: where the prediction is made
+  std::vector<std::string> ablate;                     // "L.H"
+  std::size_t tokens = 20;                             // generate: new tokens
+  double temperature = 0;                              // generate: 0 is greedy
+  std::string context;                                 // kv: context lengths, "16,64,256"
+  std::string dtype = "f32";                           // kv: the cache's storage
+  std::string gguf;                                    // export: the file to write
+  std::string type = "f16";                            // export: how the matrices are stored
+  std::string target, contrast;                        // attribute, lens: a token (its text, or its id)
+  std::optional<std::size_t> position;                 // attribute: where the prediction is made
+  std::string clean, corrupt, clean_ids, corrupt_ids;  // patch: the two runs
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
@@ -582,9 +583,17 @@ int attribute(const ModelFlags& f) {
   fmt::print(
       "direct logit attribution: what each part of the residual stream writes along the answer's "
       "direction, the final norm's scale frozen (the parts add up to the logit)\n");
-  std::vector<PartContribution> order = a.parts;
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& x, const auto& y) { return std::abs(x.logit) > std::abs(y.logit); });
+  // The parts, largest first; equal ones in stream order.
+  std::vector<std::size_t> rank(a.parts.size());
+  for (std::size_t i = 0; i < rank.size(); ++i)
+    rank[i] = i;
+  std::sort(rank.begin(), rank.end(), [&](std::size_t x, std::size_t y) {
+    const double ax = std::abs(a.parts[x].logit), ay = std::abs(a.parts[y].logit);
+    return ax != ay ? ax > ay : x < y;
+  });
+  std::vector<PartContribution> order;
+  for (std::size_t i : rank)
+    order.push_back(a.parts[i]);
   std::vector<std::vector<std::string>> rows{{"part", "logit"}};
   for (std::size_t i = 0; i < std::min<std::size_t>(order.size(), 10); ++i)
     rows.push_back({part_name(order[i]), fmt::format("{:+.4f}", order[i].logit)});
@@ -656,6 +665,64 @@ int lens(const ModelFlags& f) {
   return 0;
 }
 
+int patch(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  const auto run_of = [&](const std::string& text, const std::string& ids, const char* flag) {
+    if (text.empty() && ids.empty())
+      fail(flag, "give both runs: --clean and --corrupt (or --clean-ids, --corrupt-ids)");
+    ModelFlags g = f;
+    g.text = text, g.ids = ids;
+    return input_ids(m, g);
+  };
+  const std::vector<int> clean = run_of(f.clean, f.clean_ids, "--clean");
+  const std::vector<int> corrupt = run_of(f.corrupt, f.corrupt_ids, "--corrupt");
+  const ResidualPatching p = patch_residual(m.model, clean, corrupt, token_flag(m, f.target, "--target"),
+                                            token_flag(m, f.contrast, "--contrast"));
+  const std::vector<std::string> clean_tokens = token_texts(m, clean), corrupt_tokens = token_texts(m, corrupt);
+  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
+  const auto row_name = [&](std::size_t r) {
+    return r + 1 < p.rows ? fmt::format("into {}", r) : std::string("after the last");
+  };
+  if (f.json) {
+    json rows = json::array();
+    for (std::size_t r = 0; r < p.rows; ++r)
+      rows.push_back({{"layer", row_name(r)},
+                      {"restored", std::vector<double>(p.restored.begin() + std::ptrdiff_t(r * p.n),
+                                                       p.restored.begin() + std::ptrdiff_t((r + 1) * p.n))}});
+    fmt::print("{}\n", json{{"clean", {{"ids", clean}, {"tokens", clean_tokens}}},
+                            {"corrupt", {{"ids", corrupt}, {"tokens", corrupt_tokens}}},
+                            {"target", p.target},
+                            {"target_token", token(p.target)},
+                            {"contrast", p.contrast},
+                            {"contrast_token", token(p.contrast)},
+                            {"clean_metric", p.clean},
+                            {"corrupt_metric", p.corrupt},
+                            {"rows", rows}}
+                           .dump());
+    return 0;
+  }
+  fmt::print(
+      "activation patching: the corrupted run with the residual stream at one (layer, position) taken from "
+      "the clean run;\nthe metric is logit({}) − logit({}) at the last position: {:.4f} clean, {:.4f} "
+      "corrupted; each cell the share of that difference the one site restores\n",
+      quoted_token(token(p.target)), quoted_token(token(p.contrast)), p.clean, p.corrupt);
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header{"stream"};
+  for (std::size_t i = 0; i < p.n; ++i)
+    header.push_back(clean_tokens[i] == corrupt_tokens[i]
+                         ? quoted_token(clean_tokens[i])
+                         : fmt::format("{}/{}", quoted_token(clean_tokens[i]), quoted_token(corrupt_tokens[i])));
+  rows.push_back(std::move(header));
+  for (std::size_t r = 0; r < p.rows; ++r) {
+    std::vector<std::string> row{row_name(r)};
+    for (std::size_t i = 0; i < p.n; ++i)
+      row.push_back(fmt::format("{:.0f}%", std::round(100 * p.restored[r * p.n + i]) + 0.0));  // no "-0%"
+    rows.push_back(std::move(row));
+  }
+  fmt::print("{}", format_table(rows, true));
+  return 0;
+}
+
 // ---- export -------------------------------------------------------------------------------
 
 int export_gguf(const ModelFlags& f) {
@@ -695,7 +762,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* model = parent.add_subcommand(
       "model",
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
-      "tokenize, run, heads, eval, generate, kv, attribute, lens, export");
+      "tokenize, run, heads, eval, generate, kv, attribute, lens, patch, export");
   model->require_subcommand(1);
   CLI::App* info_app = model->add_subcommand("info", "The checkpoint's config, parameters, bytes, dtypes and tensors");
   add_dir(*info_app, *f);
@@ -787,9 +854,22 @@ Command model_command(CLI::App& parent) {
   lens_app->add_flag("--json", f->json,
                      "{\"target\", \"rows\": [{\"layer\", \"cells\": [{\"top\", \"top_token\", "
                      "\"top_probability\", \"target_probability\", \"target_rank\"}]}]}");
-  return {model,
-          [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app, attribute_app, lens_app]() {
+  CLI::App* patch_app = model->add_subcommand(
+      "patch", "Activation patching: how much of the clean run's answer one residual-stream site restores");
+  add_dir(*patch_app, *f);
+  patch_app->add_option("--clean", f->clean, "The clean text");
+  patch_app->add_option("--corrupt", f->corrupt, "The corrupted text, as many tokens as the clean one");
+  patch_app->add_option("--clean-ids", f->clean_ids, "The clean run as token ids");
+  patch_app->add_option("--corrupt-ids", f->corrupt_ids, "The corrupted run as token ids");
+  patch_app->add_option("--target", f->target, "The answer (default: the clean run's top prediction)");
+  patch_app->add_option("--contrast", f->contrast, "The other answer (default: the corrupted run's top prediction)");
+  patch_app->add_flag("--json", f->json,
+                      "{\"target\", \"contrast\", \"clean_metric\", \"corrupt_metric\", \"rows\": [{\"layer\", "
+                      "\"restored\" [n]}]}");
+  return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app, attribute_app,
+                  lens_app, patch_app]() {
             if (attribute_app->parsed()) return attribute(*f);
+            if (patch_app->parsed()) return patch(*f);
             if (lens_app->parsed()) return lens(*f);
             if (export_app->parsed()) return export_gguf(*f);
             if (kv_app->parsed()) return kv(*f);

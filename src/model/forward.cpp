@@ -154,6 +154,43 @@ std::vector<float> unembed(const Model& model, std::span<const float> x, std::si
   return logits;
 }
 
+namespace {
+
+// Blocks first.. on the stream x [n × d] (updated in place), keeping in r what the options say.
+void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, std::size_t n,
+                const ForwardOptions& options, ForwardResult& r) {
+  const ModelConfig& c = model.config;
+  const std::size_t heads = c.n_head;
+  const bool keep_attention = options.keep_attention || options.keep_stream;
+  BlockActivations<float> a;  // one block's intermediates, reused layer after layer
+  for (std::size_t l = first; l < c.n_layer; ++l) {
+    check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
+    const Heads at = heads_of(c, l);
+    const HeadsStep<float> causal_heads = [&](const float* qkv, float* z) {
+      if (keep_attention) {
+        std::vector<float> weights(heads * n * n);  // [H × n × n]
+        attention_forward(at, qkv, n, weights.data(), z);
+        r.attention.push_back(std::move(weights));
+      } else {
+        attention_tiled(qkv, n, at, z);
+      }
+      zero_ablated(c, l, options.ablate, n, z);
+    };
+    block_forward(c, l, model.blocks[l], n, 0, x, a, causal_heads);
+    r.block_inputs.push_back(a.ln1);
+    if (options.keep_stream) {
+      LayerStream& s = r.stream.emplace_back();
+      s.x_in = a.x_in, s.qkv = a.qkv, s.z = a.z;
+      s.attention.resize(n * c.n_embd), s.mlp.resize(n * c.n_embd);
+      for (std::size_t k = 0; k < n * c.n_embd; ++k)
+        s.attention[k] = a.x_mid[k] - a.x_in[k], s.mlp[k] = x[k] - a.x_mid[k];
+      if (c.sandwich_norms) s.attention_rstd = a.post_attn_stats.rstd;
+    }
+  }
+}
+
+}  // namespace
+
 ForwardResult model_forward(const Model& model, std::span<const int> ids, const ForwardOptions& options) {
   const ModelConfig& c = model.config;
   const std::size_t n = ids.size(), heads = c.n_head;
@@ -180,34 +217,21 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
   ForwardResult r;
   r.n = n;
   std::vector<float> x = embed(model, ids, 0);
-  BlockActivations<float> a;  // one block's intermediates, reused layer after layer
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
-    const Heads at = heads_of(c, l);
-    const HeadsStep<float> causal_heads = [&](const float* qkv, float* z) {
-      if (keep_attention) {
-        std::vector<float> weights(heads * n * n);  // [H × n × n]
-        attention_forward(at, qkv, n, weights.data(), z);
-        r.attention.push_back(std::move(weights));
-      } else {
-        attention_tiled(qkv, n, at, z);
-      }
-      zero_ablated(c, l, options.ablate, n, z);
-    };
-    block_forward(c, l, model.blocks[l], n, 0, x, a, causal_heads);
-    r.block_inputs.push_back(a.ln1);
-    if (options.keep_stream) {
-      LayerStream& s = r.stream.emplace_back();
-      s.x_in = a.x_in, s.qkv = a.qkv, s.z = a.z;
-      s.attention.resize(n * c.n_embd), s.mlp.resize(n * c.n_embd);
-      for (std::size_t k = 0; k < n * c.n_embd; ++k)
-        s.attention[k] = a.x_mid[k] - a.x_in[k], s.mlp[k] = x[k] - a.x_mid[k];
-      if (c.sandwich_norms) s.attention_rstd = a.post_attn_stats.rstd;
-    }
-  }
+  run_blocks(model, 0, x, n, options, r);
   if (options.keep_stream) r.final_stream = x;
   r.logits = unembed(model, x, n);
   return r;
+}
+
+std::vector<float> forward_from(const Model& model, std::size_t layer, std::vector<float> x) {
+  const ModelConfig& c = model.config;
+  const std::size_t n = x.size() / c.n_embd;
+  if (layer > c.n_layer || n == 0 || x.size() != n * c.n_embd || n > c.n_positions)
+    fail("stream", fmt::format("a stream of {} numbers entering block {} is not [n × {}] rows before block 0 to {}",
+                               x.size(), layer, c.n_embd, c.n_layer));
+  ForwardResult unused;
+  run_blocks(model, layer, x, n, {}, unused);
+  return unembed(model, x, n);
 }
 
 Decoder::Decoder(const Model& model, DType cache_dtype)

@@ -1,4 +1,4 @@
-// Writing a model as a GGUF file (save_gguf, attnlab/model/gguf.hpp): what llama.cpp's
+// Writing a model as a GGUF file (save_gguf, attnlab/model/model.hpp): what llama.cpp's
 // converter writes for the architecture, so that llama.cpp and Ollama run it.
 //
 //   gpt2:  token_embd, position_embd, blk.N.attn_norm (+ bias), attn_qkv (+ bias),

@@ -405,6 +405,10 @@ TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeakAndWeighsItsMemory) {
     EXPECT_NE(b["blas_core"], "Prescott") << "the command restarts with OPENBLAS_CORETYPE set";
   expect_refused("bench --model " + kTiny.string() + " --tokens 17",
                  "--tokens: 17 is more than the model's 16 positions");
+  const Result over = run_attnlab("bench --model " + kTiny.string() + " --tokens 10 --generate 7");
+  EXPECT_NE(over.exit_code, 0);
+  EXPECT_CONTAINS(over.err, "--generate: 10 prompt tokens and 7 new ones are more than the model's 16 positions");
+  EXPECT_EQ(over.err.find("measuring this machine's peaks"), std::string::npos) << "refused before the work";
 }
 
 // The default recipe, smaller (a batch of 32 instead of 64, 900 steps instead of 1,200, the
@@ -681,4 +685,31 @@ TEST(AttributeCli, TheJsonIsTheNumPyAttributionAndTheTextRanksTheParts) {
   const Result named = run_attnlab("model attribute " + gpt2.string() + " --text 'The cat sat' --target ' on' --json");
   ASSERT_EQ(named.exit_code, 0) << named.err;
   EXPECT_EQ(json::parse(named.out)["target_token"], " on");
+}
+
+// `model patch`: the grid's anchors (the changed token entering block 0, the last position
+// after the last block: 100%; positions before the change: 0%) as a user sees them.
+TEST(AttributeCli, PatchShowsWhatEachSiteRestores) {
+  const std::string tiny = kTiny.string();
+  const Result r =
+      run_attnlab("model patch " + tiny + " --clean-ids 3,17,5,3,17,29,8,3 --corrupt-ids 3,17,10,3,17,29,8,3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json p = json::parse(r.out);
+  ASSERT_EQ(p["rows"].size(), 3u);
+  EXPECT_EQ(p["rows"][0]["layer"], "into 0");
+  EXPECT_EQ(p["rows"][2]["layer"], "after the last");
+  EXPECT_NEAR(p["rows"][0]["restored"][2].get<double>(), 1.0, 1e-4);
+  EXPECT_NEAR(p["rows"][2]["restored"][7].get<double>(), 1.0, 1e-4);
+  for (std::size_t row = 0; row < 3; ++row)
+    for (std::size_t i = 0; i < 2; ++i)
+      EXPECT_NEAR(p["rows"][row]["restored"][i].get<double>(), 0.0, 1e-4) << row << ", " << i;
+  EXPECT_NE(p["target"], p["contrast"]);
+  const Result text =
+      run_attnlab("model patch " + tiny + " --clean-ids 3,17,5,3,17,29,8,3 --corrupt-ids 3,17,10,3,17,29,8,3");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_CONTAINS(text.out, "activation patching");
+  EXPECT_CONTAINS(text.out, "\"#5\"/\"#10\"") << "the changed position shows both tokens";
+  EXPECT_CONTAINS(text.out, "100%");
+  expect_refused("model patch " + tiny + " --clean-ids 3,17,5 --corrupt-ids 3,17", "texts of the same length");
+  expect_refused("model patch " + tiny + " --clean-ids 3,17,5", "--corrupt: give both runs");
 }

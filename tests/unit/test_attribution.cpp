@@ -132,4 +132,55 @@ TEST(Attribution, BadTargetsAreRefusedByName) {
   }
 }
 
+// Patching's two anchors, on every family: a site that gives the corrupted run the clean
+// input where the texts differ restores 100%, one that copies what the runs already share 0%.
+TEST_P(AttributionMatchesNumPy, PatchingRestoresAllWhereTheTextsDifferAndNothingWhereTheyAgree) {
+  const json expected = test::read_json(kFixtures / "attribution" / (std::string(GetParam()) + ".json"));
+  const Model model = load_model((kFixtures / GetParam()).string());
+  const std::vector<int> clean = expected["ids"];
+  std::vector<int> corrupt = clean;
+  const std::size_t changed = 2, n = clean.size();
+  corrupt[changed] = (clean[changed] + 5) % static_cast<int>(model.config.vocab_size);
+  const ResidualPatching p = patch_residual(model, clean, corrupt);
+  ASSERT_EQ(p.rows, model.config.n_layer + 1);
+  ASSERT_EQ(p.restored.size(), p.rows * n);
+  EXPECT_EQ(p.target, expected["target"].get<int>()) << "the clean run's top prediction";
+  EXPECT_NE(p.contrast, p.target);
+  const ForwardResult a = model_forward(model, clean), b = model_forward(model, corrupt);
+  const std::size_t V = model.config.vocab_size;
+  const auto metric = [&](const ForwardResult& r) {
+    return double(r.logits[(n - 1) * V + p.target]) - double(r.logits[(n - 1) * V + p.contrast]);
+  };
+  EXPECT_NEAR(p.clean, metric(a), 1e-5);
+  EXPECT_NEAR(p.corrupt, metric(b), 1e-5);
+  for (std::size_t i = 0; i < n; ++i) {
+    // Entering block 0 the positions are unmixed: only the changed one carries the difference.
+    EXPECT_NEAR(p.restored[i], i == changed ? 1.0 : 0.0, 1e-4) << "row 0, position " << i;
+    // After the last block only the last position's row reaches the metric.
+    EXPECT_NEAR(p.restored[(p.rows - 1) * n + i], i == n - 1 ? 1.0 : 0.0, 1e-4) << "last row, position " << i;
+    // Before the changed token, the clean and corrupted streams are the same at every depth (causal).
+    if (i < changed)
+      for (std::size_t row = 0; row < p.rows; ++row)
+        EXPECT_NEAR(p.restored[row * n + i], 0.0, 1e-4) << row << ", " << i;
+  }
+}
+
+TEST(Attribution, PatchingTextsOfDifferentLengthsOrTheSameMetricIsRefused) {
+  const Model model = load_model((kFixtures / "tiny-f32").string());
+  const std::vector<int> a = {3, 17, 5}, b = {3, 17};
+  try {
+    (void)patch_residual(model, a, b);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "corrupt");
+    EXPECT_NE(std::string(e.what()).find("texts of the same length"), std::string::npos) << e.what();
+  }
+  try {
+    (void)patch_residual(model, a, a);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing for a site to restore"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace attribution_test

@@ -67,4 +67,26 @@ struct LogitLens {
 // The lens over every position for `target` (−1: the model's top prediction at the last token).
 LogitLens logit_lens(const Model& model, std::span<const int> ids, int target = -1);
 
+// Activation patching of the residual stream, the intervention DLA and the lens are read
+// against: run the corrupted tokens with the stream at one (layer, position) replaced by its
+// value in the clean run, and measure how much of the clean − corrupted difference in the
+// metric m = logit(target) − logit(contrast) at the last position that one site restores:
+//   restored = (m_patched − m_corrupt) / (m_clean − m_corrupt)
+// Rows are the stream entering each block and after the last (L + 1). Patching a row at every
+// position where the texts differ restores 100%; a position where they agree, before any
+// block has mixed positions, 0%. target defaults to the clean run's top prediction, contrast
+// to the corrupted run's (its second when the two agree). The work is priced first: every
+// site reruns the blocks after it (L(L + 1)/2 · n block passes over n tokens, at most
+// kMaxPatchingFlops); InputError naming "corrupt" when the texts' lengths differ or the metric
+// is the same on both.
+inline constexpr double kMaxPatchingFlops = double(1ull << 42);
+struct ResidualPatching {
+  std::size_t rows = 0, n = 0;
+  int target = 0, contrast = 0;
+  double clean = 0, corrupt = 0;  // the metric on each run
+  std::vector<double> restored;   // [rows × n]
+};
+ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
+                                int target = -1, int contrast = -1);
+
 }  // namespace attnlab

@@ -80,6 +80,11 @@ class Decoder {
   std::size_t length_ = 0;
 };
 
+// The forward from block `layer` on (0 to L): x [n × d] the stream entering it (a run's
+// stream[layer].x_in, patched; at L, its final_stream), through the remaining blocks and the
+// LM head: logits [n × vocab], the tokens at positions 0..n−1. What activation patching reruns.
+std::vector<float> forward_from(const Model& model, std::size_t layer, std::vector<float> x);
+
 // logits [n × vocab] of residual-stream rows x [n × d]: the final norm, then the LM head (the
 // forward's own last step; the logit lens applies it to the stream after every block).
 std::vector<float> unembed(const Model& model, std::span<const float> x, std::size_t n);

@@ -96,4 +96,56 @@ LogitLens logit_lens(const Model& model, std::span<const int> ids, int target) {
   return lens;
 }
 
+ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
+                                int target, int contrast) {
+  const ModelConfig& c = model.config;
+  const std::size_t n = clean.size(), d = c.n_embd, V = c.vocab_size, L = c.n_layer;
+  if (corrupt.size() != n)
+    fail("corrupt", fmt::format("is {} tokens and the clean text {}; patching compares the same positions, so give "
+                                "texts of the same length in tokens",
+                                corrupt.size(), n));
+  const double work = double(L) * double(L + 1) / 2 * double(n) * (forward_flops(c, n) / double(L));
+  if (work > kMaxPatchingFlops)
+    fail("corrupt", fmt::format("patching every (layer, position) of {} tokens reruns {:.3g} FLOPs, more than the "
+                                "{:.3g} attnlab does for one request; use fewer tokens",
+                                n, work, kMaxPatchingFlops));
+  ForwardOptions options;
+  options.keep_stream = true;
+  const ForwardResult a = model_forward(model, clean, options), b = model_forward(model, corrupt, options);
+  const std::span<const float> clean_last(a.logits.data() + (n - 1) * V, V),
+      corrupt_last(b.logits.data() + (n - 1) * V, V);
+  ResidualPatching out;
+  out.rows = L + 1, out.n = n;
+  out.target = target >= 0 ? target : top_token(clean_last);
+  if (contrast < 0) {
+    const std::vector<TokenProbability> top = top_k(corrupt_last, 2);
+    contrast = top[0].id != out.target ? top[0].id : top[1].id;
+  }
+  out.contrast = contrast;
+  for (const int id : {out.target, out.contrast})
+    if (id < 0 || static_cast<std::size_t>(id) >= V)
+      fail(id == out.target ? "target" : "contrast",
+           fmt::format("token id {} is outside the vocabulary (0 to {})", id, V - 1));
+  const auto metric = [&](const std::vector<float>& logits) {
+    const float* last = logits.data() + (n - 1) * V;
+    return double(last[out.target]) - double(last[out.contrast]);
+  };
+  out.clean = metric(a.logits), out.corrupt = metric(b.logits);
+  if (std::abs(out.clean - out.corrupt) < 1e-6)
+    fail("corrupt", fmt::format("gives the same logit difference as the clean text ({:.6f}); there is nothing for "
+                                "a site to restore, so choose texts or a target and contrast they disagree on",
+                                out.clean));
+  for (std::size_t row = 0; row <= L; ++row) {
+    const std::vector<float>& from = row < L ? a.stream[row].x_in : a.final_stream;
+    const std::vector<float>& into = row < L ? b.stream[row].x_in : b.final_stream;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<float> x = into;
+      std::copy_n(from.begin() + std::ptrdiff_t(i * d), d, x.begin() + std::ptrdiff_t(i * d));
+      out.restored.push_back((metric(forward_from(model, row, std::move(x))) - out.corrupt) /
+                             (out.clean - out.corrupt));
+    }
+  }
+  return out;
+}
+
 }  // namespace attnlab
