@@ -55,6 +55,8 @@ struct ModelFlags {
   std::string target, contrast;                        // attribute, lens: a token (its text, or its id)
   std::optional<std::size_t> position;                 // attribute: where the prediction is made
   std::string clean, corrupt, clean_ids, corrupt_ids;  // patch: the two runs
+  std::string texts;                                   // verdict: a file of texts, one per line
+  std::size_t steps = 16;                              // verdict: integrated gradients' steps
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
@@ -523,6 +525,20 @@ int token_flag(const ModelDir& m, const std::string& value, const char* flag) {
   return static_cast<int>(ids[0]);
 }
 
+// A share as a whole percentage, never "-0%".
+std::string percent(double share) { return fmt::format("{:.0f}%", std::round(100 * share) + 0.0); }
+
+// [L × H] numbers as L rows of H.
+json per_layer(const std::vector<double>& values, std::size_t heads) {
+  json rows = json::array();
+  for (std::size_t start = 0; start + heads <= values.size() && heads; start += heads)
+    rows.push_back(
+        std::vector<double>(values.begin() + std::ptrdiff_t(start), values.begin() + std::ptrdiff_t(start + heads)));
+  return rows;
+}
+
+json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(); }
+
 std::string part_name(const PartContribution& p) {
   switch (p.kind) {
     case PartKind::head: return fmt::format("head {}", to_string({p.layer, p.head}));
@@ -546,15 +562,13 @@ int attribute(const ModelFlags& f) {
   const auto token = [&](int id) { return token_texts(m, {id})[0]; };
   const std::size_t H = c.n_head;
   if (f.json) {
-    json parts = json::array(), heads = json::array(), sources = json::array();
+    json parts = json::array(), sources = json::array();
     for (const PartContribution& p : a.parts)
       parts.push_back({{"kind", part_kind_name(p.kind)},
                        {"layer", p.layer == kNotInABlock ? json() : json(p.layer)},
                        {"head", p.head == kNotInABlock ? json() : json(p.head)},
                        {"logit", p.logit}});
     for (std::size_t l = 0; l < c.n_layer; ++l) {
-      heads.push_back(
-          std::vector<double>(a.heads.begin() + std::ptrdiff_t(l * H), a.heads.begin() + std::ptrdiff_t((l + 1) * H)));
       json layer = json::array();
       for (std::size_t h = 0; h < H; ++h) {
         const auto row = a.sources.begin() + std::ptrdiff_t((l * H + h) * a.n);
@@ -571,7 +585,7 @@ int attribute(const ModelFlags& f) {
                             {"logit", a.logit},
                             {"final_bias", a.final_bias},
                             {"parts", parts},
-                            {"heads", heads},
+                            {"heads", per_layer(a.heads, H)},
                             {"sources", sources},
                             {"by_source", a.by_source}}
                            .dump());
@@ -697,7 +711,9 @@ int patch(const ModelFlags& f) {
                             {"contrast_token", token(p.contrast)},
                             {"clean_metric", p.clean},
                             {"corrupt_metric", p.corrupt},
-                            {"rows", rows}}
+                            {"rows", rows},
+                            {"heads", per_layer(p.heads_restored, p.heads)},
+                            {"mlps", p.mlps_restored}}
                            .dump());
     return 0;
   }
@@ -716,10 +732,192 @@ int patch(const ModelFlags& f) {
   for (std::size_t r = 0; r < p.rows; ++r) {
     std::vector<std::string> row{row_name(r)};
     for (std::size_t i = 0; i < p.n; ++i)
-      row.push_back(fmt::format("{:.0f}%", std::round(100 * p.restored[r * p.n + i]) + 0.0));  // no "-0%"
+      row.push_back(percent(p.restored[r * p.n + i]));
     rows.push_back(std::move(row));
   }
   fmt::print("{}", format_table(rows, true));
+  fmt::print("each head's output and each MLP's, at every position, taken from the clean run:\n");
+  std::vector<std::vector<std::string>> components{{"layer"}};
+  for (std::size_t h = 0; h < p.heads; ++h)
+    components[0].push_back(fmt::format("head {}", h));
+  components[0].push_back("mlp");
+  for (std::size_t l = 0; l < p.layers; ++l) {
+    std::vector<std::string> row{std::to_string(l)};
+    for (std::size_t h = 0; h < p.heads; ++h)
+      row.push_back(percent(p.heads_restored[l * p.heads + h]));
+    row.push_back(percent(p.mlps_restored[l]));
+    components.push_back(std::move(row));
+  }
+  fmt::print("{}", format_table(components, true));
+  return 0;
+}
+
+// ---- verdict ------------------------------------------------------------------------------
+
+// At most this many texts in a --texts file (each priced on its own by the verdict), and bytes.
+constexpr std::size_t kMaxVerdictTexts = 64, kMaxVerdictFileBytes = std::size_t{1} << 20;
+
+// What each measure can and cannot establish, one line each, as the probe panel says it for toy heads.
+const char* measure_meaning(std::string_view name) {
+  if (name == "attention") return "where the heads looked: a similarity of query and key, not what was carried or used";
+  if (name == "value_norms")
+    return "the weight times the size of what the source sends; one layer at a time, no residual";
+  if (name == "rollout")
+    return "the weights multiplied through the layers, the residual as half of each; assumes mixing is the weights";
+  if (name == "alti")
+    return "each source's share of each layer's output, the residual counted, rolled out; linearised, MLPs left out";
+  if (name == "dla")
+    return "what the source's OV paths write along the answer; the direct effect only, not what later layers made of "
+           "it";
+  if (name == "grad_x_input")
+    return "the first-order change were the input scaled away; local, blind where the model saturates";
+  if (name == "integrated_gradients")
+    return "the gradient along the path from average tokens; adds up to m(x) − m(x'), so it depends on x'";
+  return "";
+}
+
+json scores_json(const std::vector<Scores>& list) {
+  json out = json::object();
+  for (const Scores& s : list)
+    out[s.name] = s.values;
+  return out;
+}
+
+json verdict_json(const ModelDir& m, const std::vector<int>& ids, const Verdict& v) {
+  json agreements = json::array();
+  for (const Agreement& a : v.agreements)
+    agreements.push_back({{"measure", a.measure},
+                          {"intervention", a.intervention},
+                          {"kendall", finite_or_null(a.kendall)},
+                          {"spearman", finite_or_null(a.spearman)}});
+  const std::vector<std::string> tokens = token_texts(m, ids);
+  return {{"ids", ids},
+          {"tokens", tokens},
+          {"position", v.position},
+          {"target", v.target},
+          {"target_token", token_texts(m, {v.target})[0]},
+          {"contrast", v.contrast >= 0 ? json(v.contrast) : json()},
+          {"metric", v.metric},
+          {"tokens_measured", scores_json(v.token_measures)},
+          {"tokens_intervened", scores_json(v.token_interventions)},
+          {"heads_measured", scores_json(v.head_measures)},
+          {"heads_intervened", scores_json(v.head_interventions)},
+          {"agreements", agreements}};
+}
+
+void print_verdict(const ModelDir& m, const std::vector<int>& ids, const Verdict& v) {
+  const std::vector<std::string> tokens = token_texts(m, ids);
+  const auto token = [&](int id) { return quoted_token(token_texts(m, {id})[0]); };
+  fmt::print("at position {} ({}), m = logit({}){} = {:.4f}\n", v.position, quoted_token(tokens[v.position]),
+             token(v.target), v.contrast >= 0 ? fmt::format(" − logit({})", token(v.contrast)) : "", v.metric);
+  fmt::print(
+      "each source token by every measure, and the intervention: erasure = m with the token hidden as a key "
+      "in every layer − m\n");
+  std::vector<std::vector<std::string>> rows{{"source", "token"}};
+  for (const Scores& s : v.token_measures)
+    rows[0].push_back(s.name);
+  rows[0].push_back("erasure");
+  for (std::size_t j = 0; j < v.n; ++j) {
+    std::vector<std::string> row{std::to_string(j), quoted_token(tokens[j])};
+    for (const Scores& s : v.token_measures)
+      row.push_back(fmt::format("{:.4g}", s.values[j]));
+    row.push_back(fmt::format("{:+.4f}", v.token_interventions[0].values[j]));
+    rows.push_back(std::move(row));
+  }
+  fmt::print("{}", format_table(rows, true));
+  // Heads: the ten the zero ablation moves most.
+  const std::vector<double>& zero = v.head_interventions[0].values;
+  std::vector<std::size_t> order(zero.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return std::abs(zero[a]) > std::abs(zero[b]); });
+  std::vector<std::vector<std::string>> heads{{"head", "dla", "zero ablation", "mean ablation"}};
+  for (std::size_t k = 0; k < std::min<std::size_t>(order.size(), 10); ++k) {
+    const std::size_t i = order[k];
+    heads.push_back({to_string(HeadRef{i / v.heads, i % v.heads}), fmt::format("{:+.4f}", v.head_measures[0].values[i]),
+                     fmt::format("{:+.4f}", zero[i]), fmt::format("{:+.4f}", v.head_interventions[1].values[i])});
+  }
+  fmt::print(
+      "heads, the ten that zeroing moves most (each effect: m with the head's output zeroed, or set to its "
+      "mean over the positions, − m):\n{}",
+      format_table(heads, true));
+  fmt::print("agreement with the interventions (sizes ranked, the sign set aside; 1 the same order, 0 none):\n");
+  std::vector<std::vector<std::string>> table{{"measure", "intervention", "Kendall τ", "Spearman ρ"}};
+  const auto number = [](double x) { return std::isfinite(x) ? fmt::format("{:+.2f}", x) : std::string("undefined"); };
+  for (const Agreement& a : v.agreements)
+    table.push_back({a.measure, a.intervention, number(a.kendall), number(a.spearman)});
+  fmt::print("{}", format_table(table, true));
+  fmt::print("what each measure shows, and what it cannot (the interventions are what the model used):\n");
+  for (const Scores& s : v.token_measures)
+    fmt::print("  {}: {}\n", s.name, measure_meaning(s.name));
+}
+
+int verdict_command(const ModelFlags& f) {
+  const ModelDir m = open_model_dir(f.dir);
+  VerdictOptions options;
+  options.steps = f.steps;
+  options.target = {f.position, token_flag(m, f.target, "--target"), token_flag(m, f.contrast, "--contrast")};
+  const bool tty = isatty(fileno(stderr));
+  options.progress = [&](std::string_view stage, std::size_t done, std::size_t total) {
+    if (tty) fmt::print(stderr, "\r{}: {}/{}{}", stage, done, total, done == total ? "\n" : "");
+  };
+  if (f.texts.empty()) {
+    const std::vector<int> ids = input_ids(m, f);
+    const Verdict v = verdict(m.model, ids, options);
+    if (f.json)
+      fmt::print("{}\n", verdict_json(m, std::vector<int>(ids.begin(), ids.begin() + std::ptrdiff_t(v.n)), v).dump());
+    else
+      print_verdict(m, ids, v);
+    return 0;
+  }
+  if (!f.text.empty() || !f.ids.empty()) fail("--texts", "give --texts or one --text (or --ids), not both");
+  if (f.position) fail("--position", "is for one text; with --texts each text's prediction is at its last token");
+  std::vector<std::string> lines;
+  const std::string file = read_file_within(f.texts, kMaxVerdictFileBytes, "--texts");
+  for (std::size_t start = 0; start < file.size();) {
+    const std::size_t end = std::min(file.find('\n', start), file.size());
+    std::string line = file.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  if (lines.empty()) fail("--texts", fmt::format("{} has no text; write one text per line", f.texts));
+  if (lines.size() > kMaxVerdictTexts)
+    fail("--texts", fmt::format("{} has {} texts; the limit is {}", f.texts, lines.size(), kMaxVerdictTexts));
+  std::vector<Verdict> verdicts;
+  json each = json::array();
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    if (tty) fmt::print(stderr, "text {}/{}\n", k + 1, lines.size());
+    const std::vector<int> ids = encode_text(m, lines[k]);
+    verdicts.push_back(verdict(m.model, ids, options));
+    if (f.json) each.push_back(verdict_json(m, ids, verdicts.back()));
+  }
+  const std::vector<AgreementSpread> spread = agreement_spread(verdicts);
+  if (f.json) {
+    json summary = json::array();
+    for (const AgreementSpread& s : spread)
+      summary.push_back({{"measure", s.measure},
+                         {"intervention", s.intervention},
+                         {"texts", s.texts},
+                         {"kendall_mean", finite_or_null(s.kendall_mean)},
+                         {"kendall_sd", finite_or_null(s.kendall_sd)},
+                         {"spearman_mean", finite_or_null(s.spearman_mean)},
+                         {"spearman_sd", finite_or_null(s.spearman_sd)}});
+    fmt::print("{}\n", json{{"texts", each}, {"agreements", summary}}.dump());
+    return 0;
+  }
+  fmt::print("{} texts, each explained at its last token (its own top prediction{})\n", lines.size(),
+             f.contrast.empty() ? "" : " against --contrast");
+  std::vector<std::vector<std::string>> table{{"measure", "intervention", "texts", "Kendall τ", "Spearman ρ"}};
+  const auto spread_of = [](double mean, double sd) {
+    return std::isfinite(mean) ? fmt::format("{:+.2f} ± {:.2f}", mean, sd) : std::string("undefined");
+  };
+  for (const AgreementSpread& s : spread)
+    table.push_back({s.measure, s.intervention, std::to_string(s.texts), spread_of(s.kendall_mean, s.kendall_sd),
+                     spread_of(s.spearman_mean, s.spearman_sd)});
+  fmt::print("agreement with the interventions over the texts (mean ± standard deviation):\n{}",
+             format_table(table, true));
   return 0;
 }
 
@@ -762,7 +960,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* model = parent.add_subcommand(
       "model",
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
-      "tokenize, run, heads, eval, generate, kv, attribute, lens, patch, export");
+      "tokenize, run, heads, eval, generate, kv, attribute, lens, patch, verdict, export");
   model->require_subcommand(1);
   CLI::App* info_app = model->add_subcommand("info", "The checkpoint's config, parameters, bytes, dtypes and tensors");
   add_dir(*info_app, *f);
@@ -829,16 +1027,19 @@ Command model_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   export_app->add_flag("--json", f->json, "{\"file\", \"bytes\", \"tensors\", \"type\", \"kept_f16\", \"tokenizer\"}");
+  // One prediction to explain: the text, where, and which token's logit.
+  const auto add_prediction = [&](CLI::App& app) {
+    add_dir(app, *f);
+    app.add_option("--text", f->text, "The text (tokenized with the model's own tokenizer)");
+    app.add_option("--ids", f->ids, "Token ids instead of text");
+    app.add_option("--position", f->position, "Where the prediction is made (default: the last token)");
+    app.add_option("--target", f->target,
+                   "The token whose logit is explained: its text (one token) or id (default: the top prediction)");
+    app.add_option("--contrast", f->contrast, "Explain target − this token's logit instead");
+  };
   CLI::App* attribute_app = model->add_subcommand(
       "attribute", "Direct logit attribution: each head's, MLP's and source token's part in one prediction");
-  add_dir(*attribute_app, *f);
-  attribute_app->add_option("--text", f->text, "The text (tokenized with the model's own tokenizer)");
-  attribute_app->add_option("--ids", f->ids, "Token ids instead of text");
-  attribute_app->add_option("--position", f->position, "Where the prediction is made (default: the last token)");
-  attribute_app->add_option("--target", f->target,
-                            "The token whose logit is explained: its text (one token) or id (default: the top "
-                            "prediction)");
-  attribute_app->add_option("--contrast", f->contrast, "Explain target − this token's logit instead");
+  add_prediction(*attribute_app);
   attribute_app->add_flag(
       "--json", f->json,
       "{\"position\", \"target\", \"contrast\", \"logit\", \"final_bias\", \"parts\": [{\"kind\", "
@@ -865,9 +1066,24 @@ Command model_command(CLI::App& parent) {
   patch_app->add_option("--contrast", f->contrast, "The other answer (default: the corrupted run's top prediction)");
   patch_app->add_flag("--json", f->json,
                       "{\"target\", \"contrast\", \"clean_metric\", \"corrupt_metric\", \"rows\": [{\"layer\", "
-                      "\"restored\" [n]}]}");
+                      "\"restored\" [n]}], \"heads\" [L][H], \"mlps\" [L]}");
+  CLI::App* verdict_app = model->add_subcommand(
+      "verdict", "Every attribution measure beside the interventions, and how far each agrees with them");
+  add_prediction(*verdict_app);
+  verdict_app->add_option("--texts", f->texts,
+                          "A file of texts, one per line: the agreements' mean and spread over them, each text "
+                          "explained at its last token");
+  verdict_app->add_option("--steps", f->steps, "Integrated gradients' steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  verdict_app->add_flag("--json", f->json,
+                        "{\"metric\", \"tokens_measured\": {measure: [n]}, \"tokens_intervened\": {\"erasure\"}, "
+                        "\"heads_measured\": {\"dla\": [L·H]}, \"heads_intervened\", \"agreements\": [{\"measure\", "
+                        "\"intervention\", \"kendall\", \"spearman\"}]}; with --texts {\"texts\": [...], "
+                        "\"agreements\": [{..., \"kendall_mean\", \"kendall_sd\", ...}]}");
   return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app, attribute_app,
-                  lens_app, patch_app]() {
+                  lens_app, patch_app, verdict_app]() {
+            if (verdict_app->parsed()) return verdict_command(*f);
             if (attribute_app->parsed()) return attribute(*f);
             if (patch_app->parsed()) return patch(*f);
             if (lens_app->parsed()) return lens(*f);

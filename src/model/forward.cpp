@@ -94,6 +94,11 @@ std::vector<double> rope_frequencies(const ModelConfig& c, std::size_t layer) {
   return f;
 }
 
+void check_token_id(const ModelConfig& c, int id, std::string_view field) {
+  if (id < 0 || static_cast<std::size_t>(id) >= c.vocab_size)
+    fail(field, fmt::format("token id {} is outside the vocabulary (0 to {})", id, c.vocab_size - 1));
+}
+
 namespace {
 
 // Token ids checked against the vocabulary, and the positions they would take.
@@ -134,12 +139,42 @@ void zero_ablated(const ModelConfig& c, std::size_t l, const std::vector<HeadRef
         std::fill_n(z + i * zw + h.head * dh, dh, 0.0f);
 }
 
-void check_ablate(const ModelConfig& c, const std::vector<HeadRef>& ablate) {
-  for (const HeadRef& h : ablate)
-    if (h.layer >= c.n_layer || h.head >= c.n_head)
-      fail("ablate", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
-                                 c.n_layer - 1, c.n_head - 1));
+// The replaced heads of layer l: their output rows in z [n × Z] overwritten.
+void replace_heads(const ModelConfig& c, std::size_t l, const std::vector<HeadReplacement>& replace, std::size_t n,
+                   float* z) {
+  const std::size_t dh = c.head_dim(), zw = c.attention_width();
+  for (const HeadReplacement& r : replace)
+    if (r.head.layer == l)
+      for (std::size_t i = 0; i < n; ++i)
+        std::copy_n(r.z.data() + i * dh, dh, z + i * zw + r.head.head * dh);
 }
+
+void check_head(const ModelConfig& c, HeadRef h, const char* field) {
+  if (h.layer >= c.n_layer || h.head >= c.n_head)
+    fail(field, fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
+                            c.n_layer - 1, c.n_head - 1));
+}
+
+// The options' interventions checked against the model and the n tokens they act on.
+void check_interventions(const ModelConfig& c, const ForwardOptions& options, std::size_t n) {
+  for (const HeadRef& h : options.ablate)
+    check_head(c, h, "ablate");
+  for (const HeadReplacement& r : options.replace_heads) {
+    check_head(c, r.head, "replace_heads");
+    if (r.z.size() != n * c.head_dim())
+      fail("replace_heads", fmt::format("head {}'s replacement is {} numbers; it takes [n × head_dim] = {}",
+                                        to_string(r.head), r.z.size(), n * c.head_dim()));
+  }
+  for (const MlpReplacement& r : options.replace_mlps)
+    if (r.layer >= c.n_layer || r.added.size() != n * c.n_embd)
+      fail("replace_mlps", fmt::format("layer {}'s replacement of {} numbers is not [n × d] = {} in layers 0 to {}",
+                                       r.layer, r.added.size(), n * c.n_embd, c.n_layer - 1));
+  if (options.hidden_key && *options.hidden_key >= n)
+    fail("hidden_key", fmt::format("{} is past the last token (positions 0 to {})", *options.hidden_key, n - 1));
+}
+
+// Priced before work: the logits (n × vocab) and, when kept, every head's weights (L × H × n²).
+constexpr double kMaxForwardFloats = double(1u << 30);  // 4 GiB of f32 each
 
 }  // namespace
 
@@ -165,18 +200,24 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
   BlockActivations<float> a;  // one block's intermediates, reused layer after layer
   for (std::size_t l = first; l < c.n_layer; ++l) {
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
-    const Heads at = heads_of(c, l);
+    Heads at = heads_of(c, l);
+    if (options.hidden_key) at.hidden = *options.hidden_key;
     const HeadsStep<float> causal_heads = [&](const float* qkv, float* z) {
-      if (keep_attention) {
+      if (keep_attention || options.hidden_key) {   // the reference, every weight written out
         std::vector<float> weights(heads * n * n);  // [H × n × n]
         attention_forward(at, qkv, n, weights.data(), z);
-        r.attention.push_back(std::move(weights));
+        if (keep_attention) r.attention.push_back(std::move(weights));
       } else {
         attention_tiled(qkv, n, at, z);
       }
       zero_ablated(c, l, options.ablate, n, z);
+      replace_heads(c, l, options.replace_heads, n, z);
     };
     block_forward(c, l, model.blocks[l], n, 0, x, a, causal_heads);
+    for (const MlpReplacement& m : options.replace_mlps)
+      if (m.layer == l)
+        for (std::size_t k = 0; k < x.size(); ++k)
+          x[k] = a.x_mid[k] + m.added[k];
     r.block_inputs.push_back(a.ln1);
     if (options.keep_stream) {
       LayerStream& s = r.stream.emplace_back();
@@ -195,9 +236,7 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
   const ModelConfig& c = model.config;
   const std::size_t n = ids.size(), heads = c.n_head;
   check_ids(c, ids, 0);
-  check_ablate(c, options.ablate);
-  // Priced before work: the logits (n × vocab) and, when kept, every head's weights (L × H × n²).
-  constexpr double kMaxForwardFloats = double(1u << 30);  // 4 GiB of f32 each
+  check_interventions(c, options, n);
   if (double(n) * double(c.vocab_size) > kMaxForwardFloats)
     fail("ids",
          fmt::format("{} tokens × a vocabulary of {} is more logits than the limit of {} (4 GiB); use fewer tokens", n,
@@ -223,15 +262,84 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
   return r;
 }
 
-std::vector<float> forward_from(const Model& model, std::size_t layer, std::vector<float> x) {
-  const ModelConfig& c = model.config;
+namespace {
+
+// x [n × d], the stream entering block `layer`, checked.
+std::size_t stream_rows(const ModelConfig& c, std::size_t layer, std::span<const float> x) {
   const std::size_t n = x.size() / c.n_embd;
   if (layer > c.n_layer || n == 0 || x.size() != n * c.n_embd || n > c.n_positions)
     fail("stream", fmt::format("a stream of {} numbers entering block {} is not [n × {}] rows before block 0 to {}",
                                x.size(), layer, c.n_embd, c.n_layer));
+  return n;
+}
+
+}  // namespace
+
+std::vector<float> forward_from(const Model& model, std::size_t layer, std::vector<float> x,
+                                const ForwardOptions& options, std::size_t first_row) {
+  const ModelConfig& c = model.config;
+  const std::size_t n = stream_rows(c, layer, x), d = c.n_embd;
+  if (first_row >= n) fail("first_row", fmt::format("{} is past the last row ({} rows)", first_row, n));
+  check_interventions(c, options, n);
+  ForwardOptions interventions = options;  // what the rerun keeps is its caller's business, not its own
+  interventions.keep_attention = interventions.keep_stream = false;
   ForwardResult unused;
-  run_blocks(model, layer, x, n, {}, unused);
-  return unembed(model, x, n);
+  run_blocks(model, layer, x, n, interventions, unused);
+  return unembed(model, std::span<const float>(x).subspan(first_row * d), n - first_row);
+}
+
+StreamGradient stream_gradient(const Model& model, std::span<const float> x0, std::size_t position, int target,
+                               int contrast) {
+  const ModelConfig& c = model.config;
+  const std::size_t n = stream_rows(c, 0, x0), d = c.n_embd, L = c.n_layer, H = c.n_head;
+  if (position >= n) fail("position", fmt::format("{} is past the last token (positions 0 to {})", position, n - 1));
+  check_token_id(c, target, "target");
+  if (contrast >= 0) check_token_id(c, contrast, "contrast");
+  // Priced: every block's intermediates stay for the backward (the weights and ~10 rows of d per token).
+  const double kept =
+      double(L) * double(n) *
+      (10.0 * double(d) + 2.0 * double(c.qkv_width() + c.attention_width() + c.fc_width()) + double(H) * double(n));
+  if (kept > kMaxForwardFloats)
+    fail("ids", fmt::format("the gradient over {} tokens keeps {:.3g} numbers for the backward, more than the limit "
+                            "of {} (4 GiB); use fewer tokens",
+                            n, kept, kMaxForwardFloats));
+  std::vector<float> x(x0.begin(), x0.end());
+  std::vector<BlockActivations<float>> acts(L);
+  for (std::size_t l = 0; l < L; ++l) {
+    check_deadline();
+    const Heads at = heads_of(c, l);
+    BlockActivations<float>& a = acts[l];
+    const HeadsStep<float> kept_heads = [&](const float* qkv, float* z) {  // every softmax kept for the backward
+      a.probs.resize(H * n * n);
+      attention_forward(at, qkv, n, a.probs.data(), z);
+    };
+    block_forward(c, l, model.blocks[l], n, 0, x, a, kept_heads);
+  }
+  // m = norm_f(x_p) · (u_t − u_c), u the unembedding's rows; ∂m/∂norm_f(x_p) = u.
+  const float* xp = x.data() + position * d;
+  NormStats<float> stats;
+  std::vector<float> normed(d), u(d), other(d);
+  norm_forward(block_norm(c), xp, 1, values(model.ln_f_weight), values(model.ln_f_bias), normed.data(), stats);
+  const Tensor& U = c.tied ? model.wte : model.lm_head;
+  U.row(static_cast<std::size_t>(target), d, u.data());
+  if (contrast >= 0) {
+    U.row(static_cast<std::size_t>(contrast), d, other.data());
+    for (std::size_t k = 0; k < d; ++k)
+      u[k] -= other[k];
+  }
+  StreamGradient out;
+  for (std::size_t k = 0; k < d; ++k)
+    out.metric += double(normed[k]) * u[k];
+  out.gradient.assign(n * d, 0.0f);
+  norm_backward(block_norm(c), xp, 1, values(model.ln_f_weight), stats, u.data(), static_cast<float*>(nullptr),
+                static_cast<float*>(nullptr), out.gradient.data() + position * d);
+  const BlockView<float*> no_weight_gradients;
+  for (std::size_t l = L; l-- > 0;) {
+    check_deadline();
+    block_backward(c, l, model.blocks[l], no_weight_gradients, acts[l], n, out.gradient);
+    acts[l] = {};
+  }
+  return out;
 }
 
 Decoder::Decoder(const Model& model, DType cache_dtype)

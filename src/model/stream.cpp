@@ -122,12 +122,8 @@ std::vector<float> head_source_parts(const Model& model, const ForwardResult& re
 LogitDirection logit_direction(const Model& model, std::span<const float> x, int target, int contrast) {
   const ModelConfig& c = model.config;
   const std::size_t d = c.n_embd;
-  const auto check = [&](int id, const char* field) {
-    if (id < 0 || static_cast<std::size_t>(id) >= c.vocab_size)
-      fail(field, fmt::format("token id {} is outside the vocabulary (0 to {})", id, c.vocab_size - 1));
-  };
-  check(target, "target");
-  if (contrast >= 0) check(contrast, "contrast");
+  check_token_id(c, target, "target");
+  if (contrast >= 0) check_token_id(c, contrast, "contrast");
   // u = u_t − u_c, the unembedding's rows.
   const Tensor& U = c.tied ? model.wte : model.lm_head;
   std::vector<float> row(d);

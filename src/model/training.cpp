@@ -30,13 +30,6 @@ using namespace transformer;
 // field names so that tensor_of (the parameter table) fills them; a tensor the family does
 // not have stays null.
 template <class P>
-struct BlockView {
-  P ln_1_weight = nullptr, ln_1_bias = nullptr, attn_weight = nullptr, attn_bias = nullptr;
-  P attn_proj_weight = nullptr, attn_proj_bias = nullptr, q_norm_weight = nullptr, k_norm_weight = nullptr;
-  P post_attn_norm_weight = nullptr, ln_2_weight = nullptr, ln_2_bias = nullptr, mlp_fc_weight = nullptr;
-  P mlp_fc_bias = nullptr, mlp_proj_weight = nullptr, mlp_proj_bias = nullptr, post_mlp_norm_weight = nullptr;
-};
-template <class P>
 struct ModelView {
   P wte = nullptr, wpe = nullptr, ln_f_weight = nullptr, ln_f_bias = nullptr, lm_head = nullptr;
   std::vector<BlockView<P>> blocks;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "attnlab/model/forward.hpp"
@@ -53,16 +54,26 @@ inline void linear_forward(const float* x, std::size_t n, std::size_t k, const T
   multiply(x, n, k, w, m, y, 1.0f);
 }
 
-// The backward of y = x·W + b: dW += xᵀ·dy, db += Σ_rows dy, dx = dy·Wᵀ.
+// The backward of y = x·W + b: dW += xᵀ·dy, db += Σ_rows dy, dx = dy·Wᵀ (no dW or db where
+// they are null: a gradient with respect to the input only).
 template <class T>
 void linear_backward(const T* x, std::size_t n, std::size_t k, const T* w, std::size_t m, const T* dy, T* dw, T* db,
                      T* dx) {
-  gemm(true, false, k, m, n, x, dy, T(1), dw);
+  if (dw) gemm(true, false, k, m, n, x, dy, T(1), dw);
   if (db)
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < m; ++j)
         db[j] += dy[i * m + j];
   gemm(false, true, n, k, m, dy, w, T(0), dx);
+}
+
+// The same with W a Tensor (a model's weights where they lie, any dtype), for the gradient
+// with respect to the input alone: dx = dy·Wᵀ, W widened to f32 for the product.
+inline void linear_backward(const float*, std::size_t n, std::size_t k, const Tensor& w, std::size_t m, const float* dy,
+                            float* dw, float* db, float* dx) {
+  if (dw || db) throw std::logic_error("linear_backward: a Tensor's weights get no gradient");
+  const std::vector<float> dense = w.to_f32();  // [k × m]
+  gemm(false, true, n, k, m, dy, dense.data(), 0.0f, dx);
 }
 
 // A norm over rows of d numbers, `stride` apart (a head's slice of q | k | v, or a whole row):
@@ -109,7 +120,7 @@ void norm_forward(const NormShape& s, const T* x, std::size_t n, const T* gamma,
   }
 }
 
-// Its backward, x̂ = (x − mean)·rstd and dx̂ = dy·γ: dγ += Σ dy·x̂, dβ += Σ dy,
+// Its backward, x̂ = (x − mean)·rstd and dx̂ = dy·γ: dγ += Σ dy·x̂, dβ += Σ dy (where not null),
 //   LayerNorm: dx += rstd·(dx̂ − mean(dx̂) − x̂·mean(dx̂·x̂))
 //   RMSNorm:   dx += rstd·(dx̂ − x̂·mean(dx̂·x̂))
 template <class T>
@@ -123,7 +134,7 @@ void norm_backward(const NormShape& s, const T* x, std::size_t n, const T* gamma
     for (std::size_t c = 0; c < s.d; ++c) {
       xhat[c] = (row[c] - stats.mean[i]) * stats.rstd[i];
       dxhat[c] = drow[c] * (s.plus_one ? T(1) + gamma[c] : gamma[c]);
-      dgamma[c] += drow[c] * xhat[c];
+      if (dgamma) dgamma[c] += drow[c] * xhat[c];
       if (dbeta) dbeta[c] += drow[c];
       mean_dxhat += dxhat[c];
       mean_dxhat_xhat += dxhat[c] * xhat[c];
@@ -203,11 +214,14 @@ struct Heads {
   std::size_t H, H_kv, hd, width;
   double scale;
   std::size_t window;  // 0: every earlier key; else the last `window` keys, the query's own included
+  std::size_t hidden = static_cast<std::size_t>(-1);  // a key no query sees (erasure; none by default), but
+                                                      // a query left with no other key
   std::size_t q(std::size_t h) const { return h * hd; }
   std::size_t k(std::size_t g) const { return (H + g) * hd; }
   std::size_t v(std::size_t g) const { return (H + H_kv + g) * hd; }
   std::size_t kv_of(std::size_t h) const { return h / (H / H_kv); }
   std::size_t first_key(std::size_t i) const { return window && i + 1 > window ? i + 1 - window : 0; }
+  bool sees(std::size_t i, std::size_t j) const { return j != hidden || (i == j && first_key(i) == i); }
 };
 
 inline Heads heads_of(const ModelConfig& c, std::size_t layer) {
@@ -245,7 +259,8 @@ void rotate_queries_and_keys(const ModelConfig& c, std::size_t layer, const Head
 }
 
 // Causal attention: probs[h][i][j] = softmax_j(q_i·k_j·scale) over the keys query i sees,
-// z_i = Σ_j p_ij v_j, with q from head h and k, v from its KV head.
+// z_i = Σ_j p_ij v_j, with q from head h and k, v from its KV head. A hidden key's weight is 0
+// (and so is its gradient in the backward).
 template <class T>
 void attention_forward(const Heads& at, const T* qkv, std::size_t n, T* probs, T* z) {
   const std::size_t zw = at.H * at.hd;
@@ -258,6 +273,7 @@ void attention_forward(const Heads& at, const T* qkv, std::size_t n, T* probs, T
       const std::size_t j0 = at.first_key(i);
       T largest = -INFINITY;
       for (std::size_t j = j0; j <= i; ++j) {
+        if (!at.sees(i, j)) continue;
         const T* k = qkv + j * at.width + at.k(at.kv_of(h));
         T s = 0;
         for (std::size_t c = 0; c < at.hd; ++c)
@@ -267,8 +283,9 @@ void attention_forward(const Heads& at, const T* qkv, std::size_t n, T* probs, T
       }
       T sum = 0;
       for (std::size_t j = j0; j <= i; ++j)
-        sum += p[j] = std::exp(p[j] - largest);
+        if (at.sees(i, j)) sum += p[j] = std::exp(p[j] - largest);
       for (std::size_t j = j0; j <= i; ++j) {
+        if (!at.sees(i, j)) continue;
         p[j] /= sum;
         const T* v = qkv + j * at.width + at.v(at.kv_of(h));
         for (std::size_t c = 0; c < at.hd; ++c)
@@ -366,6 +383,17 @@ const T* values(const T* p) {
 }
 inline const float* values(const Tensor& t) { return t.empty() ? nullptr : t.data(); }
 
+// A block's tensors as pointers (P is const T* or T*), with a Block's field names: training's
+// view of its flat parameters and of their gradients; all null, a backward that computes the
+// input's gradient alone.
+template <class P>
+struct BlockView {
+  P ln_1_weight = nullptr, ln_1_bias = nullptr, attn_weight = nullptr, attn_bias = nullptr;
+  P attn_proj_weight = nullptr, attn_proj_bias = nullptr, q_norm_weight = nullptr, k_norm_weight = nullptr;
+  P post_attn_norm_weight = nullptr, ln_2_weight = nullptr, ln_2_bias = nullptr, mlp_fc_weight = nullptr;
+  P mlp_fc_bias = nullptr, mlp_proj_weight = nullptr, mlp_proj_bias = nullptr, post_mlp_norm_weight = nullptr;
+};
+
 // What a block's heads compute from the positioned q | k | v ([n × W]) into z ([n × Z]): the
 // kept reference (attention_forward, every weight written out), the tiled kernel, or the new
 // tokens against the KV cache when decoding.
@@ -429,18 +457,18 @@ void block_backward(const ModelConfig& c, std::size_t layer, const P& p, const G
   std::vector<T> dqkv(n * W), dz(n * Z), dln(n * d), dfc(n * F), dact(n * I), scratch;
   // dx is the gradient at the block's output; the residuals pass it through unchanged.
   if (!attention_only) {  // x_out = x_mid + [norm](act(norm_2(x_mid)·W_fc + b_fc)·W_mlp + b_mlp)
-    const std::vector<T>& dy =
-        from_residual(c, p.post_mlp_norm_weight, a.mlp_out, a.post_mlp_stats, dx, q.post_mlp_norm_weight, scratch, n);
+    const std::vector<T>& dy = from_residual(c, values(p.post_mlp_norm_weight), a.mlp_out, a.post_mlp_stats, dx,
+                                             q.post_mlp_norm_weight, scratch, n);
     linear_backward(a.act.data(), n, I, p.mlp_proj_weight, d, dy.data(), q.mlp_proj_weight, q.mlp_proj_bias,
                     dact.data());
     activation_backward(c, a.fc.data(), dact.data(), n, dfc.data());
     linear_backward(a.ln2.data(), n, d, p.mlp_fc_weight, F, dfc.data(), q.mlp_fc_weight, q.mlp_fc_bias, dln.data());
-    norm_backward(norm, a.x_mid.data(), n, p.ln_2_weight, a.ln2_stats, dln.data(), q.ln_2_weight, q.ln_2_bias,
+    norm_backward(norm, a.x_mid.data(), n, values(p.ln_2_weight), a.ln2_stats, dln.data(), q.ln_2_weight, q.ln_2_bias,
                   dx.data());
   }
   // x_mid = x_in + [norm](Attention(norm_1(x_in))·W_o + b_o)
-  const std::vector<T>& dy =
-      from_residual(c, p.post_attn_norm_weight, a.attn_out, a.post_attn_stats, dx, q.post_attn_norm_weight, scratch, n);
+  const std::vector<T>& dy = from_residual(c, values(p.post_attn_norm_weight), a.attn_out, a.post_attn_stats, dx,
+                                           q.post_attn_norm_weight, scratch, n);
   linear_backward(a.z.data(), n, Z, p.attn_proj_weight, d, dy.data(), q.attn_proj_weight, q.attn_proj_bias, dz.data());
   attention_backward(at, a.qkv.data(), a.probs.data(), dz.data(), n, dqkv.data());
   rotate_queries_and_keys(c, l, at, dqkv.data(), n, 0, true);
@@ -450,18 +478,19 @@ void block_backward(const ModelConfig& c, std::size_t layer, const P& p, const G
     for (std::size_t h = 0; h < at.H; ++h) {
       for (std::size_t i = 0; i < n; ++i)
         std::fill_n(dqkv.data() + i * W + at.q(h), hd, T(0));
-      norm_backward(head, a.qkv_raw.data() + at.q(h), n, p.q_norm_weight, a.q_norm[h], dnormed.data() + at.q(h),
+      norm_backward(head, a.qkv_raw.data() + at.q(h), n, values(p.q_norm_weight), a.q_norm[h], dnormed.data() + at.q(h),
                     q.q_norm_weight, static_cast<T*>(nullptr), dqkv.data() + at.q(h));
     }
     for (std::size_t kv = 0; kv < at.H_kv; ++kv) {
       for (std::size_t i = 0; i < n; ++i)
         std::fill_n(dqkv.data() + i * W + at.k(kv), hd, T(0));
-      norm_backward(head, a.qkv_raw.data() + at.k(kv), n, p.k_norm_weight, a.k_norm[kv], dnormed.data() + at.k(kv),
-                    q.k_norm_weight, static_cast<T*>(nullptr), dqkv.data() + at.k(kv));
+      norm_backward(head, a.qkv_raw.data() + at.k(kv), n, values(p.k_norm_weight), a.k_norm[kv],
+                    dnormed.data() + at.k(kv), q.k_norm_weight, static_cast<T*>(nullptr), dqkv.data() + at.k(kv));
     }
   }
   linear_backward(a.ln1.data(), n, d, p.attn_weight, W, dqkv.data(), q.attn_weight, q.attn_bias, dln.data());
-  norm_backward(norm, a.x_in.data(), n, p.ln_1_weight, a.ln1_stats, dln.data(), q.ln_1_weight, q.ln_1_bias, dx.data());
+  norm_backward(norm, a.x_in.data(), n, values(p.ln_1_weight), a.ln1_stats, dln.data(), q.ln_1_weight, q.ln_1_bias,
+                dx.data());
 }
 
 }  // namespace attnlab::transformer

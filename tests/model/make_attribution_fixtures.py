@@ -25,6 +25,16 @@ The logit lens: the stream after the embedding and after each block, at every po
 final norm (its own statistics, not frozen) and the unembedding: the top token, its probability, and the
 target's probability and rank (1 + the number of tokens with a larger logit).
 
+The verdict's measures at the last position, for logit(target) - logit(contrast): the heads' weights;
+value norms |sum_h a_h[p, j] f_h(x_j)| (f_h(x_j) = v_h[j] W_O_h, the head's unweighted write); rollout
+(the product over layers of 0.5 mean_h A + 0.5 I); ALTI (the product over layers of C, C[i, j] =
+max(0, |y_i|_1 - |y_i - T_i(x_j)|_1) rows normalised, y_i the stream after the attention, T_i(x_j) source
+j's share of it with the residual x_i on the diagonal); gradient x input by central differences at the
+input embeddings, and m at integrated gradients' baseline (every token's embedding replaced by the
+vocabulary's mean, positions kept); and the interventions rerun: key j hidden from every query (but one with no other
+key), each head's output zeroed or set to its mean over the positions. And patching each head's output
+and each MLP's from a clean run into a corrupted one (the third token changed).
+
 Writes tests/model/fixtures/attribution/<fixture>.json. Run with Debian's NumPy:
   /usr/bin/python3 tests/model/make_attribution_fixtures.py
 """
@@ -104,12 +114,36 @@ def frequencies(cfg, layer):
     return f, window
 
 
-def gpt2_parts(cfg, w, ids):
-    """Every layer's per-head outputs [H, n, d], biases [n, d], MLP outputs; the final stream; the lens rows."""
+def causal_mask(n, window=None, hidden_key=None):
+    """Which keys j each query i sees: j <= i (and within the window); a hidden key j by no query,
+    except one left with no other key."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    mask = (j <= i) & ((i - j) < window if window else True)
+    if hidden_key is not None:
+        alone = mask.sum(-1) == 1
+        mask[:, hidden_key] &= (np.arange(n) == hidden_key) & alone
+    return mask
+
+
+def intervene(out, l, h, ablate):
+    """A head's output rows (prob @ ov) [n, d] after an ablation: {(l, h): "zero" | "mean" | rows [n, d]}."""
+    kind = (ablate or {}).get((l, h))
+    if isinstance(kind, np.ndarray):  # patched: another run's rows
+        return kind
+    if kind == "zero":
+        return np.zeros_like(out)
+    if kind == "mean":  # z_h replaced by its mean over positions; linear through W_O
+        return np.tile(out.mean(0), (out.shape[0], 1))
+    return out
+
+
+def gpt2_parts(cfg, w, ids, x0=None, hidden_key=None, ablate=None, mlp_patch=None):
+    """Every layer's per-head outputs [H, n, d], biases [n, d], MLP outputs; the final stream; the lens rows.
+    x0 replaces the input embeddings; hidden_key and ablate are the interventions (causal_mask, intervene)."""
     n, d, H = len(ids), cfg["n_embd"], cfg["n_head"]
     hd = d // H
     embedding, position = w["wte.weight"][ids], w["wpe.weight"][:n]
-    x = embedding + position
+    x = embedding + position if x0 is None else x0
     streams, layers = [x], []
     for l in range(cfg["n_layer"]):
         p = f"h.{l}."
@@ -117,24 +151,28 @@ def gpt2_parts(cfg, w, ids):
         qkv = a @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
         q, k, v = qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:]
         W_O = w[p + "attn.c_proj.weight"]
-        mask = np.tril(np.ones((n, n), bool))
-        heads, sources, weights = [], [], []
+        mask = causal_mask(n, hidden_key=hidden_key)
+        heads, sources, weights, ovs = [], [], [], []
         for h in range(H):
             s = slice(h * hd, (h + 1) * hd)
             prob = softmax_rows(np.where(mask, q[:, s] @ k[:, s].T / math.sqrt(hd), -np.inf))
             ov = v[:, s] @ W_O[s]  # [n, d]: what each source writes through this head, unweighted
-            heads.append(prob @ ov)
+            heads.append(intervene(prob @ ov, l, h, ablate))
             sources.append(prob[:, :, None] * ov[None, :, :])  # [n, n, d]
             weights.append(prob)
+            ovs.append(ov)
         bias = np.tile(w[p + "attn.c_proj.bias"], (n, 1))
+        x_in = x
         x = x + sum(heads) + bias
         m, _, _ = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], cfg["layer_norm_epsilon"])
         hidden = m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]
         act = 0.5 * hidden * (1 + np.tanh(math.sqrt(2 / math.pi) * (hidden + 0.044715 * hidden ** 3)))
         mlp = act @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+        mlp = (mlp_patch or {}).get(l, mlp)
         x = x + mlp
         streams.append(x)
-        layers.append({"heads": heads, "sources": sources, "bias": bias, "mlp": mlp})
+        layers.append({"heads": heads, "sources": sources, "bias": bias, "mlp": mlp, "probs": weights, "ov": ovs,
+                       "factor": np.ones((n, d)), "x_in": x_in, "y": x_in + sum(heads) + bias, "z_out": heads})
     U = w["wte.weight"]
     first = {"embedding": embedding, "position": position}
 
@@ -150,14 +188,14 @@ def gpt2_parts(cfg, w, ids):
     return first, layers, streams, U, final_norm, direction
 
 
-def llama_parts(cfg, w, ids):
+def llama_parts(cfg, w, ids, x0=None, hidden_key=None, ablate=None, mlp_patch=None):
     n, d, H, Hkv = len(ids), cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or d // H
     gemma = cfg["model_type"] == "gemma3_text"
     eps = cfg["rms_norm_eps"]
     g = (lambda t: 1 + t) if gemma else (lambda t: t)
     embedding = w["model.embed_tokens.weight"][ids] * (math.sqrt(d) if gemma else 1.0)
-    x = embedding
+    x = embedding if x0 is None else x0
     scale = cfg["query_pre_attn_scalar"] ** -0.5 if gemma else hd ** -0.5
     streams, layers = [x], []
     for l in range(cfg["num_hidden_layers"]):
@@ -171,8 +209,7 @@ def llama_parts(cfg, w, ids):
             k, _ = rms_norm(k, g(w[p + "self_attn.k_norm.weight"]), eps)
         freqs, window = frequencies(cfg, l)
         q, k = rope(q, freqs), rope(k, freqs)
-        i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-        mask = (j <= i) & ((i - j) < window if window else True)
+        mask = causal_mask(n, window, hidden_key)
         W_O = w[p + "self_attn.o_proj.weight"].T  # [H·hd, d]
         heads, sources = [], []
         o = np.zeros((n, d))
@@ -181,16 +218,18 @@ def llama_parts(cfg, w, ids):
             kv = h // (H // Hkv)
             prob = softmax_rows(np.where(mask, q[:, h] @ k[:, kv].T * scale, -np.inf))
             ov = v[:, kv] @ W_O[h * hd:(h + 1) * hd]
-            per_head_ov.append((prob, ov))
-            o = o + prob @ ov
+            out = intervene(prob @ ov, l, h, ablate)
+            per_head_ov.append((prob, ov, out))
+            o = o + out
         if gemma:  # the sandwich norm, its 1 / rms frozen: linear in each head's share
             _, rstd_post = rms_norm(o, 1.0, eps)
             factor = rstd_post * g(w[p + "post_attention_layernorm.weight"])  # [n, d]
         else:
             factor = np.ones((n, d))
-        for prob, ov in per_head_ov:
-            heads.append((prob @ ov) * factor)
+        for prob, ov, out in per_head_ov:
+            heads.append(out * factor)
             sources.append(prob[:, :, None] * ov[None, :, :] * factor[:, None, :])
+        x_in = x
         x = x + sum(heads)
         m, _ = rms_norm(x, g(w[p + ("pre_feedforward_layernorm.weight" if gemma else "post_attention_layernorm.weight")]), eps)
         gate, up = m @ w[p + "mlp.gate_proj.weight"].T, m @ w[p + "mlp.up_proj.weight"].T
@@ -201,9 +240,12 @@ def llama_parts(cfg, w, ids):
         mlp = (act * up) @ w[p + "mlp.down_proj.weight"].T
         if gemma:
             mlp, _ = rms_norm(mlp, g(w[p + "post_feedforward_layernorm.weight"]), eps)
+        mlp = (mlp_patch or {}).get(l, mlp)
         x = x + mlp
         streams.append(x)
-        layers.append({"heads": heads, "sources": sources, "bias": None, "mlp": mlp})
+        layers.append({"heads": heads, "sources": sources, "bias": None, "mlp": mlp,
+                       "probs": [prob for prob, _, _ in per_head_ov], "ov": [ov for _, ov, _ in per_head_ov],
+                       "factor": factor, "x_in": x_in, "y": x_in + sum(heads), "z_out": [o for _, _, o in per_head_ov]})
     U = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
     gf = g(w["model.norm.weight"])
 
@@ -261,7 +303,81 @@ def attribution(name, ids):
         lens.append(row)
     out["lens"] = lens
     assert np.allclose(final_norm(streams[-1]) @ U.T, logits)
+    out["verdict"] = verdict(cfg, w, ids, target, contrast)
+    corrupt = list(ids)
+    corrupt[2] = (ids[2] + 5) % cfg["vocab_size"]
+    out["patching"] = component_patching(cfg, w, ids, corrupt, target, contrast)
     return out
+
+
+def verdict(cfg, w, ids, target, contrast):
+    """Context mixing, the gradient and the interventions at the last position, for m = logit(target) -
+    logit(contrast) (contrast None: the target's logit)."""
+    parts = gpt2_parts if cfg["model_type"] == "gpt2" else llama_parts
+    n, p = len(ids), len(ids) - 1
+
+    def metric(**interventions):
+        _, _, streams, U, final_norm, _ = parts(cfg, w, ids, **interventions)
+        z = final_norm(streams[-1][p:p + 1]) @ U.T
+        return z[0, target] - (z[0, contrast] if contrast is not None else 0)
+
+    _, layers, streams, _, _, _ = parts(cfg, w, ids)
+    m = metric()
+    L, H = len(layers), len(layers[0]["probs"])
+    attention, value_norms, rolled, alti = [], [], np.eye(n), np.eye(n)
+    for layer in layers:
+        probs, ov = np.array(layer["probs"]), np.array(layer["ov"])  # [H, n, n], [H, n, d]
+        attention.append(probs[:, p].tolist())
+        # T[i, j] = sum_h a_h[i, j] f_h(x_j) (sandwich-scaled at row i): what source j puts in row i
+        T = np.einsum("hij,hjd->ijd", probs, ov) * layer["factor"][:, None, :]
+        value_norms.append(np.linalg.norm(T[p], axis=-1).tolist())
+        T = T + np.eye(n)[:, :, None] * layer["x_in"][:, None, :]  # the residual: x_i is row i's own
+        y = layer["y"]
+        C = np.maximum(0, np.abs(y).sum(-1)[:, None] - np.abs(y[:, None, :] - T).sum(-1))
+        C = C / C.sum(-1, keepdims=True)
+        A = 0.5 * probs.mean(0) + 0.5 * np.eye(n)
+        A = A / A.sum(-1, keepdims=True)
+        rolled, alti = A @ rolled, C @ alti
+    x0 = streams[0]
+    # Integrated gradients' baseline: each token's embedding replaced by the vocabulary's mean.
+    if cfg["model_type"] == "gpt2":
+        baseline = w["wte.weight"].mean(0) + w["wpe.weight"][:n]
+    else:
+        table = w["model.embed_tokens.weight"]
+        scale = math.sqrt(cfg["hidden_size"]) if cfg["model_type"] == "gemma3_text" else 1.0
+        baseline = np.tile(table.mean(0) * scale, (n, 1))
+    gradient = np.zeros_like(x0)  # central differences, float64
+    for j in range(n):
+        for k in range(x0.shape[1]):
+            e = np.zeros_like(x0)
+            e[j, k] = 1e-5
+            gradient[j, k] = (metric(x0=x0 + e) - metric(x0=x0 - e)) / 2e-5
+    return {"metric": float(m), "attention": attention, "value_norms": value_norms,
+            "rollout": rolled[p].tolist(), "alti": alti[p].tolist(),
+            "grad_x_input": (gradient * x0).sum(-1).tolist(), "metric_at_baseline": float(metric(x0=baseline)),
+            "erasure": [float(metric(hidden_key=j) - m) for j in range(n)],
+            "zero_ablation": [float(metric(ablate={(l, h): "zero"}) - m) for l in range(L) for h in range(H)],
+            "mean_ablation": [float(metric(ablate={(l, h): "mean"}) - m) for l in range(L) for h in range(H)]}
+
+
+def component_patching(cfg, w, clean, corrupt, target, contrast):
+    """The corrupted run with one head's output (before W_O's sum is normed, where it is) or one MLP's taken
+    from the clean run: the share of m(clean) - m(corrupt) it restores, m = logit(target) - logit(contrast)."""
+    parts = gpt2_parts if cfg["model_type"] == "gpt2" else llama_parts
+    p = len(clean) - 1
+
+    def run(ids, **patches):
+        _, layers, streams, U, final_norm, _ = parts(cfg, w, ids, **patches)
+        z = final_norm(streams[-1][p:p + 1]) @ U.T
+        return z[0, target] - z[0, contrast], layers
+
+    m_clean, layers = run(clean)
+    m_corrupt, _ = run(corrupt)
+    share = lambda m: float((m - m_corrupt) / (m_clean - m_corrupt))
+    H = len(layers[0]["z_out"])
+    heads = [share(run(corrupt, ablate={(l, h): layers[l]["z_out"][h]})[0]) for l in range(len(layers)) for h in range(H)]
+    mlps = [share(run(corrupt, mlp_patch={l: layers[l]["mlp"]})[0]) for l in range(len(layers))]
+    return {"clean": clean, "corrupt": corrupt, "target": target, "contrast": contrast, "heads": heads, "mlps": mlps}
 
 
 def main():

@@ -1,7 +1,9 @@
 // Direct logit attribution and the logit lens against an independent NumPy implementation
 // (tests/model/make_attribution_fixtures.py: its own safetensors reader and forward, float64)
 // on the tiny GPT-2 (LayerNorm, learned positions, biases), Llama (RMSNorm, rotary,
-// grouped-query, Llama 3 scaling) and Gemma 3 (sandwich norms, windows) fixtures.
+// grouped-query, Llama 3 scaling) and Gemma 3 (sandwich norms, windows) fixtures: DLA, the
+// lens, context mixing (attention, value norms, rollout, ALTI), gradient × input (against
+// central differences), erasure, head ablation and patching each head and MLP.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attnlab/analysis/attribution.hpp"
+#include "attnlab/analysis/probe.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/model.hpp"
 #include "compare.hpp"
@@ -180,6 +183,146 @@ TEST(Attribution, PatchingTextsOfDifferentLengthsOrTheSameMetricIsRefused) {
     ADD_FAILURE();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("nothing for a site to restore"), std::string::npos) << e.what();
+  }
+}
+
+// ---- context mixing, the gradient, the interventions and the verdict ----
+
+std::vector<double> flat_of(const json& j) { return test::flat(j); }
+
+TEST_P(AttributionMatchesNumPy, ContextMixingMatchesNumPy) {
+  const json expected = test::read_json(kFixtures / "attribution" / (std::string(GetParam()) + ".json"));
+  const json& want = expected["verdict"];
+  const Model model = load_model((kFixtures / GetParam()).string());
+  const std::vector<int> ids = expected["ids"];
+  ForwardOptions keep;
+  keep.keep_stream = true;
+  const ContextMixing mixing = context_mixing(model, model_forward(model, ids, keep), ids.size() - 1);
+  EXPECT_TRUE(test::all_close(mixing.attention, flat_of(want["attention"]), {1e-5, 0})) << "attention";
+  EXPECT_TRUE(test::all_close(mixing.value_norms, flat_of(want["value_norms"]), {1e-4, 1e-4})) << "value norms";
+  EXPECT_TRUE(test::all_close(mixing.rollout, flat_of(want["rollout"]), {1e-5, 0})) << "rollout";
+  EXPECT_TRUE(test::all_close(mixing.alti, flat_of(want["alti"]), {1e-4, 1e-4})) << "ALTI";
+  // Both roll-outs are rows of products of row-stochastic matrices: they sum to 1.
+  double rollout = 0, alti = 0;
+  for (std::size_t j = 0; j < ids.size(); ++j)
+    rollout += mixing.rollout[j], alti += mixing.alti[j];
+  EXPECT_NEAR(rollout, 1.0, 1e-9);
+  EXPECT_NEAR(alti, 1.0, 1e-9);
+}
+
+const Scores& named(const std::vector<Scores>& list, const std::string& name) {
+  for (const Scores& s : list)
+    if (s.name == name) return s;
+  throw std::logic_error("no " + name);
+}
+
+TEST_P(AttributionMatchesNumPy, TheVerdictsGradientAndInterventionsMatchNumPy) {
+  const json expected = test::read_json(kFixtures / "attribution" / (std::string(GetParam()) + ".json"));
+  const json& want = expected["verdict"];
+  const Model model = load_model((kFixtures / GetParam()).string());
+  const std::vector<int> ids = expected["ids"];
+  VerdictOptions options;
+  options.target = {std::nullopt, expected["target"].get<int>(), expected["contrast"].get<int>()};
+  options.steps = 64;
+  const Verdict v = verdict(model, ids, options);
+  EXPECT_NEAR(v.metric, want["metric"].get<double>(), kLogit);
+  // Interventions rerun in f32 against float64: the effects agree as the logits do.
+  EXPECT_TRUE(test::all_close(named(v.token_interventions, "erasure").values, flat_of(want["erasure"]), {kLogit, 0}))
+      << "erasure";
+  EXPECT_TRUE(
+      test::all_close(named(v.head_interventions, "zero_ablation").values, flat_of(want["zero_ablation"]), {kLogit, 0}))
+      << "zero ablation";
+  EXPECT_TRUE(
+      test::all_close(named(v.head_interventions, "mean_ablation").values, flat_of(want["mean_ablation"]), {kLogit, 0}))
+      << "mean ablation";
+  // The hand-written backward (f32) against NumPy's central differences (float64).
+  EXPECT_TRUE(
+      test::all_close(named(v.token_measures, "grad_x_input").values, flat_of(want["grad_x_input"]), {2e-4, 1e-3}))
+      << "gradient × input";
+  // Integrated gradients add up to m(x) − m(x') (completeness), to the midpoint rule's error.
+  const std::vector<double>& ig = named(v.token_measures, "integrated_gradients").values;
+  double sum = 0;
+  for (double x : ig)
+    sum += x;
+  const double change = v.metric - want["metric_at_baseline"].get<double>();
+  EXPECT_NEAR(sum, change, 0.01 * std::max(1.0, std::abs(change)));
+  // The measures the verdict averages, from the context mixing NumPy checks above.
+  const std::size_t n = ids.size(), L = model.config.n_layer, H = model.config.n_head;
+  const std::vector<double> attention = flat_of(want["attention"]);
+  std::vector<double> mean(n, 0.0);
+  for (std::size_t k = 0; k < attention.size(); ++k)
+    mean[k % n] += attention[k] / double(L * H);
+  EXPECT_TRUE(test::all_close(named(v.token_measures, "attention").values, mean, {1e-5, 0}));
+  EXPECT_TRUE(test::all_close(named(v.token_measures, "alti").values, flat_of(want["alti"]), {1e-4, 1e-4}));
+  // Every measure is ranked against its kind's interventions: 7 token measures × erasure, DLA × 2 ablations.
+  ASSERT_EQ(v.agreements.size(), 9u);
+  for (const Agreement& a : v.agreements) {
+    SCOPED_TRACE(a.measure + " vs " + a.intervention);
+    const std::vector<Scores>& measures = a.intervention == "erasure" ? v.token_measures : v.head_measures;
+    const std::vector<Scores>& effects = a.intervention == "erasure" ? v.token_interventions : v.head_interventions;
+    std::vector<double> x = named(measures, a.measure).values, y = named(effects, a.intervention).values;
+    for (double& e : x)
+      e = std::abs(e);
+    for (double& e : y)
+      e = std::abs(e);
+    EXPECT_DOUBLE_EQ(a.kendall, kendall_tau(x, y));
+    EXPECT_DOUBLE_EQ(a.spearman, spearman_rho(x, y));
+  }
+}
+
+TEST_P(AttributionMatchesNumPy, PatchingEachHeadAndMlpMatchesNumPy) {
+  const json expected = test::read_json(kFixtures / "attribution" / (std::string(GetParam()) + ".json"));
+  const json& want = expected["patching"];
+  const Model model = load_model((kFixtures / GetParam()).string());
+  const ResidualPatching p = patch_residual(model, want["clean"].get<std::vector<int>>(),
+                                            want["corrupt"].get<std::vector<int>>(), want["target"], want["contrast"]);
+  EXPECT_TRUE(test::all_close(p.heads_restored, flat_of(want["heads"]), {1e-3, 1e-3})) << "heads";
+  EXPECT_TRUE(test::all_close(p.mlps_restored, flat_of(want["mlps"]), {1e-3, 1e-3})) << "MLPs";
+}
+
+TEST(Attribution, SpearmanRanksWithTiesAndIsUndefinedForAConstantList) {
+  const std::vector<double> a = {1, 2, 3, 4}, up = {10, 20, 30, 40}, down = {4, 3, 2, 1};
+  EXPECT_DOUBLE_EQ(spearman_rho(a, up), 1.0);
+  EXPECT_DOUBLE_EQ(spearman_rho(a, down), -1.0);
+  // Ranks (1.5, 1.5, 3) against (1, 2, 3): covariance 1.5 over √(1.5 · 2).
+  EXPECT_NEAR(spearman_rho(std::vector<double>{1, 1, 2}, std::vector<double>{1, 2, 3}), 1.5 / std::sqrt(3.0), 1e-12);
+  EXPECT_TRUE(std::isnan(spearman_rho(std::vector<double>{5, 5, 5}, a)));
+  EXPECT_TRUE(std::isnan(spearman_rho(std::vector<double>{1}, std::vector<double>{2})));
+}
+
+TEST(Attribution, TheSpreadOverTextsIsTheMeanAndSampleDeviationOfWhatIsDefined) {
+  std::vector<Verdict> verdicts(3);
+  const double taus[] = {0.2, 0.6, std::nan("")}, rhos[] = {0.1, 0.3, 0.5};
+  for (std::size_t k = 0; k < 3; ++k)
+    verdicts[k].agreements = {{"attention", "erasure", taus[k], rhos[k]}};
+  const std::vector<AgreementSpread> s = agreement_spread(verdicts);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].texts, 2u) << "the undefined τ is left out";
+  EXPECT_NEAR(s[0].kendall_mean, 0.4, 1e-12);
+  EXPECT_NEAR(s[0].kendall_sd, std::sqrt(0.08), 1e-12);
+  EXPECT_NEAR(s[0].spearman_mean, 0.3, 1e-12);
+  EXPECT_NEAR(s[0].spearman_sd, 0.2, 1e-12);
+}
+
+TEST(Attribution, TheVerdictCutsTheTextAfterThePredictionAndRefusesBadOptions) {
+  const Model model = load_model((kFixtures / "tiny-f32").string());
+  const std::vector<int> ids = {3, 17, 5, 3, 17, 29};
+  VerdictOptions options;
+  options.target.position = 3;
+  const Verdict v = verdict(model, ids, options);
+  EXPECT_EQ(v.n, 4u);
+  EXPECT_EQ(v.token_interventions[0].values.size(), 4u);
+  const std::vector<int> cut(ids.begin(), ids.begin() + 4);
+  EXPECT_EQ(v.target, attribute_logit(model, cut).target) << "the top prediction at position 3";
+  options.steps = 0;
+  EXPECT_EQ(test::error_of_call([&] { (void)verdict(model, ids, options); }).empty(), false);
+  options.steps = 16;
+  options.target.position = 6;
+  try {
+    (void)verdict(model, ids, options);
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "position");
   }
 }
 

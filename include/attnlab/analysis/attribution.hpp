@@ -15,7 +15,11 @@
 // (its own statistics at that row) and the unembedding, as if the model stopped there.
 #pragma once
 #include <cstddef>
+#include <functional>
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "attnlab/model/forward.hpp"
@@ -79,14 +83,101 @@ LogitLens logit_lens(const Model& model, std::span<const int> ids, int target = 
 // site reruns the blocks after it (L(L + 1)/2 · n block passes over n tokens, at most
 // kMaxPatchingFlops); InputError naming "corrupt" when the texts' lengths differ or the metric
 // is the same on both.
+// The components too: each head's output at every position (z_h, before W_O) and each MLP's
+// output, one at a time, taken from the clean run (L·H + L more reruns from the site's layer).
 inline constexpr double kMaxPatchingFlops = double(1ull << 42);
 struct ResidualPatching {
-  std::size_t rows = 0, n = 0;
+  std::size_t rows = 0, n = 0, layers = 0, heads = 0;
   int target = 0, contrast = 0;
-  double clean = 0, corrupt = 0;  // the metric on each run
-  std::vector<double> restored;   // [rows × n]
+  double clean = 0, corrupt = 0;       // the metric on each run
+  std::vector<double> restored;        // [rows × n] the stream at (row, position)
+  std::vector<double> heads_restored;  // [L × H] head L.H's output at every position
+  std::vector<double> mlps_restored;   // [L] layer L's MLP output at every position
 };
 ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
                                 int target = -1, int contrast = -1);
+
+// ---- context mixing: how much each source token fed the prediction's row ----------------
+//
+// At the prediction's position p, per layer l and source token j (every measure 0 past p):
+//   attention     a_h[p, j], every head                                           [L × H × n]
+//   value norms   ‖Σ_h a_h[p, j] · f_h(x_j)‖, f_h(x_j) = v_h[j] · W_O_h (the head's write,
+//                 sandwich-normed where the family norms it): the size of what j sends, not
+//                 just the weight (Kobayashi et al. 2020)                               [L × n]
+//   rollout       row p of Â_L ··· Â_1, Â_l = ½·mean_h A_l + ½·I, rows renormalised: the
+//                 residual as half of each layer, mixed through the layers (Abnar & Zuidema 2020) [n]
+//   ALTI          row p of C_L ··· C_1, C_l[i, j] = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁) rows
+//                 normalised, y_i the stream after layer l's attention and T_i(x_j) = Σ_h a_h[i, j] ·
+//                 f_h(x_j) + [i = j]·x_i what j put in it, the residual included (Ferrando et al. 2022) [n]
+// ALTI rather than value zeroing: it is closed-form in what the forward kept (no rerun), and
+// it counts the residual, which carries most of each row, where attention and value norms do
+// not. In these pre-norm blocks the block's norm sits inside f_h (v reads norm_1(x_j)); the MLP
+// acts on each row alone, so it mixes nothing and ALTI leaves it out.
+inline constexpr double kMaxMixingWork = double(1ull << 36);  // L · n² · H · d / 2 multiply-adds for ALTI
+struct ContextMixing {
+  std::size_t layers = 0, heads = 0, n = 0, position = 0;
+  std::vector<double> attention;    // [L × H × n]
+  std::vector<double> value_norms;  // [L × n]
+  std::vector<double> rollout;      // [n]
+  std::vector<double> alti;         // [n]
+};
+// From a forward over n tokens with keep_stream; InputError naming "position" past the tokens
+// or "ids" when ALTI's work is over kMaxMixingWork.
+ContextMixing context_mixing(const Model& model, const ForwardResult& run, std::size_t position);
+
+// ---- the verdict: every measure against the interventions ------------------------------
+//
+// For one prediction (a LogitTarget; the text is cut after its position, which nothing later
+// can reach), the metric m = logit(target) − logit(contrast):
+//   per source token j ≤ p: attention (mean over layers and heads), value norms (mean over
+//     layers), rollout, ALTI, DLA through the OV path (Σ over heads), gradient × input
+//     ∂m/∂x_j · x_j and integrated gradients at the input embeddings x_j, from the baseline x'
+//     where every token's embedding is the vocabulary's mean (positions kept), `steps`
+//     midpoints: Σ_j IG_j ≈ m(x) − m(x'). Not from 0: the norms make m(α·x) all but blind to
+//     α until α·x nears their ε, where it swings (the Llama fixture: 0 at α = 0, 1.01 at 10⁻⁶,
+//     −0.58 at 10⁻⁵, −1.69 at 10⁻⁴), so a zero baseline's integral is all in that sliver;
+//     the intervention: erasure, m with key j hidden in every layer − m;
+//   per head: DLA; the interventions: m with the head's output zeroed − m, and with it
+//     replaced by its mean over the positions − m;
+// and for every measure the rank agreement with its intervention's effect, sizes only (the
+// sign set aside): Kendall's τ-b and Spearman's ρ. Priced first: the interventions are one
+// forward per token and two per head (from the head's layer), at most kMaxVerdictFlops.
+inline constexpr double kMaxVerdictFlops = double(1ull << 44);
+struct Scores {
+  std::string name;            // "attention", "value_norms", …, "erasure", "zero_ablation"
+  std::vector<double> values;  // per source token [p + 1], or per head [L × H]
+};
+struct Agreement {
+  std::string measure, intervention;
+  double kendall = 0, spearman = 0;  // NaN where undefined (a constant list, fewer than two items)
+};
+struct Verdict {
+  std::size_t n = 0, position = 0, layers = 0, heads = 0;
+  int target = 0, contrast = -1;
+  double metric = 0;
+  std::vector<Scores> token_measures, token_interventions;  // erasure
+  std::vector<Scores> head_measures, head_interventions;    // zero_ablation, mean_ablation
+  std::vector<Agreement> agreements;                        // every measure × its kind's interventions
+};
+struct VerdictOptions {
+  LogitTarget target;
+  std::size_t steps = 16;  // integrated gradients' midpoints (1 to 256)
+  // Called as the long parts advance: ("gradients" | "erasure" | "heads", done, total).
+  std::function<void(std::string_view stage, std::size_t done, std::size_t total)> progress;
+};
+Verdict verdict(const Model& model, std::span<const int> ids, const VerdictOptions& options = {});
+
+// Spearman's ρ: Pearson's correlation of the ranks (ties sharing their mean rank); NaN when
+// either list is constant or has fewer than two items.
+double spearman_rho(std::span<const double> a, std::span<const double> b);
+
+// The agreements over many texts: for each (measure, intervention), the mean and standard
+// deviation of τ and ρ over the texts where they are defined.
+struct AgreementSpread {
+  std::string measure, intervention;
+  std::size_t texts = 0;  // where defined
+  double kendall_mean = 0, kendall_sd = 0, spearman_mean = 0, spearman_sd = 0;
+};
+std::vector<AgreementSpread> agreement_spread(const std::vector<Verdict>& verdicts);
 
 }  // namespace attnlab

@@ -14,6 +14,7 @@
 // probe work on a trained head as they do on a hand-built one.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,10 +33,27 @@ struct HeadRef {
 std::string to_string(HeadRef head);                                    // "5.1"
 HeadRef parse_head_ref(std::string_view text, std::string_view field);  // "5.1"; InputError otherwise
 
+// Interventions on the forward: a head's output rows replaced (mean ablation, patching), an
+// MLP's (patching), a key hidden from every query (erasure).
+struct HeadReplacement {
+  HeadRef head;
+  std::vector<float> z;  // [n × hd] the head's output at every position, before W_O
+};
+struct MlpReplacement {
+  std::size_t layer = 0;
+  std::vector<float> added;  // [n × d] what the block's MLP adds to the stream instead
+};
+
 struct ForwardOptions {
   bool keep_attention = false;  // every head's weights, [L][H × n × n]
   bool keep_stream = false;     // what every block wrote into the residual stream (LayerStream); keeps the weights too
   std::vector<HeadRef> ablate;  // heads whose output is zeroed before c_proj
+  std::vector<HeadReplacement> replace_heads;
+  std::vector<MlpReplacement> replace_mlps;
+  // Token j hidden as a key from every query of every layer (its weight 0, the rest
+  // renormalised); a query left with no other key (j's own at the first position, or in a
+  // window of one) still sees it. The token's own row still carries it up the stream.
+  std::optional<std::size_t> hidden_key;
 };
 
 // What one block read from and wrote into the residual stream, kept for attribution
@@ -57,6 +75,9 @@ struct ForwardResult {
   std::vector<LayerStream> stream;               // [L], when kept
   std::vector<float> final_stream;               // [n × d] the stream after the last block, when kept
 };
+
+// InputError naming `field` unless 0 ≤ id < vocab_size: a target, a contrast, a token of ids.
+void check_token_id(const ModelConfig& config, int id, std::string_view field);
 
 // Runs the model on token ids (each < vocab_size, at most n_positions of them; InputError
 // naming "ids" otherwise).
@@ -81,9 +102,23 @@ class Decoder {
 };
 
 // The forward from block `layer` on (0 to L): x [n × d] the stream entering it (a run's
-// stream[layer].x_in, patched; at L, its final_stream), through the remaining blocks and the
-// LM head: logits [n × vocab], the tokens at positions 0..n−1. What activation patching reruns.
-std::vector<float> forward_from(const Model& model, std::size_t layer, std::vector<float> x);
+// stream[layer].x_in, patched; at L, its final_stream), through the remaining blocks (with the
+// options' interventions) and the LM head: logits [(n − first_row) × vocab], the tokens at
+// positions first_row..n−1. What activation patching and the interventions rerun.
+std::vector<float> forward_from(const Model& model, std::size_t layer, std::vector<float> x,
+                                const ForwardOptions& options = {}, std::size_t first_row = 0);
+
+// The gradient of m = logit(target) − logit(contrast) (contrast −1: the target's logit alone) at
+// row `position` with respect to the stream entering block 0, x [n × d] (the input
+// embeddings): the forward kept, then every block's backward (the one training runs), the
+// weights read where they lie. Priced like keep_stream; InputError naming "position",
+// "target" or "contrast".
+struct StreamGradient {
+  double metric = 0;            // m at x
+  std::vector<float> gradient;  // [n × d] ∂m/∂x
+};
+StreamGradient stream_gradient(const Model& model, std::span<const float> x, std::size_t position, int target,
+                               int contrast = -1);
 
 // logits [n × vocab] of residual-stream rows x [n × d]: the final norm, then the LM head (the
 // forward's own last step; the logit lens applies it to the stream after every block).

@@ -75,8 +75,7 @@ LogitLens logit_lens(const Model& model, std::span<const int> ids, int target) {
   LogitLens lens;
   lens.rows = c.n_layer + 1, lens.n = n;
   lens.target = target >= 0 ? target : top_token({run.logits.data() + (n - 1) * V, V});
-  if (static_cast<std::size_t>(lens.target) >= V)
-    fail("target", fmt::format("token id {} is outside the vocabulary (0 to {})", lens.target, V - 1));
+  check_token_id(c, lens.target, "target");
   for (std::size_t row = 0; row < lens.rows; ++row) {
     check_deadline();
     // The stream entering block `row`, or after the last one.
@@ -104,7 +103,8 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
     fail("corrupt", fmt::format("is {} tokens and the clean text {}; patching compares the same positions, so give "
                                 "texts of the same length in tokens",
                                 corrupt.size(), n));
-  const double work = double(L) * double(L + 1) / 2 * double(n) * (forward_flops(c, n) / double(L));
+  // Each residual site reruns the blocks after it; each head and MLP those from its layer on.
+  const double work = (double(L + 1) / 2 * double(n) + double(c.n_head + 1) * double(L + 1) / 2) * forward_flops(c, n);
   if (work > kMaxPatchingFlops)
     fail("corrupt", fmt::format("patching every (layer, position) of {} tokens reruns {:.3g} FLOPs, more than the "
                                 "{:.3g} attnlab does for one request; use fewer tokens",
@@ -122,15 +122,17 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
     contrast = top[0].id != out.target ? top[0].id : top[1].id;
   }
   out.contrast = contrast;
-  for (const int id : {out.target, out.contrast})
-    if (id < 0 || static_cast<std::size_t>(id) >= V)
-      fail(id == out.target ? "target" : "contrast",
-           fmt::format("token id {} is outside the vocabulary (0 to {})", id, V - 1));
-  const auto metric = [&](const std::vector<float>& logits) {
-    const float* last = logits.data() + (n - 1) * V;
+  check_token_id(c, out.target, "target");
+  check_token_id(c, out.contrast, "contrast");
+  const auto metric = [&](const std::vector<float>& logits) {  // the last row of logits [rows × V]
+    const float* last = logits.data() + logits.size() - V;
     return double(last[out.target]) - double(last[out.contrast]);
   };
   out.clean = metric(a.logits), out.corrupt = metric(b.logits);
+  // The share restored by rerunning the corrupted text from block `layer` with `options`.
+  const auto restored = [&](std::size_t layer, std::vector<float> x, const ForwardOptions& options = {}) {
+    return (metric(forward_from(model, layer, std::move(x), options, n - 1)) - out.corrupt) / (out.clean - out.corrupt);
+  };
   if (std::abs(out.clean - out.corrupt) < 1e-6)
     fail("corrupt", fmt::format("gives the same logit difference as the clean text ({:.6f}); there is nothing for "
                                 "a site to restore, so choose texts or a target and contrast they disagree on",
@@ -141,9 +143,24 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
     for (std::size_t i = 0; i < n; ++i) {
       std::vector<float> x = into;
       std::copy_n(from.begin() + std::ptrdiff_t(i * d), d, x.begin() + std::ptrdiff_t(i * d));
-      out.restored.push_back((metric(forward_from(model, row, std::move(x))) - out.corrupt) /
-                             (out.clean - out.corrupt));
+      out.restored.push_back(restored(row, std::move(x)));
     }
+  }
+  // Each head's output and each MLP's, at every position, from the clean run.
+  const std::size_t H = c.n_head, hd = c.head_dim(), Z = c.attention_width();
+  out.layers = L, out.heads = H;
+  for (std::size_t l = 0; l < L; ++l) {
+    for (std::size_t h = 0; h < H; ++h) {
+      ForwardOptions patched;
+      HeadReplacement& r = patched.replace_heads.emplace_back(HeadReplacement{{l, h}, {}});
+      for (std::size_t i = 0; i < n; ++i)
+        r.z.insert(r.z.end(), a.stream[l].z.begin() + std::ptrdiff_t(i * Z + h * hd),
+                   a.stream[l].z.begin() + std::ptrdiff_t(i * Z + (h + 1) * hd));
+      out.heads_restored.push_back(restored(l, b.stream[l].x_in, patched));
+    }
+    ForwardOptions patched;
+    patched.replace_mlps = {{l, a.stream[l].mlp}};
+    out.mlps_restored.push_back(restored(l, b.stream[l].x_in, patched));
   }
   return out;
 }
