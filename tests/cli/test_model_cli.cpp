@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 
 #include "../model/vocabulary_model.hpp"
@@ -453,6 +454,33 @@ TEST(TrainCli, TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatN
   const Result ablated = run_attnlab("model eval " + out.string() + " --json --seed 1000000 --ablate 1.0");
   ASSERT_EQ(ablated.exit_code, 0) << ablated.err;
   EXPECT_GE(json::parse(ablated.out)["loss_second_half"].get<double>(), 2 * repeat);
+  // Known answers (docs/attribution.md): BOS, eight tokens, then the first five again; at the
+  // last token (the second "1") the model predicts what followed the first "1" (9, at position 6).
+  const std::string ids = "27,3,14,7,20,1,9,25,12,3,14,7,20,1", corrupt = "27,3,14,7,20,1,16,25,12,3,14,7,20,1";
+  const Result verdict = run_attnlab("model verdict " + out.string() + " --ids " + ids + " --json");
+  ASSERT_EQ(verdict.exit_code, 0) << verdict.err;
+  const json v = json::parse(verdict.out);
+  EXPECT_EQ(v["target"], 9) << "the repeat predicted";
+  const std::vector<double> dla = v["heads_measured"]["dla"], erasure = v["tokens_intervened"]["erasure"];
+  EXPECT_GT(dla[1], 0.5 * v["metric"].get<double>()) << "the induction head writes most of the answer";
+  EXPECT_GT(dla[1], std::abs(dla[0]));
+  // Erasing the token after the earlier "1" (6) or that "1" itself (5, which the previous-token
+  // head at 6 reads) removes most of the answer; no other token comes close.
+  std::vector<std::size_t> order(erasure.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return std::abs(erasure[a]) > std::abs(erasure[b]); });
+  EXPECT_EQ(std::min(order[0], order[1]), 5u);
+  EXPECT_EQ(std::max(order[0], order[1]), 6u);
+  EXPECT_LT(erasure[6], -0.8 * v["metric"].get<double>());
+  EXPECT_LT(std::abs(erasure[order[2]]), 0.25 * std::abs(erasure[6]));
+  // Patching the induction head's output from the clean run into the corrupted one restores the answer.
+  const Result patched =
+      run_attnlab("model patch " + out.string() + " --clean-ids " + ids + " --corrupt-ids " + corrupt + " --json");
+  ASSERT_EQ(patched.exit_code, 0) << patched.err;
+  const json heads = json::parse(patched.out)["heads"];
+  EXPECT_GT(heads[1][0].get<double>(), 0.8);
+  EXPECT_LT(heads[0][0].get<double>(), 0.2);
   expect_refused("train --out " + out.string() + flags, "is not empty; give a new directory, or --force");
   expect_refused("train --out " + out.string() + " --heads 3 --force", "--d-model: 32 is not divisible by heads 3");
   expect_refused("train --out " + out.string() + " --layers 1 --prev-token-steps 10 --force",
@@ -712,4 +740,68 @@ TEST(AttributeCli, PatchShowsWhatEachSiteRestores) {
   EXPECT_CONTAINS(text.out, "100%");
   expect_refused("model patch " + tiny + " --clean-ids 3,17,5 --corrupt-ids 3,17", "texts of the same length");
   expect_refused("model patch " + tiny + " --clean-ids 3,17,5", "--corrupt: give both runs");
+  EXPECT_NE(p["heads"].size(), 0u);
+  EXPECT_CONTAINS(text.out, "each head's output and each MLP's");
+}
+
+// `model verdict`: the NumPy fixture's interventions and gradient as the JSON says them, the
+// tables as a user reads them, and a file of texts summarised.
+TEST(AttributeCli, VerdictPutsEveryMeasureBesideTheInterventions) {
+  std::ifstream in(fs::path(ATTNLAB_MODEL_FIXTURE_DIR) / "attribution" / "tiny-f32.json");
+  const json expected = json::parse(in);
+  std::string ids;
+  for (const json& id : expected["ids"])
+    ids += (ids.empty() ? "" : ",") + id.dump();
+  const std::string contrast = expected["contrast"].dump();
+  const Result r =
+      run_attnlab("model verdict " + kTiny.string() + " --ids " + ids + " --contrast " + contrast + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json v = json::parse(r.out);
+  const json& want = expected["verdict"];
+  EXPECT_EQ(v["target"], expected["target"]);
+  EXPECT_NEAR(v["metric"].get<double>(), want["metric"].get<double>(), 2e-4);
+  for (std::size_t j = 0; j < expected["ids"].size(); ++j) {
+    EXPECT_NEAR(v["tokens_intervened"]["erasure"][j].get<double>(), want["erasure"][j].get<double>(), 2e-4) << j;
+    EXPECT_NEAR(v["tokens_measured"]["grad_x_input"][j].get<double>(), want["grad_x_input"][j].get<double>(), 1e-3)
+        << j;
+    EXPECT_NEAR(v["tokens_measured"]["alti"][j].get<double>(), want["alti"][j].get<double>(), 1e-4) << j;
+  }
+  for (std::size_t h = 0; h < 8; ++h)
+    EXPECT_NEAR(v["heads_intervened"]["zero_ablation"][h].get<double>(), want["zero_ablation"][h].get<double>(), 2e-4)
+        << h;
+  ASSERT_EQ(v["agreements"].size(), 9u);
+  EXPECT_EQ(v["agreements"][0]["measure"], "attention");
+  EXPECT_EQ(v["agreements"][0]["intervention"], "erasure");
+  const Result text = run_attnlab("model verdict " + kTiny.string() + " --ids " + ids);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* part : {"erasure = m with the token hidden", "heads, the ten that zeroing moves most",
+                           "agreement with the interventions", "Kendall τ", "integrated_gradients:"})
+    EXPECT_CONTAINS(text.out, part);
+
+  const fs::path gpt2 = vocabulary_model();
+  const fs::path texts = fs::path(ATTNLAB_TEST_TMP) / fmt::format("verdict-texts-{}.txt", getpid());
+  std::ofstream(texts, std::ios::binary) << "The cat sat on\n\nthe mat and\r\nA dog ran\n";
+  const Result many = run_attnlab("model verdict " + gpt2.string() + " --texts " + texts.string() + " --json");
+  ASSERT_EQ(many.exit_code, 0) << many.err;
+  const json m = json::parse(many.out);
+  EXPECT_EQ(m["texts"].size(), 3u) << "the empty line skipped, the CR dropped";
+  ASSERT_EQ(m["agreements"].size(), 9u);
+  // The mean over the texts is the mean of each text's τ.
+  double tau = 0;
+  for (const json& t : m["texts"])
+    tau += t["agreements"][0]["kendall"].get<double>() / 3;
+  EXPECT_NEAR(m["agreements"][0]["kendall_mean"].get<double>(), tau, 1e-12);
+  EXPECT_EQ(m["agreements"][0]["texts"], 3);
+  EXPECT_CONTAINS(run_attnlab("model verdict " + gpt2.string() + " --texts " + texts.string()).out,
+                  "mean ± standard deviation");
+  expect_refused("model verdict " + gpt2.string() + " --texts " + texts.string() + " --text hi",
+                 "--texts: give --texts or one --text");
+  expect_refused("model verdict " + gpt2.string() + " --texts " + texts.string() + " --position 1",
+                 "--position: is for one text");
+  expect_refused("model verdict " + gpt2.string() + " --texts /nonexistent/texts.txt", "/nonexistent/texts.txt");
+  std::ofstream(texts, std::ios::binary) << "\n  \n";
+  expect_refused("model verdict " + gpt2.string() + " --texts " + texts.string(),
+                 "has no text; write one text per line");
+  expect_refused("model verdict " + kTiny.string() + " --ids 3,4 --steps 0", "--steps");
+  expect_refused("model verdict " + kTiny.string() + " --ids 3,4 --position 5", "position: 5 is past the last token");
 }

@@ -326,4 +326,87 @@ TEST(Attribution, TheVerdictCutsTheTextAfterThePredictionAndRefusesBadOptions) {
   }
 }
 
+// The bundled weights-mislead scenario lifted into a GPT-2 checkpoint: one layer, one head,
+// the scenario's W_Q, W_K, W_V in the head's first two dimensions, and each embedding e
+// written as [e, −e, s, −s, 0, 0, 0, 0] (s² = 1 − ‖e‖²) so that every row has mean 0 and the
+// same variance 1/7, and ln_1 with γ = √(1/7) gives back exactly [e, −e, …]: the head reads
+// the scenario's embeddings. W_O writes z₀ into dimensions 10 and 11 (+, −) and z₁ into 12
+// and 13; the unembedding rows "positive" and "negative" read them as the scenario's readout
+// (6 · z). No MLP, no positions. Then the model's own erasure must say what the probe says:
+// <s> takes the largest weight, "not" carries the decision.
+Model weights_mislead_model(const json& scenario) {
+  constexpr std::size_t d = 14, V = 8;  // the scenario's six tokens, then "positive" and "negative"
+  ModelConfig c{1, 1, d, 8, V, 4, 1e-5};
+  Model m;
+  m.config = c;
+  std::vector<float> wte(V * d, 0.0f);
+  const json& embeddings = scenario["embeddings"];
+  for (std::size_t t = 0; t < embeddings.size(); ++t) {
+    double norm = 0;
+    for (std::size_t k = 0; k < 4; ++k) {
+      const float e = embeddings[t][k];
+      wte[t * d + k] = e, wte[t * d + 4 + k] = -e;
+      norm += double(e) * e;
+    }
+    wte[t * d + 8] = float(std::sqrt(1 - norm)), wte[t * d + 9] = -wte[t * d + 8];
+  }
+  for (std::size_t k = 0; k < 2; ++k)  // positive reads z₀ (dims 10, 11), negative z₁ (12, 13): 6 · z
+    wte[(6 + k) * d + 10 + 2 * k] = 3, wte[(6 + k) * d + 11 + 2 * k] = -3;
+  m.wte = wte;
+  m.wpe = std::vector<float>(c.n_positions * d, 0.0f);
+  Block b;
+  b.ln_1_weight = std::vector<float>(d, float(std::sqrt(1.0 / 7))), b.ln_1_bias = std::vector<float>(d, 0.0f);
+  std::vector<float> qkv(d * 3 * d, 0.0f);  // [d × (q | k | v)], each head_dim = d wide
+  const json& head = scenario["heads"][0];
+  // The model scores q·k/√14, the scenario q·k/√2: W_Q × √7.
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t k = 0; k < 2; ++k) {
+      qkv[r * 3 * d + k] = float(head["w_q"][r][k].get<double>() * std::sqrt(7.0));
+      qkv[r * 3 * d + d + k] = head["w_k"][r][k].get<float>();
+      qkv[r * 3 * d + 2 * d + k] = head["w_v"][r][k].get<float>();
+    }
+  b.attn_weight = qkv, b.attn_bias = std::vector<float>(3 * d, 0.0f);
+  std::vector<float> w_o(d * d, 0.0f);
+  w_o[0 * d + 10] = 1, w_o[0 * d + 11] = -1, w_o[1 * d + 12] = 1, w_o[1 * d + 13] = -1;
+  b.attn_proj_weight = w_o, b.attn_proj_bias = std::vector<float>(d, 0.0f);
+  b.ln_2_weight = std::vector<float>(d, 1.0f), b.ln_2_bias = std::vector<float>(d, 0.0f);
+  b.mlp_fc_weight = std::vector<float>(d * 4, 0.0f), b.mlp_fc_bias = std::vector<float>(4, 0.0f);
+  b.mlp_proj_weight = std::vector<float>(4 * d, 0.0f), b.mlp_proj_bias = std::vector<float>(d, 0.0f);
+  m.blocks = {b};
+  m.ln_f_weight = std::vector<float>(d, 1.0f), m.ln_f_bias = std::vector<float>(d, 0.0f);
+  return m;
+}
+
+TEST(Attribution, OnTheWeightsMisleadCaseInAModelTheLargestWeightIsNotTheLargestEffect) {
+  const json scenario = test::read_json(std::filesystem::path(ATTNLAB_SCENARIO_DIR) / "weights-mislead.json");
+  const Model model = weights_mislead_model(scenario);
+  const std::vector<int> ids = {0, 1, 2, 3, 4, 5};  // "<s> the food was not good"
+  VerdictOptions options;
+  options.target = {std::nullopt, 7, 6};  // logit(negative) − logit(positive)
+  const Verdict v = verdict(model, ids, options);
+  EXPECT_GT(v.metric, 0) << "the decision is negative";
+  const std::vector<double>& attention = named(v.token_measures, "attention").values;
+  EXPECT_NEAR(attention[0], 0.50, 0.01) << "<s> takes half the weight, as in the scenario";
+  EXPECT_NEAR(attention[4], 0.14, 0.01) << "\"not\" takes 0.14";
+  EXPECT_EQ(std::max_element(attention.begin(), attention.end()) - attention.begin(), 0);
+  const std::vector<double>& erasure = named(v.token_interventions, "erasure").values;
+  const auto largest = [](const std::vector<double>& x) {
+    return std::max_element(x.begin(), x.end(), [](double a, double b) { return std::abs(a) < std::abs(b); }) -
+           x.begin();
+  };
+  EXPECT_EQ(largest(erasure), 4) << "erasing \"not\" moves the prediction most";
+  EXPECT_LT(v.metric + erasure[4], 0) << "and flips it to positive";
+  EXPECT_GT(v.metric + erasure[0], 0) << "erasing <s> leaves it negative";
+  // The measures that weigh what a source sends find "not" too; those that count the residual
+  // credit the query's own token "good" first (its row is most of the stream), "not" next.
+  for (const char* measure : {"value_norms", "dla"})
+    EXPECT_EQ(largest(named(v.token_measures, measure).values), 4) << measure;
+  for (const char* measure : {"alti", "grad_x_input"}) {
+    std::vector<double> others = named(v.token_measures, measure).values;
+    EXPECT_EQ(largest(others), 5) << measure;
+    others.pop_back();
+    EXPECT_EQ(largest(others), 4) << measure;
+  }
+}
+
 }  // namespace attribution_test

@@ -87,8 +87,8 @@ Verdict verdict(const Model& model, std::span<const int> all_ids, const VerdictO
   if (all_ids.empty()) fail("ids", "no tokens; give at least one");
   const std::size_t p = options.target.position.value_or(all_ids.size() - 1);
   if (p >= all_ids.size())
-    fail("position",
-         fmt::format("{} is past the last token ({} tokens, positions 0 to {})", p, all_ids.size(), all_ids.size() - 1));
+    fail("position", fmt::format("{} is past the last token ({} tokens, positions 0 to {})", p, all_ids.size(),
+                                 all_ids.size() - 1));
   if (options.steps < 1 || options.steps > 256)
     fail("steps", fmt::format("{} integrated-gradient steps; give 1 to 256", options.steps));
   const std::span<const int> ids = all_ids.first(p + 1);  // nothing after the prediction reaches it
