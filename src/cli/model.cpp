@@ -56,6 +56,7 @@ struct ModelFlags {
   std::optional<std::size_t> position;                 // attribute: where the prediction is made
   std::string clean, corrupt, clean_ids, corrupt_ids;  // patch: the two runs
   std::string texts;                                   // verdict: a file of texts, one per line
+  std::size_t induction = 0;                           // verdict: this many of the induction task's sequences
   std::size_t steps = 16;                              // verdict: integrated gradients' steps
 };
 
@@ -862,7 +863,7 @@ int verdict_command(const ModelFlags& f) {
   options.progress = [&](std::string_view stage, std::size_t done, std::size_t total) {
     if (tty) fmt::print(stderr, "\r{}: {}/{}{}", stage, done, total, done == total ? "\n" : "");
   };
-  if (f.texts.empty()) {
+  if (f.texts.empty() && f.induction == 0) {
     const std::vector<int> ids = input_ids(m, f);
     const Verdict v = verdict(m.model, ids, options);
     if (f.json)
@@ -871,27 +872,38 @@ int verdict_command(const ModelFlags& f) {
       print_verdict(m, ids, v);
     return 0;
   }
-  if (!f.text.empty() || !f.ids.empty()) fail("--texts", "give --texts or one --text (or --ids), not both");
-  if (f.position) fail("--position", "is for one text; with --texts each text's prediction is at its last token");
-  std::vector<std::string> lines;
-  const std::string file = read_file_within(f.texts, kMaxVerdictFileBytes, "--texts");
-  for (std::size_t start = 0; start < file.size();) {
-    const std::size_t end = std::min(file.find('\n', start), file.size());
-    std::string line = file.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(std::move(line));
-    start = end + 1;
+  const char* many = f.induction ? "--induction" : "--texts";
+  if (!f.texts.empty() && f.induction) fail("--induction", "give --texts or --induction, not both");
+  if (!f.text.empty() || !f.ids.empty()) fail(many, fmt::format("give {} or one --text (or --ids), not both", many));
+  if (f.position) fail("--position", fmt::format("is for one text; with {} each is explained at its last token", many));
+  std::vector<std::vector<int>> runs;
+  if (f.induction) {
+    if (f.induction > kMaxVerdictTexts)
+      fail("--induction", fmt::format("{} sequences; the limit is {}", f.induction, kMaxVerdictTexts));
+    // The trained model's task, [BOS, r, r], each cut before its last token: the prediction is in the repeat.
+    for (std::vector<int> ids : default_detector_sequences(m.model.config, f.seed, f.induction)) {
+      ids.pop_back();
+      runs.push_back(std::move(ids));
+    }
+  } else {
+    const std::string file = read_file_within(f.texts, kMaxVerdictFileBytes, "--texts");
+    for (std::size_t start = 0; start < file.size();) {
+      const std::size_t end = std::min(file.find('\n', start), file.size());
+      std::string line = file.substr(start, end - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") != std::string::npos) runs.push_back(encode_text(m, line));
+      if (runs.size() > kMaxVerdictTexts)
+        fail("--texts", fmt::format("{} has more than {} texts, the limit", f.texts, kMaxVerdictTexts));
+      start = end + 1;
+    }
+    if (runs.empty()) fail("--texts", fmt::format("{} has no text; write one text per line", f.texts));
   }
-  if (lines.empty()) fail("--texts", fmt::format("{} has no text; write one text per line", f.texts));
-  if (lines.size() > kMaxVerdictTexts)
-    fail("--texts", fmt::format("{} has {} texts; the limit is {}", f.texts, lines.size(), kMaxVerdictTexts));
   std::vector<Verdict> verdicts;
   json each = json::array();
-  for (std::size_t k = 0; k < lines.size(); ++k) {
-    if (tty) fmt::print(stderr, "text {}/{}\n", k + 1, lines.size());
-    const std::vector<int> ids = encode_text(m, lines[k]);
-    verdicts.push_back(verdict(m.model, ids, options));
-    if (f.json) each.push_back(verdict_json(m, ids, verdicts.back()));
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    if (tty) fmt::print(stderr, "text {}/{}\n", k + 1, runs.size());
+    verdicts.push_back(verdict(m.model, runs[k], options));
+    if (f.json) each.push_back(verdict_json(m, runs[k], verdicts.back()));
   }
   const std::vector<AgreementSpread> spread = agreement_spread(verdicts);
   if (f.json) {
@@ -907,7 +919,8 @@ int verdict_command(const ModelFlags& f) {
     fmt::print("{}\n", json{{"texts", each}, {"agreements", summary}}.dump());
     return 0;
   }
-  fmt::print("{} texts, each explained at its last token (its own top prediction{})\n", lines.size(),
+  fmt::print("{} {}, each explained at its last token (its own top prediction{})\n", runs.size(),
+             f.induction ? "repeated sequences [BOS, r, r] cut before their last token" : "texts",
              f.contrast.empty() ? "" : " against --contrast");
   std::vector<std::vector<std::string>> table{{"measure", "intervention", "texts", "Kendall τ", "Spearman ρ"}};
   const auto spread_of = [](double mean, double sd) {
@@ -1073,6 +1086,10 @@ Command model_command(CLI::App& parent) {
   verdict_app->add_option("--texts", f->texts,
                           "A file of texts, one per line: the agreements' mean and spread over them, each text "
                           "explained at its last token");
+  verdict_app->add_option("--induction", f->induction,
+                          "Instead of texts, this many of the induction task's repeated sequences [BOS, r, r] "
+                          "(what `attnlab train` teaches; --seed picks them), each cut before its last token");
+  verdict_app->add_option("--seed", f->seed, "The induction sequences' seed")->capture_default_str();
   verdict_app->add_option("--steps", f->steps, "Integrated gradients' steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
