@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "attnlab/analysis/attribution.hpp"
+#include "attnlab/analysis/attribution_json.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/model_head.hpp"
 #include "attnlab/analysis/model_kv.hpp"
@@ -529,17 +530,6 @@ int token_flag(const ModelDir& m, const std::string& value, const char* flag) {
 // A share as a whole percentage, never "-0%".
 std::string percent(double share) { return fmt::format("{:.0f}%", std::round(100 * share) + 0.0); }
 
-// [L × H] numbers as L rows of H.
-json per_layer(const std::vector<double>& values, std::size_t heads) {
-  json rows = json::array();
-  for (std::size_t start = 0; start + heads <= values.size() && heads; start += heads)
-    rows.push_back(
-        std::vector<double>(values.begin() + std::ptrdiff_t(start), values.begin() + std::ptrdiff_t(start + heads)));
-  return rows;
-}
-
-json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(); }
-
 std::string part_name(const PartContribution& p) {
   switch (p.kind) {
     case PartKind::head: return fmt::format("head {}", to_string({p.layer, p.head}));
@@ -563,33 +553,9 @@ int attribute(const ModelFlags& f) {
   const auto token = [&](int id) { return token_texts(m, {id})[0]; };
   const std::size_t H = c.n_head;
   if (f.json) {
-    json parts = json::array(), sources = json::array();
-    for (const PartContribution& p : a.parts)
-      parts.push_back({{"kind", part_kind_name(p.kind)},
-                       {"layer", p.layer == kNotInABlock ? json() : json(p.layer)},
-                       {"head", p.head == kNotInABlock ? json() : json(p.head)},
-                       {"logit", p.logit}});
-    for (std::size_t l = 0; l < c.n_layer; ++l) {
-      json layer = json::array();
-      for (std::size_t h = 0; h < H; ++h) {
-        const auto row = a.sources.begin() + std::ptrdiff_t((l * H + h) * a.n);
-        layer.push_back(std::vector<double>(row, row + std::ptrdiff_t(a.n)));
-      }
-      sources.push_back(std::move(layer));
-    }
-    fmt::print("{}\n", json{{"ids", ids},
-                            {"tokens", tokens},
-                            {"position", a.position},
-                            {"target", a.target},
-                            {"target_token", token(a.target)},
-                            {"contrast", a.contrast >= 0 ? json(a.contrast) : json()},
-                            {"logit", a.logit},
-                            {"final_bias", a.final_bias},
-                            {"parts", parts},
-                            {"heads", per_layer(a.heads, H)},
-                            {"sources", sources},
-                            {"by_source", a.by_source}}
-                           .dump());
+    json out = attribution_json(a, H, token);
+    out["ids"] = ids, out["tokens"] = tokens;
+    fmt::print("{}\n", out.dump());
     return 0;
   }
   fmt::print("at position {} ({}), the logit of {}{} is {:.4f}\n", a.position, quoted_token(tokens[a.position]),
@@ -635,27 +601,10 @@ int lens(const ModelFlags& f) {
   const LogitLens l = logit_lens(m.model, ids, token_flag(m, f.target, "--target"));
   const std::vector<std::string> tokens = token_texts(m, ids);
   const auto token = [&](int id) { return token_texts(m, {id})[0]; };
-  const auto row_name = [&](std::size_t r) {
-    return r == 0 ? std::string("embedding") : fmt::format("after {}", r - 1);
-  };
   if (f.json) {
-    json rows = json::array();
-    for (std::size_t r = 0; r < l.rows; ++r) {
-      json row = json::array();
-      for (std::size_t i = 0; i < l.n; ++i) {
-        const LensCell& cell = l.cells[r * l.n + i];
-        row.push_back({{"top", cell.top},
-                       {"top_token", token(cell.top)},
-                       {"top_probability", cell.top_probability},
-                       {"target_probability", cell.target_probability},
-                       {"target_rank", cell.target_rank}});
-      }
-      rows.push_back({{"layer", row_name(r)}, {"cells", std::move(row)}});
-    }
-    fmt::print(
-        "{}\n",
-        json{{"ids", ids}, {"tokens", tokens}, {"target", l.target}, {"target_token", token(l.target)}, {"rows", rows}}
-            .dump());
+    json out = lens_json(l, token);
+    out["ids"] = ids, out["tokens"] = tokens;
+    fmt::print("{}\n", out.dump());
     return 0;
   }
   fmt::print(
@@ -668,7 +617,7 @@ int lens(const ModelFlags& f) {
     header.push_back(quoted_token(t));
   rows.push_back(std::move(header));
   for (std::size_t r = 0; r < l.rows; ++r) {
-    std::vector<std::string> row{row_name(r)};
+    std::vector<std::string> row{lens_row_name(r)};
     for (std::size_t i = 0; i < l.n; ++i) {
       const LensCell& cell = l.cells[r * l.n + i];
       row.push_back(fmt::format("{} {:.2f} ({:.2f})", quoted_token(token(cell.top)), cell.top_probability,
@@ -695,27 +644,11 @@ int patch(const ModelFlags& f) {
                                             token_flag(m, f.contrast, "--contrast"));
   const std::vector<std::string> clean_tokens = token_texts(m, clean), corrupt_tokens = token_texts(m, corrupt);
   const auto token = [&](int id) { return token_texts(m, {id})[0]; };
-  const auto row_name = [&](std::size_t r) {
-    return r + 1 < p.rows ? fmt::format("into {}", r) : std::string("after the last");
-  };
   if (f.json) {
-    json rows = json::array();
-    for (std::size_t r = 0; r < p.rows; ++r)
-      rows.push_back({{"layer", row_name(r)},
-                      {"restored", std::vector<double>(p.restored.begin() + std::ptrdiff_t(r * p.n),
-                                                       p.restored.begin() + std::ptrdiff_t((r + 1) * p.n))}});
-    fmt::print("{}\n", json{{"clean", {{"ids", clean}, {"tokens", clean_tokens}}},
-                            {"corrupt", {{"ids", corrupt}, {"tokens", corrupt_tokens}}},
-                            {"target", p.target},
-                            {"target_token", token(p.target)},
-                            {"contrast", p.contrast},
-                            {"contrast_token", token(p.contrast)},
-                            {"clean_metric", p.clean},
-                            {"corrupt_metric", p.corrupt},
-                            {"rows", rows},
-                            {"heads", per_layer(p.heads_restored, p.heads)},
-                            {"mlps", p.mlps_restored}}
-                           .dump());
+    json out = patching_json(p, token);
+    out["clean"] = {{"ids", clean}, {"tokens", clean_tokens}};
+    out["corrupt"] = {{"ids", corrupt}, {"tokens", corrupt_tokens}};
+    fmt::print("{}\n", out.dump());
     return 0;
   }
   fmt::print(
@@ -731,7 +664,7 @@ int patch(const ModelFlags& f) {
                          : fmt::format("{}/{}", quoted_token(clean_tokens[i]), quoted_token(corrupt_tokens[i])));
   rows.push_back(std::move(header));
   for (std::size_t r = 0; r < p.rows; ++r) {
-    std::vector<std::string> row{row_name(r)};
+    std::vector<std::string> row{patching_row_name(r, p.rows)};
     for (std::size_t i = 0; i < p.n; ++i)
       row.push_back(percent(p.restored[r * p.n + i]));
     rows.push_back(std::move(row));
@@ -777,33 +710,10 @@ const char* measure_meaning(std::string_view name) {
   return "";
 }
 
-json scores_json(const std::vector<Scores>& list) {
-  json out = json::object();
-  for (const Scores& s : list)
-    out[s.name] = s.values;
-  return out;
-}
-
 json verdict_json(const ModelDir& m, const std::vector<int>& ids, const Verdict& v) {
-  json agreements = json::array();
-  for (const Agreement& a : v.agreements)
-    agreements.push_back({{"measure", a.measure},
-                          {"intervention", a.intervention},
-                          {"kendall", finite_or_null(a.kendall)},
-                          {"spearman", finite_or_null(a.spearman)}});
-  const std::vector<std::string> tokens = token_texts(m, ids);
-  return {{"ids", ids},
-          {"tokens", tokens},
-          {"position", v.position},
-          {"target", v.target},
-          {"target_token", token_texts(m, {v.target})[0]},
-          {"contrast", v.contrast >= 0 ? json(v.contrast) : json()},
-          {"metric", v.metric},
-          {"tokens_measured", scores_json(v.token_measures)},
-          {"tokens_intervened", scores_json(v.token_interventions)},
-          {"heads_measured", scores_json(v.head_measures)},
-          {"heads_intervened", scores_json(v.head_interventions)},
-          {"agreements", agreements}};
+  json out = verdict_json(v, [&](int id) { return token_texts(m, {id})[0]; });
+  out["ids"] = ids, out["tokens"] = token_texts(m, ids);
+  return out;
 }
 
 void print_verdict(const ModelDir& m, const std::vector<int>& ids, const Verdict& v) {
@@ -907,16 +817,7 @@ int verdict_command(const ModelFlags& f) {
   }
   const std::vector<AgreementSpread> spread = agreement_spread(verdicts);
   if (f.json) {
-    json summary = json::array();
-    for (const AgreementSpread& s : spread)
-      summary.push_back({{"measure", s.measure},
-                         {"intervention", s.intervention},
-                         {"texts", s.texts},
-                         {"kendall_mean", finite_or_null(s.kendall_mean)},
-                         {"kendall_sd", finite_or_null(s.kendall_sd)},
-                         {"spearman_mean", finite_or_null(s.spearman_mean)},
-                         {"spearman_sd", finite_or_null(s.spearman_sd)}});
-    fmt::print("{}\n", json{{"texts", each}, {"agreements", summary}}.dump());
+    fmt::print("{}\n", json{{"texts", each}, {"agreements", spread_json(spread)}}.dump());
     return 0;
   }
   fmt::print("{} {}, each explained at its last token (its own top prediction{})\n", runs.size(),

@@ -37,9 +37,8 @@ std::string model_name(const ModelDir& m) {
   return name.empty() ? m.dir : name;
 }
 
-// The token ids a request runs on: `text` through the model's tokenizer, or `ids` as given;
-// one of them, at least one token and at most the model's positions. Errors name
-// prefix + "text" or prefix + "ids".
+}  // namespace
+
 std::vector<int> requested_ids(const ModelDir& m, const json& spec, const std::string& prefix) {
   const ModelConfig& c = m.model.config;
   const bool has_text = spec.contains("text"), has_ids = spec.contains("ids");
@@ -83,16 +82,15 @@ std::vector<int> requested_ids(const ModelDir& m, const json& spec, const std::s
   return ids;
 }
 
-// The field a request gave its tokens in, for errors about how many there are.
 std::string tokens_field(const json& spec, const std::string& prefix) {
   return prefix + (spec.contains("text") ? "text" : "ids");
 }
 
-// A forward pass's work, priced for admission (admission.hpp): it reads every weight once
-// and keeps L × H × n² attention weights, 4 bytes each.
 std::uint64_t forward_work_bytes(const ModelConfig& c, std::size_t n) {
   return 4 * (std::uint64_t{c.parameters()} + std::uint64_t{c.n_layer} * c.n_head * n * n);
 }
+
+namespace {
 
 // The last forward pass with its weights kept: the page asks for /api/model/run and then
 // for heads of the same text, one by one.

@@ -2,7 +2,9 @@
 // src/server): a head of the loaded model as a scenario, from a request's
 // {"model": {"text" | "ids", "layer", "head"}} (docs/api.md).
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +13,20 @@
 namespace attnlab {
 
 class ModelSources;  // attnlab/server/model_sources.hpp
+struct ModelDir;     // attnlab/model/model_dir.hpp
+struct ModelConfig;  // attnlab/model/model.hpp
+
+// The token ids a request runs on: `text` through the model's tokenizer, or `ids` as given;
+// one of them, at least one token and at most the model's positions. Errors name
+// prefix + "text" or prefix + "ids".
+std::vector<int> requested_ids(const ModelDir& m, const nlohmann::json& spec, const std::string& prefix);
+
+// The field a request gave its tokens in, for errors about how many there are.
+std::string tokens_field(const nlohmann::json& spec, const std::string& prefix);
+
+// A forward pass's work, priced for admission (admission.hpp): it reads every weight once
+// and keeps L × H × n² attention weights, 4 bytes each.
+std::uint64_t forward_work_bytes(const ModelConfig& c, std::size_t n);
 
 // Head spec["layer"].spec["head"] of the model spec names (its "run" and "step", default the
 // --model directory's final model) on spec's text or ids, as a scenario

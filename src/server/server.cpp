@@ -24,6 +24,7 @@
 #include "attnlab/core/json.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/scenario/scenario.hpp"
+#include "attnlab/server/analysis_jobs.hpp"
 #include "attnlab/server/api.hpp"
 #include "attnlab/server/model_sources.hpp"
 #include "attnlab/server/training_jobs.hpp"
@@ -143,9 +144,10 @@ bool read_body(const httplib::ContentReader& reader, httplib::Response& res, std
 // cancelled and waited for), then the models.
 struct LabServer::Impl {
   Impl(std::shared_ptr<const ModelDir> model, std::filesystem::path runs_dir)
-      : models(std::move(model), std::move(runs_dir)), training(models) {}
+      : models(std::move(model), std::move(runs_dir)), training(models), analysis(models) {}
   ModelSources models;  // the --model directory (or none), the runs under --runs, checkpoints
   TrainingJobs training;
+  AnalysisJobs analysis;  // the verdict or patching running for the page
   httplib::Server http;
   AllowedHosts allowed;
   HeavySlots heavy{std::max(1u, std::thread::hardware_concurrency())};  // one per core
@@ -298,6 +300,7 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
     impl.allowed.add(name);
   const ModelSources* m = &impl.models;  // lives as long as the server
   TrainingJobs* training = &impl.training;
+  AnalysisJobs* analysis = &impl.analysis;
   httplib::Server& http = impl.http;
   http.set_payload_max_length(kMaxRequestBytes);  // Content-Length only; read_body counts the rest
   // Without it, the last segment of a reply can wait for the client's delayed ACK
@@ -363,6 +366,20 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
   });
   impl.post("/api/model/run",
             [m](const json& request, httplib::Response& res) { res.set_content(api_model_run(*m, request), kJson); });
+  // Attribution (docs/api.md, "Attribution"): the quick read-outs at once, the verdict and
+  // patching as a job the page follows and can cancel.
+  impl.post("/api/model/attribute", [m](const json& request, httplib::Response& res) {
+    reply_json(res, 200, api_model_attribute(*m, request));
+  });
+  impl.post("/api/model/analysis", [analysis](const json& request, httplib::Response& res) {
+    reply_json(res, 202, analysis->start(request));
+  });
+  impl.get("/api/model/analysis",
+           [analysis](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, analysis->view()); });
+  impl.post(
+      "/api/model/analysis/cancel",
+      [analysis](const json&, httplib::Response& res) { reply_json(res, 200, analysis->cancel()); },
+      /*body_optional=*/true);
   // Training (docs/api.md, "Training"): a run's log and checkpoints, and runs started here.
   impl.get("/api/training", [training](const httplib::Request& req, httplib::Response& res) {
     try {
@@ -463,6 +480,7 @@ void LabServer::stop() {
   // stops at its next step and writes its checkpoint and final model before this returns.
   impl.shutdown.cancel();
   impl.training.shut_down();
+  impl.analysis.shut_down();
   // Then the listener. cpp-httplib's stop() does nothing until listen_after_bind() has begun
   // (it sets is_running first thing): wait for that when run() is on its way.
   std::unique_lock<std::mutex> lock(impl.lifecycle);

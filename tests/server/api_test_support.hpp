@@ -28,10 +28,12 @@
 
 #include "../model/vocabulary_model.hpp"
 #include "../sanitizers.hpp"
+#include "attnlab/analysis/attribution.hpp"
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/memory.hpp"
 #include "attnlab/analysis/probe.hpp"
 #include "attnlab/analysis/training_dir.hpp"
+#include "attnlab/core/deadline.hpp"
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
@@ -40,7 +42,9 @@
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/report/input_document.hpp"
 #include "attnlab/report/packed_reply.hpp"
+#include "attnlab/server/analysis_jobs.hpp"
 #include "attnlab/server/api.hpp"
+#include "attnlab/server/model_sources.hpp"
 #include "attnlab/server/server.hpp"
 
 namespace api_test {

@@ -298,3 +298,105 @@ TEST_F(ModelApi, AModelThatIsNotATrainingRunHasNoTrainingAndNoSteps) {
   EXPECT_EQ(json::parse(r->body), (json{{"training", false}, {"run", nullptr}, {"name", "tiny-f32"}}));
   expect_field("/api/model/run", {{"ids", kModelIds}, {"step", 0}}, "step", "tiny-f32 has no checkpoints");
 }
+
+// ---- attribution (docs/api.md, "Attribution") ------------------------------------------
+
+// The quick read-outs: the same numbers the library (and so the CLI's --json) computes.
+TEST_F(ModelApi, AttributeGivesDlaTheLensAndTheMixingOfThePrediction) {
+  const json reply = post_json("/api/model/attribute", {{"ids", kModelIds}, {"contrast", 4}});
+  const attnlab::LogitAttribution a =
+      attnlab::attribute_logit(model_->model, kModelIds, {.position = std::nullopt, .target = -1, .contrast = 4});
+  const json& dla = reply["attribution"];
+  EXPECT_EQ(dla["target"], a.target);
+  EXPECT_EQ(dla["contrast"], 4);
+  EXPECT_EQ(dla["logit"].get<double>(), a.logit);
+  ASSERT_EQ(dla["heads"].size(), 2u);
+  for (std::size_t l = 0; l < 2; ++l)
+    for (std::size_t h = 0; h < 4; ++h)
+      EXPECT_EQ(dla["heads"][l][h].get<double>(), a.heads[l * 4 + h]) << l << "." << h;
+  EXPECT_EQ(dla["by_source"].get<std::vector<double>>(), a.by_source);
+  const attnlab::LogitLens lens = attnlab::logit_lens(model_->model, kModelIds, a.target);
+  ASSERT_EQ(reply["lens"]["rows"].size(), 3u);
+  EXPECT_EQ(reply["lens"]["rows"][2]["cells"][8]["top"], lens.cells[2 * lens.n + 8].top);
+  const json& mixing = reply["mixing"];
+  double rollout = 0;
+  for (const json& x : mixing["rollout"])
+    rollout += x.get<double>();
+  EXPECT_NEAR(rollout, 1.0, 1e-9);
+  EXPECT_EQ(mixing["attention"].size(), 2u);
+  EXPECT_EQ(mixing["attention"][0].size(), 4u);
+  expect_field("/api/model/attribute", {{"ids", kModelIds}, {"target", 40}}, "target", "whole number from 0 to 39");
+  expect_field("/api/model/attribute", {{"ids", kModelIds}, {"position", 9}}, "position", "from 0 to 8");
+  expect_field("/api/model/attribute", {{"ids", kModelIds}, {"layer", 1}}, "layer", "unknown field");
+}
+
+// The long work as a job: started (202), followed to its end, its result the library's.
+TEST_F(ModelApi, AnalysisRunsTheVerdictAndPatchingAsAJobThePageFollows) {
+  httplib::Client c("127.0.0.1", port_);
+  const auto finished = [&] {
+    json job;
+    for (int tries = 0; tries < 3000; ++tries) {
+      auto r = c.Get("/api/model/analysis");
+      if (!r) return json();
+      job = json::parse(r->body);
+      if (job["state"] != "running") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return job;
+  };
+  const json started = post_json("/api/model/analysis", {{"kind", "verdict"}, {"ids", kModelIds}}, 202);
+  EXPECT_EQ(started["kind"], "verdict");
+  const json job = finished();
+  ASSERT_EQ(job["state"], "done") << job.dump().substr(0, 400);
+  EXPECT_EQ(job["id"], started["id"]);
+  EXPECT_EQ(job["done"], job["total"]) << "the last stage's progress is complete";
+  const attnlab::Verdict v = attnlab::verdict(model_->model, kModelIds);
+  EXPECT_EQ(job["result"]["metric"].get<double>(), v.metric);
+  EXPECT_EQ(job["result"]["tokens_intervened"]["erasure"].get<std::vector<double>>(), v.token_interventions[0].values);
+  EXPECT_EQ(job["result"]["agreements"].size(), v.agreements.size());
+
+  std::vector<int> corrupt = kModelIds;
+  corrupt[2] = 11;
+  const json patch =
+      post_json("/api/model/analysis", {{"kind", "patch"}, {"ids", kModelIds}, {"corrupt", {{"ids", corrupt}}}}, 202);
+  EXPECT_GT(patch["id"].get<int>(), started["id"].get<int>());
+  const json patched = finished();
+  ASSERT_EQ(patched["state"], "done") << patched.dump().substr(0, 400);
+  const attnlab::ResidualPatching p = attnlab::patch_residual(model_->model, kModelIds, corrupt);
+  ASSERT_EQ(patched["result"]["heads"].size(), 2u);
+  EXPECT_EQ(patched["result"]["heads"][1][3].get<double>(), p.heads_restored[7]);
+  EXPECT_EQ(patched["result"]["rows"][0]["restored"][2].get<double>(), p.restored[2]);
+
+  expect_field("/api/model/analysis", {{"ids", kModelIds}}, "kind", "expected \"verdict\" or \"patch\"");
+  expect_field("/api/model/analysis", {{"kind", "patch"}, {"ids", kModelIds}}, "corrupt", "missing");
+  expect_field("/api/model/analysis",
+               {{"kind", "patch"}, {"ids", kModelIds}, {"corrupt", {{"ids", corrupt}}}, {"steps", 4}}, "steps",
+               "is for \"kind\": \"verdict\"");
+  expect_field("/api/model/analysis", {{"kind", "verdict"}, {"ids", kModelIds}, {"steps", 0}}, "steps",
+               "from 1 to 256");
+  // A bad request leaves the last job as it was.
+  EXPECT_EQ(finished()["id"], patch["id"]);
+}
+
+// Cancelling stops the job at its next check; a new job replaces a running one.
+TEST(ModelApiJobs, AJobCancelledStopsAndSaysSo) {
+  const auto model = std::make_shared<const attnlab::ModelDir>(vocabulary_model());
+  const attnlab::ModelSources models(model, std::filesystem::path(ATTNLAB_TEST_TMP) / "no-runs");
+  attnlab::AnalysisJobs jobs(models);
+  EXPECT_EQ(jobs.view()["state"], "idle");
+  // 256 gradients over GPT-2's 50,257-token vocabulary: long enough to be cancelled in flight.
+  const json started =
+      jobs.start({{"kind", "verdict"}, {"text", "The cat sat on the mat and the dog"}, {"steps", 256}});
+  EXPECT_EQ(started["state"], "running");
+  (void)jobs.cancel();
+  json job;
+  for (int tries = 0; tries < 3000; ++tries) {
+    job = jobs.view();
+    if (job["state"] != "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(job["state"], "cancelled") << job.dump().substr(0, 300);
+  EXPECT_TRUE(job["result"].is_null());
+  jobs.shut_down();
+  EXPECT_THROW((void)jobs.start({{"kind", "verdict"}, {"text", "The cat"}}), attnlab::WorkCancelled);
+}

@@ -28,6 +28,9 @@
 
 namespace attnlab {
 
+// Long work reports as it advances: (stage, done, total), e.g. ("erasure", 3, 12).
+using Progress = std::function<void(std::string_view stage, std::size_t done, std::size_t total)>;
+
 // The prediction explained: at `position` (default: the last token), the logit of `target`
 // (default, −1: the model's top prediction there), minus `contrast`'s when one is given.
 struct LogitTarget {
@@ -95,7 +98,7 @@ struct ResidualPatching {
   std::vector<double> mlps_restored;   // [L] layer L's MLP output at every position
 };
 ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
-                                int target = -1, int contrast = -1);
+                                int target = -1, int contrast = -1, const Progress& progress = {});
 
 // ---- context mixing: how much each source token fed the prediction's row ----------------
 //
@@ -162,8 +165,7 @@ struct Verdict {
 struct VerdictOptions {
   LogitTarget target;
   std::size_t steps = 16;  // integrated gradients' midpoints (1 to 256)
-  // Called as the long parts advance: ("gradients" | "erasure" | "heads", done, total).
-  std::function<void(std::string_view stage, std::size_t done, std::size_t total)> progress;
+  Progress progress;       // ("gradients" | "erasure" | "heads", done, total)
 };
 Verdict verdict(const Model& model, std::span<const int> ids, const VerdictOptions& options = {});
 

@@ -96,7 +96,7 @@ LogitLens logit_lens(const Model& model, std::span<const int> ids, int target) {
 }
 
 ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
-                                int target, int contrast) {
+                                int target, int contrast, const Progress& progress) {
   const ModelConfig& c = model.config;
   const std::size_t n = clean.size(), d = c.n_embd, V = c.vocab_size, L = c.n_layer;
   if (corrupt.size() != n)
@@ -145,6 +145,7 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
       std::copy_n(from.begin() + std::ptrdiff_t(i * d), d, x.begin() + std::ptrdiff_t(i * d));
       out.restored.push_back(restored(row, std::move(x)));
     }
+    if (progress) progress("stream", row + 1, L + 1);
   }
   // Each head's output and each MLP's, at every position, from the clean run.
   const std::size_t H = c.n_head, hd = c.head_dim(), Z = c.attention_width();
@@ -161,6 +162,7 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
     ForwardOptions patched;
     patched.replace_mlps = {{l, a.stream[l].mlp}};
     out.mlps_restored.push_back(restored(l, b.stream[l].x_in, patched));
+    if (progress) progress("components", l + 1, L);
   }
   return out;
 }
