@@ -22,6 +22,7 @@ import { unpack } from './packed.js';
 import { bindCost, renderCost, syncCost } from './panel-cost.js';
 import { bindInterventions, renderInterventions } from './panel-interventions.js';
 import { bindKv, loadModels, renderKv, syncKv } from './panel-kv.js';
+import { bindAttribution, renderAttribution } from './panel-attribution.js';
 import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
 import { bindTraining, loadTraining, renderTraining } from './panel-training.js';
@@ -60,6 +61,7 @@ function render(state) {
   const s = inView(state);
   renderControls(s);
   renderModel(s);
+  renderAttribution(s);
   renderTraining(s);
   renderTokens(s);
   renderThumbnails(s);
@@ -171,6 +173,7 @@ function init() {
   bindCost();
   bindKv();
   bindModel();
+  bindAttribution();
   bindTraining();
   loadModels();
   loadModel();

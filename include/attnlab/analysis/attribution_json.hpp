@@ -31,7 +31,7 @@ nlohmann::json patching_json(const ResidualPatching& p, const TokenText& token);
 // {"attention" [L][H][n], "value_norms" [L][n], "rollout" [n], "alti" [n]}
 nlohmann::json mixing_json(const ContextMixing& m);
 
-// {"position", "target", "target_token", "contrast", "metric", "tokens_measured": {name: [n]},
+// {"position", "layers", "heads", "target", "target_token", "contrast", "metric", "tokens_measured": {name: [n]},
 // "tokens_intervened": {"erasure": [n]}, "heads_measured": {"dla": [L·H]}, "heads_intervened":
 // {"zero_ablation", "mean_ablation"}, "agreements": [{"measure", "intervention", "kendall", "spearman"}]}
 nlohmann::json verdict_json(const Verdict& v, const TokenText& token);

@@ -118,6 +118,8 @@ json verdict_json(const Verdict& v, const TokenText& token) {
                           {"kendall", finite_or_null(a.kendall)},
                           {"spearman", finite_or_null(a.spearman)}});
   return {{"position", v.position},
+          {"layers", v.layers},
+          {"heads", v.heads},
           {"target", v.target},
           {"target_token", token(v.target)},
           {"contrast", contrast_of(v.contrast)},
