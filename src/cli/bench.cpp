@@ -7,6 +7,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "attnlab/analysis/attribution.hpp"
 #include "attnlab/analysis/bench.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/memory.hpp"
@@ -38,6 +39,7 @@ struct BenchFlags {
   std::size_t tokens = 1024;  // with --model: tokens per forward pass
   std::size_t generate = 0;   // with --model: then time this many new tokens after those, one at a time
   bool train = false;         // time training steps instead (the shape below, --heads shared)
+  bool attribute = false;     // with --model: time the attribution of one prediction instead
   TrainSettings shape{.steps = 20};
   CLI::Option* heads_flag = nullptr;
 };
@@ -83,6 +85,9 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
                  "With --model: also time generating this many tokens, one at a time through the KV cache, after "
                  "--tokens of prompt (tokens/s, and bytes read per token against the read bandwidth)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16));
+  app.add_flag("--attribute", f.attribute,
+               "With --model: time attributing the prediction at the last of --tokens (DLA, the lens, context "
+               "mixing, the gradient, one patching site) as multiples of one forward pass");
   app.add_flag("--train", f.train, "Time training steps of a small GPT-2 instead (attnlab train's model and task)");
   app.add_option("--layers", f.shape.layers, "With --train: layers")->capture_default_str()->check(CLI::Range(1, 48));
   app.add_option("--d-model", f.shape.d_model, "With --train: width")
@@ -325,6 +330,60 @@ int bench_model(const BenchFlags& f) {
   return 0;
 }
 
+// The attribution of one prediction (docs/attribution.md), each part timed on its own as a
+// multiple of one forward pass over the same tokens: the read-outs should cost a few
+// forwards, not one per token per layer. A patching site reruns the blocks after it for the
+// last row's logits; patching every residual site is about (L + 1) / 2 · n of those.
+int bench_attribute(const BenchFlags& f) {
+  const Model model = load_model(f.model);
+  const ModelConfig& c = model.config;
+  if (f.tokens > c.n_positions)
+    fail("--tokens", fmt::format("{} is more than the model's {} positions", f.tokens, c.n_positions));
+  require_available_memory(forward_buffer_bytes(c, f.tokens), "--tokens", "the forward's buffers",
+                           "give fewer --tokens");
+  SplitMix64 rng(1);
+  std::vector<int> ids(f.tokens);
+  for (int& id : ids)
+    id = static_cast<int>(rng.next() % c.vocab_size);
+  const std::size_t p = ids.size() - 1;
+  ForwardOptions keep;
+  keep.keep_stream = true;
+  const ForwardResult run = model_forward(model, ids, keep);
+  const int target = static_cast<int>(top_k({run.logits.data() + p * c.vocab_size, c.vocab_size}, 1)[0].id);
+  const double forward = median_seconds(f.repeats, [&] { model_forward(model, ids); });
+  const std::vector<std::pair<std::string, std::function<void()>>> parts = {
+      {"forward keeping the stream", [&] { (void)model_forward(model, ids, keep); }},
+      {"direct logit attribution", [&] { (void)attribute_logit(model, ids); }},
+      {"logit lens", [&] { (void)logit_lens(model, ids, target); }},
+      {"context mixing (weights, value norms, rollout, ALTI)", [&] { (void)context_mixing(model, run, p); }},
+      {"gradient at the input (one backward)", [&] { (void)stream_gradient(model, run.stream[0].x_in, p, target); }},
+      {"one patching site (the blocks after layer L/2)",
+       [&] { (void)forward_from(model, c.n_layer / 2, run.stream[c.n_layer / 2].x_in, {}, p); }},
+  };
+  nlohmann::json timed = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows{{"part", "median", "× a forward"}};
+  for (const auto& [name, work] : parts) {
+    fmt::print(stderr, "timing {}...\n", name);
+    const double seconds = median_seconds(f.repeats, work);
+    timed.push_back({{"name", name}, {"seconds", seconds}, {"forwards", seconds / forward}});
+    rows.push_back({name, fmt::format("{:.4f} s", seconds), fmt::format("{:.2f}", seconds / forward)});
+  }
+  if (f.json) {
+    fmt::print("{}\n", nlohmann::json{{"model", config_json(c)},
+                                      {"tokens", f.tokens},
+                                      {"forward_seconds", forward},
+                                      {"parts", timed},
+                                      {"residual_sites", (c.n_layer + 1) * f.tokens}}
+                           .dump(2));
+    return 0;
+  }
+  fmt::print("{} ({}), the prediction at the last of {} tokens; one forward pass: {:.4f} s\n{}", f.model, describe(c),
+             f.tokens, forward, format_table(rows, true));
+  fmt::print("patching every residual site reruns {} of those sites (about half the blocks each)\n",
+             (c.n_layer + 1) * f.tokens);
+  return 0;
+}
+
 // Training steps of attnlab train's model on its induction task: each timed run is
 // `steps` whole steps (loss and every gradient, clipping, AdamW) after one warm-up step;
 // the median run gives tokens/s and GFLOP/s (training_flops) as a share of the f32 peak.
@@ -396,7 +455,8 @@ Command bench_command(CLI::App& parent) {
       parent.add_subcommand("bench", "Measure this machine's peaks, then time attention kernels as a share of them");
   add_bench_flags(*app, *flags);
   return {app, [flags]() {
-            if (!flags->model.empty()) return bench_model(*flags);
+            if (!flags->model.empty()) return flags->attribute ? bench_attribute(*flags) : bench_model(*flags);
+            if (flags->attribute) fail("--attribute", "times a model's attribution; give --model too");
             if (flags->train) return bench_train(*flags);
             const std::vector<BenchCase> cases = cases_from_flags(*flags);
             fmt::print(stderr, "measuring this machine's peaks...\n");

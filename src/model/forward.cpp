@@ -191,12 +191,14 @@ std::vector<float> unembed(const Model& model, std::span<const float> x, std::si
 
 namespace {
 
-// Blocks first.. on the stream x [n × d] (updated in place), keeping in r what the options say.
+// Blocks first.. on the stream x [n × d] (updated in place) with the options' interventions,
+// keeping in r what the options say unless `keep` is false (a rerun keeps nothing).
 void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, std::size_t n,
-                const ForwardOptions& options, ForwardResult& r) {
+                const ForwardOptions& options, ForwardResult& r, bool keep = true) {
   const ModelConfig& c = model.config;
   const std::size_t heads = c.n_head;
-  const bool keep_attention = options.keep_attention || options.keep_stream;
+  const bool keep_attention = keep && (options.keep_attention || options.keep_stream),
+             keep_stream = keep && options.keep_stream;
   BlockActivations<float> a;  // one block's intermediates, reused layer after layer
   for (std::size_t l = first; l < c.n_layer; ++l) {
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
@@ -218,8 +220,8 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
       if (m.layer == l)
         for (std::size_t k = 0; k < x.size(); ++k)
           x[k] = a.x_mid[k] + m.added[k];
-    r.block_inputs.push_back(a.ln1);
-    if (options.keep_stream) {
+    if (keep) r.block_inputs.push_back(a.ln1);
+    if (keep_stream) {
       LayerStream& s = r.stream.emplace_back();
       s.x_in = a.x_in, s.qkv = a.qkv, s.z = a.z;
       s.attention.resize(n * c.n_embd), s.mlp.resize(n * c.n_embd);
@@ -281,10 +283,8 @@ std::vector<float> forward_from(const Model& model, std::size_t layer, std::vect
   const std::size_t n = stream_rows(c, layer, x), d = c.n_embd;
   if (first_row >= n) fail("first_row", fmt::format("{} is past the last row ({} rows)", first_row, n));
   check_interventions(c, options, n);
-  ForwardOptions interventions = options;  // what the rerun keeps is its caller's business, not its own
-  interventions.keep_attention = interventions.keep_stream = false;
   ForwardResult unused;
-  run_blocks(model, layer, x, n, interventions, unused);
+  run_blocks(model, layer, x, n, options, unused, /*keep=*/false);
   return unembed(model, std::span<const float>(x).subspan(first_row * d), n - first_row);
 }
 

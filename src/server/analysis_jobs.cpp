@@ -131,8 +131,7 @@ json AnalysisJobs::start(const json& request) {
     options.target = p.target;
     if (request.contains("steps")) options.steps = read_count(request["steps"], "steps", {.low = 1, .high = 256});
     const std::size_t cut = p.target.position.value_or(n - 1) + 1;
-    const double flops = (double(cut) + double(c.n_head) * double(c.n_layer + 1) + 3.0 * double(options.steps + 1)) *
-                         forward_flops(c, cut);
+    const double flops = verdict_flops(c, cut, options.steps);
     if (flops > kMaxApiAnalysisFlops)
       fail(tokens_field(request, ""), fmt::format("the verdict over {} tokens is {:.3g} FLOPs, more than the server's "
                                                   "{:.3g}; use a shorter text, or `attnlab model verdict`",
@@ -154,8 +153,11 @@ json AnalysisJobs::start(const json& request) {
     const json& spec = request["corrupt"];
     refuse_unknown_fields(spec, {"text", "ids"}, "corrupt");
     const std::vector<int> corrupt = requested_ids(*p.model, spec, "corrupt.");
-    const double L = double(c.n_layer);
-    const double flops = ((L + 1) / 2 * double(n) + double(c.n_head + 1) * (L + 1) / 2) * forward_flops(c, n);
+    if (corrupt.size() != n)
+      fail(tokens_field(spec, "corrupt."), fmt::format("is {} tokens and the clean run {}; patching compares the "
+                                                       "same positions, so give runs of the same length in tokens",
+                                                       corrupt.size(), n));
+    const double flops = patching_flops(c, n);
     if (flops > kMaxApiAnalysisFlops)
       fail(tokens_field(request, ""), fmt::format("patching {} tokens is {:.3g} FLOPs, more than the server's {:.3g}; "
                                                   "use a shorter text, or `attnlab model patch`",

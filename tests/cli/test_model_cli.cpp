@@ -18,6 +18,7 @@
 #include "../model/vocabulary_model.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/model/detectors.hpp"
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "run_attnlab.hpp"
@@ -410,6 +411,18 @@ TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeakAndWeighsItsMemory) {
   EXPECT_NE(over.exit_code, 0);
   EXPECT_CONTAINS(over.err, "--generate: 10 prompt tokens and 7 new ones are more than the model's 16 positions");
   EXPECT_EQ(over.err.find("measuring this machine's peaks"), std::string::npos) << "refused before the work";
+  // The attribution's parts as multiples of one forward pass.
+  const Result attribute =
+      run_attnlab("bench --model " + kTiny.string() + " --tokens 8 --attribute --repeats 1 --json");
+  ASSERT_EQ(attribute.exit_code, 0) << attribute.err;
+  const json a = json::parse(attribute.out);
+  ASSERT_EQ(a["parts"].size(), 6u);
+  for (const json& part : a["parts"])
+    EXPECT_NEAR(part["forwards"].get<double>(), part["seconds"].get<double>() / a["forward_seconds"].get<double>(),
+                1e-9 * part["forwards"].get<double>())
+        << part["name"];
+  EXPECT_EQ(a["residual_sites"], 3 * 8) << "(L + 1) × n";
+  expect_refused("bench --attribute", "--attribute: times a model's attribution; give --model too");
 }
 
 // The default recipe, smaller (a batch of 32 instead of 64, 900 steps instead of 1,200, the
@@ -481,6 +494,20 @@ TEST(TrainCli, TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatN
   const json heads = json::parse(patched.out)["heads"];
   EXPECT_GT(heads[1][0].get<double>(), 0.8);
   EXPECT_LT(heads[0][0].get<double>(), 0.2);
+  // The held-out sequences of the task, each cut before its last token: the model predicts
+  // the repeat there, and the summary covers every sequence.
+  const Result held_out = run_attnlab("model verdict " + out.string() + " --induction 4 --seed 1000000 --json");
+  ASSERT_EQ(held_out.exit_code, 0) << held_out.err;
+  const json h = json::parse(held_out.out);
+  ASSERT_EQ(h["texts"].size(), 4u);
+  const auto sequences = attnlab::default_detector_sequences(attnlab::load_model(out.string()).config, 1000000, 4);
+  int predicted = 0;
+  for (std::size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(h["texts"][k]["ids"].size(), sequences[k].size() - 1);
+    predicted += h["texts"][k]["target"] == sequences[k].back();
+  }
+  EXPECT_GE(predicted, 3) << "the repeat's last token, predicted";
+  EXPECT_EQ(h["agreements"][0]["texts"], 4);
   expect_refused("train --out " + out.string() + flags, "is not empty; give a new directory, or --force");
   expect_refused("train --out " + out.string() + " --heads 3 --force", "--d-model: 32 is not divisible by heads 3");
   expect_refused("train --out " + out.string() + " --layers 1 --prev-token-steps 10 --force",

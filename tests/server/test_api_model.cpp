@@ -369,6 +369,8 @@ TEST_F(ModelApi, AnalysisRunsTheVerdictAndPatchingAsAJobThePageFollows) {
 
   expect_field("/api/model/analysis", {{"ids", kModelIds}}, "kind", "expected \"verdict\" or \"patch\"");
   expect_field("/api/model/analysis", {{"kind", "patch"}, {"ids", kModelIds}}, "corrupt", "missing");
+  expect_field("/api/model/analysis", {{"kind", "patch"}, {"ids", kModelIds}, {"corrupt", {{"ids", {3, 17}}}}},
+               "corrupt.ids", "give runs of the same length in tokens");
   expect_field("/api/model/analysis",
                {{"kind", "patch"}, {"ids", kModelIds}, {"corrupt", {{"ids", corrupt}}}, {"steps", 4}}, "steps",
                "is for \"kind\": \"verdict\"");

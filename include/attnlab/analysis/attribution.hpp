@@ -99,6 +99,8 @@ struct ResidualPatching {
 };
 ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
                                 int target = -1, int contrast = -1, const Progress& progress = {});
+// Its price: every residual site's rerun ((L + 1)/2 · n forwards' worth) and every head's and MLP's.
+double patching_flops(const ModelConfig& config, std::size_t n);
 
 // ---- context mixing: how much each source token fed the prediction's row ----------------
 //
@@ -168,6 +170,9 @@ struct VerdictOptions {
   Progress progress;       // ("gradients" | "erasure" | "heads", done, total)
 };
 Verdict verdict(const Model& model, std::span<const int> ids, const VerdictOptions& options = {});
+// Its price over n tokens (the text already cut after the prediction): a forward per token
+// erased, two per head from its layer on (H · (L + 1) in all), about three per gradient.
+double verdict_flops(const ModelConfig& config, std::size_t n, std::size_t steps);
 
 // Spearman's ρ: Pearson's correlation of the ranks (ties sharing their mean rank); NaN when
 // either list is constant or has fewer than two items.

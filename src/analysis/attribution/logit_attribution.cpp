@@ -95,6 +95,12 @@ LogitLens logit_lens(const Model& model, std::span<const int> ids, int target) {
   return lens;
 }
 
+double patching_flops(const ModelConfig& c, std::size_t n) {
+  // Each residual site reruns the blocks after it; each head and MLP those from its layer on.
+  const double L = double(c.n_layer);
+  return ((L + 1) / 2 * double(n) + double(c.n_head + 1) * (L + 1) / 2) * forward_flops(c, n);
+}
+
 ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
                                 int target, int contrast, const Progress& progress) {
   const ModelConfig& c = model.config;
@@ -103,8 +109,7 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
     fail("corrupt", fmt::format("is {} tokens and the clean text {}; patching compares the same positions, so give "
                                 "texts of the same length in tokens",
                                 corrupt.size(), n));
-  // Each residual site reruns the blocks after it; each head and MLP those from its layer on.
-  const double work = (double(L + 1) / 2 * double(n) + double(c.n_head + 1) * double(L + 1) / 2) * forward_flops(c, n);
+  const double work = patching_flops(c, n);
   if (work > kMaxPatchingFlops)
     fail("corrupt", fmt::format("patching every (layer, position) of {} tokens reruns {:.3g} FLOPs, more than the "
                                 "{:.3g} attnlab does for one request; use fewer tokens",

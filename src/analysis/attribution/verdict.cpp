@@ -81,6 +81,11 @@ double spearman_rho(std::span<const double> a, std::span<const double> b) {
   return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : kUndefined;
 }
 
+double verdict_flops(const ModelConfig& c, std::size_t n, std::size_t steps) {
+  const double forwards = double(n) + double(c.n_head) * double(c.n_layer + 1) + 3.0 * double(steps + 1) + 2;
+  return forwards * forward_flops(c, n);
+}
+
 Verdict verdict(const Model& model, std::span<const int> all_ids, const VerdictOptions& options) {
   const ModelConfig& c = model.config;
   const std::size_t L = c.n_layer, H = c.n_head, d = c.n_embd, hd = c.head_dim(), Z = c.attention_width();
@@ -93,14 +98,11 @@ Verdict verdict(const Model& model, std::span<const int> all_ids, const VerdictO
     fail("steps", fmt::format("{} integrated-gradient steps; give 1 to 256", options.steps));
   const std::span<const int> ids = all_ids.first(p + 1);  // nothing after the prediction reaches it
   const std::size_t n = ids.size();
-  // One forward per token erased, two per head from its layer on (H·(L + 1) forwards in all),
-  // and each gradient about three.
-  const double forwards = double(n) + double(H) * double(L + 1) + 3.0 * double(options.steps + 1) + 2;
-  const double work = forwards * forward_flops(c, n);
+  const double work = verdict_flops(c, n, options.steps);
   if (work > kMaxVerdictFlops)
     fail("ids", fmt::format("the verdict over {} tokens runs about {:.0f} forwards ({:.3g} FLOPs), more than the "
                             "{:.3g} attnlab does for one request; use fewer tokens",
-                            n, forwards, work, kMaxVerdictFlops));
+                            n, work / forward_flops(c, n), work, kMaxVerdictFlops));
 
   const LogitAttribution dla = attribute_logit(model, ids, {p, options.target.target, options.target.contrast});
   ForwardOptions keep;
