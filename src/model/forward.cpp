@@ -342,6 +342,58 @@ StreamGradient stream_gradient(const Model& model, std::span<const float> x0, st
   return out;
 }
 
+namespace {
+
+// n new tokens' heads against layer l's cache: their keys and values join it, and their
+// queries ([n × H × hd], q's columns as they are) attend to every cached token up to their
+// own position (the decode kernel), into z [n × H·hd].
+void attend_through_cache(KVCache& cache, std::size_t l, const Heads& at, const float* qkv, std::size_t n, float* z) {
+  const std::size_t q_width = at.H * at.hd, kv_width = at.H_kv * at.hd;
+  std::vector<float> queries(n * q_width);
+  for (std::size_t t = 0; t < n; ++t) {
+    const float* row = qkv + t * at.width;
+    cache.append(l, {row + at.k(0), kv_width}, {row + at.v(0), kv_width});
+    std::copy_n(row, q_width, queries.data() + t * q_width);
+  }
+  DecodeOptions options;
+  options.scale = at.scale;
+  if (at.window) options.window = at.window;
+  flash_decode(cache, l, at.H, queries, n, {z, n * q_width}, options);
+}
+
+}  // namespace
+
+std::vector<float> forward_suffix(const Model& model, std::size_t layer, std::span<const LayerStream> run,
+                                  std::size_t first, std::vector<float> x) {
+  const ModelConfig& c = model.config;
+  const std::size_t d = c.n_embd, rows = x.size() / d, W = c.qkv_width(), kv_width = c.kv_heads() * c.head_dim();
+  if (layer >= c.n_layer || run.size() != c.n_layer || rows == 0 || x.size() != rows * d ||
+      first + rows > c.n_positions || run[layer].qkv.size() < first * W)
+    fail("stream", fmt::format("rows {}.. of a stream of {} numbers entering block {} do not fit the run kept", first,
+                               x.size(), layer));
+  // The rows before `first` as the run had them, in every layer from `layer` on: their keys
+  // and values (rotated at their positions), what the rows after them attend to.
+  KVCache cache(c.n_layer, c.kv_heads(), c.head_dim(), DType::f32);
+  cache.reserve(first + rows);
+  for (std::size_t l = layer; l < c.n_layer; ++l) {
+    const Heads at = heads_of(c, l);
+    for (std::size_t t = 0; t < first; ++t) {
+      const float* row = run[l].qkv.data() + t * W;
+      cache.append(l, {row + at.k(0), kv_width}, {row + at.v(0), kv_width});
+    }
+  }
+  BlockActivations<float> a;
+  for (std::size_t l = layer; l < c.n_layer; ++l) {
+    check_deadline();
+    const Heads at = heads_of(c, l);
+    const HeadsStep<float> cached_heads = [&](const float* qkv, float* z) {
+      attend_through_cache(cache, l, at, qkv, rows, z);
+    };
+    block_forward(c, l, model.blocks[l], rows, first, x, a, cached_heads);
+  }
+  return unembed(model, std::span<const float>(x).subspan((rows - 1) * d), 1);
+}
+
 Decoder::Decoder(const Model& model, DType cache_dtype)
     : model_(model), cache_(model.config.n_layer, model.config.kv_heads(), model.config.head_dim(), cache_dtype) {}
 
@@ -355,19 +407,7 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
   for (std::size_t l = 0; l < c.n_layer; ++l) {
     const Heads at = heads_of(c, l);
     const HeadsStep<float> cached_heads = [&](const float* qkv, float* z) {
-      // The new tokens' keys and values join the cache; their queries ([n × H × hd], q's
-      // columns as they are) attend to every cached token up to their own position.
-      const std::size_t q_width = at.H * at.hd, kv_width = at.H_kv * at.hd;
-      std::vector<float> queries(n * q_width);
-      for (std::size_t t = 0; t < n; ++t) {
-        const float* row = qkv + t * at.width;
-        cache_.append(l, {row + at.k(0), kv_width}, {row + at.v(0), kv_width});
-        std::copy_n(row, q_width, queries.data() + t * q_width);
-      }
-      DecodeOptions options;
-      options.scale = at.scale;
-      if (at.window) options.window = at.window;
-      flash_decode(cache_, l, at.H, queries, n, {z, n * q_width}, options);
+      attend_through_cache(cache_, l, at, qkv, n, z);
     };
     block_forward(c, l, model_.blocks[l], n, first, x, a, cached_heads);
   }

@@ -168,6 +168,29 @@ TEST_P(AttributionMatchesNumPy, PatchingRestoresAllWhereTheTextsDifferAndNothing
   }
 }
 
+// Patching reruns only the rows from the patched one on, the rows before it entering as the
+// corrupted run's keys and values: the same logits as rerunning every row.
+TEST_P(AttributionMatchesNumPy, TheSuffixRerunThroughTheCacheIsTheWholeRerun) {
+  const json expected = test::read_json(kFixtures / "attribution" / (std::string(GetParam()) + ".json"));
+  const Model model = load_model((kFixtures / GetParam()).string());
+  const std::vector<int> ids = expected["ids"];
+  ForwardOptions keep;
+  keep.keep_stream = true;
+  const ForwardResult run = model_forward(model, ids, keep);
+  const std::size_t n = ids.size(), d = model.config.n_embd, V = model.config.vocab_size;
+  for (std::size_t layer = 0; layer < model.config.n_layer; ++layer)
+    for (std::size_t first : {std::size_t{0}, std::size_t{3}, n - 1}) {
+      std::vector<float> x = run.stream[layer].x_in;
+      for (std::size_t k = 0; k < d; ++k)
+        x[first * d + k] += 0.25f * float(k % 3) - 0.2f;  // a patched row
+      const std::vector<float> whole = forward_from(model, layer, x, {}, n - 1);
+      const std::vector<float> suffix =
+          forward_suffix(model, layer, run.stream, first, {x.begin() + std::ptrdiff_t(first * d), x.end()});
+      ASSERT_EQ(suffix.size(), V);
+      EXPECT_TRUE(test::all_close(suffix, whole, {1e-5, 1e-5})) << "layer " << layer << ", rows from " << first;
+    }
+}
+
 TEST(Attribution, PatchingTextsOfDifferentLengthsOrTheSameMetricIsRefused) {
   const Model model = load_model((kFixtures / "tiny-f32").string());
   const std::vector<int> a = {3, 17, 5}, b = {3, 17};

@@ -108,6 +108,14 @@ class Decoder {
 std::vector<float> forward_from(const Model& model, std::size_t layer, std::vector<float> x,
                                 const ForwardOptions& options = {}, std::size_t first_row = 0);
 
+// The same for a run whose rows before `first` are unchanged (activation patching at row
+// `first`): x [(n − first) × d] the stream entering block `layer` at rows first..n−1, and
+// `run` the kept stream of the run it was taken from ([L] LayerStream, model_forward with
+// keep_stream): its rows before `first` enter through their keys and values alone, as a KV
+// cache, so the rerun costs rows (n − first) instead of n. Returns the last row's logits [vocab].
+std::vector<float> forward_suffix(const Model& model, std::size_t layer, std::span<const LayerStream> run,
+                                  std::size_t first, std::vector<float> x);
+
 // The gradient of m = logit(target) − logit(contrast) (contrast −1: the target's logit alone) at
 // row `position` with respect to the stream entering block 0, x [n × d] (the input
 // embeddings): the forward kept, then every block's backward (the one training runs), the

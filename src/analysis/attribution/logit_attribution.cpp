@@ -146,9 +146,13 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
     const std::vector<float>& from = row < L ? a.stream[row].x_in : a.final_stream;
     const std::vector<float>& into = row < L ? b.stream[row].x_in : b.final_stream;
     for (std::size_t i = 0; i < n; ++i) {
-      std::vector<float> x = into;
-      std::copy_n(from.begin() + std::ptrdiff_t(i * d), d, x.begin() + std::ptrdiff_t(i * d));
-      out.restored.push_back(restored(row, std::move(x)));
+      // The corrupted rows from i on, row i the clean one; the rows before i are the
+      // corrupted run's, and enter through its kept keys and values (forward_suffix).
+      std::vector<float> x(into.begin() + std::ptrdiff_t(i * d), into.end());
+      std::copy_n(from.begin() + std::ptrdiff_t(i * d), d, x.begin());
+      const std::vector<float> logits = row == L ? unembed(model, std::span<const float>(x).last(d), 1)
+                                                 : forward_suffix(model, row, b.stream, i, std::move(x));
+      out.restored.push_back((metric(logits) - out.corrupt) / (out.clean - out.corrupt));
     }
     if (progress) progress("stream", row + 1, L + 1);
   }
