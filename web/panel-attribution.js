@@ -15,7 +15,7 @@
 // model panel.
 
 import { api, messageOf } from './api.js';
-import { css } from './colour.js';
+import { LUT_RGB, css, lutIndex } from './colour.js';
 import { $, byId, setAttr, setFlag, setHtml, setText } from './dom.js';
 import { formatNumber } from './format.js';
 import { html } from './html.js';
@@ -117,8 +117,12 @@ function mixingMarkup(q) {
   const rows = tokens.slice(0, p + 1).map((t, j) => html`<tr data-source="${j}"><td class="num">${j}</td><td><code>${visibleToken(t)}</code></td>\
 ${cell(mean[j], shade(mean[j]))}${cell(norms[j], shade(top > 0 ? norms[j] / top : 0))}${cell(m.rollout[j], shade(m.rollout[j]))}\
 ${cell(m.alti[j], shade(m.alti[j]))}${cell(q.attribution.by_source[j], diverging(q.attribution.by_source[j], largest(q.attribution.by_source)))}</tr>`);
-  return html`<h3>Context mixing at position ${p} <span class="hint">how much each source fed the prediction's row: the raw \
-weights (mean over layers and heads) beside the measures that weigh what is carried and through which layers</span></h3>\
+  const maps = [['attention', 'the weights, mean over layers and heads'], ['rollout', 'rollout'], ['alti', 'ALTI']];
+  return html`<h3>Context mixing <span class="hint">how much each source j (columns) fed each row i (rows): the raw weights \
+beside rollout and ALTI, which follow the mixing through the layers; dark is more</span></h3>\
+<div class="attr-maps">${maps.map(([name, label]) => html`<figure><canvas data-testid="attr-map-${name}" data-map="${name}"></canvas>\
+<figcaption>${label}</figcaption></figure>`)}</div>\
+<h4>At position ${p} <span class="hint">the prediction's row of each, with value norms and DLA per source</span></h4>\
 <table class="data-table attr-mixing" data-testid="attr-mixing"><tr><th>j</th><th>source</th><th>attention</th><th>value norms</th>\
 <th>rollout</th><th>ALTI</th><th>DLA</th></tr>${rows}</table>`;
 }
@@ -209,6 +213,8 @@ async function attribute() {
 }
 
 let polling = false;
+/** @type {any} the read-outs drawn now */
+let drawn = null;
 
 /** Follows the job until it ends, drawing its progress. */
 async function follow() {
@@ -266,6 +272,35 @@ async function cancelJob() {
 
 // ---- showing -----------------------------------------------------------------------------
 
+/** Light grey where a row cannot see a column (j > i), or past the prediction. */
+const UNSEEN = [232, 232, 232];
+
+/**
+ * Each map's n × n values into its canvas, one pixel per cell (CSS scales it up).
+ * @param {any} q
+ */
+function drawMaps(q) {
+  const n = q.tokens.length, p = q.mixing.position;
+  for (const canvas of $('attr-quick').querySelectorAll('canvas[data-map]')) {
+    if (!(canvas instanceof HTMLCanvasElement)) continue;
+    const map = /** @type {number[][]} */ (q.mixing[`${canvas.dataset.map}_map`]);
+    canvas.width = n;
+    canvas.height = n;
+    const ctx = canvas.getContext('2d');
+    if (!ctx) continue;
+    const image = ctx.createImageData(n, n);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < n; j++) {
+        const k = 4 * (i * n + j);
+        const rgb = j > i || i > p ? UNSEEN : LUT_RGB.subarray(3 * lutIndex(map[i][j]), 3 * lutIndex(map[i][j]) + 3);
+        image.data[k] = rgb[0]; image.data[k + 1] = rgb[1]; image.data[k + 2] = rgb[2]; image.data[k + 3] = 255;
+      }
+    }
+    ctx.putImageData(image, 0, 0);
+    setAttr(canvas, 'data-n', String(n));
+  }
+}
+
 function draw() {
   const status = $('attr-status');
   setText(status, view.status);
@@ -282,7 +317,11 @@ function draw() {
   }
   setAttr($('attribution-section'), 'data-state', running ? 'running' : job ? job.state : 'idle');
   const q = view.quick;
-  setHtml($('attr-quick'), q ? html`${dlaMarkup(q)}${lensMarkup(q)}${mixingMarkup(q)}` : html``);
+  if (q !== drawn) {
+    setHtml($('attr-quick'), q ? html`${dlaMarkup(q)}${lensMarkup(q)}${mixingMarkup(q)}` : html``);
+    if (q) drawMaps(q);
+    drawn = q;
+  }
   const result = job && job.state === 'done' ? job.result : null;
   setHtml($('attr-job'), !result ? html`` : job && job.kind === 'verdict' ? verdictMarkup(result) : patchMarkup(result));
 }

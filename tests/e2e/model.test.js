@@ -131,6 +131,11 @@ test('attribution panel: DLA, the lens and the mixing as /api/model/attribute gi
     const rollout = await page.$$eval('[data-testid="attr-mixing"] tr[data-source]',
       (rows) => rows.map((r) => Number(r.querySelectorAll('td')[4].dataset.value)));
     assert.deepEqual(rollout, quick.mixing.rollout);
+    // the three maps, n × n each, beside one another
+    const maps = await page.$$eval('[data-testid="attr-quick"] canvas[data-map]', (cs) => cs.map((c) => [c.dataset.map, Number(c.dataset.n)]));
+    assert.deepEqual(maps, [['attention', IDS.length], ['rollout', IDS.length], ['alti', IDS.length]]);
+    assert.equal(quick.mixing.rollout_map.length, IDS.length);
+    assert.deepEqual(quick.mixing.rollout_map[IDS.length - 1], quick.mixing.rollout);
 
     // the verdict: a job, followed to its end
     await page.click('[data-testid="attr-verdict"]');

@@ -324,7 +324,7 @@ def verdict(cfg, w, ids, target, contrast):
     _, layers, streams, _, _, _ = parts(cfg, w, ids)
     m = metric()
     L, H = len(layers), len(layers[0]["probs"])
-    attention, value_norms, rolled, alti = [], [], np.eye(n), np.eye(n)
+    attention, value_norms, rolled, alti, attention_map = [], [], np.eye(n), np.eye(n), np.zeros((n, n))
     for layer in layers:
         probs, ov = np.array(layer["probs"]), np.array(layer["ov"])  # [H, n, n], [H, n, d]
         attention.append(probs[:, p].tolist())
@@ -335,6 +335,7 @@ def verdict(cfg, w, ids, target, contrast):
         y = layer["y"]
         C = np.maximum(0, np.abs(y).sum(-1)[:, None] - np.abs(y[:, None, :] - T).sum(-1))
         C = C / C.sum(-1, keepdims=True)
+        attention_map += probs.mean(0) / len(layers)
         A = 0.5 * probs.mean(0) + 0.5 * np.eye(n)
         A = A / A.sum(-1, keepdims=True)
         rolled, alti = A @ rolled, C @ alti
@@ -353,7 +354,8 @@ def verdict(cfg, w, ids, target, contrast):
             e[j, k] = 1e-5
             gradient[j, k] = (metric(x0=x0 + e) - metric(x0=x0 - e)) / 2e-5
     return {"metric": float(m), "attention": attention, "value_norms": value_norms,
-            "rollout": rolled[p].tolist(), "alti": alti[p].tolist(),
+            "rollout": rolled[p].tolist(), "alti": alti[p].tolist(), "attention_map": attention_map.tolist(),
+            "rollout_map": rolled.tolist(), "alti_map": alti.tolist(),
             "grad_x_input": (gradient * x0).sum(-1).tolist(), "metric_at_baseline": float(metric(x0=baseline)),
             "erasure": [float(metric(hidden_key=j) - m) for j in range(n)],
             "zero_ablation": [float(metric(ablate={(l, h): "zero"}) - m) for l in range(L) for h in range(H)],

@@ -225,6 +225,9 @@ TEST_P(AttributionMatchesNumPy, ContextMixingMatchesNumPy) {
   EXPECT_TRUE(test::all_close(mixing.value_norms, flat_of(want["value_norms"]), {1e-4, 1e-4})) << "value norms";
   EXPECT_TRUE(test::all_close(mixing.rollout, flat_of(want["rollout"]), {1e-5, 0})) << "rollout";
   EXPECT_TRUE(test::all_close(mixing.alti, flat_of(want["alti"]), {1e-4, 1e-4})) << "ALTI";
+  EXPECT_TRUE(test::all_close(mixing.attention_map, flat_of(want["attention_map"]), {1e-5, 0})) << "attention map";
+  EXPECT_TRUE(test::all_close(mixing.rollout_map, flat_of(want["rollout_map"]), {1e-5, 0})) << "rollout map";
+  EXPECT_TRUE(test::all_close(mixing.alti_map, flat_of(want["alti_map"]), {1e-4, 1e-4})) << "ALTI map";
   // Both roll-outs are rows of products of row-stochastic matrices: they sum to 1.
   double rollout = 0, alti = 0;
   for (std::size_t j = 0; j < ids.size(); ++j)

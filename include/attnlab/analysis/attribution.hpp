@@ -118,13 +118,16 @@ double patching_flops(const ModelConfig& config, std::size_t n);
 // it counts the residual, which carries most of each row, where attention and value norms do
 // not. In these pre-norm blocks the block's norm sits inside f_h (v reads norm_1(x_j)); the MLP
 // acts on each row alone, so it mixes nothing and ALTI leaves it out.
-inline constexpr double kMaxMixingWork = double(1ull << 36);  // L · n² · H · d / 2 multiply-adds for ALTI
+inline constexpr double kMaxMixingWork = double(1ull << 36);  // L · n² · (H · d / 2 + n): ALTI and the maps' products
 struct ContextMixing {
   std::size_t layers = 0, heads = 0, n = 0, position = 0;
   std::vector<double> attention;    // [L × H × n]
   std::vector<double> value_norms;  // [L × n]
   std::vector<double> rollout;      // [n]
   std::vector<double> alti;         // [n]
+  // The maps, every row i ≤ p (0 past it): the weights' mean over layers and heads, and the
+  // rolled-out rollout and ALTI (row p of each is the vector above)            [n × n] each
+  std::vector<double> attention_map, rollout_map, alti_map;
 };
 // From a forward over n tokens with keep_stream; InputError naming "position" past the tokens
 // or "ids" when ALTI's work is over kMaxMixingWork.

@@ -28,7 +28,8 @@ nlohmann::json lens_json(const LogitLens& lens, const TokenText& token);
 // "rows": [{"layer": "into L" | "after the last", "restored" [n]}], "heads" [L][H], "mlps" [L]}
 nlohmann::json patching_json(const ResidualPatching& p, const TokenText& token);
 
-// {"attention" [L][H][n], "value_norms" [L][n], "rollout" [n], "alti" [n]}
+// {"position", "attention" [L][H][n], "value_norms" [L][n], "rollout" [n], "alti" [n],
+//  "attention_map", "rollout_map", "alti_map" [n][n]}
 nlohmann::json mixing_json(const ContextMixing& m);
 
 // {"position", "layers", "heads", "target", "target_token", "contrast", "metric", "tokens_measured": {name: [n]},

@@ -107,7 +107,10 @@ json mixing_json(const ContextMixing& m) {
           {"attention", attention},
           {"value_norms", rows_of(m.value_norms, m.n)},
           {"rollout", m.rollout},
-          {"alti", m.alti}};
+          {"alti", m.alti},
+          {"attention_map", rows_of(m.attention_map, m.n)},
+          {"rollout_map", rows_of(m.rollout_map, m.n)},
+          {"alti_map", rows_of(m.alti_map, m.n)}};
 }
 
 json verdict_json(const Verdict& v, const TokenText& token) {

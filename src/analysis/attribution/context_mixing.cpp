@@ -13,14 +13,22 @@ namespace attnlab {
 
 namespace {
 
-// v^T ← v^T · M for a square matrix M [rows × rows]: one step of rolling out row p.
-std::vector<double> times(const std::vector<double>& v, const std::vector<double>& M) {
-  const std::size_t rows = v.size();
-  std::vector<double> out(rows, 0.0);
+// M · R for square matrices [rows × rows]: one more layer rolled out.
+std::vector<double> times(const std::vector<double>& M, const std::vector<double>& R, std::size_t rows) {
+  std::vector<double> out(rows * rows, 0.0);
   for (std::size_t i = 0; i < rows; ++i)
-    if (v[i] != 0)
-      for (std::size_t j = 0; j < rows; ++j)
-        out[j] += v[i] * M[i * rows + j];
+    for (std::size_t k = 0; k < rows; ++k)
+      if (const double m = M[i * rows + k]; m != 0)
+        for (std::size_t j = 0; j < rows; ++j)
+          out[i * rows + j] += m * R[k * rows + j];
+  return out;
+}
+
+// The first `rows` rows and columns of a [rows × rows] matrix as [n × n], zero beyond.
+std::vector<double> padded(const std::vector<double>& M, std::size_t rows, std::size_t n) {
+  std::vector<double> out(n * n, 0.0);
+  for (std::size_t i = 0; i < rows; ++i)
+    std::copy_n(M.begin() + std::ptrdiff_t(i * rows), rows, out.begin() + std::ptrdiff_t(i * n));
   return out;
 }
 
@@ -52,7 +60,10 @@ ContextMixing context_mixing(const Model& model, const ForwardResult& run, std::
   out.layers = L, out.heads = H, out.n = n, out.position = p;
   out.attention.assign(L * H * n, 0.0);
   out.value_norms.assign(L * n, 0.0);
-  std::vector<std::vector<double>> rollout(L), alti(L);  // each layer's Â_l and C_l [rows × rows]
+  // Â_l ··· Â_1 and C_l ··· C_1 so far [rows × rows], and the weights' mean over layers and heads.
+  std::vector<double> rolled(rows * rows, 0.0), alti(rows * rows, 0.0), attention(rows * rows, 0.0);
+  for (std::size_t i = 0; i < rows; ++i)
+    rolled[i * rows + i] = alti[i * rows + i] = 1;
   for (std::size_t l = 0; l < L; ++l) {
     check_deadline();
     const LayerStream& s = run.stream[l];
@@ -78,9 +89,7 @@ ContextMixing context_mixing(const Model& model, const ForwardResult& run, std::
         for (float& g : gamma)
           g += 1.0f;
     }
-    std::vector<double>& A = rollout[l];
-    std::vector<double>& C = alti[l];
-    A.assign(rows * rows, 0.0), C.assign(rows * rows, 0.0);
+    std::vector<double> A(rows * rows, 0.0), C(rows * rows, 0.0);  // this layer's Â_l and C_l
     std::vector<double> y(d), t(d);
     for (std::size_t i = 0; i < rows; ++i) {
       double y_norm = 0;  // ‖y_i‖₁, y_i the stream after the attention's residual
@@ -115,22 +124,19 @@ ContextMixing context_mixing(const Model& model, const ForwardResult& run, std::
           distance += std::abs(y[e] - t[e]);
         C[i * rows + j] = std::max(0.0, y_norm - distance);
         A[i * rows + j] = 0.5 * mean_weight + (i == j ? 0.5 : 0.0);
+        attention[i * rows + j] += mean_weight / double(L);
       }
       normalise_row(&C[i * rows], rows);
       normalise_row(&A[i * rows], rows);
     }
+    rolled = times(A, rolled, rows), alti = times(C, alti, rows);
   }
-  // Row p of M_L ··· M_1: e_p through the layers from the top down.
-  const auto roll_out = [&](const std::vector<std::vector<double>>& M) {
-    std::vector<double> v(rows, 0.0);
-    v[p] = 1;
-    for (std::size_t l = L; l-- > 0;)
-      v = times(v, M[l]);
-    v.resize(n, 0.0);
-    return v;
-  };
-  out.rollout = roll_out(rollout);
-  out.alti = roll_out(alti);
+  out.attention_map = padded(attention, rows, n);
+  out.rollout_map = padded(rolled, rows, n);
+  out.alti_map = padded(alti, rows, n);
+  out.rollout.assign(out.rollout_map.begin() + std::ptrdiff_t(p * n),
+                     out.rollout_map.begin() + std::ptrdiff_t((p + 1) * n));
+  out.alti.assign(out.alti_map.begin() + std::ptrdiff_t(p * n), out.alti_map.begin() + std::ptrdiff_t((p + 1) * n));
   return out;
 }
 
