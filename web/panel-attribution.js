@@ -150,7 +150,9 @@ ${measures.map((name) => html`<th>${name.replace(/_/g, ' ')}</th>`)}<th>erasure<
 positions, minus m</span></h4>${headsMarkup(v)}\
 <h4>Agreement with the interventions <span class="hint">rank correlations of the sizes (1: the same order, 0: none)</span></h4>\
 <table class="data-table" data-testid="attr-agreements"><tr><th>measure</th><th>intervention</th><th>Kendall τ</th><th>Spearman ρ</th></tr>\
-${agreements}</table>`;
+${agreements}</table>\
+<h4>What each shows, and what it cannot</h4><dl class="attr-meanings" data-testid="attr-meanings">\
+${Object.entries(v.meanings).map(([name, text]) => html`<dt>${name.replace(/_/g, ' ')}</dt><dd>${String(text)}</dd>`)}</dl>`;
 }
 
 /** @param {any} v */

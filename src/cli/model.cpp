@@ -691,25 +691,6 @@ int patch(const ModelFlags& f) {
 // At most this many texts in a --texts file (each priced on its own by the verdict), and bytes.
 constexpr std::size_t kMaxVerdictTexts = 64, kMaxVerdictFileBytes = std::size_t{1} << 20;
 
-// What each measure can and cannot establish, one line each, as the probe panel says it for toy heads.
-const char* measure_meaning(std::string_view name) {
-  if (name == "attention") return "where the heads looked: a similarity of query and key, not what was carried or used";
-  if (name == "value_norms")
-    return "the weight times the size of what the source sends; one layer at a time, no residual";
-  if (name == "rollout")
-    return "the weights multiplied through the layers, the residual as half of each; assumes mixing is the weights";
-  if (name == "alti")
-    return "each source's share of each layer's output, the residual counted, rolled out; linearised, MLPs left out";
-  if (name == "dla")
-    return "what the source's OV paths write along the answer; the direct effect only, not what later layers made of "
-           "it";
-  if (name == "grad_x_input")
-    return "the first-order change were the input scaled away; local, blind where the model saturates";
-  if (name == "integrated_gradients")
-    return "the gradient along the path from average tokens; adds up to m(x) − m(x'), so it depends on x'";
-  return "";
-}
-
 json verdict_json(const ModelDir& m, const std::vector<int>& ids, const Verdict& v) {
   json out = verdict_json(v, [&](int id) { return token_texts(m, {id})[0]; });
   out["ids"] = ids, out["tokens"] = token_texts(m, ids);

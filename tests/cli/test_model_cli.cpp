@@ -797,6 +797,9 @@ TEST(AttributeCli, VerdictPutsEveryMeasureBesideTheInterventions) {
     EXPECT_NEAR(v["heads_intervened"]["zero_ablation"][h].get<double>(), want["zero_ablation"][h].get<double>(), 2e-4)
         << h;
   ASSERT_EQ(v["agreements"].size(), 9u);
+  EXPECT_EQ(v["meanings"].size(), 10u) << "7 token measures, erasure, the two ablations (DLA once)";
+  for (const auto& [name, text] : v["meanings"].items())
+    EXPECT_FALSE(text.get<std::string>().empty()) << name << " says what it shows";
   EXPECT_EQ(v["agreements"][0]["measure"], "attention");
   EXPECT_EQ(v["agreements"][0]["intervention"], "erasure");
   const Result text = run_attnlab("model verdict " + kTiny.string() + " --ids " + ids);

@@ -145,6 +145,7 @@ test('attribution panel: DLA, the lens and the mixing as /api/model/attribute gi
       (rows) => rows.map((r) => { const cells = r.querySelectorAll('td'); return Number(cells[cells.length - 1].dataset.value); }));
     assert.deepEqual(erasure, verdict.tokens_intervened.erasure);
     assert.equal(await page.$$eval('[data-testid="attr-agreements"] tr[data-measure]', (r) => r.length), verdict.agreements.length);
+    assert.match(await page.textContent('[data-testid="attr-meanings"]'), /attention.*a similarity of query and key/s);
 
     // patching: a corrupted text of the same length; the changed token entering block 0 restores 100%
     const corrupt = IDS.slice();

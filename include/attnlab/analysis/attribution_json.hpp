@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,8 +35,13 @@ nlohmann::json mixing_json(const ContextMixing& m);
 
 // {"position", "layers", "heads", "target", "target_token", "contrast", "metric", "tokens_measured": {name: [n]},
 // "tokens_intervened": {"erasure": [n]}, "heads_measured": {"dla": [L·H]}, "heads_intervened":
-// {"zero_ablation", "mean_ablation"}, "agreements": [{"measure", "intervention", "kendall", "spearman"}]}
+// {"zero_ablation", "mean_ablation"}, "agreements": [{"measure", "intervention", "kendall", "spearman"}],
+// "meanings": {name: what it can and cannot establish}}
 nlohmann::json verdict_json(const Verdict& v, const TokenText& token);
+
+// What a measure or an intervention of the verdict can and cannot establish, in one line
+// (plausible vs faithful, as the probe says it for toy heads); "" for a name it does not know.
+const char* measure_meaning(std::string_view name);
 
 // [{"measure", "intervention", "texts", "kendall_mean", "kendall_sd", "spearman_mean", "spearman_sd"}]
 nlohmann::json spread_json(const std::vector<AgreementSpread>& spread);

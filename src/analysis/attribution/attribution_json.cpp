@@ -33,6 +33,27 @@ json contrast_of(int contrast) { return contrast >= 0 ? json(contrast) : json();
 
 }  // namespace
 
+const char* measure_meaning(std::string_view name) {
+  if (name == "attention") return "where the heads looked: a similarity of query and key, not what was carried or used";
+  if (name == "value_norms")
+    return "the weight times the size of what the source sends; one layer at a time, no residual";
+  if (name == "rollout")
+    return "the weights multiplied through the layers, the residual as half of each; assumes mixing is the weights";
+  if (name == "alti")
+    return "each source's share of each layer's output, the residual counted, rolled out; linearised, MLPs left out";
+  if (name == "dla")
+    return "what the OV paths write along the answer; the direct effect only, not what later layers made of it";
+  if (name == "grad_x_input")
+    return "the first-order change were the input scaled away; local, blind where the model saturates";
+  if (name == "integrated_gradients")
+    return "the gradient along the path from average tokens; adds up to m(x) − m(x'), so it depends on x'";
+  if (name == "erasure") return "what the attention took from the token: an intervention, the model's own answer";
+  if (name == "zero_ablation")
+    return "what the head's output is worth: an intervention, though zero is off the usual range";
+  if (name == "mean_ablation") return "what the head's information is worth, its typical output kept: an intervention";
+  return "";
+}
+
 std::string lens_row_name(std::size_t row) { return row == 0 ? "embedding" : fmt::format("after {}", row - 1); }
 
 std::string patching_row_name(std::size_t row, std::size_t rows) {
@@ -114,6 +135,11 @@ json mixing_json(const ContextMixing& m) {
 }
 
 json verdict_json(const Verdict& v, const TokenText& token) {
+  json meanings = json::object();
+  for (const std::vector<Scores>* list :
+       {&v.token_measures, &v.token_interventions, &v.head_measures, &v.head_interventions})
+    for (const Scores& s : *list)
+      meanings[s.name] = measure_meaning(s.name);
   json agreements = json::array();
   for (const Agreement& a : v.agreements)
     agreements.push_back({{"measure", a.measure},
@@ -131,7 +157,8 @@ json verdict_json(const Verdict& v, const TokenText& token) {
           {"tokens_intervened", scores_json(v.token_interventions)},
           {"heads_measured", scores_json(v.head_measures)},
           {"heads_intervened", scores_json(v.head_interventions)},
-          {"agreements", agreements}};
+          {"agreements", agreements},
+          {"meanings", meanings}};
 }
 
 json spread_json(const std::vector<AgreementSpread>& spread) {
