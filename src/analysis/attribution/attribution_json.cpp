@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 namespace attnlab {
 
@@ -34,23 +35,23 @@ json contrast_of(int contrast) { return contrast >= 0 ? json(contrast) : json();
 }  // namespace
 
 const char* measure_meaning(std::string_view name) {
-  if (name == "attention") return "where the heads looked: a similarity of query and key, not what was carried or used";
-  if (name == "value_norms")
-    return "the weight times the size of what the source sends; one layer at a time, no residual";
-  if (name == "rollout")
-    return "the weights multiplied through the layers, the residual as half of each; assumes mixing is the weights";
-  if (name == "alti")
-    return "each source's share of each layer's output, the residual counted, rolled out; linearised, MLPs left out";
-  if (name == "dla")
-    return "what the OV paths write along the answer; the direct effect only, not what later layers made of it";
-  if (name == "grad_x_input")
-    return "the first-order change were the input scaled away; local, blind where the model saturates";
-  if (name == "integrated_gradients")
-    return "the gradient along the path from average tokens; adds up to m(x) − m(x'), so it depends on x'";
-  if (name == "erasure") return "what the attention took from the token: an intervention, the model's own answer";
-  if (name == "zero_ablation")
-    return "what the head's output is worth: an intervention, though zero is off the usual range";
-  if (name == "mean_ablation") return "what the head's information is worth, its typical output kept: an intervention";
+  static constexpr std::pair<std::string_view, const char*> kMeanings[] = {
+      {"attention", "where the heads looked: a similarity of query and key, not what was carried or used"},
+      {"value_norms", "the weight times the size of what the source sends; one layer at a time, no residual"},
+      {"rollout",
+       "the weights multiplied through the layers, the residual as half of each; assumes mixing is the weights"},
+      {"alti",
+       "each source's share of each layer's output, the residual counted, rolled out; linearised, MLPs left out"},
+      {"dla", "what the OV paths write along the answer; the direct effect only, not what later layers made of it"},
+      {"grad_x_input", "the first-order change were the input scaled away; local, blind where the model saturates"},
+      {"integrated_gradients",
+       "the gradient along the path from average tokens; adds up to m(x) − m(x'), so it depends on x'"},
+      {"erasure", "what the attention took from the token: an intervention, the model's own answer"},
+      {"zero_ablation", "what the head's output is worth: an intervention, though zero is off the usual range"},
+      {"mean_ablation", "what the head's information is worth, its typical output kept: an intervention"},
+  };
+  for (const auto& [measure, meaning] : kMeanings)
+    if (measure == name) return meaning;
   return "";
 }
 
