@@ -108,14 +108,21 @@ std::vector<float> head_source_parts(const Model& model, const ForwardResult& re
   const LayerStream& s = result.stream[head.layer];
   const float* weights = result.attention[head.layer].data() + (head.head * n + p) * n;  // a_h[p, ·]
   const std::vector<float> scale = sandwich_scale(model, s, head.layer, p);
-  std::vector<float> out(n * d, 0.0f), weighted(hd);
+  // The head's rows of W_O, widened once [hd × d], and a_h[p, j] · v_h[j] for every source [(p + 1) × hd]:
+  // their product is every source's part at once.
+  std::vector<float> w_o(hd * d), weighted((p + 1) * hd, 0.0f), out(n * d, 0.0f);
+  for (std::size_t k = 0; k < hd; ++k)
+    model.blocks[head.layer].attn_proj_weight.row(head.head * hd + k, d, w_o.data() + k * d);
   for (std::size_t j = 0; j <= p; ++j) {
-    if (weights[j] == 0) continue;  // masked (a window), or nothing to carry
     const float* v = s.qkv.data() + j * at.width + at.v(at.kv_of(head.head));
     for (std::size_t k = 0; k < hd; ++k)
-      weighted[k] = weights[j] * v[k];
-    through_w_o(model, head.layer, weighted.data(), head.head * hd, hd, scale, out.data() + j * d);
+      weighted[j * hd + k] = weights[j] * v[k];
   }
+  gemm(false, false, p + 1, d, hd, weighted.data(), w_o.data(), 0.0f, out.data());
+  if (!scale.empty())
+    for (std::size_t j = 0; j <= p; ++j)
+      for (std::size_t k = 0; k < d; ++k)
+        out[j * d + k] *= scale[k];
   return out;
 }
 
