@@ -1,6 +1,8 @@
 // The attribution results as JSON (attnlab/analysis/attribution_json.hpp).
 #include "attnlab/analysis/attribution_json.hpp"
 
+#include "attnlab/core/json.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -11,8 +13,6 @@ namespace attnlab {
 using nlohmann::json;
 
 namespace {
-
-json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(); }
 
 // values [rows × width] as rows of `width`.
 json rows_of(const std::vector<double>& values, std::size_t width) {
@@ -145,8 +145,8 @@ json verdict_json(const Verdict& v, const TokenText& token) {
   for (const Agreement& a : v.agreements)
     agreements.push_back({{"measure", a.measure},
                           {"intervention", a.intervention},
-                          {"kendall", finite_or_null(a.kendall)},
-                          {"spearman", finite_or_null(a.spearman)}});
+                          {"kendall", number_or_null(a.kendall)},
+                          {"spearman", number_or_null(a.spearman)}});
   return {{"position", v.position},
           {"layers", v.layers},
           {"heads", v.heads},
@@ -168,10 +168,10 @@ json spread_json(const std::vector<AgreementSpread>& spread) {
     out.push_back({{"measure", s.measure},
                    {"intervention", s.intervention},
                    {"texts", s.texts},
-                   {"kendall_mean", finite_or_null(s.kendall_mean)},
-                   {"kendall_sd", finite_or_null(s.kendall_sd)},
-                   {"spearman_mean", finite_or_null(s.spearman_mean)},
-                   {"spearman_sd", finite_or_null(s.spearman_sd)}});
+                   {"kendall_mean", number_or_null(s.kendall_mean)},
+                   {"kendall_sd", number_or_null(s.kendall_sd)},
+                   {"spearman_mean", number_or_null(s.spearman_mean)},
+                   {"spearman_sd", number_or_null(s.spearman_sd)}});
   return out;
 }
 
