@@ -4,6 +4,7 @@
 
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/kernels/matvec.hpp"
 
 namespace attnlab::kernels {
 
@@ -39,6 +40,12 @@ struct DecodeRun {
   double bf16_peak_gflops(int threads, long iterations);                                                             \
   double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                         \
   float read_bytes(const void* data, std::size_t bytes);                                                             \
+  /* matvec.hpp's products over stored rows [first, last) (dot) or columns [first, last) */                          \
+  /* (axpy); sums: Q4_K's per-32-value sums of x, [n × lds] */                                                      \
+  void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,      \
+                       std::size_t ldx, const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta);  \
+  void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,  \
+                           std::size_t ldx, float* y, std::size_t ldy, float beta);                                  \
   }
 
 ATTNLAB_DECLARE_KERNELS(generic)

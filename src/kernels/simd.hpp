@@ -1,13 +1,17 @@
 // Vector helpers shared by the per-instruction-set kernel files (flash_tiles.cpp,
-// decode_tiles.cpp): GCC vector types of 16 floats, which the compiler maps onto whatever
-// registers the target has, loads, stores, broadcasts and a vector 2^x.
+// decode_tiles.cpp, matvec_tiles.cpp): GCC vector types of 16 floats, which the compiler maps
+// onto whatever registers the target has, loads (of f32, f16 and bf16 values, widened in
+// registers), stores, broadcasts, lane reductions and a vector 2^x.
 #pragma once
 #include <cstddef>
 #include <cstring>
 #include <limits>
-#if defined(__AVX512F__)
+#include <type_traits>
+#if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
+
+#include "attnlab/core/dtype.hpp"
 
 #ifndef ATTNLAB_ISA
 #error "compile with -DATTNLAB_ISA=<namespace>"
@@ -90,6 +94,78 @@ inline VF exp2_vec(VF x) {
   return x < -126.0f ? splat(0.0f) : result;
 }
 #endif
+
+// `op` (add, max) over the 16 lanes, halving the distance each step; every lane ends up
+// holding the result.
+template <class Op>
+inline VF all_lanes(VF v, Op op) {
+  v = op(v, ATTNLAB_SHUFFLE(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  v = op(v, ATTNLAB_SHUFFLE(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  v = op(v, ATTNLAB_SHUFFLE(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  return op(v, ATTNLAB_SHUFFLE(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+}
+inline VF max_vec(VF a, VF b) { return a > b ? a : b; }
+inline VF add_vec(VF a, VF b) { return a + b; }
+
+template <class From>
+inline VF bit_cast_vf(const From& x) {
+  static_assert(sizeof(From) == sizeof(VF));
+  VF out;
+  std::memcpy(&out, &x, sizeof out);
+  return out;
+}
+
+// GCC 12's own _mm512_cvtph_ps trips its -Wmaybe-uninitialized; the code here is fine.
+// (Clang has no such warning, and would warn about the unknown name.)
+#pragma GCC diagnostic push
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// Cached values c..c+15 of `row` (stored as `dtype`) as floats, converted in registers.
+template <DType dtype>
+inline VF load16(const void* row, std::size_t c) {
+  if constexpr (dtype == DType::f32) {
+    return load(static_cast<const float*>(row) + c);
+  } else {
+    const std::uint16_t* p = static_cast<const std::uint16_t*>(row) + c;
+#if defined(__AVX512F__)
+    const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (dtype == DType::f16) return bit_cast_vf(_mm512_cvtph_ps(half));
+    return bit_cast_vf(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));  // bf16: the top half of an f32
+#elif defined(__AVX2__) && defined(__F16C__)
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8));
+    struct {
+      __m256 lo, hi;
+    } both;
+    if constexpr (dtype == DType::f16) {
+      both = {_mm256_cvtph_ps(lo), _mm256_cvtph_ps(hi)};
+    } else {
+      both = {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(lo), 16)),
+              _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(hi), 16))};
+    }
+    return bit_cast_vf(both);
+#else
+    VF out;
+    for (int l = 0; l < W; ++l)
+      out[l] = dtype == DType::f16 ? f16_to_f32(p[l]) : bf16_to_f32(p[l]);
+    return out;
+#endif
+  }
+}
+#pragma GCC diagnostic pop
+
+// The last `n` < 16 values of a row from column c, zero padded (never reads past the
+// row): copied raw into a zeroed vector's worth of storage first, so no call is made and
+// the compiler can keep every accumulator in registers around it.
+template <DType dtype>
+inline VF load_tail(const void* row, std::size_t c, std::size_t n) {
+  using Raw = std::conditional_t<dtype == DType::f32, float, std::uint16_t>;
+  Raw raw[W] = {};
+  for (std::size_t l = 0; l < n; ++l)
+    raw[l] = static_cast<const Raw*>(row)[c + l];
+  return load16<dtype>(raw, 0);
+}
 
 }  // namespace
 }  // namespace attnlab::kernels::ATTNLAB_ISA

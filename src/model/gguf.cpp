@@ -1,6 +1,8 @@
 // GGUF files read and checked, and ggml's block types dequantized (attnlab/model/gguf.hpp).
 #include "attnlab/model/gguf.hpp"
 
+#include "attnlab/kernels/matvec.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -352,17 +354,10 @@ float half_at(const std::byte* p) {
 
 std::uint8_t byte_at(const std::byte* p, std::size_t i) { return std::to_integer<std::uint8_t>(p[i]); }
 
-// The K types' 8 (scale, min) pairs, 6 bits each, packed into 12 bytes: pairs 0-3 in the low
-// 6 bits of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 in bytes 8-11's nibbles, their top
-// two bits in the top bits of bytes 0-3 (scales) and 4-7 (mins).
+// The K types' 8 (scale, min) pairs, 6 bits each in 12 bytes (kernels/matvec.hpp reads them
+// the same way in its Q4_K product).
 void scale_and_min(const std::byte* scales, std::size_t j, float& scale, float& min) {
-  const auto q = [&](std::size_t i) { return byte_at(scales, i); };
-  if (j < 4) {
-    scale = float(q(j) & 63), min = float(q(j + 4) & 63);
-  } else {
-    scale = float((q(j + 4) & 0xF) | ((q(j - 4) >> 6) << 4));
-    min = float((q(j + 4) >> 4) | ((q(j) >> 6) << 4));
-  }
+  k_scale_and_min(reinterpret_cast<const std::uint8_t*>(scales), j, scale, min);
 }
 
 }  // namespace

@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <stdexcept>
+
+#include "attnlab/kernels/matvec.hpp"
 
 namespace attnlab {
 
@@ -43,6 +46,34 @@ float value_at(const std::byte* data, GgmlType type, std::size_t row_length, std
 }
 
 int as_int(std::size_t x) { return static_cast<int>(x); }
+
+// The types the matrix–vector kernels read in place; the others are widened first.
+std::optional<RowFormat> row_format(GgmlType type) {
+  switch (type) {
+    case GgmlType::f32: return RowFormat::f32;
+    case GgmlType::f16: return RowFormat::f16;
+    case GgmlType::bf16: return RowFormat::bf16;
+    case GgmlType::q8_0: return RowFormat::q8_0;
+    case GgmlType::q4_k: return RowFormat::q4_k;
+    case GgmlType::q6_k: return RowFormat::q6_k;
+    default: return std::nullopt;
+  }
+}
+
+// A few rows of x by one piece of W (its columns of y) through the matrix–vector kernels,
+// when its type is one they read: true if done.
+bool matvec_piece(const float* x, std::size_t n, std::size_t in, const Tensor::Piece& p, float* y, std::size_t ldy,
+                  float beta) {
+  const std::optional<RowFormat> format = row_format(p.type);
+  if (n > kMatvecMaxRows || !format) return false;
+  if (p.transposed) {  // stored [p.cols × in]: a dot product per stored row
+    matvec_dot({*format, p.data, p.cols, in, ggml_row_bytes(p.type, in)}, x, n, in, y, ldy, beta);
+    return true;
+  }
+  if (ggml_block_values(p.type) != 1) return false;  // (a quantized piece is always stored by output)
+  matvec_axpy({*format, p.data, in, p.cols, ggml_row_bytes(p.type, p.cols)}, x, n, in, y, ldy, beta);
+  return true;
+}
 
 }  // namespace
 
@@ -155,6 +186,11 @@ std::vector<float> Tensor::columns(std::size_t rows, std::size_t cols, std::size
 }
 
 void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, std::size_t out, float* y, float beta) {
+  if (w.owned() && n <= kMatvecMaxRows) {
+    const Tensor::Piece whole{out, GgmlType::f32, false, reinterpret_cast<const std::byte*>(w.data())};
+    matvec_piece(x, n, in, whole, y, out, beta);
+    return;
+  }
   if (w.owned()) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(out), as_int(in), 1.0f, x, as_int(in),
                 w.data(), as_int(out), beta, y, as_int(out));
@@ -165,7 +201,9 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
   std::size_t first = 0;  // the piece's first column of y
   for (const Tensor::Piece& p : w.pieces()) {
     float* y_piece = y + first;
-    if (p.type == GgmlType::f32) {
+    if (matvec_piece(x, n, in, p, y_piece, out, beta)) {
+      // done: read where it lies
+    } else if (p.type == GgmlType::f32) {
       const auto* stored = reinterpret_cast<const float*>(p.data);
       if (p.transposed)  // stored [p.cols × in]
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(p.cols), as_int(in), 1.0f, x, as_int(in),
@@ -200,12 +238,17 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
 
 void multiply_by_transpose(const float* x, std::size_t n, std::size_t cols, const Tensor& w, std::size_t rows,
                            float* y) {
+  if (!w.owned() && (w.rows() != rows || w.cols() != cols || w.pieces().size() != 1 || w.pieces()[0].transposed))
+    throw std::logic_error("multiply_by_transpose: needs one untransposed piece of the given shape");
+  // W's stored rows are y's columns: for a few rows of x, a dot product with each as it lies.
+  const Tensor::Piece whole =
+      w.owned() ? Tensor::Piece{rows, GgmlType::f32, true, reinterpret_cast<const std::byte*>(w.data())}
+                : Tensor::Piece{rows, w.pieces()[0].type, true, w.pieces()[0].data};
+  if (matvec_piece(x, n, cols, whole, y, rows, 0.0f)) return;
   const float* values = nullptr;
   if (w.owned()) {
     values = w.data();
   } else {
-    if (w.rows() != rows || w.cols() != cols || w.pieces().size() != 1 || w.pieces()[0].transposed)
-      throw std::logic_error("multiply_by_transpose: needs one untransposed piece of the given shape");
     if (w.pieces()[0].type == GgmlType::f32) values = reinterpret_cast<const float*>(w.pieces()[0].data);
   }
   if (values) {

@@ -64,8 +64,11 @@ class Tensor {
   std::shared_ptr<const void> keep_;
 };
 
-// y[n × out] = x[n × in] · W + beta · y, W [in × out] stored any way a Tensor is (OpenBLAS
-// GEMMs; a 16-bit piece widened a block at a time into a scratch buffer first).
+// y[n × out] = x[n × in] · W + beta · y, W [in × out] stored any way a Tensor is. Up to
+// kMatvecMaxRows rows of x (generation's new tokens) go through the matrix–vector kernels,
+// which read f32, f16, bf16, Q8_0, Q4_K and Q6_K where they lie (attnlab/kernels/matvec.hpp);
+// more rows, or other types, through OpenBLAS GEMMs, a 16-bit or quantized piece widened a
+// block at a time into a scratch buffer first.
 void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, std::size_t out, float* y,
               float beta = 0.0f);
 

@@ -1,0 +1,76 @@
+// Matrix–vector products for generation: a few rows of activations (one per new token) by a
+// weight read where it lies, in its stored type, once.
+//
+// One new token multiplies a single row by every weight of the model, two FLOPs per weight
+// read: the time is the time to read the weights. A general GEMM first packs the whole
+// matrix into its own layout (for one row, that costs more than the product), so these
+// kernels instead stream the stored rows and compute on them as they arrive: a 16-bit value
+// is widened in a register, a quantized block (ggml's layouts, the ones GGUF files hold) is
+// expanded in registers and its scale applied once per block, and nothing is written back.
+//
+// A weight is either rows of outputs (an nn.Linear's [out, in], every GGUF tensor, the
+// unembedding: y_c = x · row_c, a dot product per stored row) or rows of inputs (GPT-2's
+// Conv1D [in, out], what training writes: y = Σ_i x_i · row_i, a scaled row added per input).
+// The reference is widening the rows to f32 and multiplying (attnlab/model/tensor.hpp); the
+// tests compare the two for every format, shape and edge.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "attnlab/kernels/flash_attention.hpp"
+
+namespace attnlab {
+
+// The stored formats these kernels read in place: the float types, and ggml's Q8_0 (32 int8
+// and an f16 scale), Q4_K and Q6_K (super-blocks of 256 values with 6- and 8-bit sub-block
+// scales) that Q8_0, Q4_K_M and Q5_K_M files are mostly made of.
+enum class RowFormat { f32, f16, bf16, q8_0, q4_k, q6_k };
+std::string_view to_string(RowFormat format);
+
+// `count` stored rows of `length` values each, the first at `data`, `stride` bytes apart
+// (a quantized row is a whole number of its blocks).
+struct StoredRows {
+  RowFormat format = RowFormat::f32;
+  const std::byte* data = nullptr;
+  std::size_t count = 0, length = 0, stride = 0;
+};
+
+// Options both products take: the threads (0: OpenMP's default) and the instruction set
+// (nullopt: the best this CPU has; a narrower one for tests and benchmarks).
+struct MatvecOptions {
+  int threads = 0;
+  std::optional<Isa> isa;
+};
+
+// Rows as outputs: for r < n and c < w.count,
+//   y[r·ldy + c] = beta · y[r·ldy + c] + Σ_i x[r·ldx + i] · w_c[i]   (i < w.length)
+// (beta = 0 ignores what y held). Any RowFormat.
+void matvec_dot(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
+                float beta, const MatvecOptions& options = {});
+
+// Rows as inputs: for r < n and c < w.length,
+//   y[r·ldy + c] = beta · y[r·ldy + c] + Σ_i x[r·ldx + i] · w_i[c]   (i < w.count)
+// f32, f16 and bf16 only (a quantized row is a block of outputs, never an input's row).
+void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
+                 float beta, const MatvecOptions& options = {});
+
+// How many rows of activations these kernels take at once: past it a GEMM, which reuses
+// each weight it loads for many rows, is faster.
+inline constexpr std::size_t kMatvecMaxRows = 4;
+
+// ggml's K-quant sub-block scales: the j-th (scale, min) pair of the 8, 6 bits each, packed
+// into 12 bytes: pairs 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); pairs 4-7
+// in bytes 8-11's nibbles, their top two bits in the top bits of bytes 0-3 (scales) and 4-7
+// (mins). (Q4_K's and Q5_K's; the model's dequantization reads them with this too.)
+inline void k_scale_and_min(const std::uint8_t* q, std::size_t j, float& scale, float& min) {
+  if (j < 4) {
+    scale = float(q[j] & 63), min = float(q[j + 4] & 63);
+  } else {
+    scale = float((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    min = float((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace attnlab

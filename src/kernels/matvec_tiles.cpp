@@ -1,0 +1,261 @@
+// The per-instruction-set part of the matrix–vector products (attnlab/kernels/matvec.hpp):
+// a range of stored rows (dot products) or of columns (scaled rows added) for up to four
+// rows of activations at once. Compiled once per instruction set, like flash_tiles.cpp.
+//
+// Every weight is read once and used for all the activation rows while it is in a register:
+// a 16-bit value is widened there (simd.hpp's load16), and a quantized block is expanded
+// there from its bytes, its integer values converted to f32 sixteen at a time and multiplied
+// by the activations; the block's scale multiplies the block's sum, once, instead of every
+// value. A K-quant's per-sub-block offset (Q4_K: value = d·scale·q − dmin·min) multiplies the
+// sub-block's sum of activations, computed once per call by the dispatcher (group_sums),
+// instead of being subtracted from every value.
+#include <cstdint>
+#include <cstring>
+
+#include "attnlab/core/dtype.hpp"
+#include "attnlab/kernels/matvec.hpp"
+#include "kernel_impl.hpp"
+#include "simd.hpp"
+
+namespace attnlab::kernels::ATTNLAB_ISA {
+
+namespace {
+
+typedef std::uint8_t VB __attribute__((vector_size(16)));  // 16 stored bytes
+typedef std::int8_t VS __attribute__((vector_size(16)));   // the same as signed values
+
+inline VB load_bytes(const std::byte* p) {
+  VB v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline VF to_float(VB v) { return __builtin_convertvector(v, VF); }
+inline VF to_float(VS v) { return __builtin_convertvector(v, VF); }
+inline float sum_lanes(VF v) { return all_lanes(v, add_vec)[0]; }
+inline float half_at(const std::byte* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+constexpr DType dtype_of(RowFormat f) {
+  return f == RowFormat::f16 ? DType::f16 : f == RowFormat::bf16 ? DType::bf16 : DType::f32;
+}
+
+// Row `row` (`length` values of a float type) · x_r for the N rows of x.
+template <RowFormat F, int N>
+void dot_float_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx, float (&out)[N]) {
+  constexpr DType dtype = dtype_of(F);
+  VF acc[N][2] = {};  // two sums a row: each FMA waits on the one before it in the same sum
+  std::size_t i = 0;
+  for (; i + 2 * W <= length; i += 2 * W) {
+    const VF w0 = load16<dtype>(row, i), w1 = load16<dtype>(row, i + W);
+    for (int r = 0; r < N; ++r) {
+      acc[r][0] += w0 * load(x + r * ldx + i);
+      acc[r][1] += w1 * load(x + r * ldx + i + W);
+    }
+  }
+  if (i < length) {  // up to 31 values left: a whole vector, then the zero-padded rest
+    for (; i < length; i += W) {
+      const std::size_t left = std::min<std::size_t>(W, length - i);
+      const VF w = left == W ? load16<dtype>(row, i) : load_tail<dtype>(row, i, left);
+      for (int r = 0; r < N; ++r) {
+        float padded[W] = {};
+        std::memcpy(padded, x + r * ldx + i, left * sizeof(float));
+        acc[r][0] += w * load(padded);
+      }
+    }
+  }
+  for (int r = 0; r < N; ++r)
+    out[r] = sum_lanes(acc[r][0] + acc[r][1]);
+}
+
+// Q8_0: blocks of 32 int8 values q and an f16 scale d; value = d · q.
+template <int N>
+void dot_q8_0_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx, float (&out)[N]) {
+  VF acc[N] = {};
+  for (std::size_t b = 0; b < length / 32; ++b) {
+    const std::byte* block = row + b * 34;
+    const VF d = splat(half_at(block));
+    const VF q0 = to_float(VS(load_bytes(block + 2))), q1 = to_float(VS(load_bytes(block + 18)));
+    for (int r = 0; r < N; ++r) {
+      const float* xb = x + r * ldx + b * 32;
+      acc[r] += (q0 * load(xb) + q1 * load(xb + W)) * d;
+    }
+  }
+  for (int r = 0; r < N; ++r)
+    out[r] = sum_lanes(acc[r]);
+}
+
+// Q4_K: super-blocks of 256 values (144 bytes): f16 d and dmin, 12 bytes of eight 6-bit
+// (scale, min) pairs, 128 bytes of 4-bit q. Each 64 values take 32 bytes: the low nibbles
+// are values 0-31 (sub-block 2j), the high ones 32-63 (sub-block 2j + 1).
+// value = d · scale_s · q − dmin · min_s, so a sub-block's share of the dot product is
+// d · scale_s · Σ q·x − dmin · min_s · Σ x, the last sum from `sums` [N × length/32].
+template <int N>
+void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx, const float* sums,
+                  std::size_t lds, float (&out)[N]) {
+  VF acc[N] = {};
+  float offsets[N] = {};
+  for (std::size_t b = 0; b < length / 256; ++b) {
+    const std::byte* block = row + b * 144;
+    const float d = half_at(block), dmin = half_at(block + 2);
+    const auto* scales = reinterpret_cast<const std::uint8_t*>(block + 4);
+    const std::byte* qs = block + 16;
+    for (std::size_t j = 0; j < 4; ++j) {
+      float s1, m1, s2, m2;
+      k_scale_and_min(scales, 2 * j, s1, m1);
+      k_scale_and_min(scales, 2 * j + 1, s2, m2);
+      const VB a = load_bytes(qs + j * 32), c = load_bytes(qs + j * 32 + 16);
+      const VF lo0 = to_float(VB(a & 15)), lo1 = to_float(VB(c & 15));
+      const VF hi0 = to_float(VB(a >> 4)), hi1 = to_float(VB(c >> 4));
+      const VF scale1 = splat(d * s1), scale2 = splat(d * s2);
+      const std::size_t group = b * 8 + 2 * j;
+      for (int r = 0; r < N; ++r) {
+        const float* xb = x + r * ldx + b * 256 + j * 64;
+        acc[r] += (lo0 * load(xb) + lo1 * load(xb + W)) * scale1;
+        acc[r] += (hi0 * load(xb + 2 * W) + hi1 * load(xb + 3 * W)) * scale2;
+        offsets[r] += dmin * (m1 * sums[r * lds + group] + m2 * sums[r * lds + group + 1]);
+      }
+    }
+  }
+  for (int r = 0; r < N; ++r)
+    out[r] = sum_lanes(acc[r]) - offsets[r];
+}
+
+// Q6_K: super-blocks of 256 values (210 bytes): 128 bytes of low 4 bits (ql), 64 of high 2
+// bits (qh), 16 int8 scales, an f16 d; value = d · scale · (q − 32). Each 128 values take 64
+// bytes of ql and 32 of qh: for l < 32, ql[l]'s low nibble and qh[l]'s bits 0-1 make value
+// l, ql[l + 32]'s low nibble and bits 2-3 value l + 32, ql[l]'s high nibble and bits 4-5
+// value l + 64, ql[l + 32]'s high nibble and bits 6-7 value l + 96; a scale per 16 values.
+template <int N>
+void dot_q6_k_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx, float (&out)[N]) {
+  VF acc[N] = {};
+  for (std::size_t b = 0; b < length / 256; ++b) {
+    const std::byte* block = row + b * 210;
+    const std::byte* ql = block;
+    const std::byte* qh = block + 128;
+    const auto* scales = reinterpret_cast<const std::int8_t*>(block + 192);
+    const float d = half_at(block + 208);
+    for (std::size_t half = 0; half < 2; ++half) {
+      for (std::size_t l0 = 0; l0 < 32; l0 += W) {
+        const VB a = load_bytes(ql + half * 64 + l0), c = load_bytes(ql + half * 64 + 32 + l0);
+        const VB h = load_bytes(qh + half * 32 + l0);
+        const VF q[4] = {
+            to_float(VS((a & 15) | ((h & 3) << 4)) - 32), to_float(VS((c & 15) | (((h >> 2) & 3) << 4)) - 32),
+            to_float(VS((a >> 4) | (((h >> 4) & 3) << 4)) - 32), to_float(VS((c >> 4) | (((h >> 6) & 3) << 4)) - 32)};
+        const std::size_t first = b * 256 + half * 128 + l0, scale = half * 8 + l0 / 16;
+        for (int k = 0; k < 4; ++k) {
+          const VF s = splat(d * float(scales[scale + 2 * k]));
+          for (int r = 0; r < N; ++r)
+            acc[r] += q[k] * load(x + r * ldx + first + 32 * k) * s;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < N; ++r)
+    out[r] = sum_lanes(acc[r]);
+}
+
+template <RowFormat F, int N>
+void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
+                 const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta) {
+  for (std::size_t c = first; c < last; ++c) {
+    const std::byte* row = w.data + c * w.stride;
+    float out[N];
+    if constexpr (F == RowFormat::q8_0)
+      dot_q8_0_row<N>(row, w.length, x, ldx, out);
+    else if constexpr (F == RowFormat::q4_k)
+      dot_q4_k_row<N>(row, w.length, x, ldx, sums, lds, out);
+    else if constexpr (F == RowFormat::q6_k)
+      dot_q6_k_row<N>(row, w.length, x, ldx, out);
+    else
+      dot_float_row<F, N>(row, w.length, x, ldx, out);
+    for (int r = 0; r < N; ++r)
+      y[r * ldy + c] = beta == 0.0f ? out[r] : beta * y[r * ldy + c] + out[r];
+  }
+}
+
+template <int N>
+void dot_rows_n(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
+                const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta) {
+  switch (w.format) {
+    case RowFormat::f32: return dot_rows_as<RowFormat::f32, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
+    case RowFormat::f16: return dot_rows_as<RowFormat::f16, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
+    case RowFormat::bf16: return dot_rows_as<RowFormat::bf16, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
+    case RowFormat::q8_0: return dot_rows_as<RowFormat::q8_0, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
+    case RowFormat::q4_k: return dot_rows_as<RowFormat::q4_k, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
+    case RowFormat::q6_k: return dot_rows_as<RowFormat::q6_k, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
+  }
+}
+
+// Columns [first, last) of y for N rows of x: each stored row scaled by its x and added.
+template <RowFormat F, int N>
+void axpy_columns_as(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
+                     float* y, std::size_t ldy, float beta) {
+  constexpr DType dtype = dtype_of(F);
+  for (int r = 0; r < N; ++r)
+    for (std::size_t c = first; c < last; ++c)
+      y[r * ldy + c] = beta == 0.0f ? 0.0f : beta * y[r * ldy + c];
+  for (std::size_t i = 0; i < w.count; ++i) {
+    const std::byte* row = w.data + i * w.stride;
+    VF xi[N];
+    for (int r = 0; r < N; ++r)
+      xi[r] = splat(x[r * ldx + i]);
+    std::size_t c = first;
+    for (; c + W <= last; c += W) {
+      const VF v = load16<dtype>(row, c);
+      for (int r = 0; r < N; ++r)
+        store(y + r * ldy + c, load(y + r * ldy + c) + xi[r] * v);
+    }
+    if (c < last) {
+      const VF v = load_tail<dtype>(row, c, last - c);
+      for (int r = 0; r < N; ++r)
+        for (std::size_t l = 0; l < last - c; ++l)
+          y[r * ldy + c + l] += xi[r][0] * v[l];
+    }
+  }
+}
+
+template <int N>
+void axpy_columns_n(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx, float* y,
+                    std::size_t ldy, float beta) {
+  switch (w.format) {
+    case RowFormat::f16: return axpy_columns_as<RowFormat::f16, N>(w, first, last, x, ldx, y, ldy, beta);
+    case RowFormat::bf16: return axpy_columns_as<RowFormat::bf16, N>(w, first, last, x, ldx, y, ldy, beta);
+    default: return axpy_columns_as<RowFormat::f32, N>(w, first, last, x, ldx, y, ldy, beta);
+  }
+}
+
+}  // namespace
+
+void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,
+                     std::size_t ldx, const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta) {
+  for (std::size_t r = 0; r < n; r += kMatvecMaxRows) {
+    const float* xr = x + r * ldx;
+    const float* sr = sums ? sums + r * lds : nullptr;
+    float* yr = y + r * ldy;
+    switch (std::min(n - r, kMatvecMaxRows)) {
+      case 1: dot_rows_n<1>(w, first, last, xr, ldx, sr, lds, yr, ldy, beta); break;
+      case 2: dot_rows_n<2>(w, first, last, xr, ldx, sr, lds, yr, ldy, beta); break;
+      case 3: dot_rows_n<3>(w, first, last, xr, ldx, sr, lds, yr, ldy, beta); break;
+      default: dot_rows_n<4>(w, first, last, xr, ldx, sr, lds, yr, ldy, beta); break;
+    }
+  }
+}
+
+void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,
+                         std::size_t ldx, float* y, std::size_t ldy, float beta) {
+  for (std::size_t r = 0; r < n; r += kMatvecMaxRows) {
+    const float* xr = x + r * ldx;
+    float* yr = y + r * ldy;
+    switch (std::min(n - r, kMatvecMaxRows)) {
+      case 1: axpy_columns_n<1>(w, first, last, xr, ldx, yr, ldy, beta); break;
+      case 2: axpy_columns_n<2>(w, first, last, xr, ldx, yr, ldy, beta); break;
+      case 3: axpy_columns_n<3>(w, first, last, xr, ldx, yr, ldy, beta); break;
+      default: axpy_columns_n<4>(w, first, last, xr, ldx, yr, ldy, beta); break;
+    }
+  }
+}
+
+}  // namespace attnlab::kernels::ATTNLAB_ISA

@@ -1,0 +1,166 @@
+// The matrix–vector kernels (attnlab/kernels/matvec.hpp) against the reference: every format's
+// rows widened by the model's dequantization (ggml's block definitions, checked against NumPy
+// in test_gguf.cpp) and multiplied in double, on every instruction set this CPU runs, for 1
+// to 6 rows of activations (the kernel takes 4 at a time), with and without beta, row lengths
+// with and without a tail, a stride longer than the row, and threads on and off.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "attnlab/core/dtype.hpp"
+#include "attnlab/kernels/matvec.hpp"
+#include "attnlab/model/ggml_type.hpp"
+#include "runnable_isas.hpp"
+
+using namespace attnlab;
+
+namespace matvec_test {  // named: the unit tests compile as unity batches
+
+GgmlType ggml_of(RowFormat f) {
+  switch (f) {
+    case RowFormat::f32: return GgmlType::f32;
+    case RowFormat::f16: return GgmlType::f16;
+    case RowFormat::bf16: return GgmlType::bf16;
+    case RowFormat::q8_0: return GgmlType::q8_0;
+    case RowFormat::q4_k: return GgmlType::q4_k;
+    case RowFormat::q6_k: return GgmlType::q6_k;
+  }
+  return GgmlType::f32;
+}
+
+// `count` rows of `length` values of `format`, `stride` bytes apart: random bytes with every
+// block's scales an f16 of about 0.01 (finite), float values drawn from a normal.
+std::vector<std::byte> random_rows(RowFormat format, std::size_t count, std::size_t length, std::size_t stride,
+                                   unsigned seed) {
+  const GgmlType type = ggml_of(format);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> bytes(count * stride);
+  for (std::byte& b : bytes)
+    b = std::byte(rng() & 0xFF);
+  for (std::size_t r = 0; r < count; ++r) {
+    std::byte* row = bytes.data() + r * stride;
+    for (std::size_t i = 0; i < length && ggml_block_values(type) == 1; ++i) {
+      const float v = normal(rng);
+      if (format == RowFormat::f32) std::memcpy(row + 4 * i, &v, 4);
+      const std::uint16_t h = format == RowFormat::f16 ? f32_to_f16(v) : f32_to_bf16(v);
+      if (format != RowFormat::f32) std::memcpy(row + 2 * i, &h, 2);
+    }
+    for (std::size_t at = 0; at < ggml_row_bytes(type, length) && ggml_block_values(type) > 1;
+         at += ggml_block_bytes(type)) {
+      const std::uint16_t d = f32_to_f16(0.005f + 0.01f * float(rng() % 100) / 100.0f);
+      std::memcpy(row + at + (type == GgmlType::q6_k ? 208 : 0), &d, 2);
+      if (type == GgmlType::q4_k) std::memcpy(row + at + 2, &d, 2);  // dmin
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> widened_rows(RowFormat format, const std::vector<std::byte>& bytes, std::size_t count,
+                                std::size_t length, std::size_t stride) {
+  std::vector<float> out(count * length);
+  for (std::size_t r = 0; r < count; ++r)
+    dequantize(ggml_of(format), bytes.data() + r * stride, length, out.data() + r * length);
+  return out;
+}
+
+std::vector<float> random_values(std::size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v)
+    x = normal(rng);
+  return v;
+}
+
+constexpr RowFormat kFormats[] = {RowFormat::f32,  RowFormat::f16,  RowFormat::bf16,
+                                  RowFormat::q8_0, RowFormat::q4_k, RowFormat::q6_k};
+
+TEST(Matvec, DotProductsOfEveryFormatMatchTheWidenedRows) {
+  for (const Isa isa : test::runnable_isas())
+    for (const RowFormat format : kFormats) {
+      const bool quantized = ggml_block_values(ggml_of(format)) > 1;
+      // Float rows with a tail (37, 21 values past the vectors) and without; quantized: whole blocks.
+      const std::vector<std::size_t> lengths =
+          quantized ? std::vector<std::size_t>{256, 512} : std::vector<std::size_t>{16, 37, 96, 533};
+      for (const std::size_t length : lengths)
+        for (const std::size_t n : {1, 2, 3, 4, 5, 6})
+          for (const float beta : {0.0f, 0.5f}) {
+            const std::size_t count = 70, row_bytes = ggml_row_bytes(ggml_of(format), length);
+            const std::size_t stride = row_bytes + (length == 96 ? 64 : 0);  // a stride past the row
+            const std::vector<std::byte> bytes = random_rows(format, count, length, stride, unsigned(length + n));
+            const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
+            const std::size_t ldx = length + 3, ldy = count + 5;
+            const std::vector<float> x = random_values(n * ldx, 7);
+            std::vector<float> y = random_values(n * ldy, 8);
+            const std::vector<float> before = y;
+            matvec_dot({format, bytes.data(), count, length, stride}, x.data(), n, ldx, y.data(), ldy, beta,
+                       {.threads = 2, .isa = isa});
+            for (std::size_t r = 0; r < n; ++r)
+              for (std::size_t c = 0; c < ldy; ++c) {
+                if (c >= count) {
+                  EXPECT_EQ(y[r * ldy + c], before[r * ldy + c]) << "past the rows: untouched";
+                  continue;
+                }
+                double expected = beta * double(before[r * ldy + c]);
+                double scale = 0;
+                for (std::size_t i = 0; i < length; ++i) {
+                  expected += double(x[r * ldx + i]) * w[c * length + i];
+                  scale += std::abs(double(x[r * ldx + i]) * w[c * length + i]);
+                }
+                ASSERT_NEAR(y[r * ldy + c], expected, 1e-5 * scale + 1e-6)
+                    << to_string(isa) << " " << to_string(format) << " length " << length << " n " << n << " row " << r
+                    << " column " << c;
+              }
+          }
+    }
+}
+
+TEST(Matvec, ScaledRowsOfEveryFloatFormatMatchTheWidenedRows) {
+  for (const Isa isa : test::runnable_isas())
+    for (const RowFormat format : {RowFormat::f32, RowFormat::f16, RowFormat::bf16})
+      for (const std::size_t length : {16, 37, 300})  // y's columns
+        for (const std::size_t n : {1, 4, 5})
+          for (const float beta : {0.0f, 1.0f})
+            for (const int threads : {1, 2}) {
+              const std::size_t count = threads == 2 ? 900 : 50;  // 900 rows: past the threshold for threads
+              const std::size_t stride = ggml_row_bytes(ggml_of(format), length);
+              const std::vector<std::byte> bytes = random_rows(format, count, length, stride, unsigned(length));
+              const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
+              const std::size_t ldx = count + 1, ldy = length + 2;
+              const std::vector<float> x = random_values(n * ldx, 9);
+              std::vector<float> y = random_values(n * ldy, 10);
+              const std::vector<float> before = y;
+              matvec_axpy({format, bytes.data(), count, length, stride}, x.data(), n, ldx, y.data(), ldy, beta,
+                          {.threads = threads, .isa = isa});
+              for (std::size_t r = 0; r < n; ++r)
+                for (std::size_t c = 0; c < ldy; ++c) {
+                  if (c >= length) {
+                    EXPECT_EQ(y[r * ldy + c], before[r * ldy + c]) << "past the columns: untouched";
+                    continue;
+                  }
+                  double expected = beta * double(before[r * ldy + c]), scale = std::abs(expected);
+                  for (std::size_t i = 0; i < count; ++i) {
+                    expected += double(x[r * ldx + i]) * w[i * length + c];
+                    scale += std::abs(double(x[r * ldx + i]) * w[i * length + c]);
+                  }
+                  ASSERT_NEAR(y[r * ldy + c], expected, 1e-5 * scale + 1e-6)
+                      << to_string(isa) << " " << to_string(format) << " n " << n << " column " << c;
+                }
+            }
+}
+
+TEST(Matvec, RefusesRowsThatAreNotWholeBlocksAndQuantizedInputRows) {
+  std::vector<std::byte> bytes(1024);
+  std::vector<float> x(256), y(8);
+  EXPECT_THROW(matvec_dot({RowFormat::q4_k, bytes.data(), 1, 100, 144}, x.data(), 1, 256, y.data(), 8, 0.0f),
+               std::logic_error);
+  EXPECT_THROW(matvec_dot({RowFormat::f32, bytes.data(), 2, 64, 128}, x.data(), 1, 256, y.data(), 8, 0.0f),
+               std::logic_error)
+      << "a stride shorter than the row";
+  EXPECT_THROW(matvec_axpy({RowFormat::q8_0, bytes.data(), 1, 32, 34}, x.data(), 1, 256, y.data(), 8, 0.0f),
+               std::logic_error);
+}
+
+}  // namespace matvec_test
