@@ -1,5 +1,7 @@
 // Random attention inputs for property tests, drawn with attnlab's seeded generator.
 #pragma once
+#include <vector>
+
 #include "attnlab/core/attention.hpp"
 #include "attnlab/core/rng.hpp"
 
@@ -10,6 +12,15 @@ inline Matrix random_matrix(SplitMix64& rng, std::size_t rows, std::size_t cols,
   for (double& x : m.data)
     x = rng.normal() * scale;
   return m;
+}
+
+// `count` floats drawn from a standard normal (rows of activations, weights to store).
+inline std::vector<float> random_floats(std::size_t count, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<float> v(count);
+  for (float& x : v)
+    x = static_cast<float>(rng.normal());
+  return v;
 }
 
 // n tokens of width d_in, H heads with the given d_k and d_v, self-attention.

@@ -11,9 +11,11 @@
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/kernels/matvec.hpp"
 #include "attnlab/model/ggml_type.hpp"
+#include "random_inputs.hpp"
 #include "runnable_isas.hpp"
 
 using namespace attnlab;
+using attnlab::test::random_floats;
 
 namespace matvec_test {  // named: the unit tests compile as unity batches
 
@@ -65,15 +67,6 @@ std::vector<float> widened_rows(RowFormat format, const std::vector<std::byte>& 
   return out;
 }
 
-std::vector<float> random_values(std::size_t count, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float& x : v)
-    x = normal(rng);
-  return v;
-}
-
 constexpr RowFormat kFormats[] = {RowFormat::f32,  RowFormat::f16,  RowFormat::bf16,
                                   RowFormat::q8_0, RowFormat::q4_k, RowFormat::q6_k};
 
@@ -92,8 +85,8 @@ TEST(Matvec, DotProductsOfEveryFormatMatchTheWidenedRows) {
             const std::vector<std::byte> bytes = random_rows(format, count, length, stride, unsigned(length + n));
             const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
             const std::size_t ldx = length + 3, ldy = count + 5;
-            const std::vector<float> x = random_values(n * ldx, 7);
-            std::vector<float> y = random_values(n * ldy, 8);
+            const std::vector<float> x = random_floats(n * ldx, 7);
+            std::vector<float> y = random_floats(n * ldy, 8);
             const std::vector<float> before = y;
             matvec_dot({format, bytes.data(), count, length, stride}, x.data(), n, ldx, y.data(), ldy, beta,
                        {.threads = 2, .isa = isa});
@@ -129,8 +122,8 @@ TEST(Matvec, ScaledRowsOfEveryFloatFormatMatchTheWidenedRows) {
               const std::vector<std::byte> bytes = random_rows(format, count, length, stride, unsigned(length));
               const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
               const std::size_t ldx = count + 1, ldy = length + 2;
-              const std::vector<float> x = random_values(n * ldx, 9);
-              std::vector<float> y = random_values(n * ldy, 10);
+              const std::vector<float> x = random_floats(n * ldx, 9);
+              std::vector<float> y = random_floats(n * ldy, 10);
               const std::vector<float> before = y;
               matvec_axpy({format, bytes.data(), count, length, stride}, x.data(), n, ldx, y.data(), ldy, beta,
                           {.threads = threads, .isa = isa});

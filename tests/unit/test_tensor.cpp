@@ -17,24 +17,17 @@
 #include "attnlab/model/tensor.hpp"
 #include "compare.hpp"
 #include "model_fixtures.hpp"
+#include "random_inputs.hpp"
 
 using namespace attnlab;
 using attnlab::test::all_close;
+using attnlab::test::random_floats;
 using attnlab::test::widened;
 namespace fs = std::filesystem;
 
 namespace tensor_test {  // named: the unit tests compile as unity batches
 
 const fs::path kFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
-
-std::vector<float> random_values(std::size_t count, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(count);
-  for (float& x : v)
-    x = normal(rng);
-  return v;
-}
 
 // `values` [rows × cols] stored as `dtype`, transposed or not: the bytes a file would hold.
 std::vector<std::byte> stored(const std::vector<float>& values, std::size_t rows, std::size_t cols, DType dtype,
@@ -90,7 +83,7 @@ TEST_P(TensorView, MultipliesLikeItsValuesAndReadsBackThem) {
   std::vector<float> logical(in * out);
   std::size_t first = 0;
   for (std::size_t p = 0; p < 3; ++p) {
-    const std::vector<float> part = rounded(random_values(in * widths[p], 10 + unsigned(p)), dtype);
+    const std::vector<float> part = rounded(random_floats(in * widths[p], 10 + unsigned(p)), dtype);
     for (std::size_t r = 0; r < in; ++r)
       std::copy_n(part.data() + r * widths[p], widths[p], logical.data() + r * out + first);
     bytes.push_back(stored(part, in, widths[p], dtype, transposed));
@@ -110,7 +103,7 @@ TEST_P(TensorView, MultipliesLikeItsValuesAndReadsBackThem) {
     for (std::size_t c = 0; c < 32; ++c)
       ASSERT_EQ(block[r * 32 + c], logical[r * out + 400 + c]) << r << ", " << c;
   for (std::size_t n : {1u, 5u}) {
-    const std::vector<float> x = random_values(n * in, 7);
+    const std::vector<float> x = random_floats(n * in, 7);
     std::vector<float> y(n * out, 1.0f);
     multiply(x.data(), n, in, view, out, y.data(), 1.0f);
     std::vector<double> expected = reference_product(x, n, logical, in, out);
@@ -159,7 +152,7 @@ TEST(TensorViewQuantized, MultipliesReadsRowsAndColumnsLikeItsDequantizedValues)
     EXPECT_EQ(linear.bytes(), bytes.size());
     EXPECT_EQ(linear.to_f32(), logical);
     EXPECT_EQ(linear.columns(in, out, 7, 3), Tensor(logical).columns(in, out, 7, 3));
-    const std::vector<float> x = random_values(2 * in, 5);
+    const std::vector<float> x = random_floats(2 * in, 5);
     std::vector<float> y(2 * out);
     multiply(x.data(), 2, in, linear, out, y.data());
     EXPECT_TRUE(all_close(widened(y), reference_product(x, 2, logical, in, out), {1e-4, 1e-4})) << ggml_type_name(type);
@@ -174,10 +167,10 @@ TEST(TensorViewQuantized, MultipliesReadsRowsAndColumnsLikeItsDequantizedValues)
 TEST(TensorViewUnembedding, MultipliesByTheTransposeLikeItsValues) {
   const std::size_t vocab = 3000, d = 96, n = 3;
   for (DType dtype : {DType::f32, DType::bf16}) {
-    const std::vector<float> e = rounded(random_values(vocab * d, 3), dtype);
+    const std::vector<float> e = rounded(random_floats(vocab * d, 3), dtype);
     const std::vector<std::byte> bytes = stored(e, vocab, d, dtype, false);
     const Tensor view = Tensor::view(vocab, d, {{d, ggml_type_of(dtype), false, bytes.data()}}, nullptr);
-    const std::vector<float> x = random_values(n * d, 4);
+    const std::vector<float> x = random_floats(n * d, 4);
     std::vector<float> y(n * vocab);
     multiply_by_transpose(x.data(), n, d, view, vocab, y.data());
     std::vector<double> expected(n * vocab, 0.0);
