@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // attnlab beside llama.cpp on the same GGUF files, in the same run, with the same threads:
 // prompt processing (one forward over --prompt tokens) and generation (--generate tokens,
-// one at a time through the KV cache, after a 64-token prompt). llama.cpp is npm's
+// one at a time through the KV cache, after a --context-token prompt). llama.cpp is npm's
 // node-llama-cpp with its prebuilt CPU libraries (scripts/test.sh installs it into
 // build/peers), its KV cache in f32 as attnlab's is.
 //
 // Run: node bench/llama_cpp_peer.js [--attnlab build/attnlab] [--model FILE.gguf]
-//        [--types F32,F16,Q8_0,Q4_K] [--prompt 512] [--generate 32] [--threads 2] [--json]
+//        [--types F32,F16,Q8_0,Q4_K] [--prompt 512] [--generate 32] [--context 64] [--threads 2] [--json]
 // Without --model it writes, for each type, a Llama-architecture file of GPT-2 small's size
 // (12 layers, d_model 768, 12 heads, an MLP of 2048 gated: about the same weights) with
 // seeded random weights (tests/model/gguf_writer.js). It prints each runtime's figures, attnlab's
@@ -23,7 +23,7 @@ const ROOT = path.join(__dirname, '..');
 
 function flags() {
   const out = { attnlab: path.join(ROOT, 'build', 'attnlab'), model: null, types: ['F32', 'F16', 'Q8_0', 'Q4_K'],
-    prompt: 512, generate: 32, threads: 2, json: false };
+    prompt: 512, generate: 32, context: 64, threads: 2, json: false };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -36,6 +36,7 @@ function flags() {
     else if (a === '--types') out.types = value().split(',');
     else if (a === '--prompt') out.prompt = Number(value());
     else if (a === '--generate') out.generate = Number(value());
+    else if (a === '--context') out.context = Number(value());
     else if (a === '--threads') out.threads = Number(value());
     else if (a === '--json') out.json = true;
     else throw new Error(`unknown flag ${a}; see the top of bench/llama_cpp_peer.js`);
@@ -45,7 +46,7 @@ function flags() {
 
 // A Llama-architecture file of GPT-2 small's size in `type`, its tokenizer bytes only.
 function gpt2_small_llama(type) {
-  const d = 768, heads = 12, inner = 2048, layers = 12, context = 1024;
+  const d = 768, heads = 12, inner = 2048, layers = 12, context = 2048;  // room for 1024 + what is generated
   // Byte-level symbols (GPT-2's table) for the 256 bytes, then fillers up to 8192 tokens.
   const symbols = [];
   for (let b = 0; b < 256; ++b) {
@@ -92,19 +93,20 @@ async function llama_cpp(file, f) {
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
   const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
   const context = await model.createContext({
-    contextSize: Math.max(f.prompt, 64 + f.generate) + 8, batchSize: f.prompt, threads: f.threads,
+    contextSize: Math.max(f.prompt, f.context + f.generate) + 8, batchSize: Math.max(f.prompt, f.context),
+    threads: f.threads,
     flashAttention: false, experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
   });
-  const ids = Array.from({ length: f.prompt }, (_, i) => 1 + ((i * 37) % 255));
+  const ids = Array.from({ length: Math.max(f.prompt, f.context + 1) }, (_, i) => 1 + ((i * 37) % 255));
   let sequence = context.getSequence();
   let start = process.hrtime.bigint();
-  await sequence.evaluateWithoutGeneratingNewTokens(ids);
+  await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, f.prompt));
   const prompt_seconds = Number(process.hrtime.bigint() - start) / 1e9;
   await sequence.clearHistory();
-  await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, 64));
+  await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, f.context));
   let generated = 0;
   start = process.hrtime.bigint();
-  for await (const token of sequence.evaluate([ids[64]], { temperature: 0 })) {
+  for await (const token of sequence.evaluate([ids[f.context]], { temperature: 0 })) {
     void token;
     if (++generated >= f.generate) break;
   }
@@ -122,7 +124,7 @@ function attnlab(file, f) {
   };
   const threads = ['--threads', String(f.threads)];
   const prompt = run(['bench', '--model', file, '--tokens', String(f.prompt), '--json', ...threads]);
-  const gen = run(['bench', '--model', file, '--tokens', '64', '--generate', String(f.generate), '--json', ...threads]);
+  const gen = run(['bench', '--model', file, '--tokens', String(f.context), '--generate', String(f.generate), '--json', ...threads]);
   return {
     prompt_tokens_per_second: prompt.tokens_per_second,
     prompt_percent_of_f32_peak: prompt.percent_of_peak,
@@ -153,14 +155,15 @@ async function main() {
     fs.rmSync(dir, { recursive: true, force: true });
   }
   if (f.json) {
-    console.log(JSON.stringify({ prompt: f.prompt, generate: f.generate, threads: f.threads, rows }, null, 2));
+    console.log(JSON.stringify({ prompt: f.prompt, generate: f.generate, context: f.context, threads: f.threads, rows },
+      null, 2));
     return;
   }
   const m = rows[0].attnlab.machine;
   console.log(`machine: ${m.isa}, ${m.threads} threads, f32 peak ${m.f32_peak_gflops.toFixed(0)} GFLOP/s, ` +
     `read ${m.read_gbps.toFixed(1)} GB/s`);
   console.log(`| file | prompt ${f.prompt} tokens: attnlab tok/s (% f32 peak) | llama.cpp | ratio | ` +
-    `generate ${f.generate}: attnlab tok/s (% read bandwidth) | llama.cpp | ratio |`);
+    `generate ${f.generate} after ${f.context}: attnlab tok/s (% read bandwidth) | llama.cpp | ratio |`);
   console.log('|---|---|---|---|---|---|---|');
   for (const r of rows)
     console.log(`| ${r.file} | ${r.attnlab.prompt_tokens_per_second.toFixed(0)} ` +

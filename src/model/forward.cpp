@@ -401,7 +401,10 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
   const ModelConfig& c = model_.config;
   const std::size_t n = ids.size(), first = length_;
   check_ids(c, ids, first);
-  cache_.reserve(first + n);
+  // Room for the new tokens, doubling (within the model's positions): generating one token
+  // at a time then moves the cache's arrays a few times, not at every step.
+  if (first + n > cache_.capacity())
+    cache_.reserve(std::min(c.n_positions, std::max(first + n, 2 * cache_.capacity())));
   std::vector<float> x = embed(model_, ids, first);
   BlockActivations<float> a;
   for (std::size_t l = 0; l < c.n_layer; ++l) {
