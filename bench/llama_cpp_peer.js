@@ -6,11 +6,14 @@
 // build/peers), its KV cache in f32 as attnlab's is.
 //
 // Run: node bench/llama_cpp_peer.js [--attnlab build/attnlab] [--model FILE.gguf]
-//        [--types F32,F16,Q8_0,Q4_K] [--prompt 512] [--generate 32] [--context 64] [--threads 2] [--json]
+//        [--types F32,F16,Q8_0,Q4_K] [--prompt 512] [--generate 32] [--context 64] [--threads 2]
+//        [--repeats 3] [--json]
 // Without --model it writes, for each type, a Llama-architecture file of GPT-2 small's size
 // (12 layers, d_model 768, 12 heads, an MLP of 2048 gated: about the same weights) with
 // seeded random weights (tests/model/gguf_writer.js). It prints each runtime's figures, attnlab's
-// as a share of this machine's peaks (from `attnlab bench --model`), and the ratios.
+// as a share of this machine's peaks (from `attnlab bench --model`), and the ratios. Each figure
+// is the median of --repeats runs, the two runtimes taking turns, so that what else the
+// machine does in the meantime falls on both.
 'use strict';
 
 const fs = require('node:fs');
@@ -23,7 +26,7 @@ const ROOT = path.join(__dirname, '..');
 
 function flags() {
   const out = { attnlab: path.join(ROOT, 'build', 'attnlab'), model: null, types: ['F32', 'F16', 'Q8_0', 'Q4_K'],
-    prompt: 512, generate: 32, context: 64, threads: 2, json: false };
+    prompt: 512, generate: 32, context: 64, threads: 2, repeats: 3, json: false };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -38,6 +41,7 @@ function flags() {
     else if (a === '--generate') out.generate = Number(value());
     else if (a === '--context') out.context = Number(value());
     else if (a === '--threads') out.threads = Number(value());
+    else if (a === '--repeats') out.repeats = Number(value());
     else if (a === '--json') out.json = true;
     else throw new Error(`unknown flag ${a}; see the top of bench/llama_cpp_peer.js`);
   }
@@ -134,8 +138,21 @@ function attnlab(file, f) {
   };
 }
 
+// Each numeric field's median over the runs (the other fields from the first run).
+function medians(runs) {
+  const out = { ...runs[0] };
+  for (const [key, value] of Object.entries(out)) {
+    if (typeof value !== 'number') continue;
+    const sorted = runs.map((r) => r[key]).sort((a, b) => a - b);
+    const mid = sorted.length >> 1;
+    out[key] = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  }
+  return out;
+}
+
 async function main() {
   const f = flags();
+  if (!(Number.isInteger(f.repeats) && f.repeats >= 1)) throw new Error(`--repeats ${f.repeats}: give a whole number, 1 or more`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-peer-'));
   const rows = [];
   try {
@@ -145,8 +162,17 @@ async function main() {
       return [type, file];
     });
     for (const [name, file] of files) {
-      const ours = attnlab(file, f);
-      const theirs = await llama_cpp(file, f);
+      const [our_runs, their_runs] = [[], []];
+      for (let r = 0; r < f.repeats; ++r) {
+        if (r % 2 === 0) {
+          our_runs.push(attnlab(file, f));
+          their_runs.push(await llama_cpp(file, f));
+        } else {
+          their_runs.push(await llama_cpp(file, f));
+          our_runs.push(attnlab(file, f));
+        }
+      }
+      const [ours, theirs] = [medians(our_runs), medians(their_runs)];
       rows.push({ file: name, attnlab: ours, llama_cpp: theirs,
         prompt_ratio: ours.prompt_tokens_per_second / theirs.prompt_tokens_per_second,
         generate_ratio: ours.generate_tokens_per_second / theirs.generate_tokens_per_second });
@@ -155,13 +181,13 @@ async function main() {
     fs.rmSync(dir, { recursive: true, force: true });
   }
   if (f.json) {
-    console.log(JSON.stringify({ prompt: f.prompt, generate: f.generate, context: f.context, threads: f.threads, rows },
-      null, 2));
+    console.log(JSON.stringify({ prompt: f.prompt, generate: f.generate, context: f.context, threads: f.threads,
+      repeats: f.repeats, rows }, null, 2));
     return;
   }
   const m = rows[0].attnlab.machine;
   console.log(`machine: ${m.isa}, ${m.threads} threads, f32 peak ${m.f32_peak_gflops.toFixed(0)} GFLOP/s, ` +
-    `read ${m.read_gbps.toFixed(1)} GB/s`);
+    `read ${m.read_gbps.toFixed(1)} GB/s; each figure the median of ${f.repeats} runs`);
   console.log(`| file | prompt ${f.prompt} tokens: attnlab tok/s (% f32 peak) | llama.cpp | ratio | ` +
     `generate ${f.generate} after ${f.context}: attnlab tok/s (% read bandwidth) | llama.cpp | ratio |`);
   console.log('|---|---|---|---|---|---|---|');
