@@ -45,6 +45,9 @@ function flags() {
     else if (a === '--json') out.json = true;
     else throw new Error(`unknown flag ${a}; see the top of bench/llama_cpp_peer.js`);
   }
+  for (const name of ['prompt', 'generate', 'context', 'threads', 'repeats'])
+    if (!(Number.isInteger(out[name]) && out[name] >= 1))
+      throw new Error(`--${name} ${out[name]}: give a whole number, 1 or more`);
   return out;
 }
 
@@ -152,7 +155,6 @@ function medians(runs) {
 
 async function main() {
   const f = flags();
-  if (!(Number.isInteger(f.repeats) && f.repeats >= 1)) throw new Error(`--repeats ${f.repeats}: give a whole number, 1 or more`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-peer-'));
   const rows = [];
   try {

@@ -173,17 +173,16 @@ function attnlab_run(file, new_tokens, prompt = PROMPT) {
 
 // ---- the check -----------------------------------------------------------------------------
 
-// Two greedy continuations of `prompt` agree token for token, unless at the first step where
+// Two greedy continuations of the prompt `ids` agree token for token, unless at the first step where
 // they part attnlab's two most probable tokens (from `source`) are within `tie` of each
 // other and llama.cpp took one of them: there the runtimes' rounding (which changes with the
 // CPU that llama.cpp's prebuilt library was chosen for) may tip the choice, and nothing after
 // it is comparable. A continuation that ends (token 0) parts from one that goes on there.
-function same_greedy_up_to_a_near_tie(source, prompt, ours, theirs, tie, what) {
+function same_greedy_up_to_a_near_tie(source, ids, ours, theirs, tie, what) {
   const [a, b] = [until_end(ours), until_end(theirs)];
   const step = [...Array(Math.max(a.length, b.length)).keys()].find((i) => a[i] !== b[i]);
   if (step === undefined) return;
   const [here, there] = [a[step] ?? 0, b[step] ?? 0];
-  const ids = attnlab(['model', 'tokenize', source, prompt, '--json']).ids;
   const p = softmax(attnlab(['model', 'run', source, '--ids', [...ids, ...a.slice(0, step)].join(','), '--json']).last_logits);
   const [first, second] = [...p.keys()].sort((i, j) => p[j] - p[i]);
   const gap = p[first] - p[second];
@@ -226,7 +225,7 @@ test('llama.cpp and attnlab agree on the same GGUF files, every architecture and
         assert.ok(largest <= bound, `${arch} ${type}: probabilities differ by ${largest} > ${bound}`);
         // The greedy continuation (one token for the lossy types, whose rounding may tip a
         // close choice later on): the same tokens up to a step where the choice is a near tie.
-        same_greedy_up_to_a_near_tie(file, PROMPT, ours.generated, theirs.generated, 2 * bound, `${arch} ${type}`);
+        same_greedy_up_to_a_near_tie(file, ours.ids, ours.generated, theirs.generated, 2 * bound, `${arch} ${type}`);
       }
     }
   });
@@ -263,7 +262,7 @@ test('a model trained here and exported as GGUF runs in llama.cpp as in attnlab 
         console.log(`trained ${arch}, exported ${type}: the next-token probabilities differ by at most ` +
           `${largest.toExponential(2)}; greedy ${JSON.stringify(theirs.generated)}`);
         assert.ok(largest <= (type === 'f32' ? 1e-4 : 2e-3), `${arch} ${type}: probabilities differ by ${largest}`);
-        same_greedy_up_to_a_near_tie(folder, prompt, ours.generated, theirs.generated, 2e-3, `trained ${arch} ${type}`);
+        same_greedy_up_to_a_near_tie(folder, ours.ids, ours.generated, theirs.generated, 2e-3, `trained ${arch} ${type}`);
       }
     }
   });

@@ -1,4 +1,5 @@
-// Random attention inputs for property tests, drawn with attnlab's seeded generator.
+// Random inputs for property tests (attention inputs, rows of floats), drawn with attnlab's
+// seeded generator.
 #pragma once
 #include <vector>
 
