@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/model/blas.hpp"
 #include "transformer.hpp"
 
 namespace attnlab {
@@ -128,15 +130,6 @@ Model unflatten(const ModelConfig& c, std::span<const float> parameters) {
   return m;
 }
 
-namespace {
-
-// The widest linear layer of a block: the MLP's, unless there are no MLPs.
-std::size_t block_width(const ModelConfig& c, const TrainingOptions& options) {
-  return options.attention_only ? c.qkv_width() : std::max(c.qkv_width(), c.fc_width());
-}
-
-}  // namespace
-
 template <class T>
 T loss_and_gradients(const ModelConfig& c, std::span<const T> parameters, const Batch& batch, std::span<T> gradients,
                      const TrainingOptions& options) {
@@ -154,17 +147,13 @@ T loss_and_gradients(const ModelConfig& c, std::span<const T> parameters, const 
   }
   std::fill(gradients.begin(), gradients.end(), T(0));
   const ModelView<const T*> w = view(c, parameters.data());
-  // By default the batch is split over the cores only when every matrix product of a
-  // sequence is small enough that OpenBLAS runs it on one thread (fewer than 2^18
-  // multiply-adds: its GEMM threading threshold); larger products OpenBLAS spreads over the
-  // cores itself, and calling it from several threads at once would queue them on its lock.
-  std::size_t longest = 0;
-  for (const std::vector<int>& ids : batch)
-    longest = std::max(longest, ids.size() - 1);
-  const std::size_t largest_product = longest * c.n_embd * std::max(block_width(c, options), c.vocab_size);
-  const std::size_t cores =
-      largest_product < (std::size_t{1} << 18) ? std::max(1u, std::thread::hardware_concurrency()) : 1;
+  // The batch is split over the cores, each sequence's products made on its own thread
+  // (OpenBLAS set to one thread meanwhile: called from several threads at once, its pool
+  // would queue them); a batch of one sequence leaves OpenBLAS its threads instead.
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t threads = std::clamp<std::size_t>(options.threads ? options.threads : cores, 1, batch.size());
+  std::optional<BlasThreads> serial_products;
+  if (threads > 1) serial_products.emplace(1);
   // Thread k takes sequences [k·B/threads, (k+1)·B/threads): thread 0 into `gradients`, the
   // others into buffers of their own, added to it afterwards in thread order.
   std::vector<std::vector<T>> partial(threads - 1, std::vector<T>(gradients.size(), T(0)));

@@ -20,16 +20,22 @@
 
 namespace attnlab::transformer {
 
-// C[M × N] = beta · C + op(A) · op(B), row-major; op transposes when asked.
-inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, const float* B,
-                 float beta, float* C) {
+// C[M × N] = beta · C + op(A) · op(B), row-major with rows lda, ldb and ldc apart (a head's
+// columns of a q | k | v row, say); op transposes when asked.
+inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,
+                 const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0f, A, ta ? int(M) : int(K), B, tb ? int(K) : int(N), beta, C, int(N));
+              1.0f, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
-inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, const double* B,
-                 double beta, double* C) {
+inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
+                 const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0, A, ta ? int(M) : int(K), B, tb ? int(K) : int(N), beta, C, int(N));
+              1.0, A, int(lda), B, int(ldb), beta, C, int(ldc));
+}
+// The same on whole matrices: A is [M × K] ([K × M] when ta), B [K × N] ([N × K] when tb).
+template <class T>
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, const T* B, T beta, T* C) {
+  gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
 // y[n × m] = x[n × k] · W[k × m] + b (no bias when b is null).
@@ -260,73 +266,60 @@ void rotate_queries_and_keys(const ModelConfig& c, std::size_t layer, const Head
 
 // Causal attention: probs[h][i][j] = softmax_j(q_i·k_j·scale) over the keys query i sees,
 // z_i = Σ_j p_ij v_j, with q from head h and k, v from its KV head. A hidden key's weight is 0
-// (and so is its gradient in the backward).
+// (and so is its gradient in the backward). Per head, as matrix products over all n × n
+// pairs (the weights a query does not see are 0, so they add nothing):
+//   S = Q_h · K_gᵀ [n × n], P = the masked softmax of S·scale by rows, Z_h = P · V_g [n × hd].
 template <class T>
 void attention_forward(const Heads& at, const T* qkv, std::size_t n, T* probs, T* z) {
   const std::size_t zw = at.H * at.hd;
-  std::fill_n(z, n * zw, T(0));
-  for (std::size_t h = 0; h < at.H; ++h)
+  for (std::size_t h = 0; h < at.H; ++h) {
+    const std::size_t g = at.kv_of(h);
+    T* P = probs + h * n * n;                                                                      // [n × n]
+    gemm(false, true, n, n, at.hd, qkv + at.q(h), at.width, qkv + at.k(g), at.width, T(0), P, n);  // S
     for (std::size_t i = 0; i < n; ++i) {
-      T* p = probs + (h * n + i) * n;
-      std::fill(p, p + n, T(0));
-      const T* q = qkv + i * at.width + at.q(h);
+      T* p = P + i * n;
       const std::size_t j0 = at.first_key(i);
       T largest = -INFINITY;
-      for (std::size_t j = j0; j <= i; ++j) {
-        if (!at.sees(i, j)) continue;
-        const T* k = qkv + j * at.width + at.k(at.kv_of(h));
-        T s = 0;
-        for (std::size_t c = 0; c < at.hd; ++c)
-          s += q[c] * k[c];
-        p[j] = s * T(at.scale);
-        largest = std::max(largest, p[j]);
-      }
+      for (std::size_t j = j0; j <= i; ++j)
+        if (at.sees(i, j)) largest = std::max(largest, p[j] *= T(at.scale));
       T sum = 0;
       for (std::size_t j = j0; j <= i; ++j)
-        if (at.sees(i, j)) sum += p[j] = std::exp(p[j] - largest);
-      for (std::size_t j = j0; j <= i; ++j) {
-        if (!at.sees(i, j)) continue;
+        sum += p[j] = at.sees(i, j) ? std::exp(p[j] - largest) : T(0);
+      std::fill(p, p + j0, T(0));
+      for (std::size_t j = j0; j <= i; ++j)
         p[j] /= sum;
-        const T* v = qkv + j * at.width + at.v(at.kv_of(h));
-        for (std::size_t c = 0; c < at.hd; ++c)
-          z[i * zw + h * at.hd + c] += p[j] * v[c];
-      }
+      std::fill(p + i + 1, p + n, T(0));
     }
+    gemm(false, false, n, at.hd, n, P, n, qkv + at.v(g), at.width, T(0), z + at.q(h), zw);  // Z_h = P · V_g
+  }
 }
 
-// Its backward: dv_j += Σ_i p_ij dz_i; dp_ij = dz_i·v_j; ds_ij = p_ij (dp_ij − Σ_j' p_ij' dp_ij');
-// dq_i += Σ_j ds_ij k_j · scale; dk_j += Σ_i ds_ij q_i · scale (a KV head's gradients summed
-// over the query heads that share it).
+// Its backward: dP = dZ_h · V_gᵀ, dV_g += Pᵀ · dZ_h; dS_ij = p_ij (dP_ij − Σ_j' p_ij' dP_ij')·scale;
+// dQ_h = dS · K_g, dK_g += dSᵀ · Q_h (a KV head's gradients summed over the query heads that
+// share it).
 template <class T>
 void attention_backward(const Heads& at, const T* qkv, const T* probs, const T* dz, std::size_t n, T* dqkv) {
-  const std::size_t zw = at.H * at.hd;
-  std::fill_n(dqkv, n * at.width, T(0));
-  std::vector<T> dp(n);
-  for (std::size_t h = 0; h < at.H; ++h)
+  const std::size_t zw = at.H * at.hd, W = at.width;
+  std::fill_n(dqkv, n * W, T(0));
+  std::vector<T> dS(n * n);  // [n × n] dP, then dS in place
+  for (std::size_t h = 0; h < at.H; ++h) {
+    const std::size_t g = at.kv_of(h);
+    const T* P = probs + h * n * n;
+    gemm(false, true, n, n, at.hd, dz + at.q(h), zw, qkv + at.v(g), W, T(0), dS.data(), n);  // dP
+    gemm(true, false, n, at.hd, n, P, n, dz + at.q(h), zw, T(1), dqkv + at.v(g), W);         // dV_g
     for (std::size_t i = 0; i < n; ++i) {
-      const T* p = probs + (h * n + i) * n;
-      const T* dzi = dz + i * zw + h * at.hd;
-      const std::size_t j0 = at.first_key(i), g = at.kv_of(h);
-      T weighted = 0;  // Σ_j p_ij dp_ij
-      for (std::size_t j = j0; j <= i; ++j) {
-        const T* v = qkv + j * at.width + at.v(g);
-        T* dv = dqkv + j * at.width + at.v(g);
-        T s = 0;
-        for (std::size_t c = 0; c < at.hd; ++c)
-          s += dzi[c] * v[c], dv[c] += p[j] * dzi[c];
-        dp[j] = s;
-        weighted += p[j] * s;
-      }
-      const T* q = qkv + i * at.width + at.q(h);
-      T* dq = dqkv + i * at.width + at.q(h);
-      for (std::size_t j = j0; j <= i; ++j) {
-        const T ds = p[j] * (dp[j] - weighted) * T(at.scale);
-        const T* k = qkv + j * at.width + at.k(g);
-        T* dk = dqkv + j * at.width + at.k(g);
-        for (std::size_t c = 0; c < at.hd; ++c)
-          dq[c] += ds * k[c], dk[c] += ds * q[c];
-      }
+      const T* p = P + i * n;
+      T* ds = dS.data() + i * n;
+      T weighted = 0;  // Σ_j p_ij dP_ij
+      for (std::size_t j = 0; j <= i; ++j)
+        weighted += p[j] * ds[j];
+      for (std::size_t j = 0; j <= i; ++j)
+        ds[j] = p[j] * (ds[j] - weighted) * T(at.scale);
+      std::fill(ds + i + 1, ds + n, T(0));
     }
+    gemm(false, false, n, at.hd, n, dS.data(), n, qkv + at.k(g), W, T(1), dqkv + at.q(h), W);  // dQ_h
+    gemm(true, false, n, at.hd, n, dS.data(), n, qkv + at.q(h), W, T(1), dqkv + at.k(g), W);   // dK_g
+  }
 }
 
 // What one block's forward keeps for its backward (one sequence of n positions; d the
