@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "attnlab/analysis/attribution.hpp"
 #include "attnlab/analysis/bench.hpp"
@@ -18,6 +19,7 @@
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/model/threads.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/model/training.hpp"
 #include "common.hpp"
@@ -407,7 +409,7 @@ int bench_train(const BenchFlags& f) {
     batch.push_back(induction_sequence(b, s.context + 1, s.vocab).ids);
   AdamW adam;
   const auto step = [&] {
-    loss_and_gradients<float>(c, p, batch, g, {.attention_only = s.attention_only});
+    loss_and_gradients<float>(c, p, batch, g, {.attention_only = s.attention_only});  // on bench's thread budget
     clip_gradients(g, s.clip);
     adam.step(p, g, 1e-3);
   };
@@ -459,6 +461,9 @@ Command bench_command(CLI::App& parent) {
       parent.add_subcommand("bench", "Measure this machine's peaks, then time attention kernels as a share of them");
   add_bench_flags(*app, *flags);
   return {app, [flags]() {
+            // --threads holds for both pools, OpenMP's and OpenBLAS's (attnlab/model/threads.hpp)
+            std::optional<ThreadBudget> budget;
+            if (flags->threads > 0) budget.emplace(flags->threads);
             if (!flags->model.empty()) return flags->attribute ? bench_attribute(*flags) : bench_model(*flags);
             if (flags->attribute) fail("--attribute", "times a model's attribution; give --model too");
             if (flags->train) return bench_train(*flags);

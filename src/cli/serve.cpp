@@ -90,6 +90,7 @@ Command serve_command(CLI::App& parent) {
     std::string model;                     // a GPT-2 directory (docs/models.md), or none
     std::string runs = "attnlab-runs";     // where runs started from the page go (docs/training.md)
     std::vector<std::string> allow_hosts;  // host names the server answers to besides its own
+    std::size_t heavy_slots = 0;           // 0: the server's default
   };
   auto state = std::make_shared<State>();
   CLI::App* app = parent.add_subcommand("serve", "Serve the lab's page and JSON API (docs/api.md)");
@@ -108,6 +109,11 @@ Command serve_command(CLI::App& parent) {
                   "Also answer to requests for this host name (repeatable); by default only 127.0.0.1, localhost, "
                   "[::1] and --host are (other names get 403: a defence against DNS rebinding)")
       ->allow_extra_args(false);
+  app->add_option("--heavy-slots", state->heavy_slots,
+                  "Heavy requests and jobs (a model's forward, a probe, a training run) that run at once, each on "
+                  "cores / N threads; more are answered 503 'busy' (default: cores / 4, at least 2, at most one per "
+                  "core)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
   return {app, [state]() {
             // Ctrl-C and SIGTERM stop the server cleanly (stop_on_signal).
             StopSignals signals;
@@ -121,6 +127,7 @@ Command serve_command(CLI::App& parent) {
             LabServer server(model, state->runs);
             for (const std::string& name : state->allow_hosts)
               server.allow_host(name);
+            if (state->heavy_slots) server.set_heavy_slots(state->heavy_slots);
             const int port = server.bind(state->host, state->port);
             const std::string url = fmt::format("http://{}:{}/", state->host, port);
             fmt::print("{}\n", url);

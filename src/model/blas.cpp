@@ -27,11 +27,4 @@ std::optional<std::string> blas_core_to_use() {
   return std::nullopt;
 }
 
-BlasThreads::BlasThreads(int threads) : before_(openblas_get_num_threads()) {
-  if (threads != before_) openblas_set_num_threads(threads);
-}
-BlasThreads::~BlasThreads() {
-  if (openblas_get_num_threads() != before_) openblas_set_num_threads(before_);
-}
-
 }  // namespace attnlab

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "attnlab/core/error.hpp"
-#include "attnlab/model/blas.hpp"
+#include "attnlab/model/threads.hpp"
 #include "transformer.hpp"
 
 namespace attnlab {
@@ -147,19 +147,21 @@ T loss_and_gradients(const ModelConfig& c, std::span<const T> parameters, const 
   }
   std::fill(gradients.begin(), gradients.end(), T(0));
   const ModelView<const T*> w = view(c, parameters.data());
-  // The batch is split over the cores, each sequence's products made on its own thread
-  // (OpenBLAS set to one thread meanwhile: called from several threads at once, its pool
-  // would queue them); a batch of one sequence leaves OpenBLAS its threads instead.
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t threads = std::clamp<std::size_t>(options.threads ? options.threads : cores, 1, batch.size());
-  std::optional<BlasThreads> serial_products;
-  if (threads > 1) serial_products.emplace(1);
+  // The batch is split over this thread's budget (attnlab/model/threads.hpp), each helper's
+  // sequences on a budget of one thread (their products and activations made where they
+  // are asked for); a batch of one sequence, or one thread, keeps the whole budget instead.
+  const std::size_t threads =
+      std::clamp<std::size_t>(options.threads ? options.threads : std::size_t(budget_threads()), 1, batch.size());
+  std::optional<ThreadBudget> shared;  // OpenBLAS's setting is the process's: made before any thread starts
+  if (threads > 1) shared.emplace(1);
   // Thread k takes sequences [k·B/threads, (k+1)·B/threads): thread 0 into `gradients`, the
   // others into buffers of their own, added to it afterwards in thread order.
   std::vector<std::vector<T>> partial(threads - 1, std::vector<T>(gradients.size(), T(0)));
   std::vector<T> totals(threads, T(0));
   std::vector<std::exception_ptr> errors(threads);
   const auto work = [&](std::size_t k) {
+    std::optional<ThreadBudget> mine;  // and this thread's OpenMP regions
+    if (threads > 1) mine.emplace(1);
     try {
       const ModelView<T*> g = view(c, k == 0 ? gradients.data() : partial[k - 1].data());
       for (std::size_t b = k * batch.size() / threads; b < (k + 1) * batch.size() / threads; ++b)

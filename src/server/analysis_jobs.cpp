@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "admission.hpp"
@@ -172,14 +173,18 @@ json AnalysisJobs::start(const json& request) {
   }
   std::unique_lock<std::mutex> lock(state_->mutex);
   if (state_->stopped) throw WorkCancelled("the server is shutting down");
-  state_->stop_worker(lock);  // one job at a time: the new one replaces it
+  state_->stop_worker(lock);                                      // one job at a time: the new one replaces it
+  std::shared_ptr<SlotClaim> slot = claim_slot_for_background();  // and its share of the cores
   auto cancel = std::make_shared<CancelToken>();
   const std::size_t id = ++state_->id;
   State& s = *state_;
   s.cancel = cancel, s.state = "running", s.kind = kind, s.stage = "", s.error = "", s.done = s.total = 0;
   s.result = nullptr;
-  s.worker = std::thread([state = state_, cancel, id, work = std::move(work)] {
+  s.worker = std::thread([state = state_, cancel, id, work = std::move(work), slot = std::move(slot)]() mutable {
+    std::optional<ThreadBudget> budget;
+    if (slot) budget.emplace(slot->threads());
     const auto finish = [&](const char* how, json result, std::string error) {
+      budget.reset(), slot.reset();  // the cores are free once the job says it has ended
       const std::lock_guard<std::mutex> done(state->mutex);
       if (state->id != id) return;
       state->state = how, state->result = std::move(result), state->error = std::move(error);

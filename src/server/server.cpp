@@ -141,16 +141,16 @@ bool read_body(const httplib::ContentReader& reader, httplib::Response& res, std
 }  // namespace
 
 // Destroyed in reverse: the HTTP server first, then the training (a run still training is
-// cancelled and waited for), then the models.
+// cancelled and waited for), then the models, and last the heavy slots the jobs held.
 struct LabServer::Impl {
   Impl(std::shared_ptr<const ModelDir> model, std::filesystem::path runs_dir)
       : models(std::move(model), std::move(runs_dir)), training(models), analysis(models) {}
+  HeavySlots heavy;     // default_heavy_slots(cores()), each job on cores ÷ slots threads
   ModelSources models;  // the --model directory (or none), the runs under --runs, checkpoints
   TrainingJobs training;
   AnalysisJobs analysis;  // the verdict or patching running for the page
   httplib::Server http;
   AllowedHosts allowed;
-  HeavySlots heavy{std::max(1u, std::thread::hardware_concurrency())};  // one per core
   std::chrono::steady_clock::duration budget = kRequestBudget;
   CancelToken shutdown;  // cancelled by stop(): every request's work registers it (admitted)
   // run() and stop() meet here: a stop that comes before run() starts listening is not lost.
@@ -321,7 +321,10 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
   // Health, and the heavy work running now: a client (or a test) sees that work has started.
   impl.get("/api/health", [&impl](const httplib::Request&, httplib::Response& res) {
     json health = api_health();
-    health["heavy_work"] = {{"running", impl.heavy.taken()}, {"slots", impl.heavy.total()}};
+    health["heavy_work"] = {{"running", impl.heavy.taken()},
+                            {"slots", impl.heavy.total()},
+                            {"threads_per_job", impl.heavy.threads_per_job()},
+                            {"cores", impl.heavy.cores()}};
     reply_json(res, 200, health);
   });
   impl.get("/api/scenarios",

@@ -12,8 +12,10 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "admission.hpp"
 #include "attnlab/analysis/training_dir.hpp"
 #include "attnlab/core/deadline.hpp"
 #include "attnlab/core/json.hpp"
@@ -205,13 +207,16 @@ json TrainingJobs::start(const json& request) {
                                         impl_->job->run,
                                         impl_->job->log.empty() ? 0 : impl_->job->log.back()["step"].get<std::size_t>(),
                                         impl_->job->settings.steps));
-  if (impl_->thread.joinable()) impl_->thread.join();  // the last run's thread, finished
+  if (impl_->thread.joinable()) impl_->thread.join();             // the last run's thread, finished
+  std::shared_ptr<SlotClaim> slot = claim_slot_for_background();  // the run's share of the cores
   auto job = std::make_shared<Job>();
   std::tie(job->run, job->dir) = new_run_dir(impl_->models.runs_dir());
   job->settings = settings;
   impl_->job = job;
-  impl_->thread = std::thread([this, job] {
+  impl_->thread = std::thread([this, job, slot = std::move(slot)]() mutable {
     std::string state = "done", error;
+    std::optional<ThreadBudget> budget;
+    if (slot) budget.emplace(slot->threads());
     try {
       const TrainingOutcome outcome = run_training(
           job->settings, job->dir,
@@ -226,6 +231,7 @@ json TrainingJobs::start(const json& request) {
       state = "failed";
       error = e.what();
     }
+    budget.reset(), slot.reset();  // the cores are free once the job says it has ended
     const std::lock_guard<std::mutex> lock(impl_->mutex);
     job->state = state;
     job->error = error;

@@ -40,6 +40,7 @@
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model_dir.hpp"
+#include "attnlab/model/threads.hpp"
 #include "attnlab/report/input_document.hpp"
 #include "attnlab/report/packed_reply.hpp"
 #include "attnlab/server/analysis_jobs.hpp"

@@ -11,7 +11,13 @@ TEST_F(Api, HealthSaysOkAndTheVersion) {
   EXPECT_EQ(j["ok"], true);
   EXPECT_EQ(j["version"], ATTNLAB_VERSION);
   EXPECT_EQ(j["heavy_work"]["running"], 0) << "nothing heavy runs between the suite's requests";
-  EXPECT_GE(j["heavy_work"]["slots"].get<int>(), 1);
+  // The slots share the cores: a quarter as many as cores, at least 2, at most one per core,
+  // each job on cores ÷ slots threads.
+  const int slots = j["heavy_work"]["slots"], threads = j["heavy_work"]["threads_per_job"];
+  const int cores = j["heavy_work"]["cores"];
+  EXPECT_EQ(slots, std::min(cores, std::max(2, cores / 4)));
+  EXPECT_EQ(threads, std::max(1, cores / slots));
+  EXPECT_LE(slots * threads, cores);
 }
 
 TEST_F(Api, ScenariosListsTheBundledOnesDefaultFirst) {

@@ -240,6 +240,22 @@ TEST_F(TrainingApi, BadSettingsAre400NamingTheSetting) {
   EXPECT_EQ(get_json("/api/training/job")["job"], nullptr);
 }
 
+// A run holds a heavy slot (its share of the cores) while it trains: with none free, the
+// start is 503 and Retry-After, like any heavy request, and nothing starts.
+TEST_F(TrainingApi, ARunFindingEveryHeavySlotTakenIs503AndStartsNothing) {
+  const std::size_t slots = get_json("/api/health")["heavy_work"]["slots"];
+  running_->server.set_heavy_slots(0);
+  auto r = client().Post("/api/training/start", small_request(30).dump(), "application/json");
+  running_->server.set_heavy_slots(slots);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_THAT(json::parse(r->body)["error"].get<std::string>(),
+              ::testing::HasSubstr("all 0 slots for heavy work are taken (a training run or an analysis job"));
+  EXPECT_EQ(get_json("/api/training/job")["job"], nullptr);
+  EXPECT_FALSE(fs::exists(root_ / "runs" / "run-1")) << "no run directory for a run that did not start";
+}
+
 TEST_F(TrainingApi, ARunStartedHereTrainsInTheBackgroundIsFollowedAndWritesWhatTheLibraryWrites) {
   const json before = get_json("/api/training/job");
   EXPECT_EQ(before["job"], nullptr);
@@ -280,9 +296,11 @@ TEST_F(TrainingApi, ARunStartedHereTrainsInTheBackgroundIsFollowedAndWritesWhatT
   EXPECT_EQ(job["job"]["step"], 30);
   EXPECT_EQ(job["busy"], false);
 
-  // The same settings through the library give the same directory: the same log (but the
+  // The same settings through the library, on the threads the server gives a job (its batch
+  // split as the server's run split it), give the same directory: the same log (but the
   // seconds), the same checkpoints and the same final model, byte for byte.
   const fs::path library = root_ / "library-run";
+  const attnlab::ThreadBudget budget(get_json("/api/health")["heavy_work"]["threads_per_job"].get<int>());
   const attnlab::TrainingOutcome outcome = attnlab::run_training(small_settings(30), library);
   EXPECT_EQ(outcome.checkpoints, (std::vector<std::size_t>{0, 20, 30}));
   json library_log = attnlab::read_train_json(library)["log"], server_log = log;

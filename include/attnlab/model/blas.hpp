@@ -20,19 +20,4 @@ std::string blas_core();
 // kernels or the user set OPENBLAS_CORETYPE themselves.
 std::optional<std::string> blas_core_to_use();
 
-// OpenBLAS's threads per product while this lives, then what they were: 1 where the caller
-// runs products on several threads of its own (a training batch split over the cores), so
-// that each product runs on the thread that asked for it instead of queueing for OpenBLAS's
-// pool. The setting is OpenBLAS's, for the whole process.
-class BlasThreads {
- public:
-  explicit BlasThreads(int threads);
-  ~BlasThreads();
-  BlasThreads(const BlasThreads&) = delete;
-  BlasThreads& operator=(const BlasThreads&) = delete;
-
- private:
-  int before_;
-};
-
 }  // namespace attnlab

@@ -46,9 +46,9 @@ using Batch = std::vector<std::vector<int>>;
 
 struct TrainingOptions {
   bool attention_only = false;  // no MLPs: their weights stay zero and are not run
-  // Threads the batch's sequences are split over (0: one per core, at most one per
-  // sequence). Each adds its sequences' gradients into its own buffer and the buffers are
-  // summed in thread order, so a thread count always gives the same result.
+  // Threads the batch's sequences are split over (0: this thread's budget, budget_threads()
+  // in attnlab/model/threads.hpp; at most one per sequence). Each adds its sequences' gradients into its own buffer and
+  // the buffers are summed in thread order, so a thread count always gives the same result.
   std::size_t threads = 0;
 };
 

@@ -28,8 +28,10 @@ class LabServer {
   // Throws InputError naming "--allow-host" for anything but a host name or an IP address.
   void allow_host(const std::string& name);
   // Heavy work (priced above a few MB: a big scenario, a probe, a model's forward pass, a
-  // timed measure) runs in at most `slots` requests at once, one per core by default; more
-  // is refused with 503 and Retry-After while small requests are served.
+  // timed measure; a training run or an analysis job while it runs) runs in at most `slots`
+  // at once, each on cores ÷ slots threads (by default a quarter as many slots as cores, at
+  // least two, at most one per core); more is refused with 503 and Retry-After while small
+  // requests are served.
   void set_heavy_slots(std::size_t slots);
   // Each request's work stops at the first check past `budget` (kRequestBudget by default):
   // 503, and the thread is free again.
