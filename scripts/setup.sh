@@ -9,6 +9,8 @@ packages=(build-essential cmake g++ pkg-config git clang-format python3
           libhwy-dev libcpp-httplib-dev librsvg2-bin
           libopenblas-dev libpcre2-dev   # the model layer: linear layers (CBLAS), the BPE pre-tokenizer
           libutf8proc-dev                # the model layer: Unicode normalization (tokenizer.json's NFC)
+          # the Python module (src/python/, docs/python.md) and its tests
+          python3-dev pybind11-dev python3-numpy python3-pytest
           # the page's engine: the attention code compiled to WebAssembly (src/wasm/)
           clang-14 lld-14 wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32
           # the sanitizer build (build-fuzz/): libFuzzer, ASan and UBSan runtimes, clang's OpenMP

@@ -21,6 +21,7 @@
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
+#include "attnlab/model/generate.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/train_run.hpp"
@@ -266,7 +267,17 @@ int run(const ModelFlags& f) {
     fail("--json", fmt::format("{} tokens give {} attention weights ({} layers × {} heads × n²), more than the {} "
                                "`model run --json` writes; use fewer tokens",
                                ids.size(), numbers, c.n_layer, c.n_head, kMaxAttentionNumbers));
-  const ForwardResult r = model_forward(m.model, ids, {.keep_attention = true});
+  ForwardOptions options{.keep_attention = true};
+  for (const std::string& head : f.ablate)
+    options.ablate.push_back(parse_head_ref(head, "--ablate"));
+  const ForwardResult r = [&] {
+    try {
+      return model_forward(m.model, ids, options);
+    } catch (const InputError& e) {  // the forward's "ablate" is the flag --ablate here
+      if (e.field() == "ablate") throw e.renamed("--ablate");
+      throw;
+    }
+  }();
   const std::vector<std::string> tokens = token_texts(m, ids);
   if (f.layer) {  // one head, explained like any scenario's
     std::vector<std::string> texts;
@@ -363,69 +374,39 @@ int eval(const ModelFlags& f) {
 
 // ---- generate -----------------------------------------------------------------------------
 
-// The next token: the most probable (temperature 0), or drawn from softmax(logits / T) over
-// the top k (all when k is 0) with attnlab's seeded generator.
-int next_token(const std::vector<float>& logits, double temperature, std::size_t k, SplitMix64& rng) {
-  if (temperature == 0) return top_k(logits, 1)[0].id;
-  std::vector<float> scaled(logits.size());
-  for (std::size_t v = 0; v < logits.size(); ++v)
-    scaled[v] = static_cast<float>(logits[v] / temperature);
-  const std::vector<TokenProbability> candidates = top_k(scaled, k == 0 ? scaled.size() : k);
-  double total = 0;
-  for (const TokenProbability& t : candidates)
-    total += t.probability;
-  double u = rng.uniform() * total;
-  for (const TokenProbability& t : candidates)
-    if ((u -= t.probability) <= 0) return t.id;
-  return candidates.back().id;
-}
-
-// The next token's probability under softmax(logits) (T = 1, whatever the sampling used).
-double probability_of(const std::vector<float>& logits, int id) {
-  const float largest = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float x : logits)
-    sum += std::exp(static_cast<double>(x) - largest);
-  return std::exp(static_cast<double>(logits[static_cast<std::size_t>(id)]) - largest) / sum;
-}
-
 int generate(const ModelFlags& f) {
   const ModelDir m = open_model_dir(f.dir);
   const ModelConfig& c = m.model.config;
-  if (!(f.temperature >= 0) || f.temperature > 100) fail("--temperature", "must be 0 (greedy) to 100");
   std::vector<int> ids = input_ids(m, f);
-  if (f.tokens < 1 || ids.size() + f.tokens > c.n_positions)
-    fail("--tokens", fmt::format("the prompt's {} tokens plus {} new ones must fit the model's {} positions",
-                                 ids.size(), f.tokens, c.n_positions));
-  Decoder decoder(m.model);
-  SplitMix64 rng(f.seed);
-  std::vector<float> logits = decoder.step(ids);  // the prompt, all at once
+  const GenerateOptions options{.tokens = f.tokens, .temperature = f.temperature, .top_k = f.top_k, .seed = f.seed};
+  try {
+    check_generate(c, ids.size(), options);
+  } catch (const InputError& e) {  // the library's "tokens" is the flag --tokens here
+    throw e.renamed("--" + e.field());
+  }
   if (!f.json) fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", ids.size());
   const std::size_t per_token = 2 * c.n_layer * c.kv_heads() * c.head_dim() * sizeof(float);
   std::vector<int> generated;
   json steps = json::array();
-  for (std::size_t step = 0; step < f.tokens; ++step) {
-    const int id = next_token(logits, f.temperature, f.top_k, rng);
-    const double probability = probability_of(logits, id);
-    generated.push_back(id);
-    logits = decoder.step(std::vector<int>{id});
-    const TokenShown shown = show_token(m, id);
+  generate(m.model, ids, options, [&](const GeneratedToken& t) {
+    generated.push_back(t.id);
+    const TokenShown shown = show_token(m, t.id);
     if (f.json) {
-      steps.push_back({{"id", id},
+      steps.push_back({{"id", t.id},
                        {"token", shown.text},
                        {"bytes", byte_values(shown.bytes)},
-                       {"probability", probability},
-                       {"cache_tokens", decoder.length()},
-                       {"cache_bytes", decoder.cache().used_bytes()}});
-      continue;
+                       {"probability", t.probability},
+                       {"cache_tokens", t.cache_tokens},
+                       {"cache_bytes", t.cache_bytes}});
+      return;
     }
     fmt::print(
         "  step {:>3}: {:<16} p {:.3f}  cache {:>5} tokens, {:>12} (2 × {} layers × {} {}heads × {} × tokens × 4 bytes "
         "= {})\n",
-        step + 1, quoted_token(shown.bytes), probability, decoder.length(), format_bytes(decoder.cache().used_bytes()),
+        generated.size(), quoted_token(shown.bytes), t.probability, t.cache_tokens, format_bytes(t.cache_bytes),
         c.n_layer, c.kv_heads(), c.kv_heads() == c.n_head ? "" : "KV ", c.head_dim(),
-        format_count(per_token * decoder.length()));
-  }
+        format_count(per_token * t.cache_tokens));
+  });
   std::vector<int> all = ids;
   all.insert(all.end(), generated.begin(), generated.end());
   const std::optional<std::string> text =
@@ -874,6 +855,8 @@ Command model_command(CLI::App& parent) {
   run_app->add_option("--layer", f->layer, "With --head: explain this head (0-based) as `attnlab explain` does");
   run_app->add_option("--head", f->head, "With --layer: the head (0-based)");
   run_app->add_option("--query", f->query, "With --layer/--head: the position worked in full (default: the last)");
+  run_app->add_option("--ablate", f->ablate, "Zero head L.H's output before the layer's W_O (repeatable), e.g. 1.3")
+      ->allow_extra_args(false);
   run_app->add_flag(
       "--json", f->json,
       "{\"ids\", \"tokens\", \"token_bytes\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}");

@@ -2,7 +2,7 @@
 """attnlab's layers link downward only: this check fails on an #include that runs up.
 
 The order, low to high, written once here (docs/architecture.md draws it):
-    core < kernels < model < scenario < analysis < report < faces (cli, server, wasm)
+    core < kernels < model < scenario < analysis < report < faces (cli, server, wasm, python)
 A file under src/<layer>/ or include/attnlab/<layer>/ may include "attnlab/<lower or same
 layer>/...". Faces never include each other, except that the CLI may start the server.
 A source may include a private header of its own folder ("simd.hpp"), never one of
@@ -15,7 +15,7 @@ import re
 import sys
 
 ORDER = ["core", "kernels", "model", "scenario", "analysis", "report"]
-FACES = {"cli", "server", "wasm"}
+FACES = {"cli", "server", "wasm", "python"}
 FACE_MAY_INCLUDE = {"cli": {"server"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -1,0 +1,42 @@
+// Generation: a prompt, then one new token at a time through the KV cache (Decoder), each
+// the most probable (temperature 0) or drawn from softmax(logits / T) over the top k.
+// `attnlab model generate` and the Python module's Model.generate both go through it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "attnlab/core/rng.hpp"
+#include "attnlab/model/model.hpp"
+
+namespace attnlab {
+
+struct GenerateOptions {
+  std::size_t tokens = 20;  // new tokens
+  double temperature = 0;   // 0: greedy; up to 100
+  std::size_t top_k = 0;    // sample among the k most probable (0: all)
+  std::uint64_t seed = 0;   // of the sampling (splitmix64)
+};
+
+struct GeneratedToken {
+  int id = 0;
+  double probability = 0;                         // under softmax(logits), T = 1, whatever the sampling used
+  std::size_t cache_tokens = 0, cache_bytes = 0;  // the KV cache after the token went in
+};
+
+// Throws InputError naming "temperature" (outside 0 to 100) or "tokens" (none, or more than
+// the model's positions leave after the prompt).
+void check_generate(const ModelConfig& config, std::size_t prompt_tokens, const GenerateOptions& options);
+
+// The prompt (all at once), then options.tokens new tokens; `each` sees every one as it is
+// made. Checked first (check_generate).
+std::vector<GeneratedToken> generate(const Model& model, std::span<const int> prompt, const GenerateOptions& options,
+                                     const std::function<void(const GeneratedToken&)>& each = {});
+
+// The next token from a position's logits: the most probable at temperature 0, else drawn
+// from softmax(logits / T) over the top k (all when k is 0) by `rng`.
+int next_token(std::span<const float> logits, double temperature, std::size_t k, SplitMix64& rng);
+
+}  // namespace attnlab

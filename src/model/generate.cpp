@@ -1,0 +1,70 @@
+// Generation through the KV cache (attnlab/model/generate.hpp).
+#include "attnlab/model/generate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attnlab/core/error.hpp"
+#include "attnlab/model/forward.hpp"
+
+namespace attnlab {
+
+namespace {
+
+// The token's probability under softmax(logits) (T = 1).
+double probability_of(std::span<const float> logits, int id) {
+  const float largest = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits)
+    sum += std::exp(static_cast<double>(x) - largest);
+  return std::exp(static_cast<double>(logits[static_cast<std::size_t>(id)]) - largest) / sum;
+}
+
+}  // namespace
+
+int next_token(std::span<const float> logits, double temperature, std::size_t k, SplitMix64& rng) {
+  if (temperature == 0) return top_k(logits, 1)[0].id;
+  std::vector<float> scaled(logits.size());
+  for (std::size_t v = 0; v < logits.size(); ++v)
+    scaled[v] = static_cast<float>(logits[v] / temperature);
+  const std::vector<TokenProbability> candidates = top_k(scaled, k == 0 ? scaled.size() : k);
+  double total = 0;
+  for (const TokenProbability& t : candidates)
+    total += t.probability;
+  double u = rng.uniform() * total;
+  for (const TokenProbability& t : candidates)
+    if ((u -= t.probability) <= 0) return t.id;
+  return candidates.back().id;
+}
+
+void check_generate(const ModelConfig& c, std::size_t prompt_tokens, const GenerateOptions& o) {
+  if (!(o.temperature >= 0) || o.temperature > 100) fail("temperature", "must be 0 (greedy) to 100");
+  if (o.tokens < 1 || prompt_tokens + o.tokens > c.n_positions)
+    fail("tokens", fmt::format("the prompt's {} tokens plus {} new ones must fit the model's {} positions",
+                               prompt_tokens, o.tokens, c.n_positions));
+}
+
+std::vector<GeneratedToken> generate(const Model& model, std::span<const int> prompt, const GenerateOptions& o,
+                                     const std::function<void(const GeneratedToken&)>& each) {
+  check_generate(model.config, prompt.size(), o);
+  if (prompt.empty()) fail("prompt", "is empty; give at least one token");
+  Decoder decoder(model);
+  SplitMix64 rng(o.seed);
+  std::vector<float> logits = decoder.step(prompt);  // the prompt, all at once
+  std::vector<GeneratedToken> out;
+  for (std::size_t step = 0; step < o.tokens; ++step) {
+    GeneratedToken t;
+    t.id = next_token(logits, o.temperature, o.top_k, rng);
+    t.probability = probability_of(logits, t.id);
+    logits = decoder.step(std::vector<int>{t.id});
+    t.cache_tokens = decoder.length();
+    t.cache_bytes = decoder.cache().used_bytes();
+    out.push_back(t);
+    if (each) each(t);
+  }
+  return out;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,669 @@
+// The Python face (import attnlab): the engine, scenarios, models and their analyses for
+// notebooks, through the same library entry points the CLI calls. Results are NumPy arrays
+// over the C++ results themselves (no copy: each array keeps its owner alive); JSON-shaped
+// results cross as the CLI prints them (nlohmann's text, read back by Python's json), so a
+// number here is the CLI's number, bit for bit. attnlab/__init__.py wraps this module.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "attnlab/analysis/attribution.hpp"
+#include "attnlab/analysis/attribution_json.hpp"
+#include "attnlab/analysis/cost.hpp"
+#include "attnlab/analysis/experiment.hpp"
+#include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/core/dtype.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"
+#include "attnlab/core/limits.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/model/detectors.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/generate.hpp"
+#include "attnlab/model/model_dir.hpp"
+#include "attnlab/report/intervention_report.hpp"
+#include "attnlab/report/trace_json.hpp"
+#include "attnlab/scenario/interventions.hpp"
+#include "attnlab/scenario/scenario.hpp"
+
+namespace py = pybind11;
+using nlohmann::json;
+
+namespace attnlab {
+namespace {
+
+// ---- arrays and JSON across the boundary --------------------------------------------------
+
+// A read-only array over `data`, which `owner` (the Python object holding it) keeps alive.
+template <class T>
+py::array view(const T* data, std::vector<py::ssize_t> shape, py::handle owner) {
+  py::array a(py::dtype::of<T>(), std::move(shape), data, owner);
+  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+py::array view(const Matrix& m, py::handle owner) {
+  return view(m.data.data(), {py::ssize_t(m.rows), py::ssize_t(m.cols)}, owner);
+}
+
+// JSON as the CLI prints it, read by Python's json module: the same numbers, the same keys.
+py::object to_python(const json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+using Array = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+Matrix matrix_from(const Array& a, const char* name) {
+  if (a.ndim() != 2) fail(name, fmt::format("is {}-dimensional; give a 2-D array [rows × columns]", a.ndim()));
+  Matrix m(std::size_t(a.shape(0)), std::size_t(a.shape(1)));
+  std::copy_n(a.data(), a.size(), m.data.data());
+  return m;
+}
+
+// ---- the engine: attend (every intermediate) and flash (the fast kernel) ------------------
+
+// A scenario run, kept whole: the trace and the scenario its JSON is written against.
+struct TraceResult {
+  Scenario scenario;
+  Trace trace;
+  KernelKind kernel = KernelKind::reference;
+  std::optional<InterventionResult> intervention;
+
+  // What `attnlab run --json` prints for the same scenario and flags.
+  json to_json() const {
+    json reply = trace_to_json(scenario, trace);
+    reply["kernel"] = std::string(to_string(kernel));
+    if (kernel == KernelKind::reference)
+      reply["intervention"] = intervention ? intervention_to_json(*intervention) : json(nullptr);
+    return reply;
+  }
+};
+
+// The scenario whose one head computes softmax(q·kᵀ · scale / T) · v for the given q, k, v:
+// queries embedded as [q_i | 0], keys as [k_j | v_j] (cross-attention's source), and
+// W_Q = W_K = [I; 0], W_V = [0; I] pick them out exactly (each product adds zeros).
+Scenario qkv_scenario(const Matrix& q, const Matrix& k, const Matrix& v, bool causal, double temperature,
+                      std::optional<std::size_t> window, std::optional<double> scale) {
+  if (q.cols != k.cols)
+    fail("k", fmt::format("has {} columns and q {}; queries and keys share their width d_k", k.cols, q.cols));
+  if (k.rows != v.rows)
+    fail("v", fmt::format("has {} rows and k {}; each key has its value (m rows in both)", v.rows, k.rows));
+  if (q.rows == 0 || k.rows == 0 || q.cols == 0 || v.cols == 0)
+    fail(q.rows == 0 ? "q" : k.rows == 0 ? "k" : q.cols == 0 ? "q" : "v", "is empty; give at least one row and column");
+  const std::size_t n = q.rows, m = k.rows, d_k = q.cols, d_v = v.cols, width = d_k + d_v;
+  Scenario s;
+  s.name = "attend";
+  s.embeddings = Matrix(n, width);
+  SourceSequence source{{}, Matrix(m, width)};
+  for (std::size_t i = 0; i < n; ++i) {
+    s.tokens.push_back(fmt::format("q{}", i));
+    std::copy_n(q.data.data() + i * d_k, d_k, s.embeddings.data.data() + i * width);
+  }
+  for (std::size_t j = 0; j < m; ++j) {
+    source.tokens.push_back(fmt::format("k{}", j));
+    std::copy_n(k.data.data() + j * d_k, d_k, source.embeddings.data.data() + j * width);
+    std::copy_n(v.data.data() + j * d_v, d_v, source.embeddings.data.data() + j * width + d_k);
+  }
+  s.source = std::move(source);
+  HeadSpec head;
+  head.name = "head";
+  head.w_q = Matrix(width, d_k);
+  head.w_v = Matrix(width, d_v);
+  for (std::size_t a = 0; a < d_k; ++a)
+    head.w_q.data[a * d_k + a] = 1.0;
+  for (std::size_t a = 0; a < d_v; ++a)
+    head.w_v.data[(d_k + a) * d_v + a] = 1.0;
+  head.w_k = head.w_q;
+  s.heads.push_back(std::move(head));
+  s.mask.causal = causal;
+  s.mask.window = window;
+  s.temperature = temperature;
+  if (scale) {
+    if (!(*scale > 0)) fail("scale", fmt::format("must be a number > 0 (leave it out for 1/√d_k) but is {}", *scale));
+    s.score_scale = *scale;
+  }
+  validate(s);
+  return s;
+}
+
+// The tiled kernel over [H × n × d_k] queries, [H_kv × m × d_k] keys, [H_kv × m × d_v] values
+// (or one head's 2-D arrays): the outputs [H × n × d_v], in f32 (or bf16 products).
+py::array flash(const FloatArray& q, const FloatArray& k, const FloatArray& v, bool causal, double temperature,
+                std::optional<std::size_t> window, std::optional<double> scale, const std::string& precision,
+                int threads) {
+  const bool one_head = q.ndim() == 2;
+  for (const auto& [a, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
+    if (a->ndim() != (one_head ? 2 : 3))
+      fail(name, fmt::format("is {}-dimensional; give q, k and v as [n × d] arrays, or as [heads × n × d]", a->ndim()));
+  const auto dim = [&](const FloatArray& a, int axis) { return std::size_t(a.shape(one_head ? axis - 1 : axis)); };
+  AttentionShape shape{.heads = one_head ? 1 : std::size_t(q.shape(0)),
+                       .kv_heads = one_head ? 1 : std::size_t(k.shape(0)),
+                       .n = dim(q, 1),
+                       .m = dim(k, 1),
+                       .d_k = dim(q, 2),
+                       .d_v = dim(v, 2)};
+  if (dim(k, 2) != shape.d_k) fail("k", fmt::format("is {} wide and q {}; they share d_k", dim(k, 2), shape.d_k));
+  if (dim(v, 1) != shape.m) fail("v", fmt::format("has {} rows and k {}; each key has its value", dim(v, 1), shape.m));
+  if (!one_head && std::size_t(v.shape(0)) != shape.kv_heads)
+    fail("v", fmt::format("has {} heads and k {}; keys and values share H_kv", v.shape(0), shape.kv_heads));
+  if (shape.kv_heads == 0 || shape.heads % shape.kv_heads != 0)
+    fail("k", fmt::format("has {} key/value heads, which does not divide q's {} heads (grouped-query attention "
+                          "shares each among H / H_kv query heads)",
+                          shape.kv_heads, shape.heads));
+  if (shape.n == 0 || shape.m == 0 || shape.d_k == 0 || shape.d_v == 0)
+    fail("q", "an empty array; give at least one token and one column");
+  if (shape.n > kMaxTokens || shape.m > kMaxTokens || shape.d_k > kMaxWidth || shape.d_v > kMaxWidth)
+    fail(shape.n > kMaxTokens   ? "q"
+         : shape.m > kMaxTokens ? "k"
+                                : "v",
+         fmt::format("{} tokens × {} wide is past attnlab's limits ({} tokens, {} wide)", std::max(shape.n, shape.m),
+                     std::max(shape.d_k, shape.d_v), kMaxTokens, kMaxWidth));
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    fail("temperature", fmt::format("must be a finite number > 0 but is {}", temperature));
+  if (window && *window == 0) fail("window", "must be at least 1 (or None: no window)");
+  if (scale && !(*scale > 0)) fail("scale", fmt::format("must be a number > 0 (or None: 1/√d_k) but is {}", *scale));
+  AttentionOptions options{.causal = causal, .window = window, .temperature = temperature, .scale = scale};
+  if (precision == "bf16")
+    options.precision = Precision::bf16;
+  else if (precision != "f32")
+    fail("precision", fmt::format("\"{}\" is not a precision; give \"f32\" or \"bf16\"", precision));
+  options.threads = threads;
+  std::vector<py::ssize_t> out_shape{py::ssize_t(shape.n), py::ssize_t(shape.d_v)};
+  if (!one_head) out_shape.insert(out_shape.begin(), py::ssize_t(shape.heads));
+  py::array_t<float> out(out_shape);
+  float* o = out.mutable_data();
+  {
+    py::gil_scoped_release free;
+    flash_attention(q.data(), k.data(), v.data(), o, shape, options);
+  }
+  return out;
+}
+
+// ---- scenarios ----------------------------------------------------------------------------
+
+struct RunOptions {
+  std::optional<bool> causal;
+  std::optional<double> temperature;
+  std::optional<std::size_t> window, query;
+  std::vector<std::size_t> mask_tokens;
+  std::vector<std::string> ablate_heads, scale_heads;
+  std::string kernel = "reference";
+};
+
+// As `attnlab run` with the same flags: overrides first, then the interventions reported
+// before and after (a masked token is a knock-out, as --mask-token is).
+std::shared_ptr<TraceResult> run_scenario_with(const Scenario& scenario, const RunOptions& r) {
+  Experiment e{scenario, {}, {}, kernel_named(r.kernel, "kernel"), ""};
+  Overrides o;
+  o.causal = r.causal, o.temperature = r.temperature, o.window = r.window, o.query = r.query;
+  apply_overrides(e.scenario, o);
+  for (std::size_t j : r.mask_tokens)
+    e.interventions.knock_out.push_back({j, fmt::format("mask_tokens {}", j)});
+  for (const std::string& text : r.ablate_heads)
+    e.interventions.ablate.push_back(parse_ablate_head(text, "ablate_heads " + text));
+  for (const std::string& text : r.scale_heads)
+    e.interventions.scale.push_back(parse_scale_head(text, "scale_heads " + text));
+  ExperimentResult result;
+  {
+    py::gil_scoped_release free;
+    result = run_experiment(e);
+  }
+  return std::make_shared<TraceResult>(
+      TraceResult{std::move(result.scenario), std::move(result.trace), result.kernel, std::move(result.intervention)});
+}
+
+// ---- models -------------------------------------------------------------------------------
+
+using Tokens = std::variant<std::string, std::vector<int>>;
+
+std::vector<int> ids_of(const ModelDir& m, const Tokens& tokens, const char* field = "text") {
+  if (const auto* ids = std::get_if<std::vector<int>>(&tokens)) {
+    if (ids->empty()) fail("ids", "is empty; give at least one token id");
+    return *ids;
+  }
+  const std::string& text = std::get<std::string>(tokens);
+  if (text.empty()) fail(field, "is empty; give the text to run (or a list of token ids)");
+  return encode_text(m, text);
+}
+
+// A token given as its id or as text that is one token of the model's vocabulary (-1: none).
+int token_of(const ModelDir& m, const std::optional<std::variant<int, std::string>>& token, const char* field) {
+  if (!token) return -1;
+  if (const int* id = std::get_if<int>(&*token)) return *id;
+  const std::string& text = std::get<std::string>(*token);
+  if (!m.tokenizer) fail(field, "the model has no tokenizer to read a token's text with; give its id");
+  const std::vector<TokenId> ids = m.tokenizer->encode(text);
+  if (ids.size() != 1)
+    fail(field, fmt::format("\"{}\" is {} tokens, not one; give one token's text (a leading space is part of it, "
+                            "e.g. \" Paris\") or its id",
+                            text.substr(0, 40), ids.size()));
+  return ids[0];
+}
+
+std::vector<HeadRef> heads_of(const std::vector<std::string>& heads, const char* field) {
+  std::vector<HeadRef> out;
+  for (const std::string& h : heads)
+    out.push_back(parse_head_ref(h, field));
+  return out;
+}
+
+struct PyModel {
+  std::shared_ptr<const ModelDir> dir;
+  const Model& model() const { return dir->model; }
+  const ModelConfig& config() const { return dir->model.config; }
+  TokenText token_text() const {
+    return [d = dir](int id) { return token_texts(*d, {id})[0]; };
+  }
+};
+
+// One forward pass, kept whole; its arrays are views of it.
+struct ModelRun {
+  std::shared_ptr<const ModelDir> dir;
+  std::vector<int> ids;
+  ForwardResult result;
+};
+
+PyModel load(const std::string& path) {
+  py::gil_scoped_release free;
+  return PyModel{std::make_shared<const ModelDir>(open_model_dir(path))};
+}
+
+std::shared_ptr<ModelRun> run_model(const PyModel& m, const Tokens& tokens, const std::vector<std::string>& capture,
+                                    const std::vector<std::string>& ablate) {
+  ForwardOptions options;
+  for (const std::string& what : capture) {
+    if (what == "attention")
+      options.keep_attention = true;
+    else if (what == "stream")
+      options.keep_stream = true;
+    else
+      fail("capture", fmt::format("\"{}\" is not something a run keeps; give \"attention\" (every head's weights) "
+                                  "or \"stream\" (the residual stream at every layer)",
+                                  what));
+  }
+  options.ablate = heads_of(ablate, "ablate");
+  auto run = std::make_shared<ModelRun>(ModelRun{m.dir, ids_of(*m.dir, tokens), {}});
+  py::gil_scoped_release free;
+  run->result = model_forward(m.model(), run->ids, options);
+  return run;
+}
+
+// A list of arrays [rows × width] over `vectors` (one per layer), owned by `owner`.
+py::list layer_views(const std::vector<std::vector<float>>& vectors, std::vector<py::ssize_t> shape, py::handle owner) {
+  py::list out;
+  for (const std::vector<float>& v : vectors)
+    out.append(view(v.data(), shape, owner));
+  return out;
+}
+
+py::object generate_tokens(const PyModel& m, const Tokens& prompt, const GenerateOptions& options) {
+  const std::vector<int> ids = ids_of(*m.dir, prompt, "prompt");
+  std::vector<GeneratedToken> made;
+  {
+    py::gil_scoped_release free;
+    made = generate(m.model(), ids, options);
+  }
+  // As `attnlab model generate --json` prints it.
+  json steps = json::array();
+  std::vector<int> all = ids;
+  for (const GeneratedToken& t : made) {
+    const TokenShown shown = show_token(*m.dir, t.id);
+    steps.push_back({{"id", t.id},
+                     {"token", shown.text},
+                     {"bytes", byte_values(shown.bytes)},
+                     {"probability", t.probability},
+                     {"cache_tokens", t.cache_tokens},
+                     {"cache_bytes", t.cache_bytes}});
+    all.push_back(t.id);
+  }
+  json prompt_json = {{"ids", ids}};
+  add_tokens_json(prompt_json, *m.dir, ids);
+  const std::optional<std::string> text =
+      m.dir->tokenizer ? std::optional(m.dir->tokenizer->decode(std::vector<TokenId>(all.begin(), all.end())))
+                       : std::nullopt;
+  return to_python({{"prompt", std::move(prompt_json)},
+                    {"generated", std::move(steps)},
+                    {"ids", all},
+                    {"text", text ? json(valid_utf8(*text)) : json(nullptr)},
+                    {"temperature", options.temperature},
+                    {"seed", options.seed}});
+}
+
+py::object head_scores(const PyModel& m, const std::optional<std::vector<std::vector<int>>>& sequences,
+                       std::uint64_t seed) {
+  std::vector<HeadScores> scores;
+  {
+    py::gil_scoped_release free;
+    scores = detect_heads(m.model(), sequences ? *sequences : default_detector_sequences(m.config(), seed));
+  }
+  json list = json::array();
+  for (const HeadScores& s : scores)
+    list.push_back({{"layer", s.head.layer},
+                    {"head", s.head.head},
+                    {"previous_token", s.previous_token},
+                    {"duplicate_token", s.duplicate_token},
+                    {"induction", s.induction}});
+  return to_python({{"heads", std::move(list)}});
+}
+
+}  // namespace
+}  // namespace attnlab
+
+PYBIND11_MODULE(_attnlab, mod) {
+  using namespace attnlab;
+  mod.doc() = "attnlab's engine, scenarios and models (see help(attnlab))";
+  mod.attr("__version__") = ATTNLAB_VERSION;
+  // Bad input is a ValueError with the message the CLI prints after "attnlab: ".
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InputError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  py::class_<HeadTrace>(mod, "HeadTrace", "One head's every intermediate: arrays that are views of the trace")
+      .def_readonly("name", &HeadTrace::name)
+      .def_readonly("d_k", &HeadTrace::d_k)
+      .def_readonly("d_v", &HeadTrace::d_v)
+#define ATTNLAB_MATRIX(field, doc) \
+  def_property_readonly(           \
+      #field, [](py::object self) { return view(self.cast<const HeadTrace&>().field, self); }, doc)
+      .ATTNLAB_MATRIX(queries, "[n × d_k] q = x·W_Q (+ b_Q, rotated when the positions are rotary)")
+      .ATTNLAB_MATRIX(keys, "[m × d_k] k = x·W_K")
+      .ATTNLAB_MATRIX(values, "[m × d_v] v = x·W_V")
+      .ATTNLAB_MATRIX(scores, "[n × m] q·kᵀ")
+      .ATTNLAB_MATRIX(scaled, "[n × m] scores × scale (1/√d_k unless the scenario says)")
+      .ATTNLAB_MATRIX(logits, "[n × m] scaled ÷ T, -inf where masked")
+      .ATTNLAB_MATRIX(exponentials, "[n × m] exp(logit − the row's largest)")
+      .ATTNLAB_MATRIX(weights, "[n × m] softmax: each row sums to 1 (0 where masked)")
+      .ATTNLAB_MATRIX(mixed, "[n × d_v] weights · v")
+      .ATTNLAB_MATRIX(output, "[n × d_v] the head's output (mixed, after an intervention's scale or ablation)")
+#undef ATTNLAB_MATRIX
+      .def_property_readonly(
+          "shifts",
+          [](py::object self) {
+            const auto& h = self.cast<const HeadTrace&>();
+            return view(h.shifts.data(), {py::ssize_t(h.shifts.size())}, self);
+          },
+          "[n] each row's largest logit, subtracted before exp")
+      .def_property_readonly(
+          "row_sums",
+          [](py::object self) {
+            const auto& h = self.cast<const HeadTrace&>();
+            return view(h.row_sums.data(), {py::ssize_t(h.row_sums.size())}, self);
+          },
+          "[n] each row's sum of exponentials")
+      .def_property_readonly(
+          "fully_masked",
+          [](const HeadTrace& h) { return std::vector<bool>(h.fully_masked.begin(), h.fully_masked.end()); },
+          "[n] rows with every key masked (their weights are all 0)");
+
+  py::class_<TraceResult, std::shared_ptr<TraceResult>>(mod, "_Trace")
+      .def_property_readonly("tokens", [](const TraceResult& t) { return t.trace.tokens; })
+      .def_property_readonly("source_tokens", [](const TraceResult& t) { return t.trace.source_tokens; })
+      .def_property_readonly("heads",
+                             [](py::object self) {
+                               auto& t = self.cast<TraceResult&>();
+                               py::list heads;
+                               for (HeadTrace& h : t.trace.heads)
+                                 heads.append(py::cast(&h, py::return_value_policy::reference_internal, self));
+                               return heads;
+                             })
+      .def_property_readonly("output",
+                             [](py::object self) { return view(self.cast<const TraceResult&>().trace.output, self); })
+      .def_property_readonly(
+          "concatenated",
+          [](py::object self) { return view(self.cast<const TraceResult&>().trace.concatenated, self); })
+      .def_property_readonly("kernel", [](const TraceResult& t) { return std::string(to_string(t.kernel)); })
+      .def("to_json", [](const TraceResult& t) { return to_python(t.to_json()); })
+      .def("scenario_json", [](const TraceResult& t) { return to_python(scenario_to_json(t.scenario)); });
+
+  mod.def(
+      "_attend",
+      [](const Array& q, const Array& k, const Array& v, bool causal, double temperature,
+         std::optional<std::size_t> window, std::optional<double> scale) {
+        Scenario s = qkv_scenario(matrix_from(q, "q"), matrix_from(k, "k"), matrix_from(v, "v"), causal, temperature,
+                                  window, scale);
+        Trace trace;
+        {
+          py::gil_scoped_release free;
+          trace = run_scenario(s);
+        }
+        return std::make_shared<TraceResult>(TraceResult{std::move(s), std::move(trace)});
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal"), py::arg("temperature"), py::arg("window"),
+      py::arg("scale"));
+  mod.def("_flash", &flash, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal"), py::arg("temperature"),
+          py::arg("window"), py::arg("scale"), py::arg("precision"), py::arg("threads"));
+
+  py::class_<Scenario>(mod, "_Scenario")
+      .def_readonly("name", &Scenario::name)
+      .def_readonly("description", &Scenario::description)
+      .def_readonly("tokens", &Scenario::tokens)
+      .def_property_readonly("n", &Scenario::n)
+      .def_property_readonly("m", &Scenario::m)
+      .def_property_readonly("d_model", &Scenario::d_model)
+      .def("to_json", [](const Scenario& s) { return to_python(scenario_to_json(s)); });
+  mod.def("_load_scenario", [](const std::string& name) { return load_scenario(name); });
+  mod.def("_parse_scenario", [](const std::string& text) { return parse_scenario(text, "the scenario given"); });
+  mod.def("_scenario_names", &bundled_scenario_names);
+  mod.def(
+      "_run_scenario",
+      [](const Scenario& s, std::optional<bool> causal, std::optional<double> temperature,
+         std::optional<std::size_t> window, std::optional<std::size_t> query, std::vector<std::size_t> mask_tokens,
+         std::vector<std::string> ablate_heads, std::vector<std::string> scale_heads, std::string kernel) {
+        return run_scenario_with(s, {causal, temperature, window, query, std::move(mask_tokens),
+                                     std::move(ablate_heads), std::move(scale_heads), std::move(kernel)});
+      },
+      py::arg("scenario"), py::arg("causal"), py::arg("temperature"), py::arg("window"), py::arg("query"),
+      py::arg("mask_tokens"), py::arg("ablate_heads"), py::arg("scale_heads"), py::arg("kernel"));
+
+  py::class_<ModelRun, std::shared_ptr<ModelRun>>(mod, "_ModelRun")
+      .def_readonly("ids", &ModelRun::ids)
+      .def_property_readonly("n", [](const ModelRun& r) { return r.result.n; })
+      .def_property_readonly("logits",
+                             [](py::object self) {
+                               const auto& r = self.cast<const ModelRun&>();
+                               return view(r.result.logits.data(),
+                                           {py::ssize_t(r.result.n), py::ssize_t(r.dir->model.config.vocab_size)},
+                                           self);
+                             })
+      .def_property_readonly("attention",
+                             [](py::object self) {
+                               const auto& r = self.cast<const ModelRun&>();
+                               const auto n = py::ssize_t(r.result.n), H = py::ssize_t(r.dir->model.config.n_head);
+                               return layer_views(r.result.attention, {H, n, n}, self);
+                             })
+      .def_property_readonly("stream",
+                             [](py::object self) {
+                               const auto& r = self.cast<const ModelRun&>();
+                               const auto n = py::ssize_t(r.result.n), d = py::ssize_t(r.dir->model.config.n_embd);
+                               py::list layers;
+                               for (const LayerStream& s : r.result.stream) {
+                                 py::dict layer;
+                                 layer["x_in"] = view(s.x_in.data(), {n, d}, self);
+                                 layer["attention"] = view(s.attention.data(), {n, d}, self);
+                                 layer["mlp"] = view(s.mlp.data(), {n, d}, self);
+                                 layers.append(layer);
+                               }
+                               return layers;
+                             })
+      .def_property_readonly("final_stream", [](py::object self) {
+        const auto& r = self.cast<const ModelRun&>();
+        const auto n = py::ssize_t(r.result.n), d = py::ssize_t(r.dir->model.config.n_embd);
+        return view(r.result.final_stream.data(), {r.result.final_stream.empty() ? 0 : n, d}, self);
+      });
+
+  py::class_<PyModel>(mod, "_Model")
+      .def_property_readonly("path", [](const PyModel& m) { return m.dir->dir; })
+      .def_property_readonly("config", [](const PyModel& m) { return to_python(config_json(m.config())); })
+      .def("describe", [](const PyModel& m) { return describe(m.config()); })
+      .def_property_readonly("has_tokenizer", [](const PyModel& m) { return m.dir->tokenizer.has_value(); })
+      .def("tokenize",
+           [](const PyModel& m, const std::string& text) {
+             json out = {{"ids", encode_text(*m.dir, text)}};
+             add_tokens_json(out, *m.dir, out["ids"].get<std::vector<int>>());
+             return to_python(out);
+           })
+      .def("token_texts", [](const PyModel& m, const std::vector<int>& ids) { return token_texts(*m.dir, ids); })
+      .def("run", &run_model, py::arg("tokens"), py::arg("capture"), py::arg("ablate"))
+      .def(
+          "generate",
+          [](const PyModel& m, const Tokens& prompt, std::size_t tokens, double temperature, std::size_t top_k,
+             std::uint64_t seed) {
+            return generate_tokens(m, prompt, {tokens, temperature, top_k, seed});
+          },
+          py::arg("prompt"), py::arg("tokens"), py::arg("temperature"), py::arg("top_k"), py::arg("seed"))
+      .def("heads", &head_scores, py::arg("sequences"), py::arg("seed"))
+      .def(
+          "attribute",
+          [](const PyModel& m, const Tokens& tokens, std::optional<std::size_t> position,
+             std::optional<std::variant<int, std::string>> target,
+             std::optional<std::variant<int, std::string>> contrast) {
+            const std::vector<int> ids = ids_of(*m.dir, tokens);
+            const LogitTarget want{position, token_of(*m.dir, target, "target"),
+                                   token_of(*m.dir, contrast, "contrast")};
+            LogitAttribution a;
+            {
+              py::gil_scoped_release free;
+              a = attribute_logit(m.model(), ids, want);
+            }
+            json out = attribution_json(a, m.config().n_head, m.token_text());
+            out["ids"] = ids, out["tokens"] = token_texts(*m.dir, ids);
+            return to_python(out);
+          },
+          py::arg("tokens"), py::arg("position"), py::arg("target"), py::arg("contrast"))
+      .def(
+          "lens",
+          [](const PyModel& m, const Tokens& tokens, std::optional<std::variant<int, std::string>> target) {
+            const std::vector<int> ids = ids_of(*m.dir, tokens);
+            const int t = token_of(*m.dir, target, "target");
+            LogitLens l;
+            {
+              py::gil_scoped_release free;
+              l = logit_lens(m.model(), ids, t);
+            }
+            json out = lens_json(l, m.token_text());
+            out["ids"] = ids, out["tokens"] = token_texts(*m.dir, ids);
+            return to_python(out);
+          },
+          py::arg("tokens"), py::arg("target"))
+      .def(
+          "patch",
+          [](const PyModel& m, const Tokens& clean, const Tokens& corrupt,
+             std::optional<std::variant<int, std::string>> target,
+             std::optional<std::variant<int, std::string>> contrast) {
+            const std::vector<int> c = ids_of(*m.dir, clean, "clean"), x = ids_of(*m.dir, corrupt, "corrupt");
+            const int t = token_of(*m.dir, target, "target"), k = token_of(*m.dir, contrast, "contrast");
+            ResidualPatching p;
+            {
+              py::gil_scoped_release free;
+              p = patch_residual(m.model(), c, x, t, k);
+            }
+            json out = patching_json(p, m.token_text());
+            out["clean"] = {{"ids", c}, {"tokens", token_texts(*m.dir, c)}};
+            out["corrupt"] = {{"ids", x}, {"tokens", token_texts(*m.dir, x)}};
+            return to_python(out);
+          },
+          py::arg("clean"), py::arg("corrupt"), py::arg("target"), py::arg("contrast"))
+      .def(
+          "verdict",
+          [](const PyModel& m, const Tokens& tokens, std::optional<std::size_t> position,
+             std::optional<std::variant<int, std::string>> target,
+             std::optional<std::variant<int, std::string>> contrast, std::size_t steps) {
+            const std::vector<int> ids = ids_of(*m.dir, tokens);
+            VerdictOptions o;
+            o.target = {position, token_of(*m.dir, target, "target"), token_of(*m.dir, contrast, "contrast")};
+            o.steps = steps;
+            Verdict v;
+            {
+              py::gil_scoped_release free;
+              v = verdict(m.model(), ids, o);
+            }
+            json out = verdict_json(v, m.token_text());
+            const std::vector<int> cut(ids.begin(), ids.begin() + std::ptrdiff_t(v.n));
+            out["ids"] = cut, out["tokens"] = token_texts(*m.dir, cut);
+            return to_python(out);
+          },
+          py::arg("tokens"), py::arg("position"), py::arg("target"), py::arg("contrast"), py::arg("steps"));
+  mod.def("_load", &load, py::arg("path"));
+
+  // ---- cost and the KV cache ----
+  mod.def(
+      "_cost",
+      [](std::uint64_t n, std::uint64_t d_model, std::uint64_t heads, std::uint64_t layers, const std::string& dtype,
+         std::uint64_t window) {
+        const CostShape shape{d_model, heads, layers, parse_dtype(dtype, "dtype"), window};
+        validate_cost_shape(shape);
+        if (n < 1 || n > largest_costable_tokens(shape))
+          fail("n", fmt::format("must be 1 to {} for this shape", largest_costable_tokens(shape)));
+        const GridCost g = grid_cost(n, shape);
+        return to_python({{"n", g.n},
+                          {"dense_cells", g.dense_cells},
+                          {"causal_cells", g.causal_cells},
+                          {"window_cells", g.window_cells},
+                          {"strided_stride", g.strided_stride},
+                          {"strided_cells", g.strided_cells},
+                          {"flops_layer_dense", g.flops_layer_dense},
+                          {"flops_layer_causal", g.flops_layer_causal},
+                          {"flops_layer_window", g.flops_layer_window},
+                          {"flops_layer_strided", g.flops_layer_strided},
+                          {"flops_model_dense", g.flops_model_dense},
+                          {"flops_model_causal", g.flops_model_causal},
+                          {"grid_bytes_head", g.grid_bytes_head},
+                          {"grid_bytes_layer", g.grid_bytes_layer}});
+      },
+      py::arg("n"), py::arg("d_model"), py::arg("heads"), py::arg("layers"), py::arg("dtype"), py::arg("window"));
+  mod.def(
+      "_kv",
+      [](std::optional<std::string> model, const std::string& dtype, const std::vector<std::uint64_t>& contexts,
+         std::optional<std::uint64_t> budget, const ShapeOverrides& overrides) {
+        const ModelShape shape = resolve_model_shape(model, overrides);
+        const KVReport r = kv_report(shape, parse_dtype(dtype, "dtype"), contexts, budget);
+        json rows = json::array();
+        for (const KVRow& row : r.rows)
+          rows.push_back({{"context", row.context},
+                          {"cache_bytes", row.cache_bytes},
+                          {"total_bytes", row.total_bytes},
+                          {"cache_over_weights", row.cache_over_weights},
+                          {"cache_exceeds_weights", row.cache_exceeds_weights}});
+        json out = {{"model",
+                     {{"name", shape.name},
+                      {"layers", shape.layers},
+                      {"d_model", shape.d_model},
+                      {"heads", shape.heads},
+                      {"kv_heads", shape.kv_heads},
+                      {"head_dim", shape.head_dim},
+                      {"parameters", shape.parameters}}},
+                    {"dtype", dtype_name(r.dtype)},
+                    {"bytes_per_token", r.bytes_per_token},
+                    {"weight_bytes", r.weight_bytes},
+                    {"crossover_context", r.crossover_context ? json(*r.crossover_context) : json(nullptr)},
+                    {"rows", std::move(rows)},
+                    {"budget", nullptr}};
+        if (r.budget)
+          out["budget"] = {{"budget_bytes", r.budget->budget_bytes},
+                           {"left_for_cache", r.budget->left_for_cache},
+                           {"weights_fit", r.budget->weights_fit},
+                           {"max_context", r.budget->max_context}};
+        return to_python(out);
+      },
+      py::arg("model"), py::arg("dtype"), py::arg("contexts"), py::arg("budget"), py::arg("overrides"));
+  py::class_<ShapeOverrides>(mod, "_ShapeOverrides")
+      .def(py::init<>())
+      .def_readwrite("layers", &ShapeOverrides::layers)
+      .def_readwrite("heads", &ShapeOverrides::heads)
+      .def_readwrite("kv_heads", &ShapeOverrides::kv_heads)
+      .def_readwrite("head_dim", &ShapeOverrides::head_dim)
+      .def_readwrite("d_model", &ShapeOverrides::d_model)
+      .def_readwrite("parameters", &ShapeOverrides::parameters);
+}

@@ -1,0 +1,313 @@
+"""The Python module against the command's JSON on the same inputs (bit for bit: the same
+code runs), against NumPy written from the formula, and as a notebook user would misuse it."""
+import gc
+import json
+import resource
+
+import numpy as np
+import pytest
+
+import attnlab
+
+
+def softmax_attention(q, k, v, causal=False, temperature=1.0, scale=None, window=None):
+    """The formula, in NumPy: softmax(q·kᵀ · scale / T) · v, masked keys out."""
+    n, m = len(q), len(k)
+    logits = q @ k.T * (scale if scale is not None else 1 / np.sqrt(q.shape[1])) / temperature
+    i = np.arange(n)[:, None] + (m - n)
+    j = np.arange(m)[None, :]
+    allowed = np.ones((n, m), bool)
+    if causal:
+        allowed &= j <= i
+    if window is not None:
+        allowed &= np.abs(i - j) < window  # the engine's window: |i − j| < w
+    logits = np.where(allowed, logits, -np.inf)
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    w = e / e.sum(axis=1, keepdims=True)
+    return w, w @ v
+
+
+def read_safetensors(path):
+    """A safetensors file's F32 tensors as float64 arrays (8-byte header length, JSON, data)."""
+    data = path.read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    out = {}
+    for name, t in header.items():
+        if name != "__metadata__":
+            begin, end = t["data_offsets"]
+            raw = np.frombuffer(data[8 + size + begin:8 + size + end], np.float32)
+            out[name] = raw.reshape(t["shape"]).astype(np.float64)
+    return out
+
+
+# ---- the engine ---------------------------------------------------------------------------
+
+def test_attend_keeps_every_step_and_matches_the_formula():
+    rng = np.random.default_rng(1)
+    q, k, v = rng.normal(size=(4, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    t = attnlab.attend(q, k, v, temperature=0.7, scale=0.5, window=3)
+    w, out = softmax_attention(q, k, v, temperature=0.7, scale=0.5, window=3)
+    np.testing.assert_array_equal(t.queries, q)
+    np.testing.assert_array_equal(t.keys, k)
+    np.testing.assert_array_equal(t.values, v)
+    np.testing.assert_allclose(t.scores, q @ k.T, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(t.scaled, q @ k.T * 0.5, rtol=0, atol=1e-14)
+    assert (np.isneginf(t.logits) == (w == 0)).all() and (w == 0).sum() > 0
+    np.testing.assert_allclose(t.weights, w, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(t.outputs, out, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(t.weights.sum(axis=1), 1, atol=1e-14)
+    assert t.weights.shape == (4, 6) and t.weights.dtype == np.float64
+    assert not t.weights.flags.writeable, "views of the trace are read-only"
+
+
+def test_attend_is_the_commands_run_of_the_same_scenario(cli, tmp_path):
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=(5, 4))
+    t = attnlab.attend(q, q, rng.normal(size=(5, 3)), causal=True)
+    path = tmp_path / "attend.json"
+    path.write_text(json.dumps(t.scenario()))
+    assert t.to_json() == cli("run", path, "--json")
+
+
+def test_every_bundled_scenario_runs_as_the_command_runs_it(cli):
+    names = attnlab.Scenario.names()
+    assert names[0] == "three-tokens" and len(names) > 3
+    for name in names:
+        assert attnlab.Scenario.load(name).run().to_json() == cli("run", name, "--json"), name
+
+
+def test_options_and_interventions_are_the_commands_flags(cli):
+    s = attnlab.Scenario.load("three-tokens")
+    t = s.run(causal=True, temperature=0.5, mask_tokens=[1], ablate_heads=["0:mean"])
+    assert t.to_json() == cli("run", "three-tokens", "--json", "--causal", "-T", "0.5", "--mask-token", "1",
+                              "--ablate-head", "0:mean")
+    assert t.intervention is not None and t.intervention["applied"]
+    tiled = s.run(kernel="tiled")
+    assert tiled.to_json() == cli("run", "three-tokens", "--json", "--kernel", "tiled")
+
+
+def test_flash_matches_the_reference_with_grouped_heads():
+    rng = np.random.default_rng(3)
+    H, H_kv, n, d_k, d_v = 4, 2, 75, 16, 8
+    q = rng.normal(size=(H, n, d_k)).astype(np.float32)
+    k = rng.normal(size=(H_kv, n, d_k)).astype(np.float32)
+    v = rng.normal(size=(H_kv, n, d_v)).astype(np.float32)
+    out = attnlab.flash(q, k, v, causal=True)
+    assert out.shape == (H, n, d_v) and out.dtype == np.float32
+    for h in range(H):
+        _, want = softmax_attention(q[h].astype(np.float64), k[h // 2].astype(np.float64),
+                                    v[h // 2].astype(np.float64), causal=True)
+        np.testing.assert_allclose(out[h], want, rtol=0, atol=2e-5)
+        t = attnlab.attend(q[h], k[h // 2], v[h // 2], causal=True)
+        np.testing.assert_allclose(out[h], t.outputs, rtol=0, atol=2e-5)
+    one = attnlab.flash(q[0], k[0], v[0], window=5, temperature=2.0)
+    np.testing.assert_allclose(one, attnlab.attend(q[0], k[0], v[0], window=5, temperature=2.0).outputs, atol=2e-5)
+
+
+def test_bad_arguments_raise_value_error_naming_what_is_wrong(cli):
+    q = np.zeros((3, 4))
+    with pytest.raises(ValueError, match=r"^k: has 2 columns and q 4"):
+        attnlab.attend(q, np.zeros((3, 2)), np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"^v: has 4 rows and k 3"):
+        attnlab.attend(q, q, np.zeros((4, 2)))
+    with pytest.raises(ValueError, match=r"^q: is 1-dimensional"):
+        attnlab.attend(np.zeros(3), q, q)
+    with pytest.raises(ValueError, match=r"^temperature: "):
+        attnlab.attend(q, q, q, temperature=0)
+    with pytest.raises(ValueError, match=r"^k: has 3 key/value heads, which does not divide q's 4"):
+        attnlab.flash(np.zeros((4, 2, 8), np.float32), np.zeros((3, 2, 8), np.float32), np.zeros((3, 2, 8), np.float32))
+    with pytest.raises(ValueError, match=r"^precision: "):
+        attnlab.flash(q, q, q, precision="f8")
+    # The command's message, word for word, after its "attnlab: ".
+    code, stderr = cli("run", "no-such-scenario", check=False)
+    assert code == 2
+    with pytest.raises(ValueError) as raised:
+        attnlab.Scenario.load("no-such-scenario")
+    assert stderr.strip() == "attnlab: " + str(raised.value)
+
+
+def test_arrays_stay_valid_while_their_owner_lives_and_after_the_trace_goes():
+    rng = np.random.default_rng(4)
+    q = rng.normal(size=(8, 4))
+    t = attnlab.attend(q, q, q)
+    weights, head = t.weights, t.heads[0]
+    expected = weights.copy()
+    del t
+    gc.collect()
+    for _ in range(50):  # other allocations that would reuse freed memory
+        attnlab.attend(rng.normal(size=(8, 4)), q, q)
+    np.testing.assert_array_equal(weights, expected)
+    np.testing.assert_array_equal(head.weights, expected)
+    assert weights.base is not None, "a view, not a copy"
+
+
+def test_ten_thousand_calls_do_not_leak():
+    q = np.ones((4, 4))
+
+    def rss_kib():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() // 1024
+
+    for _ in range(500):  # warm-up: allocator pools, caches
+        attnlab.attend(q, q, q).weights.sum()
+    before = rss_kib()
+    for _ in range(10_000):
+        t = attnlab.attend(q, q, q)
+        t.weights.sum()
+        attnlab.flash(q, q, q)
+    gc.collect()
+    grown = rss_kib() - before
+    # A trace of 4 tokens is about 3 KB: 10,000 leaked would be 30 MB.
+    assert grown < 4096, f"resident memory grew {grown} KiB over 10,000 calls"
+
+
+# ---- models -------------------------------------------------------------------------------
+
+def test_a_model_run_is_the_commands_and_numpys(cli, tiny):
+    m = attnlab.load(tiny)
+    ids = [3, 17, 5, 3, 17, 5, 39, 0, 22, 3]
+    r = m.run(ids, capture=["attention", "stream"])
+    want = cli("model", "run", tiny, "--ids", ",".join(map(str, ids)), "--json")
+    assert r.ids == want["ids"]
+    assert len(r.attention) == 2 and r.attention[0].shape == (4, 10, 10)
+    for layer in range(2):
+        np.testing.assert_array_equal(r.attention[layer], np.array(want["attention"][layer], np.float32))
+    np.testing.assert_array_equal(r.logits[-1], np.array(want["last_logits"], np.float32))
+    # NumPy's forward from the formula (tests/model/make_gpt2_fixtures.py wrote it).
+    expected = json.loads((tiny / "expected.json").read_text())
+    assert expected["ids"] == ids
+    np.testing.assert_allclose(r.logits, expected["logits"], rtol=0, atol=2e-4)
+    # The residual stream: each layer's input is the last one's plus what its attention and
+    # MLP wrote, and its LayerNorm is NumPy's block input.
+    w = read_safetensors(tiny / "model.safetensors")
+    for layer in range(2):
+        s = r.stream[layer]
+        after = r.stream[layer + 1]["x_in"] if layer + 1 < 2 else r.final_stream
+        np.testing.assert_allclose(after, s["x_in"] + s["attention"] + s["mlp"], rtol=0, atol=1e-5)
+        x = s["x_in"].astype(np.float64)
+        normed = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+        normed = normed * w[f"transformer.h.{layer}.ln_1.weight"] + w[f"transformer.h.{layer}.ln_1.bias"]
+        np.testing.assert_allclose(normed, expected["block_inputs"][layer], rtol=0, atol=2e-4)
+    np.testing.assert_allclose(r.head("1.2"), expected["attention"][1][2], rtol=0, atol=2e-5)
+    probabilities = [p for _, _, p in r.top_k(k=3)]
+    assert probabilities == sorted(probabilities, reverse=True)
+    assert [c["id"] for c in want["top_k"][-1][:3]] == [i for i, _, _ in r.top_k(k=3)]
+
+
+def test_ablation_generation_and_heads_are_the_commands(cli, tiny):
+    m = attnlab.load(tiny)
+    ids = "3,17,5,3,17,5"
+    ablated = m.ablate([3, 17, 5, 3, 17, 5], ["0.1", "1.3"])
+    want = cli("model", "run", tiny, "--ids", ids, "--ablate", "0.1", "--ablate", "1.3", "--json")
+    np.testing.assert_array_equal(ablated.logits[-1], np.array(want["last_logits"], np.float32))
+    assert not np.array_equal(ablated.logits, m.run([3, 17, 5, 3, 17, 5]).logits), "the ablation changes something"
+    g = m.generate([3, 17, 5], 6, temperature=0.8, top_k=10, seed=7)
+    assert g == cli("model", "generate", tiny, "--ids", "3,17,5", "--tokens", 6, "--temperature", 0.8, "--top-k",
+                    10, "--seed", 7, "--json")
+    scores = m.heads()
+    want = cli("model", "heads", tiny, "--json")["heads"]
+    assert [(s.layer, s.index, s.previous_token, s.duplicate_token, s.induction) for s in scores] == [
+        (h["layer"], h["head"], h["previous_token"], h["duplicate_token"], h["induction"]) for h in want]
+    assert scores[5].head == "1.1"
+
+
+def test_attribution_lens_patching_and_verdict_are_the_commands(cli, tiny):
+    m = attnlab.load(tiny)
+    ids = [3, 17, 5, 3, 17]
+    flag = ",".join(map(str, ids))
+    assert m.attribute(ids, target=5) == cli("model", "attribute", tiny, "--ids", flag, "--target", 5, "--json")
+    assert m.lens(ids) == cli("model", "lens", tiny, "--ids", flag, "--json")
+    corrupt = [3, 22, 5, 3, 17]
+    assert m.patch(ids, corrupt, target=5, contrast=0) == cli(
+        "model", "patch", tiny, "--clean-ids", flag, "--corrupt-ids", ",".join(map(str, corrupt)), "--target", 5,
+        "--contrast", 0, "--json")
+    assert m.verdict(ids, steps=4) == cli("model", "verdict", tiny, "--ids", flag, "--steps", 4, "--json")
+    a = m.attribute(ids, target=5)
+    heads = np.array(a["heads"])
+    assert heads.size == 2 * 4
+
+
+def test_text_goes_through_the_models_tokenizer(cli, vocab_model):
+    m = attnlab.load(vocab_model)
+    text = " Hello world, attention!"
+    assert m.tokenize(text) == cli("model", "tokenize", vocab_model, text, "--json")["ids"]
+    r = m.run(text)
+    assert r.ids == m.tokenize(text)
+    assert r.tokens == cli("model", "tokenize", vocab_model, text, "--json")["tokens"]
+    assert m.attribute(text, target=" world") == cli("model", "attribute", vocab_model, "--text", text, "--target",
+                                                     " world", "--json")
+    with pytest.raises(ValueError, match='^target: " big world" is 2 tokens, not one'):
+        m.attribute(text, target=" big world")
+
+
+def test_model_errors_are_the_commands_messages(cli, tiny, tmp_path):
+    m = attnlab.load(tiny)
+    code, stderr = cli("model", "run", tiny, "--ids", "1,2", "--ablate", "9.9", check=False)
+    assert code == 2
+    with pytest.raises(ValueError) as raised:
+        m.run([1, 2], ablate=["9.9"])
+    assert stderr.strip() == "attnlab: --" + str(raised.value), "the same message, the flag named as the flag"
+    code, stderr = cli("model", "info", tmp_path, check=False)
+    with pytest.raises(ValueError) as raised:
+        attnlab.load(tmp_path)
+    assert code == 2 and stderr.strip() == "attnlab: " + str(raised.value)
+    with pytest.raises(ValueError, match='^capture: "weights" is not something a run keeps'):
+        m.run([1, 2], capture=["weights"])
+    with pytest.raises(ValueError, match="^tokens: the prompt's 3 tokens plus 99 new ones"):
+        m.generate([1, 2, 3], 99)
+    with pytest.raises(ValueError, match=r"^head: \"5\" is not a head"):
+        m.run([1, 2]).head("5")
+
+
+def test_model_arrays_outlive_the_run_and_the_model(tiny):
+    m = attnlab.load(tiny)
+    r = m.run([3, 17, 5])
+    attention, logits = r.attention[1], r.logits
+    kept = attention.copy(), logits.copy()
+    del r, m
+    gc.collect()
+    attnlab.load(tiny).run([1, 2, 3, 4, 5, 6])
+    np.testing.assert_array_equal(attention, kept[0])
+    np.testing.assert_array_equal(logits, kept[1])
+
+
+# ---- cost, the KV cache, HTML -------------------------------------------------------------
+
+def test_cost_and_kv_follow_their_formulas():
+    c = attnlab.cost(1024, d_model=768, heads=12, layers=12)
+    assert c["dense_cells"] == 1024 ** 2 and c["causal_cells"] == 1024 * 1025 // 2
+    assert c["flops_layer_dense"] == 4 * 1024 ** 2 * 64 * 12
+    kv = attnlab.kv(layers=32, heads=32, kv_heads=8, head_dim=128, contexts=[4096], dtype="f16")
+    assert kv["bytes_per_token"] == 2 * 32 * 8 * 128 * 2
+    assert kv["rows"][0]["cache_bytes"] == 4096 * 2 * 32 * 8 * 128 * 2
+    with pytest.raises(ValueError, match="^colour: not a shape field"):
+        attnlab.kv(colour=3)
+    with pytest.raises(ValueError, match="^dtype: "):
+        attnlab.cost(10, dtype="f7")
+
+
+def test_traces_and_heads_show_as_the_labs_heatmap():
+    t = attnlab.Scenario.load("three-tokens").run(causal=True)
+    page = t._repr_html_()
+    assert page.count("<tr>") == 1 + 3 and "attnlab-heatmap" in page
+    assert "#5c5c5c" in page, "masked cells in the page's masked colour"
+    assert "rgb(8,48,107)" in page, "a weight of 1 in the page's darkest blue (web/colour.js)"
+    assert t.heads[0]._repr_html_().count("<td") == 9
+    assert "HeadTrace" in repr(t.heads[0]) and "Trace" in repr(t)
+    assert "softmax" in attnlab.attend.__doc__
+
+
+def test_show_starts_the_lab_on_the_model(tiny, monkeypatch):
+    import os
+    import urllib.request
+    monkeypatch.setenv("ATTNLAB_COMMAND", os.environ.get("ATTNLAB_CLI", "build/attnlab"))
+    url = attnlab.show(attnlab.load(tiny))
+    url = url if isinstance(url, str) else url.src
+    assert url.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(url + "api/model") as reply:
+        info = json.loads(reply.read())
+    config = attnlab.load(tiny).config
+    assert info["loaded"] is True and {k: info.get(k) for k in config} == config
+    with pytest.raises(ValueError, match="^show: attnlab serve did not start: attnlab: "):
+        attnlab.show("/no/such/model")
