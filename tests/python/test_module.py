@@ -224,8 +224,13 @@ def test_attribution_lens_patching_and_verdict_are_the_commands(cli, tiny):
         "--contrast", 0, "--json")
     assert m.verdict(ids, steps=4) == cli("model", "verdict", tiny, "--ids", flag, "--steps", 4, "--json")
     a = m.attribute(ids, target=5)
-    heads = np.array(a["heads"])
-    assert heads.size == 2 * 4
+    assert isinstance(a.heads, np.ndarray) and a.heads.size == 2 * 4
+    np.testing.assert_array_equal(a.heads, np.asarray(a["heads"], float))
+    assert a.target == 5 and isinstance(a.parts, list)
+    with pytest.raises(AttributeError, match="^colour: not a field of this result"):
+        a.colour
+    p = m.patch(ids, corrupt, target=5, contrast=0)
+    assert p.heads.shape == (2, 4) and p.clean["ids"] == ids and (p.clean.ids == ids).all()
 
 
 def test_text_goes_through_the_models_tokenizer(cli, vocab_model):

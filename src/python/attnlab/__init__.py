@@ -34,7 +34,7 @@ from ._attnlab import HeadTrace
 __version__ = _attnlab.__version__
 __all__ = [
     "attend", "flash", "Scenario", "Trace", "HeadTrace", "load", "Model", "ModelRun", "HeadScore",
-    "cost", "kv", "show",
+    "Result", "cost", "kv", "show",
 ]
 
 Tokens = Union[str, Sequence[int]]
@@ -225,6 +225,32 @@ class Scenario:
 
 # ---- models -------------------------------------------------------------------------------
 
+class Result(dict):
+    """A result as the command's --json prints it (a dict, equal to that JSON), whose fields
+    are also attributes: numbers as they are, lists of numbers as NumPy arrays
+    (``a.heads`` is ``np.asarray(a["heads"])``), objects as Results."""
+
+    def __getattr__(self, name):
+        try:
+            value = self[name]
+        except KeyError:
+            raise AttributeError(f"{name}: not a field of this result; it has {', '.join(self)}") from None
+        if isinstance(value, dict):
+            return Result(value)
+        if isinstance(value, list) and value and _numeric(value):
+            return _np.asarray(value, dtype=float)
+        return value
+
+    def __dir__(self):
+        return list(self) + dir(dict)
+
+
+def _numeric(value) -> bool:
+    while isinstance(value, list) and value:
+        value = value[0]
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class HeadScore:
     """A head's detector scores on the sequences it was run on (docs/models.md)."""
@@ -327,7 +353,7 @@ class Model:
     def generate(self, prompt: Tokens, tokens: int = 20, *, temperature: float = 0.0, top_k: int = 0,
                  seed: int = 0) -> dict:
         """New tokens through the KV cache, as ``attnlab model generate --json`` gives them."""
-        return self._native.generate(_tokens(prompt), tokens, temperature, top_k, seed)
+        return Result(self._native.generate(_tokens(prompt), tokens, temperature, top_k, seed))
 
     def heads(self, sequences: Optional[Sequence[Sequence[int]]] = None, *, seed: int = 0) -> list:
         """Every head's previous-token, duplicate-token and induction scores (``model heads``),
@@ -341,21 +367,21 @@ class Model:
                   position: Optional[int] = None) -> dict:
         """Direct logit attribution (``model attribute --json``): what each head, MLP and bias
         writes along the answer's direction, and each head's part split over its source tokens."""
-        return self._native.attribute(_tokens(tokens), position, target, contrast)
+        return Result(self._native.attribute(_tokens(tokens), position, target, contrast))
 
     def lens(self, tokens: Tokens, *, target: Optional[Token] = None) -> dict:
         """The logit lens (``model lens --json``)."""
-        return self._native.lens(_tokens(tokens), target)
+        return Result(self._native.lens(_tokens(tokens), target))
 
     def patch(self, clean: Tokens, corrupt: Tokens, *, target: Optional[Token] = None,
               contrast: Optional[Token] = None) -> dict:
         """Activation patching of the residual stream, heads and MLPs (``model patch --json``)."""
-        return self._native.patch(_tokens(clean), _tokens(corrupt), target, contrast)
+        return Result(self._native.patch(_tokens(clean), _tokens(corrupt), target, contrast))
 
     def verdict(self, tokens: Tokens, *, target: Optional[Token] = None, contrast: Optional[Token] = None,
                 position: Optional[int] = None, steps: int = 16) -> dict:
         """Every attribution measure beside the interventions (``model verdict --json``)."""
-        return self._native.verdict(_tokens(tokens), position, target, contrast, steps)
+        return Result(self._native.verdict(_tokens(tokens), position, target, contrast, steps))
 
 
 def load(path: str) -> Model:
@@ -369,7 +395,7 @@ def load(path: str) -> Model:
 def cost(n: int, *, d_model: int = 4096, heads: int = 32, layers: int = 32, dtype: str = "f16",
          window: int = 4096) -> dict:
     """The attention grid's cells, FLOPs and bytes at n tokens (``attnlab cost``'s counts)."""
-    return _attnlab._cost(n, d_model, heads, layers, dtype, window)
+    return Result(_attnlab._cost(n, d_model, heads, layers, dtype, window))
 
 
 def kv(model: Optional[str] = None, *, dtype: str = "f16", contexts: Sequence[int] = (1024, 4096, 32768),
@@ -382,7 +408,7 @@ def kv(model: Optional[str] = None, *, dtype: str = "f16", contexts: Sequence[in
             raise ValueError(f"{key}: not a shape field; give layers, heads, kv_heads, head_dim, d_model "
                              "or parameters")
         setattr(o, key, int(value))
-    return _attnlab._kv(model, dtype, [int(c) for c in contexts], budget, o)
+    return Result(_attnlab._kv(model, dtype, [int(c) for c in contexts], budget, o))
 
 
 def show(model: Union[str, Model], *, port: int = 0):
