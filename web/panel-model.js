@@ -76,6 +76,16 @@ function defaultInput(info) {
 }
 
 /**
+ * The input a link gives the panel: the page's address ending in #text=... (Python's
+ * attnlab.show(model, text) opens such a link), or null.
+ * @returns {string | null}
+ */
+function linkedInput() {
+  const text = new URLSearchParams(location.hash.slice(1)).get('text');
+  return text === null || text === '' ? null : text;
+}
+
+/**
  * The request for an input on a model: the text or ids, then the run and the step when
  * they are not the defaults (the --model directory, its final model). The keys always come
  * in this order, so that equal requests are equal as JSON.
@@ -116,7 +126,7 @@ export async function loadModel() {
       patchModel({ info });
       return;
     }
-    const input = defaultInput(info);
+    const input = linkedInput() ?? defaultInput(info);
     const parsed = parseModelInput(info, input);
     patchModel({ info, input, request: 'request' in parsed ? requestFor(parsed.request, getState().model.source) : null });
   } catch (e) {

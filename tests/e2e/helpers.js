@@ -58,14 +58,15 @@ async function openBrowser({ serveArgs = null } = {}) {
     downloadsPath: downloads,
   });
   // Pages get a console-error log; tests assert it stays empty.
-  async function newPage({ width = WIDTH, height = 800 } = {}) {
+  // hash: the URL's fragment (without '#'), e.g. 'text=...' (the model panel's first input).
+  async function newPage({ width = WIDTH, height = 800, hash = '' } = {}) {
     const page = await context.newPage();
     await page.setViewportSize({ width, height });
     page.errors = [];
     page.on('console', (msg) => { if (msg.type() === 'error') page.errors.push(`console: ${msg.text()}`); });
     page.on('pageerror', (err) => page.errors.push(`pageerror: ${err.stack || err.message}`));
     page.on('requestfailed', (req) => page.errors.push(`requestfailed: ${req.url()} ${req.failure() && req.failure().errorText}`));
-    await page.goto(server.url + '/');
+    await page.goto(server.url + '/' + (hash ? `#${hash}` : ''));
     await settled(page);
     return page;
   }

@@ -34,6 +34,15 @@ async function ranOn(page, ids) {
 const topK = (page, testid) => page.$$eval(`[data-testid="${testid}"] tr[data-id]`,
   (rows) => rows.map((r) => ({ id: Number(r.dataset.id), probability: Number(r.dataset.probability) })));
 
+test('model source: a link ending in #text=... (attnlab.show(model, text)) runs that input first', { skip: SKIP }, async () => {
+  const page = await browser.newPage({ hash: `text=${encodeURIComponent(IDS.join(' '))}` });
+  await page.waitForSelector('[data-testid="model"]:not([hidden])');
+  await ranOn(page, IDS);
+  assert.equal(await page.inputValue('[data-testid="model-input"]'), IDS.join(' '));
+  assertNoErrors(page);
+  await page.close();
+});
+
 test('model source: the grid of 2 × 4 heads, head 1.2 in the heatmap as /api/model/run gives it, an ablation moves the top-k',
   { skip: SKIP }, async () => {
     const page = await browser.newPage({ height: 1400 });

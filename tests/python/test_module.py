@@ -307,9 +307,10 @@ def test_show_starts_the_lab_on_the_model(tiny, monkeypatch):
     import os
     import urllib.request
     monkeypatch.setenv("ATTNLAB_COMMAND", os.environ.get("ATTNLAB_CLI", "build/attnlab"))
-    url = attnlab.show(attnlab.load(tiny))
+    url = attnlab.show(attnlab.load(tiny), "3 17 5")
     url = url if isinstance(url, str) else url.src
-    assert url.startswith("http://127.0.0.1:")
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/#text=3%2017%205")
+    url = url.split("#")[0]
     with urllib.request.urlopen(url + "api/model") as reply:
         info = json.loads(reply.read())
     config = attnlab.load(tiny).config

@@ -411,13 +411,15 @@ def kv(model: Optional[str] = None, *, dtype: str = "f16", contexts: Sequence[in
     return Result(_attnlab._kv(model, dtype, [int(c) for c in contexts], budget, o))
 
 
-def show(model: Union[str, Model], *, port: int = 0):
+def show(model: Union[str, Model], text: Optional[str] = None, *, port: int = 0):
     """Opens the lab on a model from a notebook: starts ``attnlab serve --model`` (the command
     on PATH, or ATTNLAB_COMMAND) on 127.0.0.1 and returns an IFrame of the page (the URL
-    outside IPython). The server runs until the Python process ends."""
+    outside IPython), its model panel running `text` first (token ids separated by spaces
+    for a model without a tokenizer). The server runs until the Python process ends."""
     import atexit
     import shutil
     import subprocess
+    import urllib.parse
     path = model.path if isinstance(model, Model) else str(model)
     command = _os.environ.get("ATTNLAB_COMMAND") or shutil.which("attnlab")
     if not command:
@@ -429,6 +431,8 @@ def show(model: Union[str, Model], *, port: int = 0):
         process.kill()
         raise ValueError(f"show: attnlab serve did not start: {process.stderr.read().strip()}")
     atexit.register(process.terminate)
+    if text:
+        url += "#" + urllib.parse.urlencode({"text": text}, quote_via=urllib.parse.quote)
     try:
         from IPython.display import IFrame
         return IFrame(url, width="100%", height=720)
