@@ -3,8 +3,13 @@
 
 #include <cblas.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string_view>
+#include <type_traits>
 
 #include "attnlab/kernels/flash_attention.hpp"
 
@@ -25,6 +30,59 @@ std::optional<std::string> blas_core_to_use() {
   if (avx512) return "SkylakeX";
   if (isa == Isa::avx2) return "Haswell";
   return std::nullopt;
+}
+
+namespace {
+
+// Below this many multiply-adds a product runs on the calling thread: an OpenMP team costs
+// microseconds to wake, a product of 2^20 about as long again on one core.
+constexpr double kShareFrom = double(1 << 20);
+
+template <class T>
+void blas_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, std::size_t lda, const T* B,
+               std::size_t ldb, T beta, T* C, std::size_t ldc) {
+  const auto t = [](bool transposed) { return transposed ? CblasTrans : CblasNoTrans; };
+  const auto i = [](std::size_t x) { return static_cast<int>(x); };
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, t(ta), t(tb), i(M), i(N), i(K), 1.0f, A, i(lda), B, i(ldb), beta, C, i(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, t(ta), t(tb), i(M), i(N), i(K), 1.0, A, i(lda), B, i(ldb), beta, C, i(ldc));
+}
+
+template <class T>
+void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, std::size_t lda, const T* B,
+                 std::size_t ldb, T beta, T* C, std::size_t ldc) {
+  static std::once_flag one_thread;
+  std::call_once(one_thread, [] { openblas_set_num_threads(1); });
+  const std::size_t threads = omp_in_parallel() ? 1 : std::size_t(std::max(1, omp_get_max_threads()));
+  const bool by_columns = N >= 64 * threads, by_rows = !by_columns && M >= 8 * threads;
+  if (threads == 1 || double(M) * double(N) * double(K) < kShareFrom || !(by_columns || by_rows)) {
+    blas_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Block k of C's columns [k·w, (k+1)·w) needs B's same columns (rows, when B is
+  // transposed); block k of C's rows, A's same rows (columns, when A is transposed).
+  const std::size_t whole = by_columns ? N : M, width = (whole + threads - 1) / threads, step = (width + 15) / 16 * 16;
+#pragma omp parallel for schedule(static, 1) num_threads(static_cast <int>(threads))
+  for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(threads); ++k) {
+    const std::size_t first = std::size_t(k) * step, count = first < whole ? std::min(step, whole - first) : 0;
+    if (count == 0) continue;
+    if (by_columns)
+      blas_gemm(ta, tb, M, count, K, A, lda, tb ? B + first * ldb : B + first, ldb, beta, C + first, ldc);
+    else
+      blas_gemm(ta, tb, count, N, K, ta ? A + first : A + first * lda, lda, B, ldb, beta, C + first * ldc, ldc);
+  }
+}
+
+}  // namespace
+
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,
+          const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+  shared_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
+          const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc) {
+  shared_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace attnlab

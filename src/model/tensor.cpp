@@ -2,8 +2,6 @@
 // them (attnlab/model/tensor.hpp).
 #include "attnlab/model/tensor.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include <stdexcept>
 
 #include "attnlab/kernels/matvec.hpp"
+#include "attnlab/model/blas.hpp"
 
 namespace attnlab {
 
@@ -44,8 +43,6 @@ float value_at(const std::byte* data, GgmlType type, std::size_t row_length, std
   widen(data + row * ggml_row_bytes(type, row_length), type, row_length, line.data());
   return line[i];
 }
-
-int as_int(std::size_t x) { return static_cast<int>(x); }
 
 // The types the matrix–vector kernels read in place; the others are widened first.
 std::optional<RowFormat> row_format(GgmlType type) {
@@ -192,8 +189,7 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
     return;
   }
   if (w.owned()) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(out), as_int(in), 1.0f, x, as_int(in),
-                w.data(), as_int(out), beta, y, as_int(out));
+    gemm(false, false, n, out, in, x, in, w.data(), out, beta, y, out);
     return;
   }
   if (w.rows() != in || w.cols() != out) throw std::logic_error("multiply: the shape does not match the view's");
@@ -206,11 +202,9 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
     } else if (p.type == GgmlType::f32) {
       const auto* stored = reinterpret_cast<const float*>(p.data);
       if (p.transposed)  // stored [p.cols × in]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(p.cols), as_int(in), 1.0f, x, as_int(in),
-                    stored, as_int(in), beta, y_piece, as_int(out));
+        gemm(false, true, n, p.cols, in, x, in, stored, in, beta, y_piece, out);
       else  // stored [in × p.cols]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(p.cols), as_int(in), 1.0f, x,
-                    as_int(in), stored, as_int(p.cols), beta, y_piece, as_int(out));
+        gemm(false, false, n, p.cols, in, x, in, stored, p.cols, beta, y_piece, out);
     } else if (p.transposed) {
       // A block of output columns at a time: their stored rows widened, [cols × in].
       const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(in, 1));
@@ -218,8 +212,7 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
         const std::size_t count = std::min(block, p.cols - c0);
         scratch.resize(count * in);
         widen(p.data + c0 * ggml_row_bytes(p.type, in), p.type, count * in, scratch.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(count), as_int(in), 1.0f, x, as_int(in),
-                    scratch.data(), as_int(in), beta, y_piece + c0, as_int(out));
+        gemm(false, true, n, count, in, x, in, scratch.data(), in, beta, y_piece + c0, out);
       }
     } else {
       // A block of input rows at a time, [rows × p.cols], each adding its share of x · W.
@@ -228,8 +221,7 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
         const std::size_t count = std::min(block, in - r0);
         scratch.resize(count * p.cols);
         widen(p.data + r0 * ggml_row_bytes(p.type, p.cols), p.type, count * p.cols, scratch.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(p.cols), as_int(count), 1.0f, x + r0,
-                    as_int(in), scratch.data(), as_int(p.cols), r0 == 0 ? beta : 1.0f, y_piece, as_int(out));
+        gemm(false, false, n, p.cols, count, x + r0, in, scratch.data(), p.cols, r0 == 0 ? beta : 1.0f, y_piece, out);
       }
     }
     first += p.cols;
@@ -252,8 +244,7 @@ void multiply_by_transpose(const float* x, std::size_t n, std::size_t cols, cons
     if (w.pieces()[0].type == GgmlType::f32) values = reinterpret_cast<const float*>(w.pieces()[0].data);
   }
   if (values) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(rows), as_int(cols), 1.0f, x, as_int(cols),
-                values, as_int(cols), 0.0f, y, as_int(rows));
+    gemm(false, true, n, rows, cols, x, cols, values, cols, 0.0f, y, rows);
     return;
   }
   // 16-bit or quantized: a block of W's rows (y's columns) at a time.
@@ -264,8 +255,7 @@ void multiply_by_transpose(const float* x, std::size_t n, std::size_t cols, cons
     const std::size_t count = std::min(block, rows - r0);
     scratch.resize(count * cols);
     widen(p.data + r0 * ggml_row_bytes(p.type, cols), p.type, count * cols, scratch.data());
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(n), as_int(count), as_int(cols), 1.0f, x, as_int(cols),
-                scratch.data(), as_int(cols), 0.0f, y + r0, as_int(rows));
+    gemm(false, true, n, count, cols, x, cols, scratch.data(), cols, 0.0f, y + r0, rows);
   }
 }
 

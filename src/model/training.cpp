@@ -152,15 +152,13 @@ T loss_and_gradients(const ModelConfig& c, std::span<const T> parameters, const 
   // are asked for); a batch of one sequence, or one thread, keeps the whole budget instead.
   const std::size_t threads =
       std::clamp<std::size_t>(options.threads ? options.threads : std::size_t(budget_threads()), 1, batch.size());
-  std::optional<ThreadBudget> shared;  // OpenBLAS's setting is the process's: made before any thread starts
-  if (threads > 1) shared.emplace(1);
   // Thread k takes sequences [k·B/threads, (k+1)·B/threads): thread 0 into `gradients`, the
   // others into buffers of their own, added to it afterwards in thread order.
   std::vector<std::vector<T>> partial(threads - 1, std::vector<T>(gradients.size(), T(0)));
   std::vector<T> totals(threads, T(0));
   std::vector<std::exception_ptr> errors(threads);
   const auto work = [&](std::size_t k) {
-    std::optional<ThreadBudget> mine;  // and this thread's OpenMP regions
+    std::optional<ThreadBudget> mine;  // the worker's products and activations on its own thread
     if (threads > 1) mine.emplace(1);
     try {
       const ModelView<T*> g = view(c, k == 0 ? gradients.data() : partial[k - 1].data());

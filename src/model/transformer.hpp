@@ -6,32 +6,22 @@
 // Shapes in the comments: n positions, d = n_embd, H query heads and H_kv KV heads of hd,
 // W = qkv_width, Z = H·hd, F = fc_width, I the MLP's inner width, V the vocabulary.
 #pragma once
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <stdexcept>
 #include <vector>
 
+#include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/tensor.hpp"
 
 namespace attnlab::transformer {
 
-// C[M × N] = beta · C + op(A) · op(B), row-major with rows lda, ldb and ldc apart (a head's
-// columns of a q | k | v row, say); op transposes when asked.
-inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,
-                 const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0f, A, int(lda), B, int(ldb), beta, C, int(ldc));
-}
-inline void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
-                 const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0, A, int(lda), B, int(ldb), beta, C, int(ldc));
-}
+// C[M × N] = beta · C + op(A) · op(B): attnlab/model/blas.hpp's gemm (OpenBLAS, the work
+// shared over this thread's OpenMP threads), for f32 and f64.
+using attnlab::gemm;
 // The same on whole matrices: A is [M × K] ([K × M] when ta), B [K × N] ([N × K] when tb).
 template <class T>
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, const T* B, T beta, T* C) {

@@ -1,24 +1,29 @@
-// The thread budget (attnlab/model/threads.hpp): what a budget sets while it lives, what it
-// leaves after, and OpenBLAS's one setting while budgets on several threads overlap.
+// The thread budget (attnlab/model/threads.hpp) and the one pool: what a budget sets while
+// it lives and leaves after, per thread; products shared over OpenMP's threads with OpenBLAS
+// on one (attnlab/model/blas.hpp), equal to one OpenBLAS call.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <array>
 #include <barrier>
+#include <cmath>
 #include <thread>
+#include <vector>
 
+#include "attnlab/core/rng.hpp"
+#include "attnlab/model/blas.hpp"
 #include "attnlab/model/threads.hpp"
 
 using attnlab::blas_threads;
 using attnlab::budget_threads;
 using attnlab::ThreadBudget;
 
-TEST(ThreadBudget, SetsThisThreadsOpenMpAndOpenBlasThreadsAndRestoresBothNested) {
-  const int omp_before = omp_get_max_threads(), blas_before = blas_threads();
+TEST(ThreadBudget, SetsThisThreadsOpenMpThreadsAndRestoresThemNested) {
+  const int before = omp_get_max_threads();
   EXPECT_GE(attnlab::cores(), 1);
   {
     const ThreadBudget outer(3);
     EXPECT_EQ(budget_threads(), 3);
-    EXPECT_EQ(blas_threads(), 3);
     int team = 0;
 #pragma omp parallel
 #pragma omp single
@@ -27,46 +32,66 @@ TEST(ThreadBudget, SetsThisThreadsOpenMpAndOpenBlasThreadsAndRestoresBothNested)
     {
       const ThreadBudget inner(1);
       EXPECT_EQ(budget_threads(), 1);
-      EXPECT_EQ(blas_threads(), 1);
     }
     EXPECT_EQ(budget_threads(), 3);
-    EXPECT_EQ(blas_threads(), 3);
   }
-  EXPECT_EQ(omp_get_max_threads(), omp_before);
-  EXPECT_EQ(blas_threads(), blas_before);
+  EXPECT_EQ(omp_get_max_threads(), before);
   const ThreadBudget none(0);
   EXPECT_EQ(budget_threads(), 1) << "a budget is at least one thread";
 }
 
-// Two jobs side by side, one on 4 threads and one on 1: each thread's OpenMP setting is its
-// own; OpenBLAS's, the process's, is the smaller while both live and the other's after.
-TEST(ThreadBudget, OverlappingBudgetsOnTwoThreadsLeaveOpenBlasTheSmallest) {
-  const int blas_before = blas_threads();
-  std::barrier both_live(2), checked(2), first_gone(2);
-  int wide_sees = 0, narrow_sees = 0, blas_while_both = 0, blas_after_narrow = 0;
+// Two jobs side by side, on 4 threads and on 1: each thread's budget is its own.
+TEST(ThreadBudget, BudgetsOnTwoThreadsAreEachTheirOwn) {
+  std::barrier both_live(2);
+  int wide_sees = 0, narrow_sees = 0;
   std::thread wide([&] {
     const ThreadBudget b(4);
     both_live.arrive_and_wait();
     wide_sees = budget_threads();
-    blas_while_both = blas_threads();
-    checked.arrive_and_wait();
-    first_gone.arrive_and_wait();  // the narrow budget has ended
-    blas_after_narrow = blas_threads();
   });
   std::thread narrow([&] {
-    {
-      const ThreadBudget b(1);
-      both_live.arrive_and_wait();
-      narrow_sees = budget_threads();
-      checked.arrive_and_wait();
-    }
-    first_gone.arrive_and_wait();
+    const ThreadBudget b(1);
+    both_live.arrive_and_wait();
+    narrow_sees = budget_threads();
   });
   wide.join();
   narrow.join();
   EXPECT_EQ(wide_sees, 4);
   EXPECT_EQ(narrow_sees, 1);
-  EXPECT_EQ(blas_while_both, 1);
-  EXPECT_EQ(blas_after_narrow, 4);
-  EXPECT_EQ(blas_threads(), blas_before);
+}
+
+// A product shared over 1, 2 and 3 threads, cut by columns (C wide) or by rows (C narrow),
+// each operand transposed or not, with strides wider than the matrices and beta ≠ 0, against
+// the sum written out in double: each element within float rounding of Σ |a|·|b|. (Not bit
+// for bit: OpenBLAS takes other kernels for a block than for the whole.)
+TEST(SharedProduct, IsTheProductForEveryCutAndTransposition) {
+  attnlab::SplitMix64 rng(3);
+  for (const auto& [M, N, K] : {std::array<std::size_t, 3>{300, 257, 40}, std::array<std::size_t, 3>{700, 20, 90},
+                                std::array<std::size_t, 3>{3, 5, 7}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const std::size_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+        std::vector<float> A((ta ? K : M) * lda), B((tb ? N : K) * ldb), C0(M * ldc);
+        for (auto* buffer : {&A, &B, &C0})
+          for (float& x : *buffer)
+            x = static_cast<float>(rng.normal());
+        const auto a = [&](std::size_t i, std::size_t k) { return double(ta ? A[k * lda + i] : A[i * lda + k]); };
+        const auto b = [&](std::size_t k, std::size_t j) { return double(tb ? B[j * ldb + k] : B[k * ldb + j]); };
+        for (int threads : {1, 2, 3}) {
+          const ThreadBudget budget(threads);
+          std::vector<float> got = C0;
+          attnlab::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.5f, got.data(), ldc);
+          for (std::size_t i = 0; i < M; ++i)
+            for (std::size_t j = 0; j < N; ++j) {
+              double sum = 0.5 * C0[i * ldc + j], size = std::abs(sum);
+              for (std::size_t k = 0; k < K; ++k)
+                sum += a(i, k) * b(k, j), size += std::abs(a(i, k) * b(k, j));
+              ASSERT_NEAR(got[i * ldc + j], sum, 1e-6 * size + 1e-30)
+                  << M << "x" << N << "x" << K << " ta " << ta << " tb " << tb << ", " << threads << " threads, C[" << i
+                  << "][" << j << "]";
+            }
+          EXPECT_EQ(got[M * ldc - 1], C0[M * ldc - 1]) << "the stride's padding is left as it was";
+        }
+      }
+  EXPECT_EQ(blas_threads(), 1) << "OpenBLAS itself runs on one thread once a product was made";
 }

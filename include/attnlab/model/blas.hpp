@@ -7,6 +7,7 @@
 // kernels can only be chosen before OpenBLAS loads (the OPENBLAS_CORETYPE variable), so the
 // attnlab command restarts itself once with it set (src/cli/main.cpp).
 #pragma once
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -19,5 +20,21 @@ std::string blas_core();
 // "SkylakeX" with AVX-512, "Haswell" with AVX2; nullopt when OpenBLAS already runs fitting
 // kernels or the user set OPENBLAS_CORETYPE themselves.
 std::optional<std::string> blas_core_to_use();
+
+// C[M × N] = beta · C + op(A) · op(B), row-major with rows lda, ldb and ldc apart, op
+// transposing where asked: every product the model layer makes (the linear layers, the
+// LM head, training's attention). OpenBLAS runs single-threaded, always: a product big enough
+// to share is cut into blocks of C's columns (of its rows, when C is narrow), one OpenBLAS
+// call per block, over this thread's OpenMP threads (its ThreadBudget, attnlab/model/
+// threads.hpp). One pool of threads, OpenMP's, then runs the kernels and the products
+// alike, and no pool spins while the other works (measured on 2 cores: GPT-2 small's
+// 1024 × 768 × 2304 product ran at 226 GFLOP/s beside OpenBLAS's own spinning pool, 463
+// with it idle). The first call sets OpenBLAS to one thread; threads its pool made when it
+// loaded sleep once their spin timeout passes (the command starts with OPENBLAS_NUM_THREADS=1
+// so that it makes none).
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,
+          const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc);
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
+          const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc);
 
 }  // namespace attnlab

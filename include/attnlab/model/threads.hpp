@@ -1,8 +1,8 @@
-// One thread budget for the process's two pools: OpenMP's (attnlab's kernels, the MLP's
-// activation) and OpenBLAS's (the linear layers' products). Work that runs several jobs
-// side by side (a training batch split over the cores, the server's heavy requests) gives
-// each job a share of the cores, so that jobs × threads per job ≤ cores and no pool's
-// threads wait, spinning, for cores another pool holds.
+// One pool of threads: OpenMP's, for attnlab's kernels and for the model's products alike
+// (attnlab/model/blas.hpp's gemm shares a product over OpenMP's threads, OpenBLAS itself
+// single-threaded). Work that runs several jobs side by side (a training batch split over
+// the cores, the server's heavy requests) gives each job a share of the cores, so that
+// jobs × threads per job ≤ cores and no job's threads wait, spinning, for cores another holds.
 #pragma once
 
 namespace attnlab {
@@ -11,16 +11,12 @@ namespace attnlab {
 int cores();
 
 // The threads work started on this thread may use: the innermost ThreadBudget's, else
-// OpenMP's default (OMP_NUM_THREADS, or the cores). The kernels and the training's batch
-// split take this many when not told otherwise.
+// OpenMP's default (OMP_NUM_THREADS, or the cores). The kernels, the products and the
+// training's batch split take this many when not told otherwise.
 int budget_threads();
 
-// While it lives, the work started on the thread that made it uses `threads` threads:
-// OpenMP regions it opens (this thread's OpenMP setting) and OpenBLAS's products. OpenBLAS
-// has one setting for the whole process, so while several budgets live (on several
-// threads) it takes the smallest of them: a budget of 1 (each of a training's workers)
-// keeps every product on the thread that asked for it instead of queueing for OpenBLAS's
-// pool. Both settings return to what they were when the budgets end.
+// While it lives, the work started on the thread that made it (its OpenMP regions, and so
+// its products and kernels) uses `threads` threads (at least 1); then what it was before.
 class ThreadBudget {
  public:
   explicit ThreadBudget(int threads);
@@ -29,10 +25,10 @@ class ThreadBudget {
   ThreadBudget& operator=(const ThreadBudget&) = delete;
 
  private:
-  int threads_, omp_before_;
+  int before_;
 };
 
-// OpenBLAS's threads per product now (what the live budgets leave it).
+// OpenBLAS's own threads per call: 1 once the model layer has made a product.
 int blas_threads();
 
 }  // namespace attnlab
