@@ -20,6 +20,7 @@ import os
 import pathlib
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -107,11 +108,13 @@ def main():
     parser.add_argument("--tokens", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", help="where to write the checkpoint (default: a temporary folder)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
     folder = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="attnlab-gpt2-small-"))
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "model.safetensors").exists():
-        print(f"writing a GPT-2-small-shaped checkpoint (random weights) to {folder} ...", flush=True)
+        print(f"writing a GPT-2-small-shaped checkpoint (random weights) to {folder} ...", flush=True,
+              file=sys.stderr if args.json else sys.stdout)
         write_checkpoint(folder)
 
     out = subprocess.run([args.attnlab, "bench", "--model", str(folder), "--tokens", str(args.tokens), "--repeats",
@@ -144,6 +147,13 @@ def main():
 
     flops = ours["flops"]
     peak = ours["machine"]["f32_peak_gflops"]
+    if args.json:
+        print(json.dumps({"tokens": args.tokens, "blas_core": ours["blas_core"], "machine": ours["machine"],
+                          "flops": flops, "attnlab_seconds": ours["median_seconds"],
+                          "attnlab_percent_of_peak": ours["percent_of_peak"], "torch_seconds": torch_seconds,
+                          "torch_percent_of_peak": 100 * flops / torch_seconds / 1e9 / peak,
+                          "largest_logit_difference": gap}))
+        return
     print(f"GPT-2-small shape, {args.tokens} tokens, f32, 2 threads, OpenBLAS kernels {ours['blas_core']} for both; "
           f"f32 peak measured in this run: {peak:.0f} GFLOP/s")
     print(f"  PyTorch {torch.__version__}: {torch_seconds:.3f} s ({args.tokens / torch_seconds:.0f} tokens/s, "

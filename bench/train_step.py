@@ -101,6 +101,7 @@ def main():
     parser.add_argument("--attnlab", default="build/attnlab")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
     ours = [attnlab_step(args.attnlab, shape, args.steps, args.repeats) for shape in SHAPES]
     # PyTorch gets the OpenBLAS kernels attnlab ran with (see bench/gpt2_forward.py).
@@ -110,6 +111,17 @@ def main():
     torch = imported
     torch.set_num_threads(2)
     peak = ours[0]["machine"]["f32_peak_gflops"]
+    if args.json:
+        rows = []
+        for shape, o in zip(SHAPES, ours):
+            theirs = torch_step_seconds(shape, args.steps, args.repeats)
+            rows.append({"shape": dict(zip(["layers", "heads", "d_model", "context", "vocab", "batch",
+                                             "attention_only"], shape)),
+                         "attnlab_seconds": o["step_seconds"], "attnlab_percent_of_peak": o["percent_of_peak"],
+                         "torch_seconds": theirs,
+                         "torch_percent_of_peak": 100 * o["flops_per_step"] / theirs / 1e9 / peak})
+        print(json.dumps({"machine": ours[0]["machine"], "blas_core": ours[0]["blas_core"], "rows": rows}))
+        return
     print(f"training step, f32, 2 threads, OpenBLAS kernels {ours[0]['blas_core']} for both; f32 peak measured in "
           f"this run: {peak:.0f} GFLOP/s; FLOPs a step: 3 × the forward's (6 × parameters × tokens + attention)")
     for shape, o in zip(SHAPES, ours):

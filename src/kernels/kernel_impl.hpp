@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "attnlab/core/dtype.hpp"
+#include "attnlab/kernels/activation.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/matvec.hpp"
 
@@ -46,6 +47,9 @@ struct DecodeRun {
                        std::size_t ldx, const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta);  \
   void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,  \
                            std::size_t ldx, float* y, std::size_t ldy, float beta);                                  \
+  /* activation.hpp's rows [first, last) */                                                                          \
+  void activation_rows(ActivationKind f, const float* gate, const float* up, std::size_t ld_in, std::size_t first,   \
+                       std::size_t last, std::size_t cols, float* out, std::size_t ld_out);                          \
   }
 
 ATTNLAB_DECLARE_KERNELS(generic)

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <functional>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "attnlab/kernels/activation.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
@@ -29,24 +31,30 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T
 }
 
 // y[n × m] = x[n × k] · W[k × m] + b (no bias when b is null).
+// Element-wise work over at least this many numbers is shared over OpenMP's threads.
+inline constexpr std::size_t kParallelFrom = std::size_t{1} << 15;
+
+// y[n × m] = the bias b in every row (0 without one), the rows over OpenMP's threads.
+template <class T>
+void fill_with_bias(const T* b, std::size_t n, std::size_t m, T* y) {
+#pragma omp parallel for schedule(static) if (n * m >= kParallelFrom)
+  for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i)
+    if (b)
+      std::copy_n(b, m, y + std::size_t(i) * m);
+    else
+      std::fill_n(y + std::size_t(i) * m, m, T(0));
+}
+
 template <class T>
 void linear_forward(const T* x, std::size_t n, std::size_t k, const T* w, const T* b, std::size_t m, T* y) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (b)
-      std::copy_n(b, m, y + i * m);
-    else
-      std::fill_n(y + i * m, m, T(0));
+  fill_with_bias(b, n, m, y);
   gemm(false, false, n, m, k, x, w, T(1), y);
 }
 
 // The same with W a Tensor (owned, or viewed in its checkpoint in any dtype): the inference forward's.
 inline void linear_forward(const float* x, std::size_t n, std::size_t k, const Tensor& w, const float* b, std::size_t m,
                            float* y) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (b)
-      std::copy_n(b, m, y + i * m);
-    else
-      std::fill_n(y + i * m, m, 0.0f);
+  fill_with_bias(b, n, m, y);
   multiply(x, n, k, w, m, y, 1.0f);
 }
 
@@ -98,14 +106,20 @@ void norm_forward(const NormShape& s, const T* x, std::size_t n, const T* gamma,
                   NormStats<T>& stats) {
   stats.mean.assign(n, T(0));
   stats.rstd.assign(n, T(0));
-  for (std::size_t i = 0; i < n; ++i) {
+  // Rows over this thread's OpenMP threads (one when called from training's workers), each
+  // row's sums in vector lanes.
+#pragma omp parallel for schedule(static) if (n * s.d >= kParallelFrom)
+  for (std::ptrdiff_t row_index = 0; row_index < static_cast<std::ptrdiff_t>(n); ++row_index) {
+    const std::size_t i = static_cast<std::size_t>(row_index);
     const T* row = x + i * s.stride;
     T mu = 0, var = 0;
     if (s.kind == NormKind::layer_norm) {
+#pragma omp simd reduction(+ : mu)
       for (std::size_t c = 0; c < s.d; ++c)
         mu += row[c];
       mu /= T(s.d);
     }
+#pragma omp simd reduction(+ : var)
     for (std::size_t c = 0; c < s.d; ++c)
       var += (row[c] - mu) * (row[c] - mu);
     var /= T(s.d);
@@ -172,6 +186,11 @@ T silu_derivative(T x) {
 template <class T>
 void activation_forward(const ModelConfig& c, const T* h, std::size_t n, T* act) {
   const std::size_t I = c.n_inner, width = c.fc_width();
+  if constexpr (std::is_same_v<T, float>) {  // the vector kernel (attnlab/kernels/activation.hpp)
+    const ActivationKind f = c.mlp == MlpKind::swiglu ? ActivationKind::silu : ActivationKind::gelu;
+    activation_rows(f, h, c.mlp == MlpKind::gelu ? nullptr : h + I, width, n, I, act, I);
+    return;
+  }
 #pragma omp parallel for schedule(static)  // serial when called from the training's own threads
   for (std::ptrdiff_t row = 0; row < static_cast<std::ptrdiff_t>(n); ++row) {
     const std::size_t i = static_cast<std::size_t>(row);

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""The README's headline table: attnlab beside llama.cpp and PyTorch on the same weights.
+
+Runs, in one session and with the same 2 threads, the three peer benchmarks and prints
+their figures in one Markdown table, each of attnlab's as a share of the peak or read
+bandwidth `attnlab bench` measured in that run, and as ratios to the peers:
+
+  - bench/gpt2_forward.py: GPT-2 small's forward over 1024 tokens (f32, random weights),
+    attnlab against PyTorch's (Debian's python3-torch) on the same checkpoint;
+  - bench/llama_cpp_peer.js: a Llama-architecture GGUF file of GPT-2 small's size in F32,
+    F16, Q8_0 and Q4_K, prompt processing (512 tokens) and generation (32 tokens after a
+    prompt of 64, and of 1024) against llama.cpp (npm's node-llama-cpp, installed by the
+    test command into build/peers) on the same file;
+  - bench/train_step.py: whole training steps against PyTorch's autograd.
+
+Run from the repository: /usr/bin/python3 bench/headline.py [--attnlab build/attnlab]
+[--repeats 3] [--json]. It needs python3-torch and build/peers (scripts/test.sh installs
+the latter). Nothing here is a test: the figures are measurements, never asserted.
+"""
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def run_json(command):
+    print("running " + " ".join(command[:2]) + " ...", file=sys.stderr, flush=True)
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--attnlab", default="build/attnlab")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    python = sys.executable
+    forward = run_json([python, str(HERE / "gpt2_forward.py"), "--attnlab", args.attnlab, "--repeats",
+                        str(args.repeats), "--json"])
+    peers = {context: run_json(["node", str(HERE / "llama_cpp_peer.js"), "--attnlab", args.attnlab, "--context",
+                                str(context), "--repeats", str(args.repeats), "--json"])
+             for context in (64, 1024)}
+    training = run_json([python, str(HERE / "train_step.py"), "--attnlab", args.attnlab, "--steps", "10",
+                         "--repeats", str(args.repeats), "--json"])
+    if args.json:
+        print(json.dumps({"forward": forward, "llama_cpp": peers, "training": training}, indent=2))
+        return
+
+    m = forward["machine"]
+    print(f"machine: {m['isa']}, {m['threads']} threads, f32 peak {m['f32_peak_gflops']:.0f} GFLOP/s, read "
+          f"{m['read_gbps']:.1f} GB/s (measured by attnlab bench in the forward's run); OpenBLAS kernels "
+          f"{forward['blas_core']}; medians of {args.repeats} runs\n")
+    print("| what | attnlab | share of this machine | llama.cpp | PyTorch | attnlab ÷ peer |")
+    print("|---|---|---|---|---|---|")
+    f = forward
+    print(f"| GPT-2 small forward, {f['tokens']} tokens, f32 | {f['attnlab_seconds']:.3f} s | "
+          f"{f['attnlab_percent_of_peak']:.0f}% of f32 peak | | {f['torch_seconds']:.3f} s "
+          f"({f['torch_percent_of_peak']:.0f}%) | {f['torch_seconds'] / f['attnlab_seconds']:.2f}× PyTorch |")
+    short = peers[64]
+    for r in short["rows"]:
+        a, t = r["attnlab"], r["llama_cpp"]
+        print(f"| prompt {short['prompt']} tokens, {r['file']} GGUF | {a['prompt_tokens_per_second']:.0f} tok/s | "
+              f"{a['prompt_percent_of_f32_peak']:.0f}% of f32 peak | {t['prompt_tokens_per_second']:.0f} tok/s | | "
+              f"{r['prompt_ratio']:.2f}× llama.cpp |")
+    for context, result in peers.items():
+        for r in result["rows"]:
+            a, t = r["attnlab"], r["llama_cpp"]
+            print(f"| generation after {context} tokens, {r['file']} | {a['generate_tokens_per_second']:.1f} tok/s | "
+                  f"{a['generate_percent_of_read_bandwidth']:.0f}% of read bandwidth | "
+                  f"{t['generate_tokens_per_second']:.1f} tok/s | | {r['generate_ratio']:.2f}× llama.cpp |")
+    for r in training["rows"]:
+        s = r["shape"]
+        name = (f"training step, L{s['layers']} H{s['heads']} d{s['d_model']} context {s['context']} batch "
+                f"{s['batch']}{' attention-only' if s['attention_only'] else ''}")
+        print(f"| {name} | {1e3 * r['attnlab_seconds']:.1f} ms | {r['attnlab_percent_of_peak']:.0f}% of f32 peak | | "
+              f"{1e3 * r['torch_seconds']:.1f} ms | {r['torch_seconds'] / r['attnlab_seconds']:.2f}× PyTorch |")
+
+
+if __name__ == "__main__":
+    os.chdir(HERE.parent)
+    main()
