@@ -2,6 +2,8 @@
 // them (attnlab/model/tensor.hpp).
 #include "attnlab/model/tensor.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -182,6 +184,31 @@ std::vector<float> Tensor::columns(std::size_t rows, std::size_t cols, std::size
   return out;
 }
 
+namespace {
+
+// y[n × rows] (rows ldy apart) = beta · y + x[n × width] · Wᵀ, W's `rows` stored rows of
+// `width` values in a 16-bit or quantized type: a block of W's rows at a time, widened to
+// f32 and multiplied, the blocks shared over OpenMP's threads (each its own widening and a
+// one-thread product: the widening is as much of the work as the product for a prompt).
+void widened_products(const float* x, std::size_t n, std::size_t width, const std::byte* data, GgmlType type,
+                      std::size_t rows, float beta, float* y, std::size_t ldy) {
+  const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(width, 1));
+  const std::size_t blocks = (rows + block - 1) / block;
+#pragma omp parallel if (blocks > 1 && !omp_in_parallel())
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(dynamic)
+    for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(blocks); ++b) {
+      const std::size_t r0 = std::size_t(b) * block, count = std::min(block, rows - r0);
+      scratch.resize(count * width);
+      widen(data + r0 * ggml_row_bytes(type, width), type, count * width, scratch.data());
+      gemm(false, true, n, count, width, x, width, scratch.data(), width, beta, y + r0, ldy);
+    }
+  }
+}
+
+}  // namespace
+
 void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, std::size_t out, float* y, float beta) {
   if (w.owned() && n <= kMatvecMaxRows) {
     const Tensor::Piece whole{out, GgmlType::f32, false, reinterpret_cast<const std::byte*>(w.data())};
@@ -206,14 +233,7 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
       else  // stored [in × p.cols]
         gemm(false, false, n, p.cols, in, x, in, stored, p.cols, beta, y_piece, out);
     } else if (p.transposed) {
-      // A block of output columns at a time: their stored rows widened, [cols × in].
-      const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(in, 1));
-      for (std::size_t c0 = 0; c0 < p.cols; c0 += block) {
-        const std::size_t count = std::min(block, p.cols - c0);
-        scratch.resize(count * in);
-        widen(p.data + c0 * ggml_row_bytes(p.type, in), p.type, count * in, scratch.data());
-        gemm(false, true, n, count, in, x, in, scratch.data(), in, beta, y_piece + c0, out);
-      }
+      widened_products(x, n, in, p.data, p.type, p.cols, beta, y_piece, out);
     } else {
       // A block of input rows at a time, [rows × p.cols], each adding its share of x · W.
       const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(p.cols, 1));
@@ -249,14 +269,7 @@ void multiply_by_transpose(const float* x, std::size_t n, std::size_t cols, cons
   }
   // 16-bit or quantized: a block of W's rows (y's columns) at a time.
   const Tensor::Piece& p = w.pieces()[0];
-  const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(cols, 1));
-  std::vector<float> scratch;
-  for (std::size_t r0 = 0; r0 < rows; r0 += block) {
-    const std::size_t count = std::min(block, rows - r0);
-    scratch.resize(count * cols);
-    widen(p.data + r0 * ggml_row_bytes(p.type, cols), p.type, count * cols, scratch.data());
-    gemm(false, true, n, count, cols, x, cols, scratch.data(), cols, 0.0f, y + r0, rows);
-  }
+  widened_products(x, n, cols, p.data, p.type, rows, 0.0f, y, rows);
 }
 
 }  // namespace attnlab
