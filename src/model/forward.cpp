@@ -41,7 +41,11 @@ namespace {
 void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z) {
   const std::size_t hd = at.hd;
   std::vector<float> q(at.H * n * hd), k(at.H_kv * n * hd), v(k.size()), out(q.size());  // [H or H_kv × n × hd]
-  for (std::size_t i = 0; i < n; ++i) {
+  // The heads' rows gathered (and their outputs scattered back) over OpenMP's threads.
+  const bool share = n * at.width >= transformer::kParallelFrom;
+#pragma omp parallel for schedule(static) if (share)
+  for (std::ptrdiff_t row_index = 0; row_index < static_cast<std::ptrdiff_t>(n); ++row_index) {
+    const std::size_t i = static_cast<std::size_t>(row_index);
     const float* row = qkv + i * at.width;
     for (std::size_t h = 0; h < at.H; ++h)
       std::copy_n(row + at.q(h), hd, q.data() + (h * n + i) * hd);
@@ -55,9 +59,12 @@ void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z)
   options.scale = at.scale;
   if (at.window) options.window = at.window;
   flash_attention(q.data(), k.data(), v.data(), out.data(), {at.H, at.H_kv, n, n, hd, hd}, options);
-  for (std::size_t h = 0; h < at.H; ++h)
-    for (std::size_t i = 0; i < n; ++i)
+#pragma omp parallel for schedule(static) if (share)
+  for (std::ptrdiff_t row_index = 0; row_index < static_cast<std::ptrdiff_t>(n); ++row_index) {
+    const std::size_t i = static_cast<std::size_t>(row_index);
+    for (std::size_t h = 0; h < at.H; ++h)
       std::copy_n(out.data() + (h * n + i) * hd, hd, z + i * at.H * hd + h * hd);
+  }
 }
 
 }  // namespace
