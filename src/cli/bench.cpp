@@ -461,7 +461,7 @@ Command bench_command(CLI::App& parent) {
       parent.add_subcommand("bench", "Measure this machine's peaks, then time attention kernels as a share of them");
   add_bench_flags(*app, *flags);
   return {app, [flags]() {
-            // --threads holds for both pools, OpenMP's and OpenBLAS's (attnlab/model/threads.hpp)
+            // --threads: the OpenMP threads the kernels and the shared products use (model/threads.hpp)
             std::optional<ThreadBudget> budget;
             if (flags->threads > 0) budget.emplace(flags->threads);
             if (!flags->model.empty()) return flags->attribute ? bench_attribute(*flags) : bench_model(*flags);

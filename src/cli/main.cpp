@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/blas.hpp"
@@ -14,7 +15,8 @@
 namespace {
 
 // Settings read only when the process starts, so set here and the command started again,
-// once (ATTNLAB_BLAS_RESTARTED), each only where the user has not set it:
+// once (ATTNLAB_BLAS_RESTARTED names what was added, and the restarted command removes it
+// again for its children), each only where the user has not set it:
 // - OPENBLAS_CORETYPE, where OpenBLAS fell back to generic code on a CPU it does not know
 //   (attnlab/model/blas.hpp): the kernels this CPU runs;
 // - OPENBLAS_NUM_THREADS=1: OpenBLAS makes no pool of its own (the products share OpenMP's
@@ -23,18 +25,27 @@ namespace {
 //   large blocks (the forward's buffers, the logits), which are then faulted in 2 MiB at a
 //   time instead of 4 KiB: GPT-2 small over 1024 tokens measured 0.88 s → 0.77 s on 2 cores.
 void restart_with_fitting_runtime(char** argv) {
-  if (std::getenv("ATTNLAB_BLAS_RESTARTED")) return;
+  if (const char* added = std::getenv("ATTNLAB_BLAS_RESTARTED")) {
+    // Restarted: what was added has been read; the command's children (a browser, rsvg-convert,
+    // another attnlab) start from the user's environment.
+    for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "GLIBC_TUNABLES"})
+      if (std::strstr(added, name)) unsetenv(name);
+    unsetenv("ATTNLAB_BLAS_RESTARTED");
+    return;
+  }
   const std::optional<std::string> core = attnlab::blas_core_to_use();
   const bool threads = !std::getenv("OPENBLAS_NUM_THREADS"), pages = !std::getenv("GLIBC_TUNABLES");
   if (!core && !threads && !pages) return;
-  if (core) setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
-  if (threads) setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  if (pages) setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1);
-  setenv("ATTNLAB_BLAS_RESTARTED", "1", 1);
+  std::string added = "added:";
+  if (core) setenv("OPENBLAS_CORETYPE", core->c_str(), 1), added += " OPENBLAS_CORETYPE";
+  if (threads) setenv("OPENBLAS_NUM_THREADS", "1", 1), added += " OPENBLAS_NUM_THREADS";
+  if (pages) setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1), added += " GLIBC_TUNABLES";
+  setenv("ATTNLAB_BLAS_RESTARTED", added.c_str(), 1);
   execv("/proc/self/exe", argv);  // returns only if it failed: carry on as we are
   if (core) unsetenv("OPENBLAS_CORETYPE");
   if (threads) unsetenv("OPENBLAS_NUM_THREADS");
   if (pages) unsetenv("GLIBC_TUNABLES");
+  unsetenv("ATTNLAB_BLAS_RESTARTED");
 }
 
 }  // namespace

@@ -53,7 +53,12 @@ template <class T>
 void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, std::size_t lda, const T* B,
                  std::size_t ldb, T beta, T* C, std::size_t ldc) {
   static std::once_flag one_thread;
-  std::call_once(one_thread, [] { openblas_set_num_threads(1); });
+  std::call_once(one_thread, [] {
+    // OpenBLAS's OpenMP builds set this thread's OpenMP threads too: keep them as they were.
+    const int team = omp_get_max_threads();
+    openblas_set_num_threads(1);
+    omp_set_num_threads(team);
+  });
   const std::size_t threads = omp_in_parallel() ? 1 : std::size_t(std::max(1, omp_get_max_threads()));
   const bool by_columns = N >= 64 * threads, by_rows = !by_columns && M >= 8 * threads;
   if (threads == 1 || double(M) * double(N) * double(K) < kShareFrom || !(by_columns || by_rows)) {
@@ -62,7 +67,9 @@ void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
   }
   // Block k of C's columns [k·w, (k+1)·w) needs B's same columns (rows, when B is
   // transposed); block k of C's rows, A's same rows (columns, when A is transposed).
-  const std::size_t whole = by_columns ? N : M, width = (whole + threads - 1) / threads, step = (width + 15) / 16 * 16;
+  // Column blocks a multiple of 16 wide (whole vectors of C's rows); row blocks as they fall.
+  const std::size_t whole = by_columns ? N : M, width = (whole + threads - 1) / threads,
+                    step = by_columns ? (width + 15) / 16 * 16 : width;
 #pragma omp parallel for schedule(static, 1) num_threads(static_cast <int>(threads))
   for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(threads); ++k) {
     const std::size_t first = std::size_t(k) * step, count = first < whole ? std::min(step, whole - first) : 0;

@@ -26,9 +26,12 @@ double probability_of(std::span<const float> logits, int id) {
 
 int next_token(std::span<const float> logits, double temperature, std::size_t k, SplitMix64& rng) {
   if (temperature == 0) return top_k(logits, 1)[0].id;
+  // (logit − the largest) / T: at a tiny T the others go to −inf and the largest stays 0,
+  // where logit / T would overflow every one of them to ±inf.
+  const double largest = *std::max_element(logits.begin(), logits.end());
   std::vector<float> scaled(logits.size());
   for (std::size_t v = 0; v < logits.size(); ++v)
-    scaled[v] = static_cast<float>(logits[v] / temperature);
+    scaled[v] = static_cast<float>((double(logits[v]) - largest) / temperature);
   const std::vector<TokenProbability> candidates = top_k(scaled, k == 0 ? scaled.size() : k);
   double total = 0;
   for (const TokenProbability& t : candidates)

@@ -159,13 +159,17 @@ py::array flash(const FloatArray& q, const FloatArray& k, const FloatArray& v, b
                           "shares each among H / H_kv query heads)",
                           shape.kv_heads, shape.heads));
   if (shape.n == 0 || shape.m == 0 || shape.d_k == 0 || shape.d_v == 0)
-    fail("q", "an empty array; give at least one token and one column");
-  if (shape.n > kMaxTokens || shape.m > kMaxTokens || shape.d_k > kMaxWidth || shape.d_v > kMaxWidth)
-    fail(shape.n > kMaxTokens   ? "q"
-         : shape.m > kMaxTokens ? "k"
-                                : "v",
-         fmt::format("{} tokens × {} wide is past attnlab's limits ({} tokens, {} wide)", std::max(shape.n, shape.m),
-                     std::max(shape.d_k, shape.d_v), kMaxTokens, kMaxWidth));
+    fail(shape.n == 0 || shape.d_k == 0 ? "q"
+         : shape.m == 0                 ? "k"
+                                        : "v",
+         "is an empty array; give at least one token and one column");
+  const auto limits = [](std::size_t tokens, std::size_t width) {
+    return fmt::format("{} tokens × {} wide is past attnlab's limits ({} tokens, {} wide)", tokens, width, kMaxTokens,
+                       kMaxWidth);
+  };
+  if (shape.n > kMaxTokens || shape.d_k > kMaxWidth) fail("q", limits(shape.n, shape.d_k));
+  if (shape.m > kMaxTokens) fail("k", limits(shape.m, shape.d_k));
+  if (shape.d_v > kMaxWidth) fail("v", limits(shape.m, shape.d_v));
   if (!(temperature > 0) || !std::isfinite(temperature))
     fail("temperature", fmt::format("must be a finite number > 0 but is {}", temperature));
   if (window && *window == 0) fail("window", "must be at least 1 (or None: no window)");
@@ -226,7 +230,7 @@ using Tokens = std::variant<std::string, std::vector<int>>;
 
 std::vector<int> ids_of(const ModelDir& m, const Tokens& tokens, const char* field = "text") {
   if (const auto* ids = std::get_if<std::vector<int>>(&tokens)) {
-    if (ids->empty()) fail("ids", "is empty; give at least one token id");
+    if (ids->empty()) fail(field, "is empty; give at least one token id (or the text)");
     return *ids;
   }
   const std::string& text = std::get<std::string>(tokens);

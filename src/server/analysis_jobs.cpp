@@ -173,7 +173,10 @@ json AnalysisJobs::start(const json& request) {
   }
   std::unique_lock<std::mutex> lock(state_->mutex);
   if (state_->stopped) throw WorkCancelled("the server is shutting down");
-  state_->stop_worker(lock);                                      // one job at a time: the new one replaces it
+  // One job at a time: the new one replaces it (and one another start made while this one
+  // waited for the old job to stop).
+  while (state_->worker.joinable())
+    state_->stop_worker(lock);
   std::shared_ptr<SlotClaim> slot = claim_slot_for_background();  // and its share of the cores
   auto cancel = std::make_shared<CancelToken>();
   const std::size_t id = ++state_->id;
@@ -184,7 +187,7 @@ json AnalysisJobs::start(const json& request) {
     std::optional<ThreadBudget> budget;
     if (slot) budget.emplace(slot->threads());
     const auto finish = [&](const char* how, json result, std::string error) {
-      budget.reset(), slot.reset();  // the cores are free once the job says it has ended
+      budget.reset(), slot.reset();  // the slot is free before the job says it has ended
       const std::lock_guard<std::mutex> done(state->mutex);
       if (state->id != id) return;
       state->state = how, state->result = std::move(result), state->error = std::move(error);

@@ -231,7 +231,7 @@ json TrainingJobs::start(const json& request) {
       state = "failed";
       error = e.what();
     }
-    budget.reset(), slot.reset();  // the cores are free once the job says it has ended
+    budget.reset(), slot.reset();  // the slot is free before the job says it has ended
     const std::lock_guard<std::mutex> lock(impl_->mutex);
     job->state = state;
     job->error = error;

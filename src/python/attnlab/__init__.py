@@ -145,7 +145,8 @@ class Trace:
     scaled = property(lambda self: self._one("scaled"), doc="[n × m] scores × scale (one head)")
     logits = property(lambda self: self._one("logits"), doc="[n × m] scaled ÷ T, -inf masked (one head)")
     weights = property(lambda self: self._one("weights"), doc="[n × m] softmax rows (one head)")
-    outputs = property(lambda self: self._one("output"), doc="[n × d_v] weights · v (one head)")
+    outputs = property(lambda self: self._one("output"),
+                       doc="[n × d_v] the head's output: weights · v, after an intervention's scale or ablation")
 
     def __repr__(self):
         return (f"<attnlab.Trace: {len(self.tokens)} queries × {len(self.source_tokens)} keys, "
