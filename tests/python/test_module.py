@@ -317,3 +317,16 @@ def test_show_starts_the_lab_on_the_model(tiny, monkeypatch):
     assert info["loaded"] is True and {k: info.get(k) for k in config} == config
     with pytest.raises(ValueError, match="^show: attnlab serve did not start: attnlab: "):
         attnlab.show("/no/such/model")
+
+
+def test_a_gguf_file_loads_and_runs_as_the_command_runs_it(cli):
+    from conftest import FIXTURES
+    path = FIXTURES / "gguf" / "llama-f32.gguf"
+    m = attnlab.load(path)
+    assert m.config["n_layer"] >= 1 and "llama" in repr(m).lower()
+    ids = [1, 5, 9, 2, 5, 9]
+    r = m.run(ids, capture=["attention"])
+    want = cli("model", "run", path, "--ids", ",".join(map(str, ids)), "--json")
+    np.testing.assert_array_equal(r.logits[-1], np.array(want["last_logits"], np.float32))
+    for layer, weights in enumerate(r.attention):
+        np.testing.assert_array_equal(weights, np.array(want["attention"][layer], np.float32))
