@@ -314,14 +314,7 @@ int heads(const ModelFlags& f) {
     sequences = default_detector_sequences(m.model.config, f.seed);
   const std::vector<HeadScores> scores = detect_heads(m.model, sequences);
   if (f.json) {
-    json list = json::array();
-    for (const HeadScores& s : scores)
-      list.push_back({{"layer", s.head.layer},
-                      {"head", s.head.head},
-                      {"previous_token", s.previous_token},
-                      {"duplicate_token", s.duplicate_token},
-                      {"induction", s.induction}});
-    fmt::print("{}\n", json{{"heads", list}}.dump(2));
+    fmt::print("{}\n", head_scores_json(scores).dump(2));
     return 0;
   }
   fmt::print("detector scores (1: all of a head's weight where the pattern says), on {}\n",
@@ -386,47 +379,23 @@ int generate(const ModelFlags& f) {
   }
   if (!f.json) fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", ids.size());
   const std::size_t per_token = 2 * c.n_layer * c.kv_heads() * c.head_dim() * sizeof(float);
-  std::vector<int> generated;
-  json steps = json::array();
-  generate(m.model, ids, options, [&](const GeneratedToken& t) {
-    generated.push_back(t.id);
-    const TokenShown shown = show_token(m, t.id);
-    if (f.json) {
-      steps.push_back({{"id", t.id},
-                       {"token", shown.text},
-                       {"bytes", byte_values(shown.bytes)},
-                       {"probability", t.probability},
-                       {"cache_tokens", t.cache_tokens},
-                       {"cache_bytes", t.cache_bytes}});
-      return;
-    }
+  std::size_t step = 0;
+  const std::vector<GeneratedToken> generated = generate(m.model, ids, options, [&](const GeneratedToken& t) {
+    if (f.json) return;
     fmt::print(
         "  step {:>3}: {:<16} p {:.3f}  cache {:>5} tokens, {:>12} (2 × {} layers × {} {}heads × {} × tokens × 4 bytes "
         "= {})\n",
-        generated.size(), quoted_token(shown.bytes), t.probability, t.cache_tokens, format_bytes(t.cache_bytes),
+        ++step, quoted_token(show_token(m, t.id).bytes), t.probability, t.cache_tokens, format_bytes(t.cache_bytes),
         c.n_layer, c.kv_heads(), c.kv_heads() == c.n_head ? "" : "KV ", c.head_dim(),
         format_count(per_token * t.cache_tokens));
   });
-  std::vector<int> all = ids;
-  all.insert(all.end(), generated.begin(), generated.end());
-  const std::optional<std::string> text =
-      m.tokenizer ? std::optional(m.tokenizer->decode(std::vector<TokenId>(all.begin(), all.end()))) : std::nullopt;
-  if (f.json) {
-    json prompt = {{"ids", ids}};
-    add_tokens_json(prompt, m, ids);
-    json out = {{"prompt", std::move(prompt)},
-                {"generated", std::move(steps)},
-                {"ids", all},
-                {"text", text ? json(valid_utf8(*text)) : json(nullptr)},
-                {"temperature", f.temperature},
-                {"seed", f.seed}};
+  const json out = generation_json(m, ids, generated, options);
+  if (f.json)
     fmt::print("{}\n", out.dump());
-    return 0;
-  }
-  if (text)
-    fmt::print("text: {}\n", valid_utf8(*text));
+  else if (out["text"].is_string())
+    fmt::print("text: {}\n", out["text"].get<std::string>());
   else
-    fmt::print("ids: {}\n", fmt::join(all, ","));
+    fmt::print("ids: {}\n", fmt::join(out["ids"].get<std::vector<int>>(), ","));
   return 0;
 }
 

@@ -97,4 +97,15 @@ std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::
   return scores;
 }
 
+nlohmann::json head_scores_json(const std::vector<HeadScores>& scores) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const HeadScores& s : scores)
+    list.push_back({{"layer", s.head.layer},
+                    {"head", s.head.head},
+                    {"previous_token", s.previous_token},
+                    {"duplicate_token", s.duplicate_token},
+                    {"induction", s.induction}});
+  return {{"heads", std::move(list)}};
+}
+
 }  // namespace attnlab

@@ -104,6 +104,28 @@ void add_tokens_json(nlohmann::json& out, const ModelDir& m, const std::vector<i
   out["token_bytes"] = std::move(bytes);
 }
 
+nlohmann::json generation_json(const ModelDir& m, const std::vector<int>& prompt,
+                               const std::vector<GeneratedToken>& generated, const GenerateOptions& options) {
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<int> all = prompt;
+  for (const GeneratedToken& t : generated) {
+    const TokenShown shown = show_token(m, t.id);
+    steps.push_back({{"id", t.id},
+                     {"token", shown.text},
+                     {"bytes", byte_values(shown.bytes)},
+                     {"probability", t.probability},
+                     {"cache_tokens", t.cache_tokens},
+                     {"cache_bytes", t.cache_bytes}});
+    all.push_back(t.id);
+  }
+  nlohmann::json prompt_json = {{"ids", prompt}};
+  add_tokens_json(prompt_json, m, prompt);
+  nlohmann::json text = nullptr;
+  if (m.tokenizer) text = valid_utf8(m.tokenizer->decode(std::vector<TokenId>(all.begin(), all.end())));
+  return {{"prompt", std::move(prompt_json)}, {"generated", std::move(steps)},      {"ids", all},
+          {"text", std::move(text)},          {"temperature", options.temperature}, {"seed", options.seed}};
+}
+
 nlohmann::json candidate_json(const ModelDir& m, int id, double probability) {
   const TokenShown shown = show_token(m, id);
   return {{"id", id}, {"token", shown.text}, {"bytes", byte_values(shown.bytes)}, {"probability", probability}};

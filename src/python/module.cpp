@@ -19,6 +19,7 @@
 
 #include "attnlab/analysis/attribution.hpp"
 #include "attnlab/analysis/attribution_json.hpp"
+#include "attnlab/analysis/capacity_json.hpp"
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/experiment.hpp"
 #include "attnlab/analysis/kv_memory.hpp"
@@ -53,6 +54,9 @@ py::array view(const T* data, std::vector<py::ssize_t> shape, py::handle owner) 
 }
 py::array view(const Matrix& m, py::handle owner) {
   return view(m.data.data(), {py::ssize_t(m.rows), py::ssize_t(m.cols)}, owner);
+}
+py::array view(const std::vector<double>& v, py::handle owner) {
+  return view(v.data(), {py::ssize_t(v.size())}, owner);
 }
 
 // JSON as the CLI prints it, read by Python's json module: the same numbers, the same keys.
@@ -315,30 +319,7 @@ py::object generate_tokens(const PyModel& m, const Tokens& prompt, const Generat
     py::gil_scoped_release free;
     made = generate(m.model(), ids, options);
   }
-  // As `attnlab model generate --json` prints it.
-  json steps = json::array();
-  std::vector<int> all = ids;
-  for (const GeneratedToken& t : made) {
-    const TokenShown shown = show_token(*m.dir, t.id);
-    steps.push_back({{"id", t.id},
-                     {"token", shown.text},
-                     {"bytes", byte_values(shown.bytes)},
-                     {"probability", t.probability},
-                     {"cache_tokens", t.cache_tokens},
-                     {"cache_bytes", t.cache_bytes}});
-    all.push_back(t.id);
-  }
-  json prompt_json = {{"ids", ids}};
-  add_tokens_json(prompt_json, *m.dir, ids);
-  const std::optional<std::string> text =
-      m.dir->tokenizer ? std::optional(m.dir->tokenizer->decode(std::vector<TokenId>(all.begin(), all.end())))
-                       : std::nullopt;
-  return to_python({{"prompt", std::move(prompt_json)},
-                    {"generated", std::move(steps)},
-                    {"ids", all},
-                    {"text", text ? json(valid_utf8(*text)) : json(nullptr)},
-                    {"temperature", options.temperature},
-                    {"seed", options.seed}});
+  return to_python(generation_json(*m.dir, ids, made, options));
 }
 
 py::object head_scores(const PyModel& m, const std::optional<std::vector<std::vector<int>>>& sequences,
@@ -348,14 +329,7 @@ py::object head_scores(const PyModel& m, const std::optional<std::vector<std::ve
     py::gil_scoped_release free;
     scores = detect_heads(m.model(), sequences ? *sequences : default_detector_sequences(m.config(), seed));
   }
-  json list = json::array();
-  for (const HeadScores& s : scores)
-    list.push_back({{"layer", s.head.layer},
-                    {"head", s.head.head},
-                    {"previous_token", s.previous_token},
-                    {"duplicate_token", s.duplicate_token},
-                    {"induction", s.induction}});
-  return to_python({{"heads", std::move(list)}});
+  return to_python(head_scores_json(scores));
 }
 
 }  // namespace
@@ -378,34 +352,22 @@ PYBIND11_MODULE(_attnlab, mod) {
       .def_readonly("name", &HeadTrace::name)
       .def_readonly("d_k", &HeadTrace::d_k)
       .def_readonly("d_v", &HeadTrace::d_v)
-#define ATTNLAB_MATRIX(field, doc) \
-  def_property_readonly(           \
+#define ATTNLAB_ARRAY(field, doc) \
+  def_property_readonly(          \
       #field, [](py::object self) { return view(self.cast<const HeadTrace&>().field, self); }, doc)
-      .ATTNLAB_MATRIX(queries, "[n × d_k] q = x·W_Q (+ b_Q, rotated when the positions are rotary)")
-      .ATTNLAB_MATRIX(keys, "[m × d_k] k = x·W_K")
-      .ATTNLAB_MATRIX(values, "[m × d_v] v = x·W_V")
-      .ATTNLAB_MATRIX(scores, "[n × m] q·kᵀ")
-      .ATTNLAB_MATRIX(scaled, "[n × m] scores × scale (1/√d_k unless the scenario says)")
-      .ATTNLAB_MATRIX(logits, "[n × m] scaled ÷ T, -inf where masked")
-      .ATTNLAB_MATRIX(exponentials, "[n × m] exp(logit − the row's largest)")
-      .ATTNLAB_MATRIX(weights, "[n × m] softmax: each row sums to 1 (0 where masked)")
-      .ATTNLAB_MATRIX(mixed, "[n × d_v] weights · v")
-      .ATTNLAB_MATRIX(output, "[n × d_v] the head's output (mixed, after an intervention's scale or ablation)")
-#undef ATTNLAB_MATRIX
-      .def_property_readonly(
-          "shifts",
-          [](py::object self) {
-            const auto& h = self.cast<const HeadTrace&>();
-            return view(h.shifts.data(), {py::ssize_t(h.shifts.size())}, self);
-          },
-          "[n] each row's largest logit, subtracted before exp")
-      .def_property_readonly(
-          "row_sums",
-          [](py::object self) {
-            const auto& h = self.cast<const HeadTrace&>();
-            return view(h.row_sums.data(), {py::ssize_t(h.row_sums.size())}, self);
-          },
-          "[n] each row's sum of exponentials")
+      .ATTNLAB_ARRAY(queries, "[n × d_k] q = x·W_Q (+ b_Q, rotated when the positions are rotary)")
+      .ATTNLAB_ARRAY(keys, "[m × d_k] k = x·W_K")
+      .ATTNLAB_ARRAY(values, "[m × d_v] v = x·W_V")
+      .ATTNLAB_ARRAY(scores, "[n × m] q·kᵀ")
+      .ATTNLAB_ARRAY(scaled, "[n × m] scores × scale (1/√d_k unless the scenario says)")
+      .ATTNLAB_ARRAY(logits, "[n × m] scaled ÷ T, -inf where masked")
+      .ATTNLAB_ARRAY(exponentials, "[n × m] exp(logit − shift): what softmax normalises")
+      .ATTNLAB_ARRAY(weights, "[n × m] softmax: each row sums to 1 (0 where masked)")
+      .ATTNLAB_ARRAY(mixed, "[n × d_v] weights · v")
+      .ATTNLAB_ARRAY(output, "[n × d_v] the head's output (mixed, after an intervention's scale or ablation)")
+      .ATTNLAB_ARRAY(shifts, "[n] subtracted before exp: 0, or the row's largest logit when that is beyond ±60")
+      .ATTNLAB_ARRAY(row_sums, "[n] each row's sum of exponentials")
+#undef ATTNLAB_ARRAY
       .def_property_readonly(
           "fully_masked",
           [](const HeadTrace& h) { return std::vector<bool>(h.fully_masked.begin(), h.fully_masked.end()); },
@@ -607,24 +569,12 @@ PYBIND11_MODULE(_attnlab, mod) {
       [](std::uint64_t n, std::uint64_t d_model, std::uint64_t heads, std::uint64_t layers, const std::string& dtype,
          std::uint64_t window) {
         const CostShape shape{d_model, heads, layers, parse_dtype(dtype, "dtype"), window};
-        validate_cost_shape(shape);
-        if (n < 1 || n > largest_costable_tokens(shape))
-          fail("n", fmt::format("must be 1 to {} for this shape", largest_costable_tokens(shape)));
-        const GridCost g = grid_cost(n, shape);
-        return to_python({{"n", g.n},
-                          {"dense_cells", g.dense_cells},
-                          {"causal_cells", g.causal_cells},
-                          {"window_cells", g.window_cells},
-                          {"strided_stride", g.strided_stride},
-                          {"strided_cells", g.strided_cells},
-                          {"flops_layer_dense", g.flops_layer_dense},
-                          {"flops_layer_causal", g.flops_layer_causal},
-                          {"flops_layer_window", g.flops_layer_window},
-                          {"flops_layer_strided", g.flops_layer_strided},
-                          {"flops_model_dense", g.flops_model_dense},
-                          {"flops_model_causal", g.flops_model_causal},
-                          {"grid_bytes_head", g.grid_bytes_head},
-                          {"grid_bytes_layer", g.grid_bytes_layer}});
+        try {
+          return to_python(grid_cost_json(grid_cost(n, shape)));  // the shape and n checked there
+        } catch (const InputError& e) {                           // its "tokens" is n here
+          if (e.field() == "tokens") throw e.renamed("n");
+          throw;
+        }
       },
       py::arg("n"), py::arg("d_model"), py::arg("heads"), py::arg("layers"), py::arg("dtype"), py::arg("window"));
   mod.def(
@@ -632,34 +582,7 @@ PYBIND11_MODULE(_attnlab, mod) {
       [](std::optional<std::string> model, const std::string& dtype, const std::vector<std::uint64_t>& contexts,
          std::optional<std::uint64_t> budget, const ShapeOverrides& overrides) {
         const ModelShape shape = resolve_model_shape(model, overrides);
-        const KVReport r = kv_report(shape, parse_dtype(dtype, "dtype"), contexts, budget);
-        json rows = json::array();
-        for (const KVRow& row : r.rows)
-          rows.push_back({{"context", row.context},
-                          {"cache_bytes", row.cache_bytes},
-                          {"total_bytes", row.total_bytes},
-                          {"cache_over_weights", row.cache_over_weights},
-                          {"cache_exceeds_weights", row.cache_exceeds_weights}});
-        json out = {{"model",
-                     {{"name", shape.name},
-                      {"layers", shape.layers},
-                      {"d_model", shape.d_model},
-                      {"heads", shape.heads},
-                      {"kv_heads", shape.kv_heads},
-                      {"head_dim", shape.head_dim},
-                      {"parameters", shape.parameters}}},
-                    {"dtype", dtype_name(r.dtype)},
-                    {"bytes_per_token", r.bytes_per_token},
-                    {"weight_bytes", r.weight_bytes},
-                    {"crossover_context", r.crossover_context ? json(*r.crossover_context) : json(nullptr)},
-                    {"rows", std::move(rows)},
-                    {"budget", nullptr}};
-        if (r.budget)
-          out["budget"] = {{"budget_bytes", r.budget->budget_bytes},
-                           {"left_for_cache", r.budget->left_for_cache},
-                           {"weights_fit", r.budget->weights_fit},
-                           {"max_context", r.budget->max_context}};
-        return to_python(out);
+        return to_python(kv_report_json(kv_report(shape, parse_dtype(dtype, "dtype"), contexts, budget)));
       },
       py::arg("model"), py::arg("dtype"), py::arg("contexts"), py::arg("budget"), py::arg("overrides"));
   py::class_<ShapeOverrides>(mod, "_ShapeOverrides")

@@ -3,8 +3,8 @@
 // work up to kMaxSmallWorkBytes runs at once, whatever else runs; heavier work takes one of
 // a few slots and is refused with 503 and Retry-After when they are all taken, rather than
 // queueing behind each other and in front of everyone else. The slots share the cores: each
-// job runs on cores ÷ slots threads (its OpenMP regions and OpenBLAS's products, under a
-// ThreadBudget), so that slots × threads per job ≤ cores and no job's threads spin waiting
+// job runs on cores ÷ slots threads (its OpenMP regions, and so its kernels and products,
+// under a ThreadBudget), so that slots × threads per job ≤ cores and no job's threads spin waiting
 // for cores another job holds. A training run or an analysis job started by a request holds
 // its slot, and its share of the cores, until it ends.
 // With many more worker threads than slots, a slow or idle client holds a thread, never a

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "admission.hpp"
+#include "attnlab/analysis/capacity_json.hpp"
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/experiment.hpp"
 #include "attnlab/analysis/kv_memory.hpp"
@@ -446,14 +447,6 @@ std::string as_text(const json& request, const char* field, std::string fallback
 
 json optional_number(const std::optional<double>& x) { return x ? json(*x) : json(nullptr); }
 
-json model_to_json(const ModelShape& model) {
-  return {{"name", model.name},         {"source", model.source},
-          {"layers", model.layers},     {"d_model", model.d_model},
-          {"heads", model.heads},       {"kv_heads", model.kv_heads},
-          {"head_dim", model.head_dim}, {"parameters", model.parameters ? json(model.parameters) : json(nullptr)},
-          {"note", model.note}};
-}
-
 }  // namespace
 
 json api_cost(const json& request) {
@@ -471,33 +464,9 @@ json api_cost(const json& request) {
   validate_cost_shape(shape);
 
   json rows = json::array();
-  for (std::uint64_t n : tokens) {
-    const GridCost c = grid_cost(n, shape);
-    rows.push_back({{"n", c.n},
-                    {"dense_cells", c.dense_cells},
-                    {"causal_cells", c.causal_cells},
-                    {"window_cells", c.window_cells},
-                    {"strided_stride", c.strided_stride},
-                    {"strided_cells", c.strided_cells},
-                    {"flops_layer_dense", c.flops_layer_dense},
-                    {"flops_layer_causal", c.flops_layer_causal},
-                    {"flops_layer_window", c.flops_layer_window},
-                    {"flops_layer_strided", c.flops_layer_strided},
-                    {"flops_model_dense", c.flops_model_dense},
-                    {"flops_model_causal", c.flops_model_causal},
-                    {"grid_bytes_head", c.grid_bytes_head},
-                    {"grid_bytes_layer", c.grid_bytes_layer}});
-  }
-  json reply = {{"shape",
-                 {{"d_model", shape.d_model},
-                  {"heads", shape.heads},
-                  {"d_k", shape.d_k()},
-                  {"layers", shape.layers},
-                  {"dtype", dtype_name(shape.dtype)},
-                  {"dtype_bytes", dtype_bytes(shape.dtype)},
-                  {"window", shape.window}}},
-                {"rows", rows},
-                {"measured", nullptr}};
+  for (std::uint64_t n : tokens)
+    rows.push_back(grid_cost_json(grid_cost(n, shape)));
+  json reply = {{"shape", cost_shape_json(shape)}, {"rows", rows}, {"measured", nullptr}};
   if (measure) {
     CostMeasureOptions options;
     options.max_tokens = *std::max_element(tokens.begin(), tokens.end());
@@ -547,7 +516,7 @@ json api_defaults() {
 json api_models() {
   json models = json::array();
   for (const ModelShape& m : model_presets())
-    models.push_back(model_to_json(m));
+    models.push_back(model_shape_json(m));
   return {{"models", models}};
 }
 
@@ -578,27 +547,8 @@ json api_kv(const json& request) {
   const ModelShape model = resolve_model_shape(model_name, overrides);
   const KVReport r = kv_report(model, dtype, contexts, budget);
 
-  json rows = json::array();
-  for (const KVRow& row : r.rows)
-    rows.push_back({{"context", row.context},
-                    {"cache_bytes", row.cache_bytes},
-                    {"total_bytes", row.total_bytes},
-                    {"cache_over_weights", r.weight_bytes ? json(row.cache_over_weights) : json(nullptr)},
-                    {"cache_exceeds_weights", row.cache_exceeds_weights}});
-  json reply = {{"model", model_to_json(model)},
-                {"dtype", dtype_name(dtype)},
-                {"dtype_bytes", dtype_bytes(dtype)},
-                {"bytes_per_token", r.bytes_per_token},
-                {"weight_bytes", r.weight_bytes ? json(r.weight_bytes) : json(nullptr)},
-                {"crossover_context", r.crossover_context ? json(*r.crossover_context) : json(nullptr)},
-                {"rows", rows},
-                {"budget", nullptr},
-                {"measured", nullptr}};
-  if (r.budget)
-    reply["budget"] = {{"budget_bytes", r.budget->budget_bytes},
-                       {"weights_fit", r.budget->weights_fit},
-                       {"left_for_cache", r.budget->left_for_cache},
-                       {"max_context", r.budget->max_context}};
+  json reply = kv_report_json(r);
+  reply["measured"] = nullptr;
   if (measure) {
     KVMeasureOptions options;
     options.model = model;

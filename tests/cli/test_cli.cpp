@@ -560,6 +560,11 @@ TEST(CliServe, SigtermWhileAHeavyRequestRunsStopsItAndExitsZero) {
   EXPECT_EQ(reply.find("\"tokens\""), std::string::npos) << "the probe's results came back";
 }
 
+TEST(CliBadInput, ServeRefusesHeavySlotsOutsideOneTo1024) {
+  for (const char* slots : {"0", "1025", "-1", "two"})
+    expect_refused(std::string("serve --port 0 --heavy-slots ") + slots, "--heavy-slots");
+}
+
 TEST(CliBadInput, ServeRefusesAnAllowHostThatIsNotAHostName) {
   for (const char* name : {"http://lab.example", "lab.example:8080", "lab.example/x", "''"})
     expect_refused(std::string("serve --port 0 --allow-host ") + name, "--allow-host: ");

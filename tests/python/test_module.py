@@ -57,6 +57,14 @@ def test_attend_keeps_every_step_and_matches_the_formula():
     np.testing.assert_allclose(t.weights, w, rtol=0, atol=1e-14)
     np.testing.assert_allclose(t.outputs, out, rtol=0, atol=1e-14)
     np.testing.assert_allclose(t.weights.sum(axis=1), 1, atol=1e-14)
+    h = t.heads[0]
+    largest = h.logits.max(axis=1)  # the engine shifts only rows whose largest logit is past ±60
+    np.testing.assert_array_equal(h.shifts, np.where(np.abs(largest) <= 60, 0.0, largest))
+    np.testing.assert_allclose(h.exponentials, np.exp(h.logits - h.shifts[:, None]), rtol=1e-15)
+    np.testing.assert_allclose(h.row_sums, h.exponentials.sum(axis=1), rtol=1e-15)
+    big = attnlab.attend(q * 40, k * 40, v).heads[0]
+    assert (big.shifts != 0).any(), "logits past ±60 are shifted"
+    np.testing.assert_allclose(big.weights.sum(axis=1), 1, atol=1e-14)
     assert t.weights.shape == (4, 6) and t.weights.dtype == np.float64
     assert not t.weights.flags.writeable, "views of the trace are read-only"
 
@@ -290,6 +298,11 @@ def test_cost_and_kv_follow_their_formulas():
         attnlab.kv(colour=3)
     with pytest.raises(ValueError, match="^dtype: "):
         attnlab.cost(10, dtype="f7")
+    with pytest.raises(ValueError, match="^n: 0 tokens has no grid"):
+        attnlab.cost(0)
+    with pytest.raises(ValueError, match="^heads: "):
+        attnlab.cost(10, d_model=100, heads=3)
+    assert kv["model"]["parameters"] is None and kv["weight_bytes"] is None, "unknown, as POST /api/kv says"
 
 
 def test_traces_and_heads_show_as_the_labs_heatmap():

@@ -14,6 +14,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <vector>
 
@@ -48,5 +49,9 @@ std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::
 // the last id of the vocabulary (GPT-2's <|endoftext|>).
 std::vector<std::vector<int>> default_detector_sequences(const ModelConfig& config, std::uint64_t seed = 0,
                                                          std::size_t count = 4);
+
+// {"heads": [{"layer", "head", "previous_token", "duplicate_token", "induction"}, ...]}:
+// `attnlab model heads --json` and the Python module's Model.heads().
+nlohmann::json head_scores_json(const std::vector<HeadScores>& scores);
 
 }  // namespace attnlab

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnlab/model/bpe.hpp"
+#include "attnlab/model/generate.hpp"
 #include "attnlab/model/model.hpp"
 
 namespace attnlab {
@@ -62,6 +63,13 @@ void add_tokens_json(nlohmann::json& out, const ModelDir& model, const std::vect
 
 // One candidate of a next-token list: {"id", "token" (display text), "bytes", "probability"}.
 nlohmann::json candidate_json(const ModelDir& model, int id, double probability);
+
+// A generation (attnlab/model/generate.hpp) as `attnlab model generate --json` prints it:
+// {"prompt": {"ids", "tokens", "token_bytes"}, "generated": [{"id", "token", "bytes",
+// "probability", "cache_tokens", "cache_bytes"}], "ids" (the prompt's and the new), "text"
+// (all of them decoded; null without a tokenizer), "temperature", "seed"}.
+nlohmann::json generation_json(const ModelDir& model, const std::vector<int>& prompt,
+                               const std::vector<GeneratedToken>& generated, const GenerateOptions& options);
 
 // A token's text made visible for display: a space is "␣", a newline "↵", a tab "⇥".
 std::string visible_token(std::string_view text);
