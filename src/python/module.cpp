@@ -391,7 +391,10 @@ PYBIND11_MODULE(_attnlab, mod) {
           [](py::object self) { return view(self.cast<const TraceResult&>().trace.concatenated, self); })
       .def_property_readonly("kernel", [](const TraceResult& t) { return std::string(to_string(t.kernel)); })
       .def("to_json", [](const TraceResult& t) { return to_python(t.to_json()); })
-      .def("scenario_json", [](const TraceResult& t) { return to_python(scenario_to_json(t.scenario)); });
+      .def("scenario_json", [](const TraceResult& t) { return to_python(scenario_to_json(t.scenario)); })
+      .def("intervention_json", [](const TraceResult& t) {
+        return t.intervention ? to_python(intervention_to_json(*t.intervention)) : py::none();
+      });
 
   mod.def(
       "_attend",
@@ -463,6 +466,20 @@ PYBIND11_MODULE(_attnlab, mod) {
                                }
                                return layers;
                              })
+      .def(
+          "top_k",
+          [](const ModelRun& r, std::ptrdiff_t position, std::size_t k) {
+            const auto n = static_cast<std::ptrdiff_t>(r.result.n);
+            if (position < -n || position >= n)
+              fail("position", fmt::format("{} is not a position of the run's {} tokens", position, n));
+            const std::size_t vocab = r.dir->model.config.vocab_size,
+                              row = std::size_t(position < 0 ? position + n : position);
+            py::list out;
+            for (const TokenProbability& t : top_k({r.result.logits.data() + row * vocab, vocab}, k))
+              out.append(py::make_tuple(t.id, token_texts(*r.dir, {t.id})[0], t.probability));
+            return out;
+          },
+          py::arg("position"), py::arg("k"))
       .def_property_readonly("final_stream", [](py::object self) {
         const auto& r = self.cast<const ModelRun&>();
         const auto n = py::ssize_t(r.result.n), d = py::ssize_t(r.dir->model.config.n_embd);

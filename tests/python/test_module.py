@@ -198,9 +198,10 @@ def test_a_model_run_is_the_commands_and_numpys(cli, tiny):
         normed = normed * w[f"transformer.h.{layer}.ln_1.weight"] + w[f"transformer.h.{layer}.ln_1.bias"]
         np.testing.assert_allclose(normed, expected["block_inputs"][layer], rtol=0, atol=2e-4)
     np.testing.assert_allclose(r.head("1.2"), expected["attention"][1][2], rtol=0, atol=2e-5)
-    probabilities = [p for _, _, p in r.top_k(k=3)]
-    assert probabilities == sorted(probabilities, reverse=True)
-    assert [c["id"] for c in want["top_k"][-1][:3]] == [i for i, _, _ in r.top_k(k=3)]
+    assert [(c["id"], c["token"], c["probability"]) for c in want["top_k"][2][:3]] == r.top_k(2, k=3)
+    assert r.top_k(-1, k=5) == r.top_k(9, k=5)
+    with pytest.raises(ValueError, match="^position: 10 is not a position of the run's 10 tokens"):
+        r.top_k(10)
 
 
 def test_ablation_generation_and_heads_are_the_commands(cli, tiny):

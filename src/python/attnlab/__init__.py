@@ -130,7 +130,7 @@ class Trace:
     @property
     def intervention(self) -> Optional[dict]:
         """Before and after, when the run had interventions (mask_tokens, ablate_heads...)."""
-        return self.to_json().get("intervention")
+        return self._native.intervention_json()
 
     def _one(self, name):
         heads = self.heads
@@ -292,12 +292,9 @@ class ModelRun:
         return self.attention[layer][head]
 
     def top_k(self, position: int = -1, k: int = 5) -> list:
-        """The k most probable next tokens at a position: [(id, token, probability)]."""
-        row = self.logits[position].astype(_np.float64)
-        p = _np.exp(row - row.max())
-        p /= p.sum()
-        best = _np.argsort(-p, kind="stable")[:k]
-        return [(int(i), self.model.token_texts([int(i)])[0], float(p[i])) for i in best]
+        """The k most probable next tokens at a position (negative: from the end), as
+        `attnlab model run` lists them: [(id, token, probability)]."""
+        return self._native.top_k(position, k)
 
     def __repr__(self):
         return f"<attnlab.ModelRun: {self.n} tokens>"
