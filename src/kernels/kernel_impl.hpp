@@ -1,6 +1,8 @@
 // The per-instruction-set kernel entry points that dispatch.cpp chooses between.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/kernels/activation.hpp"
@@ -26,6 +28,25 @@ struct DecodeRun {
   float* out = nullptr;  // [count × round_up(d, 16)] out: Σ 2^(logit - max) · v
 };
 
+// What a Q4_K product reads of x besides x itself, made once for all the rows
+// (matvec_prepare_q4_k): Σ x over each 32 values [n × length/32], for the sub-blocks' offsets;
+// where the CPU has AVX-512 BF16, also x as the sum of two bf16 parts, x ≈ hi + lo
+// [n × length] each (within 2^-18 of x), and then the sums are of hi + lo.
+struct Q4kRows {  // from one row of x on: sums [length/32 a row], hi and lo [length a row]
+  const float* sums = nullptr;
+  const std::uint16_t* hi = nullptr;  // null without BF16
+  const std::uint16_t* lo = nullptr;
+};
+struct Q4kActivations {
+  std::size_t length = 0;
+  std::vector<float> sums;
+  std::vector<std::uint16_t> hi, lo;
+  Q4kRows from(std::size_t row) const {
+    return {sums.empty() ? nullptr : sums.data() + row * (length / 32), hi.empty() ? nullptr : hi.data() + row * length,
+            lo.empty() ? nullptr : lo.data() + row * length};
+  }
+};
+
 }  // namespace attnlab::kernels
 
 #define ATTNLAB_DECLARE_KERNELS(ns)                                                                                  \
@@ -42,9 +63,12 @@ struct DecodeRun {
   double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                         \
   float read_bytes(const void* data, std::size_t bytes);                                                             \
   /* matvec.hpp's products over stored rows [first, last) (dot) or columns [first, last) */                          \
-  /* (axpy); sums: Q4_K's per-32-value sums of x, [n × lds] */                                                      \
+  /* (axpy); q4k: what matvec_prepare_q4_k made of x, for Q4_K rows */                                               \
   void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,      \
-                       std::size_t ldx, const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta);  \
+                       std::size_t ldx, const Q4kActivations* q4k, float* y, std::size_t ldy, float beta);           \
+  /* bf16: the CPU has AVX-512 BF16 and the product may use it */                                                    \
+  void matvec_prepare_q4_k(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool bf16,            \
+                           Q4kActivations& out);                                                                     \
   void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,  \
                            std::size_t ldx, float* y, std::size_t ldy, float beta);                                  \
   /* activation.hpp's rows [first, last) */                                                                          \

@@ -1,5 +1,5 @@
 // The matrix–vector products' dispatch (attnlab/kernels/matvec.hpp): the shape checked,
-// Q4_K's sums of activations computed once, the rows or columns split between threads, and
+// Q4_K's activations prepared once, the rows or columns split between threads, and
 // each share run by the instruction set's kernel (matvec_tiles.cpp).
 #include <omp.h>
 
@@ -88,29 +88,22 @@ void matvec_dot(const StoredRows& w, const float* x, std::size_t n, std::size_t 
                 float beta, const MatvecOptions& options) {
   check(w, n, ldx, ldy, w.length, w.count, "matvec_dot");
   if (n == 0 || w.count == 0) return;
-  // Q4_K: Σ x over each 32 values, [n × length/32], for the sub-blocks' offsets.
-  std::vector<float> sums;
-  const std::size_t lds = w.length / 32;
-  if (w.format == RowFormat::q4_k) {
-    sums.resize(n * lds);
-    for (std::size_t r = 0; r < n; ++r)
-      for (std::size_t g = 0; g < lds; ++g) {
-        float s = 0;
-        for (std::size_t i = 0; i < 32; ++i)
-          s += x[r * ldx + g * 32 + i];
-        sums[r * lds + g] = s;
-      }
-  }
-  const float* sum_rows = sums.empty() ? nullptr : sums.data();
   const Isa isa = usable_isa(options.isa);
-  split(w.count, threads_for(w, options), [&](std::size_t first, std::size_t last) {
-    switch (isa) {
-      case Isa::generic:
-        return kernels::generic::matvec_dot_rows(w, first, last, x, n, ldx, sum_rows, lds, y, ldy, beta);
-      case Isa::avx2: return kernels::avx2::matvec_dot_rows(w, first, last, x, n, ldx, sum_rows, lds, y, ldy, beta);
+  kernels::Q4kActivations q4k;  // Q4_K: what the kernel reads of x besides x, made once for all rows
+  if (w.format == RowFormat::q4_k) switch (isa) {
+      case Isa::generic: kernels::generic::matvec_prepare_q4_k(x, n, ldx, w.length, false, q4k); break;
+      case Isa::avx2: kernels::avx2::matvec_prepare_q4_k(x, n, ldx, w.length, false, q4k); break;
       case Isa::avx512:
       case Isa::avx512_bf16:
-        return kernels::avx512::matvec_dot_rows(w, first, last, x, n, ldx, sum_rows, lds, y, ldy, beta);
+        kernels::avx512::matvec_prepare_q4_k(x, n, ldx, w.length, isa == Isa::avx512_bf16, q4k);
+        break;
+    }
+  split(w.count, threads_for(w, options), [&](std::size_t first, std::size_t last) {
+    switch (isa) {
+      case Isa::generic: return kernels::generic::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, y, ldy, beta);
+      case Isa::avx2: return kernels::avx2::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, y, ldy, beta);
+      case Isa::avx512:
+      case Isa::avx512_bf16: return kernels::avx512::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, y, ldy, beta);
     }
   });
 }

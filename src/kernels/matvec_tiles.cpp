@@ -7,8 +7,9 @@
 // there from its bytes, its integer values converted to f32 sixteen at a time and multiplied
 // by the activations; the block's scale multiplies the block's sum, once, instead of every
 // value. A K-quant's per-sub-block offset (Q4_K: value = d·scale·q − dmin·min) multiplies the
-// sub-block's sum of activations, computed once per call by the dispatcher (group_sums),
-// instead of being subtracted from every value.
+// sub-block's sum of activations, computed once per call (matvec_prepare_q4_k),
+// instead of being subtracted from every value. Where the CPU has AVX-512 BF16, Q4_K's
+// products are bf16 dot products instead (dot_q4_k_row_bf16), exact to within 2^-18 of x.
 #include <cstdint>
 #include <cstring>
 
@@ -123,10 +124,12 @@ void dot_q8_0_row(const std::byte* row, std::size_t length, const float* x, std:
 // (scale, min) pairs, 128 bytes of 4-bit q. Each 64 values take 32 bytes: the low nibbles
 // are values 0-31 (sub-block 2j), the high ones 32-63 (sub-block 2j + 1).
 // value = d · scale_s · q − dmin · min_s, so a sub-block's share of the dot product is
-// d · scale_s · Σ q·x − dmin · min_s · Σ x, the last sum from `sums` [N × length/32].
+// d · scale_s · Σ q·x − dmin · min_s · Σ x, the last sum from q4k.sums [N × length/32].
 template <int N>
-void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx, const float* sums,
-                  std::size_t lds, float (&out)[N]) {
+void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx,
+                  const kernels::Q4kRows& q4k, float (&out)[N]) {
+  const std::size_t lds = length / 32;
+  const float* sums = q4k.sums;
   VF acc[N] = {};
   float offsets[N] = {};
   for (std::size_t b = 0; b < length / 256; ++b) {
@@ -154,6 +157,88 @@ void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std:
   for (int r = 0; r < N; ++r)
     out[r] = sum_lanes(acc[r]) - offsets[r];
 }
+
+#if defined(ATTNLAB_HAS_BF16)
+// Q4_K by bf16 dot products (vdpbf16ps: 32 products a instruction, summed in f32), for CPUs
+// whose f32 lookups or conversions of every weight would take longer than reading it.
+// A 4-bit q is exact in bf16 as 1 + q/16 (bits 0x3F80 | q << 3: exponent 0, q in the top
+// four of the seven fraction bits); x is hi + lo, two bf16 parts (Q4kActivations), so each
+// product is exact and each sum is f32's. A sub-block's dot product is then
+//   Σ q·x = 16 · (Σ (1 + q/16)·x − Σ x),
+// and its share d · scale_s · Σ q·x − dmin · min_s · Σ x becomes
+//   16·d·scale_s · D_s − (16·d·scale_s + dmin·min_s) · Σ x,  D_s = Σ (1 + q/16)·x,
+// with Σ x (of hi + lo) from q4k.sums; the offsets of a super-block's eight sub-blocks are
+// one 8-lane FMA. (1 + q/16 rather than q: the 1 keeps the bits for q in the fraction, and
+// D_s − Σ x loses at most a factor of two of its precision to the cancellation.)
+inline __m128i k_scales_and_mins(const std::byte* packed);
+
+template <int N>
+void dot_q4_k_row_bf16(const std::byte* row, std::size_t length, const kernels::Q4kRows& q4k, float (&out)[N]) {
+  const std::size_t groups = length / 32;
+  const __m512i fraction = _mm512_set1_epi16(0x78), one = _mm512_set1_epi16(0x3F80);
+  __m512 acc[N][2];  // sub-blocks 2j and 2j + 1
+  __m256 offsets[N];
+  for (int r = 0; r < N; ++r)
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps(), offsets[r] = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < length / 256; ++b) {
+    const std::byte* block = row + b * 144;
+    // Lanes 0-7: 16·d·scale_s; lanes 8-15: dmin·min_s. Stored and read back one at a time as
+    // broadcasts, which the loads do rather than the shuffle unit.
+    alignas(64) float f[16];
+    const __m512 factors =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(k_scales_and_mins(block + 4))),
+                      _mm512_insertf32x8(_mm512_set1_ps(16 * half_at(block)), _mm256_set1_ps(half_at(block + 2)), 1));
+    _mm512_store_ps(f, factors);
+    asm volatile("" : : "m"(f) : "memory");  // read back from memory, not moved between registers
+    const __m256 offset = _mm256_add_ps(_mm512_castps512_ps256(factors), _mm512_extractf32x8_ps(factors, 1));
+    for (int r = 0; r < N; ++r)
+      offsets[r] = _mm256_fmadd_ps(offset, _mm256_loadu_ps(q4k.sums + r * groups + b * 8), offsets[r]);
+    for (std::size_t j = 0; j < 4; ++j) {
+      // The 32 bytes of values 64j..64j+63 as 32 words; their low nibbles (sub-block 2j) and
+      // high nibbles (2j + 1) as 1 + q/16: ((w << 3) & 0x78 | 0x3F80), ((w >> 1) & 0x78 | 0x3F80).
+      __m256i bytes;
+      std::memcpy(&bytes, block + 16 + 32 * j, 32);
+      const __m512i words = _mm512_cvtepu8_epi16(bytes);
+      const __m512bh low = __m512bh(_mm512_ternarylogic_epi32(_mm512_slli_epi16(words, 3), fraction, one, 0xEA));
+      const __m512bh high = __m512bh(_mm512_ternarylogic_epi32(_mm512_srli_epi16(words, 1), fraction, one, 0xEA));
+      for (int r = 0; r < N; ++r) {
+        const std::size_t at = r * length + b * 256 + j * 64;
+        const auto part = [](const std::uint16_t* v, std::size_t i) { return __m512bh(_mm512_loadu_si512(v + i)); };
+        const __m512 d0 =
+            _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), low, part(q4k.hi, at)), low, part(q4k.lo, at));
+        const __m512 d1 = _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), high, part(q4k.hi, at + 32)), high,
+                                           part(q4k.lo, at + 32));
+        acc[r][0] = _mm512_fmadd_ps(d0, _mm512_set1_ps(f[2 * j]), acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(d1, _mm512_set1_ps(f[2 * j + 1]), acc[r][1]);
+      }
+    }
+  }
+  for (int r = 0; r < N; ++r) {
+    alignas(32) float o[8];
+    _mm256_store_ps(o, offsets[r]);
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) -
+             (((o[0] + o[1]) + (o[2] + o[3])) + ((o[4] + o[5]) + (o[6] + o[7])));
+  }
+}
+
+// The eight (scale, min) pairs as 16 bytes, scales then mins, decoded four bytes at a time:
+// for the first four, the low six bits of bytes 0-3 (scales) and 4-7 (mins); for the last
+// four, bytes 8-11's low nibbles (scales) and high nibbles (mins), each with two more bits on
+// top from the top two bits of bytes 0-3 (scales) and 4-7 (mins) (k_scale_and_min in
+// matvec.hpp reads the same a pair at a time).
+inline __m128i k_scales_and_mins(const std::byte* packed) {
+  std::uint32_t b[3];
+  std::memcpy(b, packed, 12);
+  const std::uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+  const std::uint32_t out[4] = {b[0] & six,                                           // scales 0-3
+                                (b[2] & low4) | (((b[0] >> 6) & top2) << 4),          // scales 4-7
+                                b[1] & six,                                           // mins 0-3
+                                ((b[2] >> 4) & low4) | (((b[1] >> 6) & top2) << 4)};  // mins 4-7
+  __m128i v;
+  std::memcpy(&v, out, 16);
+  return v;
+}
+#endif
 
 // Q6_K: super-blocks of 256 values (210 bytes): 128 bytes of low 4 bits (ql), 64 of high 2
 // bits (qh), 16 int8 scales, an f16 d; value = d · scale · (q − 32). Each 128 values take 64
@@ -191,15 +276,20 @@ void dot_q6_k_row(const std::byte* row, std::size_t length, const float* x, std:
 
 template <RowFormat F, int N>
 void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
-                 const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta) {
+                 const kernels::Q4kRows& q4k, float* y, std::size_t ldy, float beta) {
   for (std::size_t c = first; c < last; ++c) {
     const std::byte* row = w.data + c * w.stride;
     float out[N];
     if constexpr (F == RowFormat::q8_0)
       dot_q8_0_row<N>(row, w.length, x, ldx, out);
-    else if constexpr (F == RowFormat::q4_k)
-      dot_q4_k_row<N>(row, w.length, x, ldx, sums, lds, out);
-    else if constexpr (F == RowFormat::q6_k)
+    else if constexpr (F == RowFormat::q4_k) {
+#if defined(ATTNLAB_HAS_BF16)
+      if (q4k.hi) {
+        dot_q4_k_row_bf16<N>(row, w.length, q4k, out);
+      } else
+#endif
+        dot_q4_k_row<N>(row, w.length, x, ldx, q4k, out);
+    } else if constexpr (F == RowFormat::q6_k)
       dot_q6_k_row<N>(row, w.length, x, ldx, out);
     else
       dot_float_row<F, N>(row, w.length, x, ldx, out);
@@ -210,14 +300,14 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
 
 template <int N>
 void dot_rows_n(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
-                const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta) {
+                const kernels::Q4kRows& q4k, float* y, std::size_t ldy, float beta) {
   switch (w.format) {
-    case RowFormat::f32: return dot_rows_as<RowFormat::f32, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
-    case RowFormat::f16: return dot_rows_as<RowFormat::f16, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
-    case RowFormat::bf16: return dot_rows_as<RowFormat::bf16, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
-    case RowFormat::q8_0: return dot_rows_as<RowFormat::q8_0, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
-    case RowFormat::q4_k: return dot_rows_as<RowFormat::q4_k, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
-    case RowFormat::q6_k: return dot_rows_as<RowFormat::q6_k, N>(w, first, last, x, ldx, sums, lds, y, ldy, beta);
+    case RowFormat::f32: return dot_rows_as<RowFormat::f32, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
+    case RowFormat::f16: return dot_rows_as<RowFormat::f16, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
+    case RowFormat::bf16: return dot_rows_as<RowFormat::bf16, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
+    case RowFormat::q8_0: return dot_rows_as<RowFormat::q8_0, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
+    case RowFormat::q4_k: return dot_rows_as<RowFormat::q4_k, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
+    case RowFormat::q6_k: return dot_rows_as<RowFormat::q6_k, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
   }
 }
 
@@ -261,17 +351,51 @@ void axpy_columns_n(const StoredRows& w, std::size_t first, std::size_t last, co
 
 }  // namespace
 
+void matvec_prepare_q4_k(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool bf16,
+                         kernels::Q4kActivations& out) {
+  out.length = length;
+  out.sums.assign(n * (length / 32), 0.0f);
+#if defined(ATTNLAB_HAS_BF16)
+  if (bf16) {
+    // hi = x rounded to bf16, lo = what is left rounded to bf16 (|x − hi − lo| ≤ 2^-18 |x|).
+    // x is first held within bf16's largest finite value, M, so that hi never rounds up to
+    // infinity: a larger finite x is M + lo, an infinite one M + ∞, a NaN stays a NaN.
+    out.hi.resize(n * length), out.lo.resize(n * length);
+    const __m512 top = _mm512_set1_ps(3.38953139e38f), bottom = _mm512_set1_ps(-3.38953139e38f);
+    for (std::size_t r = 0; r < n; ++r)
+      for (std::size_t i = 0; i < length; i += 32) {
+        __m512 both = _mm512_setzero_ps();
+        for (std::size_t half = 0; half < 32; half += 16) {
+          const __m512 v = _mm512_loadu_ps(x + r * ldx + i + half);
+          const __m256bh hi = _mm512_cvtneps_pbh(_mm512_min_ps(top, _mm512_max_ps(bottom, v)));  // NaN: v
+          const __m512 hi_f32 = _mm512_cvtpbh_ps(hi);
+          const __m256bh lo = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hi_f32));
+          std::memcpy(&out.hi[r * length + i + half], &hi, 32);
+          std::memcpy(&out.lo[r * length + i + half], &lo, 32);
+          both = _mm512_add_ps(both, _mm512_add_ps(hi_f32, _mm512_cvtpbh_ps(lo)));
+        }
+        out.sums[r * (length / 32) + i / 32] = _mm512_reduce_add_ps(both);
+      }
+    return;
+  }
+#endif
+  (void)bf16;
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t i = 0; i < length; ++i)
+      out.sums[r * (length / 32) + i / 32] += x[r * ldx + i];
+}
+
 void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,
-                     std::size_t ldx, const float* sums, std::size_t lds, float* y, std::size_t ldy, float beta) {
+                     std::size_t ldx, const kernels::Q4kActivations* q4k, float* y, std::size_t ldy, float beta) {
   for (std::size_t r = 0; r < n; r += kMatvecMaxRows) {
     const float* xr = x + r * ldx;
-    const float* sr = sums ? sums + r * lds : nullptr;
+    const kernels::Q4kRows qr = q4k ? q4k->from(r) : kernels::Q4kRows{};
     float* yr = y + r * ldy;
     switch (std::min(n - r, kMatvecMaxRows)) {
-      case 1: dot_rows_n<1>(w, first, last, xr, ldx, sr, lds, yr, ldy, beta); break;
-      case 2: dot_rows_n<2>(w, first, last, xr, ldx, sr, lds, yr, ldy, beta); break;
-      case 3: dot_rows_n<3>(w, first, last, xr, ldx, sr, lds, yr, ldy, beta); break;
-      default: dot_rows_n<4>(w, first, last, xr, ldx, sr, lds, yr, ldy, beta); break;
+      case 1: dot_rows_n<1>(w, first, last, xr, ldx, qr, yr, ldy, beta); break;
+      case 2: dot_rows_n<2>(w, first, last, xr, ldx, qr, yr, ldy, beta); break;
+      case 3: dot_rows_n<3>(w, first, last, xr, ldx, qr, yr, ldy, beta); break;
+      default: dot_rows_n<4>(w, first, last, xr, ldx, qr, yr, ldy, beta); break;
     }
   }
 }

@@ -12,6 +12,7 @@ inline std::vector<Isa> runnable_isas() {
   const Isa best = best_isa();
   if (best >= Isa::avx2) isas.push_back(Isa::avx2);
   if (best >= Isa::avx512) isas.push_back(Isa::avx512);
+  if (best >= Isa::avx512_bf16) isas.push_back(Isa::avx512_bf16);  // paths of their own (Q4_K products)
   return isas;
 }
 
