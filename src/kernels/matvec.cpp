@@ -4,7 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <span>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "attnlab/kernels/matvec.hpp"
@@ -51,23 +53,26 @@ void check(const StoredRows& w, std::size_t n, std::size_t ldx, std::size_t ldy,
     throw std::logic_error(std::string(who) + ": a row stride is too short");
 }
 
-int threads_for(const StoredRows& w, const MatvecOptions& options) {
-  if (w.count * w.stride < kParallelBytes || omp_in_parallel()) return 1;
+int threads_for(std::size_t bytes, const MatvecOptions& options) {
+  if (bytes < kParallelBytes || omp_in_parallel()) return 1;
   return options.threads > 0 ? options.threads : omp_get_max_threads();
 }
 
-// Runs body(first, last) over [0, total) in kPiece-sized pieces on `threads` threads.
-template <class Body>
-void split(std::size_t total, int threads, const Body& body) {
+// Thread t's share of [0, total) when `threads` threads split it in kPiece-sized pieces.
+std::pair<std::size_t, std::size_t> share(std::size_t total, int threads, int t) {
   const std::size_t pieces = (total + kPiece - 1) / kPiece;
-  if (threads <= 1 || pieces <= 1) return body(std::size_t(0), total);
   const std::size_t per_thread = (pieces + std::size_t(threads) - 1) / std::size_t(threads);
+  return {std::min(total, std::size_t(t) * per_thread * kPiece),
+          std::min(total, std::size_t(t + 1) * per_thread * kPiece)};
+}
+
+// Runs body(t) for t < threads, on `threads` threads (on this one if 1).
+template <class Body>
+void on_threads(int threads, const Body& body) {
+  if (threads <= 1) return body(0);
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (std::size_t t = 0; t < std::size_t(threads); ++t) {
-    const std::size_t first = std::min(total, t * per_thread * kPiece);
-    const std::size_t last = std::min(total, (t + 1) * per_thread * kPiece);
-    if (first < last) body(first, last);
-  }
+  for (int t = 0; t < threads; ++t)
+    body(t);
 }
 
 }  // namespace
@@ -86,24 +91,47 @@ std::string_view to_string(RowFormat format) {
 
 void matvec_dot(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                 float beta, const MatvecOptions& options) {
-  check(w, n, ldx, ldy, w.length, w.count, "matvec_dot");
-  if (n == 0 || w.count == 0) return;
+  matvec_dot(std::span<const StoredRows>(&w, 1), x, n, ldx, y, ldy, beta, options);
+}
+
+void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n, std::size_t ldx, float* y,
+                std::size_t ldy, float beta, const MatvecOptions& options) {
+  if (parts.empty()) return;
+  std::size_t columns = 0, bytes = 0;
+  bool q4_k = false;
+  for (const StoredRows& w : parts) {
+    if (w.length != parts[0].length) throw std::logic_error("matvec_dot: the parts' rows differ in length");
+    columns += w.count, bytes += w.count * w.stride, q4_k |= w.format == RowFormat::q4_k;
+  }
+  for (const StoredRows& w : parts)
+    check(w, n, ldx, ldy, w.length, columns, "matvec_dot");
+  if (n == 0 || columns == 0) return;
   const Isa isa = usable_isa(options.isa);
   kernels::Q4kActivations q4k;  // Q4_K: what the kernel reads of x besides x, made once for all rows
-  if (w.format == RowFormat::q4_k) switch (isa) {
-      case Isa::generic: kernels::generic::matvec_prepare_q4_k(x, n, ldx, w.length, false, q4k); break;
-      case Isa::avx2: kernels::avx2::matvec_prepare_q4_k(x, n, ldx, w.length, false, q4k); break;
+  if (q4_k) switch (isa) {
+      case Isa::generic: kernels::generic::matvec_prepare_q4_k(x, n, ldx, parts[0].length, false, q4k); break;
+      case Isa::avx2: kernels::avx2::matvec_prepare_q4_k(x, n, ldx, parts[0].length, false, q4k); break;
       case Isa::avx512:
       case Isa::avx512_bf16:
-        kernels::avx512::matvec_prepare_q4_k(x, n, ldx, w.length, isa == Isa::avx512_bf16, q4k);
+        kernels::avx512::matvec_prepare_q4_k(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, q4k);
         break;
     }
-  split(w.count, threads_for(w, options), [&](std::size_t first, std::size_t last) {
-    switch (isa) {
-      case Isa::generic: return kernels::generic::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, y, ldy, beta);
-      case Isa::avx2: return kernels::avx2::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, y, ldy, beta);
-      case Isa::avx512:
-      case Isa::avx512_bf16: return kernels::avx512::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, y, ldy, beta);
+  // Each thread takes the same share of every part, so that the shares have the same bytes
+  // whatever the parts' formats.
+  const int threads = threads_for(bytes, options);
+  on_threads(threads, [&](int t) {
+    std::size_t column = 0;  // the part's first column of y
+    for (const StoredRows& w : parts) {
+      const auto [first, last] = share(w.count, threads, t);
+      float* yw = y + column;
+      column += w.count;
+      if (first >= last) continue;
+      switch (isa) {
+        case Isa::generic: kernels::generic::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, yw, ldy, beta); break;
+        case Isa::avx2: kernels::avx2::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, yw, ldy, beta); break;
+        case Isa::avx512:
+        case Isa::avx512_bf16: kernels::avx512::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, yw, ldy, beta); break;
+      }
     }
   });
 }
@@ -115,7 +143,10 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
   check(w, n, ldx, ldy, w.count, w.length, "matvec_axpy");
   if (n == 0 || w.length == 0) return;
   const Isa isa = usable_isa(options.isa);
-  split(w.length, threads_for(w, options), [&](std::size_t first, std::size_t last) {
+  const int threads = threads_for(w.count * w.stride, options);
+  on_threads(threads, [&](int t) {
+    const auto [first, last] = share(w.length, threads, t);
+    if (first >= last) return;
     switch (isa) {
       case Isa::generic: return kernels::generic::matvec_axpy_columns(w, first, last, x, n, ldx, y, ldy, beta);
       case Isa::avx2: return kernels::avx2::matvec_axpy_columns(w, first, last, x, n, ldx, y, ldy, beta);

@@ -220,6 +220,15 @@ void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, st
     return;
   }
   if (w.rows() != in || w.cols() != out) throw std::logic_error("multiply: the shape does not match the view's");
+  if (n <= kMatvecMaxRows) {  // every piece stored by output in a type the kernels read: one product
+    std::vector<StoredRows> parts;
+    for (const Tensor::Piece& p : w.pieces()) {
+      const std::optional<RowFormat> format = row_format(p.type);
+      if (!format || !p.transposed) break;
+      parts.push_back({*format, p.data, p.cols, in, ggml_row_bytes(p.type, in)});
+    }
+    if (parts.size() == w.pieces().size()) return matvec_dot(parts, x, n, in, y, out, beta);
+  }
   std::vector<float> scratch;
   std::size_t first = 0;  // the piece's first column of y
   for (const Tensor::Piece& p : w.pieces()) {

@@ -180,6 +180,41 @@ TEST(Matvec, Q4kProductsAreAsExactAsF32Sums) {
   }
 }
 
+// Parts side by side (a fused projection, its pieces in different formats as a Q4_K_M file
+// mixes them) give each part's own product in its columns, bit for bit, whatever the threads.
+TEST(Matvec, PartsSideBySideAreEachPartsOwnProduct) {
+  const std::size_t length = 512;
+  const RowFormat formats[] = {RowFormat::q4_k, RowFormat::q6_k, RowFormat::f16, RowFormat::q4_k};
+  const std::size_t counts[] = {300, 45, 70, 1};
+  std::vector<std::vector<std::byte>> bytes;
+  std::vector<StoredRows> parts;
+  std::size_t columns = 0;
+  for (std::size_t p = 0; p < 4; ++p) {
+    const std::size_t stride = ggml_row_bytes(ggml_of(formats[p]), length);
+    bytes.push_back(random_rows(formats[p], counts[p], length, stride, unsigned(20 + p)));
+    parts.push_back({formats[p], bytes.back().data(), counts[p], length, stride});
+    columns += counts[p];
+  }
+  for (const Isa isa : test::runnable_isas())
+    for (const std::size_t n : {1, 3})
+      for (const int threads : {1, 2}) {
+        const std::vector<float> x = random_floats(n * length, 13);
+        const std::size_t ldy = columns + 2;
+        std::vector<float> together = random_floats(n * ldy, 14), alone = together;
+        matvec_dot(parts, x.data(), n, length, together.data(), ldy, 0.5f, {.threads = threads, .isa = isa});
+        std::size_t first = 0;
+        for (const StoredRows& part : parts) {
+          matvec_dot(part, x.data(), n, length, alone.data() + first, ldy, 0.5f, {.threads = 1, .isa = isa});
+          first += part.count;
+        }
+        EXPECT_EQ(together, alone) << to_string(isa) << " n " << n << " threads " << threads;
+      }
+  parts[1].length = 256;
+  std::vector<float> x(length), y(columns);
+  EXPECT_THROW(matvec_dot(parts, x.data(), 1, length, y.data(), columns, 0.0f), std::logic_error)
+      << "parts of different lengths";
+}
+
 TEST(Matvec, RefusesRowsThatAreNotWholeBlocksAndQuantizedInputRows) {
   std::vector<std::byte> bytes(1024);
   std::vector<float> x(256), y(8);

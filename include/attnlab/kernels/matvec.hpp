@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "attnlab/kernels/flash_attention.hpp"
@@ -49,6 +50,13 @@ struct MatvecOptions {
 // (beta = 0 ignores what y held). Any RowFormat.
 void matvec_dot(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                 float beta, const MatvecOptions& options = {});
+
+// Several weights by the same x, their outputs side by side: part p's rows are y's columns
+// from the sum of the earlier parts' counts on (a fused projection such as Q, K and V, or an
+// MLP's gate and up, is one product: one pass over the threads, x prepared once). The parts
+// may differ in format, not in length.
+void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n, std::size_t ldx, float* y,
+                std::size_t ldy, float beta, const MatvecOptions& options = {});
 
 // Rows as inputs: for r < n and c < w.length,
 //   y[r·ldy + c] = beta · y[r·ldy + c] + Σ_i x[r·ldx + i] · w_i[c]   (i < w.count)
