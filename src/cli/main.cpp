@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "attnlab/core/error.hpp"
-#include "attnlab/model/blas.hpp"
 #include "common.hpp"
 
 namespace {
@@ -17,8 +16,6 @@ namespace {
 // Settings read only when the process starts, so set here and the command started again,
 // once (ATTNLAB_BLAS_RESTARTED names what was added, and the restarted command removes it
 // again for its children), each only where the user has not set it:
-// - OPENBLAS_CORETYPE, where OpenBLAS fell back to generic code on a CPU it does not know
-//   (attnlab/model/blas.hpp): the kernels this CPU runs;
 // - OPENBLAS_NUM_THREADS=1: OpenBLAS makes no pool of its own (the products share OpenMP's
 //   threads, attnlab/model/blas.hpp's gemm);
 // - GLIBC_TUNABLES=glibc.malloc.hugetlb=1: malloc asks for transparent huge pages for its
@@ -28,21 +25,18 @@ void restart_with_fitting_runtime(char** argv) {
   if (const char* added = std::getenv("ATTNLAB_BLAS_RESTARTED")) {
     // Restarted: what was added has been read; the command's children (a browser, rsvg-convert,
     // another attnlab) start from the user's environment.
-    for (const char* name : {"OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "GLIBC_TUNABLES"})
+    for (const char* name : {"OPENBLAS_NUM_THREADS", "GLIBC_TUNABLES"})
       if (std::strstr(added, name)) unsetenv(name);
     unsetenv("ATTNLAB_BLAS_RESTARTED");
     return;
   }
-  const std::optional<std::string> core = attnlab::blas_core_to_use();
   const bool threads = !std::getenv("OPENBLAS_NUM_THREADS"), pages = !std::getenv("GLIBC_TUNABLES");
-  if (!core && !threads && !pages) return;
+  if (!threads && !pages) return;
   std::string added = "added:";
-  if (core) setenv("OPENBLAS_CORETYPE", core->c_str(), 1), added += " OPENBLAS_CORETYPE";
   if (threads) setenv("OPENBLAS_NUM_THREADS", "1", 1), added += " OPENBLAS_NUM_THREADS";
   if (pages) setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1", 1), added += " GLIBC_TUNABLES";
   setenv("ATTNLAB_BLAS_RESTARTED", added.c_str(), 1);
   execv("/proc/self/exe", argv);  // returns only if it failed: carry on as we are
-  if (core) unsetenv("OPENBLAS_CORETYPE");
   if (threads) unsetenv("OPENBLAS_NUM_THREADS");
   if (pages) unsetenv("GLIBC_TUNABLES");
   unsetenv("ATTNLAB_BLAS_RESTARTED");

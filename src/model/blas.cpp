@@ -2,8 +2,9 @@
 #include "attnlab/model/blas.hpp"
 
 #include <cblas.h>
-
+#include <dlfcn.h>
 #include <omp.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -15,11 +16,48 @@
 
 namespace attnlab {
 
-std::string blas_core() { return openblas_get_corename(); }
+namespace {
+
+// Once, before the first product or question about the kernels: OpenBLAS on one thread (the
+// products share OpenMP's, shared_gemm below) and on the kernels this CPU runs.
+void prepare_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // OpenBLAS's OpenMP builds set this thread's OpenMP threads too: keep them as they were.
+    const int team = omp_get_max_threads();
+    openblas_set_num_threads(1);
+    omp_set_num_threads(team);
+    if (const std::optional<std::string> core = blas_core_to_use()) use_blas_core(*core);
+  });
+}
+
+}  // namespace
+
+std::string blas_core() {
+  prepare_blas();
+  return openblas_get_corename();
+}
+
+bool use_blas_core(const std::string& core) {
+  using Step = void (*)();
+  const auto quit = reinterpret_cast<Step>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  const auto init = reinterpret_cast<Step>(dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (!quit || !init) return false;  // not a build that chooses its kernels when it starts
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  const std::optional<std::string> before = set ? std::optional<std::string>(set) : std::nullopt;
+  setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  quit();  // forgets the kernels chosen, so that init chooses again, by OPENBLAS_CORETYPE
+  init();
+  if (before)
+    setenv("OPENBLAS_CORETYPE", before->c_str(), 1);
+  else
+    unsetenv("OPENBLAS_CORETYPE");
+  return strcasecmp(openblas_get_corename(), core.c_str()) == 0;
+}
 
 std::optional<std::string> blas_core_to_use() {
   if (std::getenv("OPENBLAS_CORETYPE")) return std::nullopt;  // the user's choice stands
-  const std::string core = blas_core();
+  const std::string core = openblas_get_corename();
   const Isa isa = best_isa();
   const bool avx512 = isa == Isa::avx512 || isa == Isa::avx512_bf16;
   // Cores that use AVX-512 or AVX2 as well as this CPU can: nothing to change.
@@ -52,13 +90,7 @@ void blas_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, co
 template <class T>
 void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, std::size_t lda, const T* B,
                  std::size_t ldb, T beta, T* C, std::size_t ldc) {
-  static std::once_flag one_thread;
-  std::call_once(one_thread, [] {
-    // OpenBLAS's OpenMP builds set this thread's OpenMP threads too: keep them as they were.
-    const int team = omp_get_max_threads();
-    openblas_set_num_threads(1);
-    omp_set_num_threads(team);
-  });
+  prepare_blas();
   const std::size_t threads = omp_in_parallel() ? 1 : std::size_t(std::max(1, omp_get_max_threads()));
   const bool by_columns = N >= 64 * threads, by_rows = !by_columns && M >= 8 * threads;
   if (threads == 1 || double(M) * double(N) * double(K) < kShareFrom || !(by_columns || by_rows)) {

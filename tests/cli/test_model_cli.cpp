@@ -404,7 +404,7 @@ TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeakAndWeighsItsMemory) {
   // OpenBLAS runs kernels that use this CPU's vectors, not its generic fallback.
   const attnlab::Isa isa = attnlab::best_isa();
   if (isa != attnlab::Isa::generic)
-    EXPECT_NE(b["blas_core"], "Prescott") << "the command restarts with OPENBLAS_CORETYPE set";
+    EXPECT_NE(b["blas_core"], "Prescott") << "the library has OpenBLAS choose fitting kernels";
   expect_refused("bench --model " + kTiny.string() + " --tokens 17",
                  "--tokens: 17 is more than the model's 16 positions");
   const Result over = run_attnlab("bench --model " + kTiny.string() + " --tokens 10 --generate 7");

@@ -7,10 +7,13 @@
 #include <array>
 #include <barrier>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "attnlab/core/rng.hpp"
+#include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/threads.hpp"
 
@@ -94,4 +97,40 @@ TEST(SharedProduct, IsTheProductForEveryCutAndTransposition) {
         }
       }
   EXPECT_EQ(blas_threads(), 1) << "OpenBLAS itself runs on one thread once a product was made";
+}
+
+// The library has OpenBLAS choose its kernels again in this process (what it does before its
+// first product where OpenBLAS fell back to narrower ones than the CPU runs): named kernels
+// are then the ones that run, products stay right on them, and the user's OPENBLAS_CORETYPE
+// is as it was.
+TEST(BlasCore, OpenBlasRunsTheKernelsChosenInTheProcess) {
+  const std::string original = attnlab::blas_core();
+  const char* set = std::getenv("OPENBLAS_CORETYPE");
+  const std::string user = set ? set : "";
+  const attnlab::Isa isa = attnlab::best_isa();
+  std::vector<std::string> cores = {"Prescott"};
+  if (isa >= attnlab::Isa::avx2) cores.push_back("Haswell");
+  if (isa >= attnlab::Isa::avx512) cores.push_back("SkylakeX");
+  attnlab::SplitMix64 rng(5);
+  std::vector<float> A(64 * 48), B(48 * 80), C(64 * 80);
+  for (auto* buffer : {&A, &B})
+    for (float& x : *buffer)
+      x = static_cast<float>(rng.normal());
+  for (const std::string& core : cores) {
+    ASSERT_TRUE(attnlab::use_blas_core(core)) << core;
+    EXPECT_EQ(attnlab::blas_core(), core);
+    EXPECT_EQ(std::string(std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : ""), user)
+        << "the variable as it was";
+    attnlab::gemm(false, false, 64, 80, 48, A.data(), 48, B.data(), 80, 0.0f, C.data(), 80);
+    for (std::size_t i = 0; i < 64; ++i)
+      for (std::size_t j = 0; j < 80; j += 7) {
+        double sum = 0, size = 0;
+        for (std::size_t k = 0; k < 48; ++k)
+          sum += double(A[i * 48 + k]) * B[k * 80 + j], size += std::abs(double(A[i * 48 + k]) * B[k * 80 + j]);
+        ASSERT_NEAR(C[i * 80 + j], sum, 1e-6 * size) << core << " C[" << i << "][" << j << "]";
+      }
+  }
+  EXPECT_FALSE(attnlab::use_blas_core("NoSuchCore")) << "a name OpenBLAS does not know";
+  EXPECT_TRUE(attnlab::use_blas_core(original));
+  EXPECT_EQ(attnlab::blas_core(), original);
 }

@@ -1,11 +1,13 @@
 // Which kernels OpenBLAS runs the model's linear layers with.
 //
-// OpenBLAS chooses its kernels once, when it loads, from the CPU's model number. Debian 12's
-// OpenBLAS (0.3.21) does not know CPUs newer than it and then falls back to "Prescott",
-// SSE3 code: on a virtual "Intel Xeon Processor" with AVX-512 measured here, GPT-2 small's
-// forward over 1024 tokens took 6.5 s on Prescott and 1.6-2.1 s on SkylakeX kernels. The
-// kernels can only be chosen before OpenBLAS loads (the OPENBLAS_CORETYPE variable), so the
-// attnlab command restarts itself once with it set (src/cli/main.cpp).
+// OpenBLAS chooses its kernels when it loads, from the CPU's model number. Debian 12's
+// OpenBLAS (0.3.21) does not know every CPU newer than it and then may fall back to
+// "Prescott", SSE3 code: on a virtual "Intel Xeon Processor" with AVX-512 measured here,
+// GPT-2 small's forward over 1024 tokens took 6.5 s on Prescott and 1.6-2.1 s on SkylakeX
+// kernels. So before the first product (or the first blas_core()), wherever OpenBLAS chose
+// kernels narrower than this CPU runs and the user has not chosen (OPENBLAS_CORETYPE), the
+// library has OpenBLAS choose again, the fitting ones (use_blas_core): in the command, the
+// server, a program linking the library and the Python module alike.
 #pragma once
 #include <cstddef>
 #include <optional>
@@ -15,6 +17,13 @@ namespace attnlab {
 
 // The kernels OpenBLAS runs, as it names them ("SkylakeX", "Haswell", "Prescott", ...).
 std::string blas_core();
+
+// Has OpenBLAS run `core`'s kernels from now on, as if OPENBLAS_CORETYPE had named it when
+// it loaded: OpenBLAS's DYNAMIC_ARCH builds (Debian's among them) export the two steps that
+// choose (gotoblas_dynamic_quit, gotoblas_dynamic_init), which read the variable, set only
+// for the call. True if OpenBLAS then runs them; false where the build has no such steps or
+// does not know the name. Not while a product runs.
+bool use_blas_core(const std::string& core);
 
 // The OPENBLAS_CORETYPE that fits this CPU when OpenBLAS fell back to generic code:
 // "SkylakeX" with AVX-512, "Haswell" with AVX2; nullopt when OpenBLAS already runs fitting
