@@ -28,52 +28,54 @@ struct DecodeRun {
   float* out = nullptr;  // [count × round_up(d, 16)] out: Σ 2^(logit - max) · v
 };
 
-// What a Q4_K product reads of x besides x itself, made once for all the rows
-// (matvec_prepare_q4_k): Σ x over each 32 values [n × length/32], for the sub-blocks' offsets;
+// What a K-quant product reads of x besides x itself, made once for all the rows
+// (matvec_prepare): Σ x over each 32 values [n × length/32] (Q4_K's sub-blocks' offsets);
 // where the CPU has AVX-512 BF16, also x as the sum of two bf16 parts, x ≈ hi + lo
-// [n × length] each (within 2^-18 of x), and then the sums are of hi + lo.
-struct Q4kRows {  // from one row of x on: sums [length/32 a row], hi and lo [length a row]
-  const float* sums = nullptr;
+// [n × length] each (within 2^-18 of x), and then the sums are of hi + lo, over each 32 and
+// over each 16 values [n × length/16] (Q6_K's sub-blocks).
+struct PreparedRows {  // from one row of x on
+  const float* sums32 = nullptr;
+  const float* sums16 = nullptr;      // null without BF16
   const std::uint16_t* hi = nullptr;  // null without BF16
   const std::uint16_t* lo = nullptr;
 };
-struct Q4kActivations {
+struct PreparedX {
   std::size_t length = 0;
-  std::vector<float> sums;
+  std::vector<float> sums32, sums16;
   std::vector<std::uint16_t> hi, lo;
-  Q4kRows from(std::size_t row) const {
-    return {sums.empty() ? nullptr : sums.data() + row * (length / 32), hi.empty() ? nullptr : hi.data() + row * length,
-            lo.empty() ? nullptr : lo.data() + row * length};
+  PreparedRows from(std::size_t row) const {
+    const auto at = [](const auto& v, std::size_t offset) { return v.empty() ? nullptr : v.data() + offset; };
+    return {at(sums32, row * (length / 32)), at(sums16, row * (length / 16)), at(hi, row * length),
+            at(lo, row * length)};
   }
 };
 
 }  // namespace attnlab::kernels
 
-#define ATTNLAB_DECLARE_KERNELS(ns)                                                                                  \
-  namespace attnlab::kernels::ns {                                                                                   \
-  void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,  \
-                           const AttentionOptions& options);                                                         \
-  /* bf16 operands, f32 accumulation: the CPU's bf16 dot product where options.isa is */                             \
-  /* avx512_bf16 (and the build has it), else a portable step that computes the same. */                             \
-  void flash_attention_bf16(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape, \
-                            const AttentionOptions& options);                                                        \
-  void decode_run(const DecodeRun& run);                                                                             \
-  double fma_peak_gflops(int threads, long iterations);                                                              \
-  double bf16_peak_gflops(int threads, long iterations);                                                             \
-  double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                         \
-  float read_bytes(const void* data, std::size_t bytes);                                                             \
-  /* matvec.hpp's products over stored rows [first, last) (dot) or columns [first, last) */                          \
-  /* (axpy); q4k: what matvec_prepare_q4_k made of x, for Q4_K rows */                                               \
-  void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,      \
-                       std::size_t ldx, const Q4kActivations* q4k, float* y, std::size_t ldy, float beta);           \
-  /* bf16: the CPU has AVX-512 BF16 and the product may use it */                                                    \
-  void matvec_prepare_q4_k(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool bf16,            \
-                           Q4kActivations& out);                                                                     \
-  void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,  \
-                           std::size_t ldx, float* y, std::size_t ldy, float beta);                                  \
-  /* activation.hpp's rows [first, last) */                                                                          \
-  void activation_rows(ActivationKind f, const float* gate, const float* up, std::size_t ld_in, std::size_t first,   \
-                       std::size_t last, std::size_t cols, float* out, std::size_t ld_out);                          \
+#define ATTNLAB_DECLARE_KERNELS(ns)                                                                                   \
+  namespace attnlab::kernels::ns {                                                                                    \
+  void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,   \
+                           const AttentionOptions& options);                                                          \
+  /* bf16 operands, f32 accumulation: the CPU's bf16 dot product where options.isa is */                              \
+  /* avx512_bf16 (and the build has it), else a portable step that computes the same. */                              \
+  void flash_attention_bf16(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,  \
+                            const AttentionOptions& options);                                                         \
+  void decode_run(const DecodeRun& run);                                                                              \
+  double fma_peak_gflops(int threads, long iterations);                                                               \
+  double bf16_peak_gflops(int threads, long iterations);                                                              \
+  double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                          \
+  float read_bytes(const void* data, std::size_t bytes);                                                              \
+  /* matvec.hpp's products over stored rows [first, last) (dot) or columns [first, last) */                           \
+  /* (axpy); prepared: what matvec_prepare made of x, for K-quant rows */                                             \
+  void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,       \
+                       std::size_t ldx, const PreparedX* prepared, float* y, std::size_t ldy, float beta);            \
+  /* bf16: the CPU has AVX-512 BF16 and the product may use it */                                                     \
+  void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool bf16, PreparedX& out); \
+  void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,   \
+                           std::size_t ldx, float* y, std::size_t ldy, float beta);                                   \
+  /* activation.hpp's rows [first, last) */                                                                           \
+  void activation_rows(ActivationKind f, const float* gate, const float* up, std::size_t ld_in, std::size_t first,    \
+                       std::size_t last, std::size_t cols, float* out, std::size_t ld_out);                           \
   }
 
 ATTNLAB_DECLARE_KERNELS(generic)

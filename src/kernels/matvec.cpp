@@ -98,22 +98,24 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
                 std::size_t ldy, float beta, const MatvecOptions& options) {
   if (parts.empty()) return;
   std::size_t columns = 0, bytes = 0;
-  bool q4_k = false;
+  bool q4_k = false, q6_k = false;
   for (const StoredRows& w : parts) {
     if (w.length != parts[0].length) throw std::logic_error("matvec_dot: the parts' rows differ in length");
     columns += w.count, bytes += w.count * w.stride, q4_k |= w.format == RowFormat::q4_k;
+    q6_k |= w.format == RowFormat::q6_k;
   }
   for (const StoredRows& w : parts)
     check(w, n, ldx, ldy, w.length, columns, "matvec_dot");
   if (n == 0 || columns == 0) return;
   const Isa isa = usable_isa(options.isa);
-  kernels::Q4kActivations q4k;  // Q4_K: what the kernel reads of x besides x, made once for all rows
-  if (q4_k) switch (isa) {
-      case Isa::generic: kernels::generic::matvec_prepare_q4_k(x, n, ldx, parts[0].length, false, q4k); break;
-      case Isa::avx2: kernels::avx2::matvec_prepare_q4_k(x, n, ldx, parts[0].length, false, q4k); break;
+  // K-quants: what the kernels read of x besides x, made once for all the rows.
+  kernels::PreparedX prepared;
+  if (q4_k || (q6_k && isa == Isa::avx512_bf16)) switch (isa) {
+      case Isa::generic: kernels::generic::matvec_prepare(x, n, ldx, parts[0].length, false, prepared); break;
+      case Isa::avx2: kernels::avx2::matvec_prepare(x, n, ldx, parts[0].length, false, prepared); break;
       case Isa::avx512:
       case Isa::avx512_bf16:
-        kernels::avx512::matvec_prepare_q4_k(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, q4k);
+        kernels::avx512::matvec_prepare(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, prepared);
         break;
     }
   // Each thread takes the same share of every part, so that the shares have the same bytes
@@ -127,10 +129,14 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
       column += w.count;
       if (first >= last) continue;
       switch (isa) {
-        case Isa::generic: kernels::generic::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, yw, ldy, beta); break;
-        case Isa::avx2: kernels::avx2::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, yw, ldy, beta); break;
+        case Isa::generic:
+          kernels::generic::matvec_dot_rows(w, first, last, x, n, ldx, &prepared, yw, ldy, beta);
+          break;
+        case Isa::avx2: kernels::avx2::matvec_dot_rows(w, first, last, x, n, ldx, &prepared, yw, ldy, beta); break;
         case Isa::avx512:
-        case Isa::avx512_bf16: kernels::avx512::matvec_dot_rows(w, first, last, x, n, ldx, &q4k, yw, ldy, beta); break;
+        case Isa::avx512_bf16:
+          kernels::avx512::matvec_dot_rows(w, first, last, x, n, ldx, &prepared, yw, ldy, beta);
+          break;
       }
     }
   });

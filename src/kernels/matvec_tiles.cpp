@@ -7,7 +7,7 @@
 // there from its bytes, its integer values converted to f32 sixteen at a time and multiplied
 // by the activations; the block's scale multiplies the block's sum, once, instead of every
 // value. A K-quant's per-sub-block offset (Q4_K: value = d·scale·q − dmin·min) multiplies the
-// sub-block's sum of activations, computed once per call (matvec_prepare_q4_k),
+// sub-block's sum of activations, computed once per call (matvec_prepare),
 // instead of being subtracted from every value. Where the CPU has AVX-512 BF16, Q4_K's
 // products are bf16 dot products instead (dot_q4_k_row_bf16), exact to within 2^-18 of x.
 #include <cstdint>
@@ -124,12 +124,12 @@ void dot_q8_0_row(const std::byte* row, std::size_t length, const float* x, std:
 // (scale, min) pairs, 128 bytes of 4-bit q. Each 64 values take 32 bytes: the low nibbles
 // are values 0-31 (sub-block 2j), the high ones 32-63 (sub-block 2j + 1).
 // value = d · scale_s · q − dmin · min_s, so a sub-block's share of the dot product is
-// d · scale_s · Σ q·x − dmin · min_s · Σ x, the last sum from q4k.sums [N × length/32].
+// d · scale_s · Σ q·x − dmin · min_s · Σ x, the last sum from xp.sums32 [N × length/32].
 template <int N>
 void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx,
-                  const kernels::Q4kRows& q4k, float (&out)[N]) {
+                  const kernels::PreparedRows& xp, float (&out)[N]) {
   const std::size_t lds = length / 32;
-  const float* sums = q4k.sums;
+  const float* sums = xp.sums32;
   VF acc[N] = {};
   float offsets[N] = {};
   for (std::size_t b = 0; b < length / 256; ++b) {
@@ -162,18 +162,18 @@ void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std:
 // Q4_K by bf16 dot products (vdpbf16ps: 32 products a instruction, summed in f32), for CPUs
 // whose f32 lookups or conversions of every weight would take longer than reading it.
 // A 4-bit q is exact in bf16 as 1 + q/16 (bits 0x3F80 | q << 3: exponent 0, q in the top
-// four of the seven fraction bits); x is hi + lo, two bf16 parts (Q4kActivations), so each
+// four of the seven fraction bits); x is hi + lo, two bf16 parts (PreparedX), so each
 // product is exact and each sum is f32's. A sub-block's dot product is then
 //   Σ q·x = 16 · (Σ (1 + q/16)·x − Σ x),
 // and its share d · scale_s · Σ q·x − dmin · min_s · Σ x becomes
 //   16·d·scale_s · D_s − (16·d·scale_s + dmin·min_s) · Σ x,  D_s = Σ (1 + q/16)·x,
-// with Σ x (of hi + lo) from q4k.sums; the offsets of a super-block's eight sub-blocks are
+// with Σ x (of hi + lo) from xp.sums32; the offsets of a super-block's eight sub-blocks are
 // one 8-lane FMA. (1 + q/16 rather than q: the 1 keeps the bits for q in the fraction, and
 // D_s − Σ x loses at most a factor of two of its precision to the cancellation.)
 inline __m128i k_scales_and_mins(const std::byte* packed);
 
 template <int N>
-void dot_q4_k_row_bf16(const std::byte* row, std::size_t length, const kernels::Q4kRows& q4k, float (&out)[N]) {
+void dot_q4_k_row_bf16(const std::byte* row, std::size_t length, const kernels::PreparedRows& xp, float (&out)[N]) {
   const std::size_t groups = length / 32;
   const __m512i fraction = _mm512_set1_epi16(0x78), one = _mm512_set1_epi16(0x3F80);
   __m512 acc[N][2];  // sub-blocks 2j and 2j + 1
@@ -192,7 +192,7 @@ void dot_q4_k_row_bf16(const std::byte* row, std::size_t length, const kernels::
     asm volatile("" : : "m"(f) : "memory");  // read back from memory, not moved between registers
     const __m256 offset = _mm256_add_ps(_mm512_castps512_ps256(factors), _mm512_extractf32x8_ps(factors, 1));
     for (int r = 0; r < N; ++r)
-      offsets[r] = _mm256_fmadd_ps(offset, _mm256_loadu_ps(q4k.sums + r * groups + b * 8), offsets[r]);
+      offsets[r] = _mm256_fmadd_ps(offset, _mm256_loadu_ps(xp.sums32 + r * groups + b * 8), offsets[r]);
     for (std::size_t j = 0; j < 4; ++j) {
       // The 32 bytes of values 64j..64j+63 as 32 words; their low nibbles (sub-block 2j) and
       // high nibbles (2j + 1) as 1 + q/16: ((w << 3) & 0x78 | 0x3F80), ((w >> 1) & 0x78 | 0x3F80).
@@ -205,9 +205,9 @@ void dot_q4_k_row_bf16(const std::byte* row, std::size_t length, const kernels::
         const std::size_t at = r * length + b * 256 + j * 64;
         const auto part = [](const std::uint16_t* v, std::size_t i) { return __m512bh(_mm512_loadu_si512(v + i)); };
         const __m512 d0 =
-            _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), low, part(q4k.hi, at)), low, part(q4k.lo, at));
-        const __m512 d1 = _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), high, part(q4k.hi, at + 32)), high,
-                                           part(q4k.lo, at + 32));
+            _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), low, part(xp.hi, at)), low, part(xp.lo, at));
+        const __m512 d1 = _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), high, part(xp.hi, at + 32)), high,
+                                           part(xp.lo, at + 32));
         acc[r][0] = _mm512_fmadd_ps(d0, _mm512_set1_ps(f[2 * j]), acc[r][0]);
         acc[r][1] = _mm512_fmadd_ps(d1, _mm512_set1_ps(f[2 * j + 1]), acc[r][1]);
       }
@@ -219,6 +219,66 @@ void dot_q4_k_row_bf16(const std::byte* row, std::size_t length, const kernels::
     out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) -
              (((o[0] + o[1]) + (o[2] + o[3])) + ((o[4] + o[5]) + (o[6] + o[7])));
   }
+}
+
+// Q6_K by bf16 dot products, as dot_q4_k_row_bf16: a 6-bit q is exact in bf16 as 1 + q/64
+// (bits 0x3F80 | q << 1), and a sub-block of 16 values adds
+//   d · scale · Σ (q − 32)·x = 64·d·scale · D − 96·d·scale · Σ x,  D = Σ (1 + q/64)·x,
+// with Σ x (of hi + lo) from xp.sums16; a super-block's 16 sub-blocks' Σ x terms are one
+// 16-lane FMA. A bf16 dot product's lane sums two neighbouring values, so the 16 lanes of 32
+// values' D are two sub-blocks, eight lanes each, and are scaled by one vector of the two
+// sub-blocks' factors.
+template <int N>
+void dot_q6_k_row_bf16(const std::byte* row, std::size_t length, const kernels::PreparedRows& xp, float (&out)[N]) {
+  const std::size_t sixteens = length / 16;
+  const __m512i low_bits = _mm512_set1_epi16(0x1E), q_bits = _mm512_set1_epi16(0x7E), one = _mm512_set1_epi16(0x3F80);
+  __m512 acc[N][2], offsets[N];
+  for (int r = 0; r < N; ++r)
+    acc[r][0] = acc[r][1] = offsets[r] = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < length / 256; ++b) {
+    const std::byte* block = row + b * 210;
+    __m128i scales;
+    std::memcpy(&scales, block + 192, 16);
+    const __m512 factors =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(scales)), _mm512_set1_ps(half_at(block + 208)));
+    for (int r = 0; r < N; ++r)
+      offsets[r] = _mm512_fmadd_ps(factors, _mm512_loadu_ps(xp.sums16 + r * sixteens + b * 16), offsets[r]);
+    const __m512 factors64 = _mm512_mul_ps(factors, _mm512_set1_ps(64.0f));
+    for (std::size_t half = 0; half < 2; ++half) {
+      // 32 words each: ql's bytes l and l + 32 (their nibbles: q's low four bits), qh's byte l
+      // (its four pairs of bits: q's top two, for values l, l + 32, l + 64, l + 96).
+      __m256i bytes_a, bytes_c, bytes_h;
+      std::memcpy(&bytes_a, block + half * 64, 32);
+      std::memcpy(&bytes_c, block + half * 64 + 32, 32);
+      std::memcpy(&bytes_h, block + 128 + half * 32, 32);
+      const __m512i a = _mm512_cvtepu8_epi16(bytes_a), c = _mm512_cvtepu8_epi16(bytes_c),
+                    h = _mm512_cvtepu8_epi16(bytes_h);
+      // Group k (values 32k .. 32k + 31 of the half): q << 1 is the nibble in bits 1-4 and the
+      // pair in bits 5-6 (shifted there), then 0x3F80 on top.
+      const __m512i low[4] = {_mm512_slli_epi16(a, 1), _mm512_slli_epi16(c, 1), _mm512_srli_epi16(a, 3),
+                              _mm512_srli_epi16(c, 3)};
+      const __m512i top[4] = {_mm512_slli_epi16(h, 5), _mm512_slli_epi16(h, 3), _mm512_slli_epi16(h, 1),
+                              _mm512_srli_epi16(h, 1)};
+      for (std::size_t k = 0; k < 4; ++k) {
+        const __m512i picked = _mm512_ternarylogic_epi32(low[k], top[k], low_bits, 0xE4);   // low_bits ? low : top
+        const __m512bh q = __m512bh(_mm512_ternarylogic_epi32(picked, q_bits, one, 0xEA));  // picked & q_bits | one
+        const std::size_t sub = half * 8 + 2 * k;  // the first of the group's two sub-blocks
+        const __m512 scale =
+            _mm512_permutexvar_ps(_mm512_setr_epi32(sub, sub, sub, sub, sub, sub, sub, sub, sub + 1, sub + 1, sub + 1,
+                                                    sub + 1, sub + 1, sub + 1, sub + 1, sub + 1),
+                                  factors64);
+        for (int r = 0; r < N; ++r) {
+          const std::size_t at = r * length + b * 256 + half * 128 + k * 32;
+          const __m512 dq =
+              _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), q, __m512bh(_mm512_loadu_si512(xp.hi + at))), q,
+                               __m512bh(_mm512_loadu_si512(xp.lo + at)));
+          acc[r][k % 2] = _mm512_fmadd_ps(dq, scale, acc[r][k % 2]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < N; ++r)
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) - 96.0f * _mm512_reduce_add_ps(offsets[r]);
 }
 
 // The eight (scale, min) pairs as 16 bytes, scales then mins, decoded four bytes at a time:
@@ -276,7 +336,7 @@ void dot_q6_k_row(const std::byte* row, std::size_t length, const float* x, std:
 
 template <RowFormat F, int N>
 void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
-                 const kernels::Q4kRows& q4k, float* y, std::size_t ldy, float beta) {
+                 const kernels::PreparedRows& xp, float* y, std::size_t ldy, float beta) {
   for (std::size_t c = first; c < last; ++c) {
     const std::byte* row = w.data + c * w.stride;
     float out[N];
@@ -284,14 +344,19 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
       dot_q8_0_row<N>(row, w.length, x, ldx, out);
     else if constexpr (F == RowFormat::q4_k) {
 #if defined(ATTNLAB_HAS_BF16)
-      if (q4k.hi) {
-        dot_q4_k_row_bf16<N>(row, w.length, q4k, out);
+      if (xp.hi) {
+        dot_q4_k_row_bf16<N>(row, w.length, xp, out);
       } else
 #endif
-        dot_q4_k_row<N>(row, w.length, x, ldx, q4k, out);
-    } else if constexpr (F == RowFormat::q6_k)
-      dot_q6_k_row<N>(row, w.length, x, ldx, out);
-    else
+        dot_q4_k_row<N>(row, w.length, x, ldx, xp, out);
+    } else if constexpr (F == RowFormat::q6_k) {
+#if defined(ATTNLAB_HAS_BF16)
+      if (xp.hi) {
+        dot_q6_k_row_bf16<N>(row, w.length, xp, out);
+      } else
+#endif
+        dot_q6_k_row<N>(row, w.length, x, ldx, out);
+    } else
       dot_float_row<F, N>(row, w.length, x, ldx, out);
     for (int r = 0; r < N; ++r)
       y[r * ldy + c] = beta == 0.0f ? out[r] : beta * y[r * ldy + c] + out[r];
@@ -300,14 +365,14 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
 
 template <int N>
 void dot_rows_n(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
-                const kernels::Q4kRows& q4k, float* y, std::size_t ldy, float beta) {
+                const kernels::PreparedRows& xp, float* y, std::size_t ldy, float beta) {
   switch (w.format) {
-    case RowFormat::f32: return dot_rows_as<RowFormat::f32, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
-    case RowFormat::f16: return dot_rows_as<RowFormat::f16, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
-    case RowFormat::bf16: return dot_rows_as<RowFormat::bf16, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
-    case RowFormat::q8_0: return dot_rows_as<RowFormat::q8_0, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
-    case RowFormat::q4_k: return dot_rows_as<RowFormat::q4_k, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
-    case RowFormat::q6_k: return dot_rows_as<RowFormat::q6_k, N>(w, first, last, x, ldx, q4k, y, ldy, beta);
+    case RowFormat::f32: return dot_rows_as<RowFormat::f32, N>(w, first, last, x, ldx, xp, y, ldy, beta);
+    case RowFormat::f16: return dot_rows_as<RowFormat::f16, N>(w, first, last, x, ldx, xp, y, ldy, beta);
+    case RowFormat::bf16: return dot_rows_as<RowFormat::bf16, N>(w, first, last, x, ldx, xp, y, ldy, beta);
+    case RowFormat::q8_0: return dot_rows_as<RowFormat::q8_0, N>(w, first, last, x, ldx, xp, y, ldy, beta);
+    case RowFormat::q4_k: return dot_rows_as<RowFormat::q4_k, N>(w, first, last, x, ldx, xp, y, ldy, beta);
+    case RowFormat::q6_k: return dot_rows_as<RowFormat::q6_k, N>(w, first, last, x, ldx, xp, y, ldy, beta);
   }
 }
 
@@ -351,30 +416,29 @@ void axpy_columns_n(const StoredRows& w, std::size_t first, std::size_t last, co
 
 }  // namespace
 
-void matvec_prepare_q4_k(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool bf16,
-                         kernels::Q4kActivations& out) {
+void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool bf16,
+                    kernels::PreparedX& out) {
   out.length = length;
-  out.sums.assign(n * (length / 32), 0.0f);
+  out.sums32.assign(n * (length / 32), 0.0f);
 #if defined(ATTNLAB_HAS_BF16)
   if (bf16) {
     // hi = x rounded to bf16, lo = what is left rounded to bf16 (|x − hi − lo| ≤ 2^-18 |x|).
     // x is first held within bf16's largest finite value, M, so that hi never rounds up to
     // infinity: a larger finite x is M + lo, an infinite one M + ∞, a NaN stays a NaN.
+    out.sums16.assign(n * (length / 16), 0.0f);
     out.hi.resize(n * length), out.lo.resize(n * length);
     const __m512 top = _mm512_set1_ps(3.38953139e38f), bottom = _mm512_set1_ps(-3.38953139e38f);
     for (std::size_t r = 0; r < n; ++r)
-      for (std::size_t i = 0; i < length; i += 32) {
-        __m512 both = _mm512_setzero_ps();
-        for (std::size_t half = 0; half < 32; half += 16) {
-          const __m512 v = _mm512_loadu_ps(x + r * ldx + i + half);
-          const __m256bh hi = _mm512_cvtneps_pbh(_mm512_min_ps(top, _mm512_max_ps(bottom, v)));  // NaN: v
-          const __m512 hi_f32 = _mm512_cvtpbh_ps(hi);
-          const __m256bh lo = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hi_f32));
-          std::memcpy(&out.hi[r * length + i + half], &hi, 32);
-          std::memcpy(&out.lo[r * length + i + half], &lo, 32);
-          both = _mm512_add_ps(both, _mm512_add_ps(hi_f32, _mm512_cvtpbh_ps(lo)));
-        }
-        out.sums[r * (length / 32) + i / 32] = _mm512_reduce_add_ps(both);
+      for (std::size_t i = 0; i < length; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + r * ldx + i);
+        const __m256bh hi = _mm512_cvtneps_pbh(_mm512_min_ps(top, _mm512_max_ps(bottom, v)));  // NaN: v
+        const __m512 hi_f32 = _mm512_cvtpbh_ps(hi);
+        const __m256bh lo = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hi_f32));
+        std::memcpy(&out.hi[r * length + i], &hi, 32);
+        std::memcpy(&out.lo[r * length + i], &lo, 32);
+        const float sum = _mm512_reduce_add_ps(_mm512_add_ps(hi_f32, _mm512_cvtpbh_ps(lo)));
+        out.sums16[r * (length / 16) + i / 16] = sum;
+        out.sums32[r * (length / 32) + i / 32] += sum;
       }
     return;
   }
@@ -382,14 +446,14 @@ void matvec_prepare_q4_k(const float* x, std::size_t n, std::size_t ldx, std::si
   (void)bf16;
   for (std::size_t r = 0; r < n; ++r)
     for (std::size_t i = 0; i < length; ++i)
-      out.sums[r * (length / 32) + i / 32] += x[r * ldx + i];
+      out.sums32[r * (length / 32) + i / 32] += x[r * ldx + i];
 }
 
 void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,
-                     std::size_t ldx, const kernels::Q4kActivations* q4k, float* y, std::size_t ldy, float beta) {
+                     std::size_t ldx, const kernels::PreparedX* prepared, float* y, std::size_t ldy, float beta) {
   for (std::size_t r = 0; r < n; r += kMatvecMaxRows) {
     const float* xr = x + r * ldx;
-    const kernels::Q4kRows qr = q4k ? q4k->from(r) : kernels::Q4kRows{};
+    const kernels::PreparedRows qr = prepared ? prepared->from(r) : kernels::PreparedRows{};
     float* yr = y + r * ldy;
     switch (std::min(n - r, kMatvecMaxRows)) {
       case 1: dot_rows_n<1>(w, first, last, xr, ldx, qr, yr, ldy, beta); break;

@@ -146,36 +146,40 @@ TEST(Matvec, ScaledRowsOfEveryFloatFormatMatchTheWidenedRows) {
             }
 }
 
-// Q4_K's products on every path are as close to the exact sum as an f32 loop over the widened
+// The K-quants' products (Q4_K, Q6_K) on every path are as close to the exact sum as an f32 loop over the widened
 // rows is (within 1e-6 of Σ |x·w|, the scale of a dot product's rounding), at a large length
 // and at values of x far apart in size; and a non-finite x gives a non-finite y.
-TEST(Matvec, Q4kProductsAreAsExactAsF32Sums) {
-  const std::size_t count = 64, length = 4096, stride = ggml_row_bytes(GgmlType::q4_k, length);
-  const std::vector<std::byte> bytes = random_rows(RowFormat::q4_k, count, length, stride, 11);
-  const std::vector<float> w = widened_rows(RowFormat::q4_k, bytes, count, length, stride);
-  std::vector<float> x = random_floats(2 * length, 12);
-  for (std::size_t i = 0; i < length; ++i)
-    x[length + i] *= std::ldexp(1.0f, int(i % 61) - 30);  // 2^-30 .. 2^30
-  for (const Isa isa : test::runnable_isas()) {
-    std::vector<float> y(2 * count);
-    matvec_dot({RowFormat::q4_k, bytes.data(), count, length, stride}, x.data(), 2, length, y.data(), count, 0.0f,
-               {.threads = 1, .isa = isa});
-    for (std::size_t r = 0; r < 2; ++r)
-      for (std::size_t c = 0; c < count; ++c) {
-        double expected = 0, scale = 0;
-        for (std::size_t i = 0; i < length; ++i) {
-          expected += double(x[r * length + i]) * w[c * length + i];
-          scale += std::abs(double(x[r * length + i]) * w[c * length + i]);
-        }
-        ASSERT_NEAR(y[r * count + c], expected, 1e-6 * scale) << to_string(isa) << " x " << r << " row " << c;
-      }
-    for (const float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
-      std::vector<float> x_bad(x.begin(), x.begin() + length);
-      x_bad[300] = bad;
-      matvec_dot({RowFormat::q4_k, bytes.data(), count, length, stride}, x_bad.data(), 1, length, y.data(), count, 0.0f,
+TEST(Matvec, KQuantProductsAreAsExactAsF32Sums) {
+  for (const RowFormat format : {RowFormat::q4_k, RowFormat::q6_k}) {
+    const std::size_t count = 64, length = 4096, stride = ggml_row_bytes(ggml_of(format), length);
+    const std::vector<std::byte> bytes = random_rows(format, count, length, stride, 11);
+    const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
+    std::vector<float> x = random_floats(2 * length, 12);
+    for (std::size_t i = 0; i < length; ++i)
+      x[length + i] *= std::ldexp(1.0f, int(i % 61) - 30);  // 2^-30 .. 2^30
+    for (const Isa isa : test::runnable_isas()) {
+      std::vector<float> y(2 * count);
+      matvec_dot({format, bytes.data(), count, length, stride}, x.data(), 2, length, y.data(), count, 0.0f,
                  {.threads = 1, .isa = isa});
-      for (std::size_t c = 0; c < count; ++c)
-        EXPECT_FALSE(std::isfinite(y[c])) << to_string(isa) << " row " << c << " x[300] = " << bad;
+      for (std::size_t r = 0; r < 2; ++r)
+        for (std::size_t c = 0; c < count; ++c) {
+          double expected = 0, scale = 0;
+          for (std::size_t i = 0; i < length; ++i) {
+            expected += double(x[r * length + i]) * w[c * length + i];
+            scale += std::abs(double(x[r * length + i]) * w[c * length + i]);
+          }
+          ASSERT_NEAR(y[r * count + c], expected, 1e-6 * scale)
+              << to_string(isa) << " " << to_string(format) << " x " << r << " row " << c;
+        }
+      for (const float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+        std::vector<float> x_bad(x.begin(), x.begin() + length);
+        x_bad[300] = bad;
+        matvec_dot({format, bytes.data(), count, length, stride}, x_bad.data(), 1, length, y.data(), count, 0.0f,
+                   {.threads = 1, .isa = isa});
+        for (std::size_t c = 0; c < count; ++c)
+          EXPECT_FALSE(std::isfinite(y[c]))
+              << to_string(isa) << " " << to_string(format) << " row " << c << " x[300] = " << bad;
+      }
     }
   }
 }
