@@ -118,28 +118,36 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
         kernels::avx512::matvec_prepare(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, prepared);
         break;
     }
-  // Each thread takes the same share of every part, so that the shares have the same bytes
-  // whatever the parts' formats.
-  const int threads = threads_for(bytes, options);
-  on_threads(threads, [&](int t) {
-    std::size_t column = 0;  // the part's first column of y
-    for (const StoredRows& w : parts) {
-      const auto [first, last] = share(w.count, threads, t);
-      float* yw = y + column;
-      column += w.count;
-      if (first >= last) continue;
-      switch (isa) {
-        case Isa::generic:
-          kernels::generic::matvec_dot_rows(w, first, last, x, n, ldx, &prepared, yw, ldy, beta);
-          break;
-        case Isa::avx2: kernels::avx2::matvec_dot_rows(w, first, last, x, n, ldx, &prepared, yw, ldy, beta); break;
-        case Isa::avx512:
-        case Isa::avx512_bf16:
-          kernels::avx512::matvec_dot_rows(w, first, last, x, n, ldx, &prepared, yw, ldy, beta);
-          break;
-      }
+  // The rows in pieces of kPiece, in order over the parts, taken in guided chunks: a thread
+  // takes a run of pieces in a row (its reads one stream), half of what is left at first,
+  // then less and less, so that a thread that starts late or runs slow (its core shared with
+  // something else) is waited for less at the end than with equal shares.
+  struct Piece {
+    const StoredRows* w;
+    std::size_t first, last, column;
+  };
+  std::vector<Piece> pieces;
+  std::size_t column = 0;  // the part's first column of y
+  for (const StoredRows& w : parts) {
+    for (std::size_t first = 0; first < w.count; first += kPiece)
+      pieces.push_back({&w, first, std::min(w.count, first + kPiece), column});
+    column += w.count;
+  }
+  const auto run = [&](const Piece& p) {
+    float* yw = y + p.column;
+    switch (isa) {
+      case Isa::generic:
+        return kernels::generic::matvec_dot_rows(*p.w, p.first, p.last, x, n, ldx, &prepared, yw, ldy, beta);
+      case Isa::avx2: return kernels::avx2::matvec_dot_rows(*p.w, p.first, p.last, x, n, ldx, &prepared, yw, ldy, beta);
+      case Isa::avx512:
+      case Isa::avx512_bf16:
+        return kernels::avx512::matvec_dot_rows(*p.w, p.first, p.last, x, n, ldx, &prepared, yw, ldy, beta);
     }
-  });
+  };
+  const int threads = threads_for(bytes, options);
+#pragma omp parallel for num_threads(threads) schedule(guided) if (threads > 1)
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    run(pieces[i]);
 }
 
 void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
