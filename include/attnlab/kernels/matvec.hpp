@@ -7,6 +7,9 @@
 // kernels instead stream the stored rows and compute on them as they arrive: a 16-bit value
 // is widened in a register, a quantized block (ggml's layouts, the ones GGUF files hold) is
 // expanded in registers and its scale applied once per block, and nothing is written back.
+// Where the CPU has AVX-512 BF16 the K-quants (Q4_K, Q6_K) are bf16 dot products instead:
+// their small integers are exact in bf16 and x is split once into two bf16 parts, so the
+// sums are as close as an f32 loop's (matvec_tiles.cpp says how).
 //
 // A weight is either rows of outputs (an nn.Linear's [out, in], every GGUF tensor, the
 // unembedding: y_c = x · row_c, a dot product per stored row) or rows of inputs (GPT-2's
