@@ -1,5 +1,5 @@
 // The matrix–vector products' dispatch (attnlab/kernels/matvec.hpp): the shape checked,
-// Q4_K's activations prepared once, the rows or columns split between threads, and
+// the K-quants' activations prepared once, the rows or columns split between threads, and
 // each share run by the instruction set's kernel (matvec_tiles.cpp).
 #include <omp.h>
 
