@@ -7,7 +7,9 @@ forward over N tokens (default 1024) in:
   - PyTorch (Debian's python3-torch, OpenBLAS, 2 threads, no grad): the model written with
     matmuls and a masked softmax(Q·Kᵀ/√d)·V, weights read from the same model.safetensors;
   - attnlab (`attnlab bench --model DIR --tokens N --json`): OpenBLAS GEMMs and the tiled
-    attention kernel, which also reports the machine's f32 peak measured in the same run.
+    attention kernel, which also reports the machine's f32 peak measured in the same run;
+    then, where the CPU has bf16 units, again with `--bf16` (oneDNN's bf16 products, on AMX
+    tiles where there are some), as a share of that unit's peak.
 Both take the median of their timed runs after a warm-up. The logits of the two are
 compared on the same tokens, so the timing is of the same computation.
 
@@ -120,6 +122,13 @@ def main():
     out = subprocess.run([args.attnlab, "bench", "--model", str(folder), "--tokens", str(args.tokens), "--repeats",
                           str(args.repeats), "--json"], check=True, capture_output=True, text=True).stdout
     ours = json.loads(out)
+    # Again with the products in bf16, where the CPU has bf16 units (AVX-512 BF16 or AMX tiles).
+    m = ours["machine"]
+    bf16 = None
+    if m["bf16_peak_gflops"] > 0 or m.get("amx_bf16_peak_gflops", 0) > 0:
+        bf16 = json.loads(subprocess.run([args.attnlab, "bench", "--model", str(folder), "--tokens", str(args.tokens),
+                                          "--repeats", str(args.repeats), "--bf16", "--json"], check=True,
+                                         capture_output=True, text=True).stdout)
     # PyTorch gets the same OpenBLAS kernels attnlab ran with (Debian's OpenBLAS falls back to
     # generic SSE3 kernels on CPUs it does not know; attnlab picks fitting ones itself).
     os.environ.setdefault("OPENBLAS_CORETYPE", ours["blas_core"])
@@ -152,7 +161,10 @@ def main():
                           "flops": flops, "attnlab_seconds": ours["median_seconds"],
                           "attnlab_percent_of_peak": ours["percent_of_peak"], "torch_seconds": torch_seconds,
                           "torch_percent_of_peak": 100 * flops / torch_seconds / 1e9 / peak,
-                          "largest_logit_difference": gap}))
+                          "largest_logit_difference": gap,
+                          "attnlab_bf16_seconds": bf16["median_seconds"] if bf16 else None,
+                          "attnlab_bf16_percent_of_bf16_peak": bf16["percent_of_bf16_peak"] if bf16 else None,
+                          "bf16_isa": bf16["bf16_isa"] if bf16 else "none"}))
         return
     print(f"GPT-2-small shape, {args.tokens} tokens, f32, 2 threads, OpenBLAS kernels {ours['blas_core']} for both; "
           f"f32 peak measured in this run: {peak:.0f} GFLOP/s")
@@ -162,6 +174,10 @@ def main():
           f"{ours['gflops']:.0f} GFLOP/s, {ours['percent_of_peak']:.0f}% of peak)")
     print(f"  attnlab is {torch_seconds / ours['median_seconds']:.2f}× PyTorch; largest |logit difference| on 64 "
           f"tokens: {gap:.2e}")
+    if bf16:
+        print(f"  attnlab, bf16 products on {bf16['bf16_isa']}: {bf16['median_seconds']:.3f} s "
+              f"({bf16['percent_of_bf16_peak']:.0f}% of the bf16 peak), {torch_seconds / bf16['median_seconds']:.2f}× "
+              f"PyTorch's f32")
 
 
 if __name__ == "__main__":

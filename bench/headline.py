@@ -52,7 +52,9 @@ def main():
         return
 
     m = forward["machine"]
-    print(f"machine: {m['isa']}, {m['threads']} threads, f32 peak {m['f32_peak_gflops']:.0f} GFLOP/s, read "
+    amx = f"{m['amx_bf16_peak_gflops']:.0f} GFLOP/s" if m.get("amx_bf16_peak_gflops") else "none"
+    print(f"machine: {m['isa']}, {m['threads']} threads, f32 peak {m['f32_peak_gflops']:.0f} GFLOP/s, bf16 peak "
+          f"{m['bf16_peak_gflops']:.0f} GFLOP/s, AMX bf16 peak {amx}, read "
           f"{m['read_gbps']:.1f} GB/s (measured by attnlab bench in the forward's run); OpenBLAS kernels "
           f"{forward['blas_core']}; medians of {args.repeats} runs\n")
     print("| what | attnlab | share of this machine | llama.cpp | PyTorch | attnlab ÷ peer |")
@@ -61,12 +63,22 @@ def main():
     print(f"| GPT-2 small forward, {f['tokens']} tokens, f32 | {f['attnlab_seconds']:.3f} s | "
           f"{f['attnlab_percent_of_peak']:.0f}% of f32 peak | | {f['torch_seconds']:.3f} s "
           f"({f['torch_percent_of_peak']:.0f}%) | {f['torch_seconds'] / f['attnlab_seconds']:.2f}× PyTorch |")
+    if f.get("attnlab_bf16_seconds"):
+        print(f"| GPT-2 small forward, {f['tokens']} tokens, bf16 products ({f['bf16_isa']}) | "
+              f"{f['attnlab_bf16_seconds']:.3f} s | {f['attnlab_bf16_percent_of_bf16_peak']:.0f}% of bf16 peak | | "
+              f"{f['torch_seconds']:.3f} s | {f['torch_seconds'] / f['attnlab_bf16_seconds']:.2f}× PyTorch |")
     short = peers[64]
     for r in short["rows"]:
         a, t = r["attnlab"], r["llama_cpp"]
         print(f"| prompt {short['prompt']} tokens, {r['file']} GGUF | {a['prompt_tokens_per_second']:.0f} tok/s | "
               f"{a['prompt_percent_of_f32_peak']:.0f}% of f32 peak | {t['prompt_tokens_per_second']:.0f} tok/s | | "
               f"{r['prompt_ratio']:.2f}× llama.cpp |")
+    for r in short["rows"]:  # the same prompts with bf16 products, where the CPU has bf16 units
+        a, t = r["attnlab"], r["llama_cpp"]
+        if a["prompt_bf16_tokens_per_second"] > 0:
+            print(f"| prompt {short['prompt']} tokens, {r['file']} GGUF, bf16 products ({a['bf16_isa']}) | "
+                  f"{a['prompt_bf16_tokens_per_second']:.0f} tok/s | {a['prompt_bf16_percent_of_bf16_peak']:.0f}% of "
+                  f"bf16 peak | {t['prompt_tokens_per_second']:.0f} tok/s | | {r['prompt_bf16_ratio']:.2f}× llama.cpp |")
     for context, result in peers.items():
         for r in result["rows"]:
             a, t = r["attnlab"], r["llama_cpp"]

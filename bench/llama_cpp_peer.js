@@ -132,9 +132,17 @@ function attnlab(file, f) {
   const threads = ['--threads', String(f.threads)];
   const prompt = run(['bench', '--model', file, '--tokens', String(f.prompt), '--json', ...threads]);
   const gen = run(['bench', '--model', file, '--tokens', String(f.context), '--generate', String(f.generate), '--json', ...threads]);
+  // The prompt again with its products in bf16, where the CPU has bf16 units (AVX-512 BF16 or
+  // AMX): as a share of that unit's peak.
+  const m = prompt.machine;
+  const bf16 = m.bf16_peak_gflops > 0 || m.amx_bf16_peak_gflops > 0
+    ? run(['bench', '--model', file, '--tokens', String(f.prompt), '--bf16', '--json', ...threads]) : null;
   return {
     prompt_tokens_per_second: prompt.tokens_per_second,
     prompt_percent_of_f32_peak: prompt.percent_of_peak,
+    prompt_bf16_tokens_per_second: bf16 ? bf16.tokens_per_second : 0,
+    prompt_bf16_percent_of_bf16_peak: bf16 ? bf16.percent_of_bf16_peak : 0,
+    bf16_isa: bf16 ? bf16.bf16_isa : 'none',
     generate_tokens_per_second: gen.generation.tokens_per_second,
     generate_percent_of_read_bandwidth: gen.generation.percent_of_read_bandwidth,
     machine: prompt.machine,
@@ -177,6 +185,7 @@ async function main() {
       const [ours, theirs] = [medians(our_runs), medians(their_runs)];
       rows.push({ file: name, attnlab: ours, llama_cpp: theirs,
         prompt_ratio: ours.prompt_tokens_per_second / theirs.prompt_tokens_per_second,
+        prompt_bf16_ratio: ours.prompt_bf16_tokens_per_second / theirs.prompt_tokens_per_second,
         generate_ratio: ours.generate_tokens_per_second / theirs.generate_tokens_per_second });
     }
   } finally {

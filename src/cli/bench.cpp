@@ -38,6 +38,7 @@ struct BenchFlags {
   int threads = 0, repeats = 5;
   std::string model;          // a model directory: time its forward pass instead of the kernels
   bool f32 = false;           // with --model: widen 16-bit weights to f32 first
+  bool bf16 = false;          // with --model: the prompt's products in bf16 (Bf16Products)
   std::size_t tokens = 1024;  // with --model: tokens per forward pass
   std::size_t generate = 0;   // with --model: then time this many new tokens after those, one at a time
   bool train = false;         // time training steps instead (the shape below, --heads shared)
@@ -83,6 +84,9 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   app.add_flag("--f32", f.f32, "With --model: widen 16-bit weights to f32 in memory first");
+  app.add_flag("--bf16", f.bf16,
+               "With --model: multiply in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU has them): the "
+               "forward's and the prompt's products, not generation's; timed against the bf16 peak too");
   app.add_option("--generate", f.generate,
                  "With --model: also time generating this many tokens, one at a time through the KV cache, after "
                  "--tokens of prompt (tokens/s, and bytes read per token against the read bandwidth)")
@@ -175,6 +179,7 @@ nlohmann::json peaks_json(const MachinePeaks& peaks) {
           {"isa", to_string(peaks.isa)},
           {"f32_peak_gflops", peaks.f32_gflops},
           {"bf16_peak_gflops", peaks.bf16_gflops},
+          {"amx_bf16_peak_gflops", peaks.amx_gflops},
           {"read_gbps", peaks.read_gbps}};
 }
 
@@ -184,10 +189,23 @@ nlohmann::json kernels_json(const MachinePeaks& peaks, const nlohmann::json& res
   return {{"machine", peaks_json(peaks)}, {"results", results}, {"blas_core", blas_core()}};
 }
 
+// The AMX peak as a figure, or why there is none.
+std::string amx_peak_text(const MachinePeaks& peaks) {
+  return peaks.amx_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", peaks.amx_gflops) : std::string("none (no AMX here)");
+}
+
+// The peak of the unit the bf16 products run on (attnlab/model/blas.hpp): AMX's tiles or
+// AVX-512's bf16 dot products; 0 where they run on neither.
+double bf16_products_peak(const MachinePeaks& peaks) {
+  const std::string isa = bf16_products_isa();
+  return isa == "avx512_core_amx" ? peaks.amx_gflops : isa == "avx512_core_bf16" ? peaks.bf16_gflops : 0.0;
+}
+
 void print_header(const MachinePeaks& peaks) {
   fmt::print(
-      "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s\n",
-      peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, peaks.read_gbps);
+      "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 peak {:.1f} GFLOP/s, AMX bf16 peak {}, read "
+      "bandwidth {:.1f} GB/s\n",
+      peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks), peaks.read_gbps);
   fmt::print("{:<34} {:>9} {:>11} {:>10} {:>8} {:>12}\n", "case", "kernel", "median ms", "GFLOP/s", "% peak",
              "extra mem");
 }
@@ -221,8 +239,9 @@ double median_seconds(int repeats, const std::function<void()>& run) {
 }
 
 void print_blas_machine(const MachinePeaks& peaks) {
-  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s; OpenBLAS kernels: {}\n", peaks.threads,
-             to_string(peaks.isa), peaks.f32_gflops, blas_core());
+  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 {:.1f}, AMX bf16 {}; OpenBLAS kernels: {}\n",
+             peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks),
+             blas_core());
 }
 
 // The forward pass of a model over `tokens` seeded random ids: the median of the timed runs
@@ -256,6 +275,9 @@ int bench_model(const BenchFlags& f) {
   std::vector<int> ids(f.tokens);
   for (int& id : ids)
     id = static_cast<int>(rng.next() % c.vocab_size);
+  if (f.bf16 && !bf16_products_available())
+    fail("--bf16", "this CPU has no bf16 units (AVX-512 BF16 or AMX) that oneDNN uses; leave --bf16 out");
+  const Bf16Products bf16(f.bf16);
   const double median = median_seconds(f.repeats, [&] { model_forward(model, ids); });
   const double flops = forward_flops(c, f.tokens);
   const double gflops = flops / median / 1e9;
@@ -297,6 +319,7 @@ int bench_model(const BenchFlags& f) {
                        {"flops", flops},
                        {"gflops", gflops},
                        {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
+                       {"products", f.bf16 ? "bf16" : "f32"},
                        {"blas_core", blas_core()},
                        {"memory",
                         {{"file_bytes", file},
@@ -307,6 +330,10 @@ int bench_model(const BenchFlags& f) {
                          {"goal_bytes", goal},
                          {"goal_met", double(resident) <= goal}}}};
     if (f.generate) out["generation"] = generation;
+    if (f.bf16) {
+      out["bf16_isa"] = bf16_products_isa();
+      out["percent_of_bf16_peak"] = 100 * gflops / bf16_products_peak(peaks);
+    }
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
@@ -315,6 +342,9 @@ int bench_model(const BenchFlags& f) {
       "{} ({}), {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
       "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",
       f.model, describe(c), f.tokens, median, f.tokens / median, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9);
+  if (f.bf16)
+    fmt::print("products in bf16 on {}: {:.1f}% of its peak, {:.1f} GFLOP/s\n", bf16_products_isa(),
+               100 * gflops / bf16_products_peak(peaks), bf16_products_peak(peaks));
   fmt::print(
       "memory: the files {}, the weights in memory {} ({}{}), the forward's buffers {}; peak resident {} "
       "(goal ≤ file + 10% + buffers = {}: {})\n",

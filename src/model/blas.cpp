@@ -5,11 +5,15 @@
 #include <dlfcn.h>
 #include <omp.h>
 #include <strings.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 
 #include "attnlab/kernels/flash_attention.hpp"
@@ -123,5 +127,100 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const d
           const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc) {
   shared_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
+
+// ---- bf16 products (oneDNN) ----
+
+namespace {
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// The shape, layout and beta of one product and the threads it runs on: oneDNN makes a
+// primitive per key (choosing and generating its kernel for that many threads, tens of
+// microseconds), which each thread keeps for the next call.
+using ProductKey =
+    std::tuple<bool, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, float, int>;
+
+dnnl::matmul::primitive_desc bf16_product_desc(const ProductKey& key) {
+  using dnnl::memory;
+  const auto [tb, M, N, K, lda, ldb, ldc, beta, threads] = key;
+  const auto dim = [](std::size_t x) { return static_cast<memory::dim>(x); };
+  const memory::desc a({dim(M), dim(K)}, memory::data_type::bf16, memory::dims{dim(lda), 1});
+  const memory::desc b({dim(K), dim(N)}, memory::data_type::bf16,
+                       tb ? memory::dims{1, dim(ldb)} : memory::dims{dim(ldb), 1});
+  const memory::desc c({dim(M), dim(N)}, memory::data_type::f32, memory::dims{dim(ldc), 1});
+  dnnl::primitive_attr attr;
+  if (beta != 0.0f) {
+    dnnl::post_ops sum;
+    sum.append_sum(beta);  // C = beta · C + A · B
+    attr.set_post_ops(sum);
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+}
+
+// What oneDNN's bf16 product runs on here, or nullopt where it makes none (or only emulates
+// one: an ISA without BF16 instructions, where f32 is faster).
+const std::optional<std::string>& bf16_unit() {
+  static const std::optional<std::string> unit = []() -> std::optional<std::string> {
+    try {
+      using dnnl::cpu_isa;
+      const cpu_isa isa = dnnl::get_effective_cpu_isa();
+      if (isa != cpu_isa::avx512_core_bf16 && isa != cpu_isa::avx512_core_amx) return std::nullopt;
+      (void)bf16_product_desc({false, 32, 32, 32, 32, 32, 32, 0.0f, 1});  // it can make one
+      return isa == cpu_isa::avx512_core_amx ? "avx512_core_amx" : "avx512_core_bf16";
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  }();
+  return unit;
+}
+
+thread_local bool bf16_products_asked = false;
+
+}  // namespace
+
+bool bf16_products_available() { return bf16_unit().has_value(); }
+
+std::string bf16_products_isa() { return bf16_unit().value_or("none"); }
+
+void gemm_bf16(bool tb, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A, std::size_t lda,
+               const std::uint16_t* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+  if (!bf16_products_available()) throw std::logic_error("gemm_bf16: this CPU makes no bf16 products");
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // no terms: C = beta · C
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t j = 0; j < N; ++j)
+        C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+    return;
+  }
+  struct Made {
+    dnnl::matmul::primitive_desc desc;
+    dnnl::matmul product;
+  };
+  thread_local std::map<ProductKey, Made> made;
+  thread_local dnnl::stream stream(cpu_engine());
+  const ProductKey key{tb, M, N, K, lda, ldb, ldc, beta, omp_in_parallel() ? 1 : omp_get_max_threads()};
+  auto it = made.find(key);
+  if (it == made.end()) {
+    if (made.size() >= 256) made.clear();  // prompts of many lengths: keep the few in use
+    dnnl::matmul::primitive_desc desc = bf16_product_desc(key);
+    dnnl::matmul product(desc);
+    it = made.emplace(key, Made{std::move(desc), std::move(product)}).first;
+  }
+  const dnnl::matmul::primitive_desc& pd = it->second.desc;
+  const dnnl::memory a(pd.src_desc(), cpu_engine(), const_cast<std::uint16_t*>(A));
+  const dnnl::memory b(pd.weights_desc(), cpu_engine(), const_cast<std::uint16_t*>(B));
+  const dnnl::memory c(pd.dst_desc(), cpu_engine(), C);
+  it->second.product.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  stream.wait();
+}
+
+Bf16Products::Bf16Products(bool on) : before_(bf16_products_asked) { bf16_products_asked = on; }
+
+Bf16Products::~Bf16Products() { bf16_products_asked = before_; }
+
+bool bf16_products() { return bf16_products_asked && bf16_products_available(); }
 
 }  // namespace attnlab

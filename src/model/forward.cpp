@@ -15,6 +15,7 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/flash_decode.hpp"
+#include "attnlab/model/blas.hpp"
 #include "transformer.hpp"
 
 namespace attnlab {
@@ -58,6 +59,7 @@ void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z)
   options.causal = true;
   options.scale = at.scale;
   if (at.window) options.window = at.window;
+  if (bf16_products()) options.precision = Precision::bf16;  // Q·Kᵀ and P·V as bf16 dot products too
   flash_attention(q.data(), k.data(), v.data(), out.data(), {at.H, at.H_kv, n, n, hd, hd}, options);
 #pragma omp parallel for schedule(static) if (share)
   for (std::ptrdiff_t row_index = 0; row_index < static_cast<std::ptrdiff_t>(n); ++row_index) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 
 namespace attnlab {
@@ -47,6 +48,8 @@ void check_generate(const ModelConfig& c, std::size_t prompt_tokens, const Gener
   if (o.tokens < 1 || prompt_tokens + o.tokens > c.n_positions)
     fail("tokens", fmt::format("the prompt's {} tokens plus {} new ones must fit the model's {} positions",
                                prompt_tokens, o.tokens, c.n_positions));
+  if (o.bf16 && !bf16_products_available())
+    fail("bf16", "this CPU has no bf16 units that oneDNN multiplies with (AVX-512 BF16 or AMX tiles); leave it out");
 }
 
 std::vector<GeneratedToken> generate(const Model& model, std::span<const int> prompt, const GenerateOptions& o,
@@ -55,7 +58,11 @@ std::vector<GeneratedToken> generate(const Model& model, std::span<const int> pr
   if (prompt.empty()) fail("prompt", "is empty; give at least one token");
   Decoder decoder(model);
   SplitMix64 rng(o.seed);
-  std::vector<float> logits = decoder.step(prompt);  // the prompt, all at once
+  std::vector<float> logits;
+  {
+    const Bf16Products bf16(o.bf16);
+    logits = decoder.step(prompt);  // the prompt, all at once
+  }
   std::vector<GeneratedToken> out;
   for (std::size_t step = 0; step < o.tokens; ++step) {
     GeneratedToken t;

@@ -207,9 +207,82 @@ void widened_products(const float* x, std::size_t n, std::size_t width, const st
   }
 }
 
+// ---- bf16 products (Bf16Products, attnlab/model/blas.hpp) ----
+
+// Stored values of bf16 products are rounded this many at a time (4 MiB of bf16): blocks
+// large enough that one oneDNN product over the threads takes each.
+constexpr std::size_t kBf16Block = 1 << 21;
+
+// rows × width values of `type` at src (rows of ggml_row_bytes(type, width)) rounded to bf16
+// into out, the rows shared over OpenMP's threads: widened exactly to f32, then rounded.
+void round_to_bf16(const std::byte* src, GgmlType type, std::size_t rows, std::size_t width, std::uint16_t* out) {
+  const std::size_t row_bytes = ggml_row_bytes(type, width);
+#pragma omp parallel if (rows * width >= (1 << 16) && !omp_in_parallel())
+  {
+    std::vector<float> line(type == GgmlType::f32 ? 0 : width);
+#pragma omp for schedule(static)
+    for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r) {
+      const std::byte* row = src + std::size_t(r) * row_bytes;
+      const float* values = reinterpret_cast<const float*>(row);  // an f32 row is read where it lies
+      if (type != GgmlType::f32) {
+        widen(row, type, width, line.data());
+        values = line.data();
+      }
+      f32_to_bf16(std::span<const float>(values, width), std::span<std::uint16_t>(out + std::size_t(r) * width, width));
+    }
+  }
+}
+
+// y[n × p.cols] (rows ldy apart) = beta · y + xb[n × in] · P, xb the input in bf16 and P the
+// piece [in × p.cols] however it is stored: a bf16 piece multiplied where it lies, any other
+// rounded to bf16 a block of stored rows at a time, each block one bf16 product.
+void bf16_piece_product(const std::uint16_t* xb, std::size_t n, std::size_t in, const Tensor::Piece& p, float beta,
+                        float* y, std::size_t ldy) {
+  // A transposed piece's stored rows are W's columns (y's), each `in` long; an untransposed
+  // one's are W's rows (the input's), each p.cols long.
+  const std::size_t stored_rows = p.transposed ? p.cols : in, width = p.transposed ? in : p.cols;
+  const std::size_t block = p.type == GgmlType::bf16 ? stored_rows : std::max<std::size_t>(1, kBf16Block / width);
+  thread_local std::vector<std::uint16_t> rounded;  // kept: a fresh 4 MiB each product costs its page faults
+  for (std::size_t r0 = 0; r0 < stored_rows; r0 += block) {
+    const std::size_t count = std::min(block, stored_rows - r0);
+    const std::uint16_t* w = nullptr;  // stored rows [r0, r0 + count) in bf16, [count × width]
+    if (p.type == GgmlType::bf16) {
+      w = reinterpret_cast<const std::uint16_t*>(p.data) + r0 * width;
+    } else {
+      rounded.resize(count * width);
+      round_to_bf16(p.data + r0 * ggml_row_bytes(p.type, width), p.type, count, width, rounded.data());
+      w = rounded.data();
+    }
+    if (p.transposed)  // y's columns [r0, r0 + count) = xb · blockᵀ
+      gemm_bf16(true, n, count, in, xb, in, w, width, beta, y + r0, ldy);
+    else  // the terms of W's rows [r0, r0 + count): y += xb[:, r0 : r0 + count] · block
+      gemm_bf16(false, n, p.cols, count, xb + r0, in, w, width, r0 == 0 ? beta : 1.0f, y, ldy);
+  }
+}
+
+// y[n × out] = beta · y + x · W as bf16 products: x rounded once, then each piece.
+void bf16_products_multiply(const float* x, std::size_t n, std::size_t in, std::span<const Tensor::Piece> pieces,
+                            std::size_t out, float* y, float beta) {
+  thread_local std::vector<std::uint16_t> xb;  // kept, as the blocks are
+  xb.resize(std::max(xb.size(), n * in));
+  round_to_bf16(reinterpret_cast<const std::byte*>(x), GgmlType::f32, n, in, xb.data());
+  std::size_t first = 0;  // the piece's first column of y
+  for (const Tensor::Piece& p : pieces) {
+    bf16_piece_product(xb.data(), n, in, p, beta, y + first, out);
+    first += p.cols;
+  }
+}
+
 }  // namespace
 
 void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, std::size_t out, float* y, float beta) {
+  if (n > kMatvecMaxRows && bf16_products()) {
+    if (!w.owned() && (w.rows() != in || w.cols() != out))
+      throw std::logic_error("multiply: the shape does not match the view's");
+    const Tensor::Piece whole{out, GgmlType::f32, false,
+                              reinterpret_cast<const std::byte*>(w.owned() ? w.data() : nullptr)};
+    return bf16_products_multiply(x, n, in, w.owned() ? std::span(&whole, 1) : std::span(w.pieces()), out, y, beta);
+  }
   if (w.owned() && n <= kMatvecMaxRows) {
     const Tensor::Piece whole{out, GgmlType::f32, false, reinterpret_cast<const std::byte*>(w.data())};
     matvec_piece(x, n, in, whole, y, out, beta);
@@ -266,6 +339,7 @@ void multiply_by_transpose(const float* x, std::size_t n, std::size_t cols, cons
       w.owned() ? Tensor::Piece{rows, GgmlType::f32, true, reinterpret_cast<const std::byte*>(w.data())}
                 : Tensor::Piece{rows, w.pieces()[0].type, true, w.pieces()[0].data};
   if (matvec_piece(x, n, cols, whole, y, rows, 0.0f)) return;
+  if (bf16_products()) return bf16_products_multiply(x, n, cols, std::span(&whole, 1), rows, y, 0.0f);
   const float* values = nullptr;
   if (w.owned()) {
     values = w.data();

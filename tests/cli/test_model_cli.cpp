@@ -18,6 +18,7 @@
 #include "../model/vocabulary_model.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/model/blas.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/safetensors.hpp"
@@ -201,6 +202,38 @@ TEST(ModelCli, GenerateSpeaksJsonAndEachGreedyTokenIsTheFullForwardsLargestLogit
     prefix.push_back(std::to_string(g["id"].get<int>()));
   }
   EXPECT_TRUE(reply["text"].is_null()) << "no tokenizer: no text";
+}
+
+// `model generate --bf16` and `bench --model --bf16`: where the CPU has bf16 units, the
+// prompt's products run in bf16 (a probability within bf16's rounding of the f32 run's, the
+// cache the same) and bench names the unit and times it against that unit's peak; elsewhere
+// both are refused, naming the flag, before any work.
+TEST(ModelCli, Bf16ProductsGenerateAndBenchWhereTheCpuHasBf16UnitsAndAreRefusedElsewhere) {
+  const std::string prompt = " --ids 3,17,5,9,2,11,4 --tokens 3 --json";  // 7 rows: past generation's 4
+  const Result f32 = run_attnlab("model generate " + kTiny.string() + prompt);
+  const Result bf16 = run_attnlab("model generate " + kTiny.string() + prompt + " --bf16");
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  const Result bench = run_attnlab("bench --model " + kTiny.string() + " --tokens 8 --repeats 1 --bf16 --json");
+  if (!attnlab::bf16_products_available()) {
+    EXPECT_EQ(bf16.exit_code, 2);
+    EXPECT_CONTAINS(bf16.err, "--bf16: this CPU has no bf16 units");
+    EXPECT_EQ(bench.exit_code, 2);
+    EXPECT_CONTAINS(bench.err, "--bf16: this CPU has no bf16 units");
+    GTEST_SKIP() << "no bf16 units here (AVX-512 BF16 or AMX): refused as it should be; the products are checked "
+                    "where there are some";
+  }
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  const json a = json::parse(f32.out)["generated"][0], b = json::parse(bf16.out)["generated"][0];
+  EXPECT_EQ(a["cache_tokens"], b["cache_tokens"]);
+  EXPECT_NEAR(a["probability"].get<double>(), b["probability"].get<double>(), 0.02);
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const json r = json::parse(bench.out);
+  EXPECT_EQ(r["products"], "bf16");
+  EXPECT_EQ(r["bf16_isa"], attnlab::bf16_products_isa());
+  const json& m = r["machine"];
+  const double peak = r["bf16_isa"] == "avx512_core_amx" ? m["amx_bf16_peak_gflops"].get<double>()
+                                                         : m["bf16_peak_gflops"].get<double>();
+  EXPECT_NEAR(r["percent_of_bf16_peak"].get<double>(), 100 * r["gflops"].get<double>() / peak, 1e-6);
 }
 
 // `model kv`: the cache a grouped-query model leaves after each context, weighed, beside the

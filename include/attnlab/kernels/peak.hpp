@@ -16,6 +16,15 @@ double fma_peak_gflops(Isa isa, int threads, long iterations);
 // GFLOP/s of bf16 dot products (AVX-512 BF16); 0 where the CPU or the build has none.
 double bf16_peak_gflops(int threads, long iterations);
 
+// Whether this CPU has AMX tiles with bf16 multiplies (amx_tile and amx_bf16) and the
+// operating system has let this process use them (asked once, on the first call).
+bool amx_bf16_available();
+
+// GFLOP/s of AMX bf16 tile multiplies (tdpbf16ps on four accumulators) on `threads` threads,
+// `iterations` rounds each; 0 where amx_bf16_available() is false, or where a short run's
+// known sum came out wrong.
+double amx_bf16_peak_gflops(int threads, long iterations);
+
 // GB/s of streaming reads of `count` floats at `data` (`passes` times) on `threads` threads.
 double read_bandwidth_gbps(Isa isa, int threads, const float* data, std::size_t count, int passes);
 

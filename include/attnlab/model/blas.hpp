@@ -10,6 +10,7 @@
 // server, a program linking the library and the Python module alike.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -45,5 +46,49 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const f
           const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc);
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
           const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc);
+
+// ---- bf16 products ----------------------------------------------------------------------
+//
+// A product whose operands are rounded to bf16 (8 significant bits, f32's range) and whose
+// sums are kept in f32 runs on the CPU's bf16 units: AVX-512 BF16's dot products (vdpbf16ps,
+// 32 multiply-adds an instruction, twice f32's 16), or AMX's tile multiplies where the CPU
+// has them (a 16 × 32 by 32 × 16 tile in one instruction). oneDNN (Debian's libdnnl 2.6)
+// makes these products and picks the unit at run time; it shares OpenMP's threads, so the
+// one pool stays one. Each product is then within bf16's rounding of the operands, about
+// 2^-9 of each term, of the f32 one: the numbers the lab shows change in their third digit,
+// so the model's products use it only when asked (Bf16Products), never by default.
+
+// Whether this CPU and oneDNN make bf16 products (AVX-512 BF16 or AMX; AVX-512 without BF16
+// emulates them, slower than f32). Checked once.
+bool bf16_products_available();
+
+// What oneDNN runs them with: "avx512_core_amx" (AMX tiles), "avx512_core_bf16" (AVX-512
+// dot products), ...; "none" where bf16_products_available() is false.
+std::string bf16_products_isa();
+
+// C[M × N] = beta · C + A · op(B): A [M × K] and B (op(B) [K × N]; B stored [N × K] when tb)
+// bf16, row-major with rows lda and ldb apart; C f32, rows ldc apart; every sum in f32.
+// Shared over this thread's OpenMP threads (one when called inside a parallel region).
+// std::logic_error where bf16_products_available() is false.
+void gemm_bf16(bool tb, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A, std::size_t lda,
+               const std::uint16_t* B, std::size_t ldb, float beta, float* C, std::size_t ldc);
+
+// While it lives, the model's products started on the thread that made it (attnlab/model/
+// tensor.hpp's multiply: prompts, a whole forward, the unembedding; not generation's
+// matrix-vector products, which read the weights as they are stored) round their operands to
+// bf16 and run as gemm_bf16, where bf16_products_available(); elsewhere it changes nothing.
+class Bf16Products {
+ public:
+  explicit Bf16Products(bool on = true);
+  ~Bf16Products();
+  Bf16Products(const Bf16Products&) = delete;
+  Bf16Products& operator=(const Bf16Products&) = delete;
+
+ private:
+  bool before_;
+};
+
+// True while a Bf16Products made on this thread asks for them and they are available.
+bool bf16_products();
 
 }  // namespace attnlab

@@ -18,6 +18,7 @@ struct GenerateOptions {
   double temperature = 0;   // 0: greedy; up to 100
   std::size_t top_k = 0;    // sample among the k most probable (0: all)
   std::uint64_t seed = 0;   // of the sampling (splitmix64)
+  bool bf16 = false;        // the prompt's products in bf16 (attnlab/model/blas.hpp's Bf16Products)
 };
 
 struct GeneratedToken {
@@ -26,8 +27,8 @@ struct GeneratedToken {
   std::size_t cache_tokens = 0, cache_bytes = 0;  // the KV cache after the token went in
 };
 
-// Throws InputError naming "temperature" (outside 0 to 100) or "tokens" (none, or more than
-// the model's positions leave after the prompt).
+// Throws InputError naming "temperature" (outside 0 to 100), "tokens" (none, or more than
+// the model's positions leave after the prompt) or "bf16" (asked where the CPU has no bf16 units).
 void check_generate(const ModelConfig& config, std::size_t prompt_tokens, const GenerateOptions& options);
 
 // The prompt (all at once), then options.tokens new tokens; `each` sees every one as it is

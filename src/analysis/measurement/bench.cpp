@@ -42,6 +42,7 @@ MachinePeaks measure_peaks(int threads) {
   for (int trial = 0; trial < 3; ++trial) {
     p.f32_gflops = std::max(p.f32_gflops, fma_peak_gflops(p.isa, p.threads, 50'000'000));
     if (p.isa == Isa::avx512_bf16) p.bf16_gflops = std::max(p.bf16_gflops, bf16_peak_gflops(p.threads, 50'000'000));
+    if (amx_bf16_available()) p.amx_gflops = std::max(p.amx_gflops, amx_bf16_peak_gflops(p.threads, 2'000'000));
   }
   const std::vector<float> big = random_floats((512u << 20) / sizeof(float), 1);  // 512 MiB, far beyond L3
   const Isa isa = p.isa;

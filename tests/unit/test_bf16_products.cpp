@@ -1,0 +1,307 @@
+// bf16 products (attnlab/model/blas.hpp): gemm_bf16 gives the f32 sums of its bf16
+// operands' products over shapes that fit no tile (1, 3, 75, 113, 1000), transposed or not,
+// strided, with and without beta; under Bf16Products every layout and type a weight can be
+// stored in multiplies like its values rounded to bf16 (x too), generation's few rows stay
+// on the matrix–vector kernels bit for bit, and a model's forward stays within bf16's
+// rounding of the f32 one. AMX: the tile probe runs, and computes a known sum, exactly where
+// the CPU has the tiles, and oneDNN then multiplies on them. Each test says why it is skipped
+// on a CPU without bf16 units.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "attnlab/core/dtype.hpp"
+#include "attnlab/kernels/peak.hpp"
+#include "attnlab/model/blas.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/ggml_type.hpp"
+#include "attnlab/model/model.hpp"
+#include "attnlab/model/tensor.hpp"
+#include "random_inputs.hpp"
+
+using namespace attnlab;
+using attnlab::test::random_floats;
+
+namespace bf16_products_test {  // named: the unit tests compile as unity batches
+
+const char* const kNoBf16Units =
+    "this CPU has no bf16 units oneDNN multiplies with (AVX-512 BF16 or AMX); the bf16 products are checked where "
+    "it has them, and the model's products here stay f32";
+
+float round_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& values) {
+  std::vector<std::uint16_t> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    out[i] = f32_to_bf16(values[i]);
+  return out;
+}
+
+// Whether `actual` is the sum `expected` (in double) of terms whose magnitudes add up to
+// `scale`, as an f32 accumulation of `terms` of them can give: every product of two bf16
+// values is exact in f32, so the only error is the sums' rounding, at most terms · 2^-24 ·
+// scale (the usual bound, doubled for blocked orders).
+::testing::AssertionResult sum_close(float actual, double expected, double scale, std::size_t terms) {
+  const double bound = 2.0 * double(terms + 1) * std::ldexp(1.0, -24) * scale + 1e-30;
+  if (std::abs(double(actual) - expected) <= bound) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << actual << " vs " << expected << " (bound " << bound << ")";
+}
+
+TEST(Bf16Gemm, GivesTheF32SumsOfItsBf16OperandsOverShapesLayoutsStridesAndBeta) {
+  if (!bf16_products_available()) GTEST_SKIP() << kNoBf16Units;
+  struct Shape {
+    std::size_t M, N, K;
+  };
+  for (const Shape s : {Shape{1, 1, 1}, Shape{3, 75, 113}, Shape{113, 3, 1000}, Shape{75, 113, 3}, Shape{5, 130, 64}}) {
+    for (const bool tb : {false, true})
+      for (const float beta : {0.0f, 1.0f}) {
+        // Rows further apart than they are long: lda = K + 5, ldb = (N or K) + 3, ldc = N + 7.
+        const std::size_t lda = s.K + 5, ldb = (tb ? s.K : s.N) + 3, ldc = s.N + 7;
+        const std::vector<std::uint16_t> a = to_bf16(random_floats(s.M * lda, 1 + s.K));
+        const std::vector<std::uint16_t> b = to_bf16(random_floats((tb ? s.N : s.K) * ldb, 2 + s.N));
+        const std::vector<float> c0 = random_floats(s.M * ldc, 3);
+        std::vector<float> c = c0;
+        gemm_bf16(tb, s.M, s.N, s.K, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+        for (std::size_t i = 0; i < s.M; ++i)
+          for (std::size_t j = 0; j < s.N; ++j) {
+            double sum = beta * double(c0[i * ldc + j]), scale = std::abs(sum);
+            for (std::size_t k = 0; k < s.K; ++k) {
+              const double term =
+                  double(bf16_to_f32(a[i * lda + k])) * bf16_to_f32(tb ? b[j * ldb + k] : b[k * ldb + j]);
+              sum += term;
+              scale += std::abs(term);
+            }
+            ASSERT_TRUE(sum_close(c[i * ldc + j], sum, scale, s.K))
+                << s.M << "×" << s.N << "×" << s.K << (tb ? " Bᵀ" : "") << " beta " << beta << " at " << i << ", " << j;
+          }
+        // The gaps between rows are left as they were.
+        for (std::size_t i = 0; i < s.M; ++i)
+          for (std::size_t j = s.N; j < ldc; ++j)
+            ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]);
+      }
+  }
+}
+
+TEST(Bf16Products, AreOffUnlessAskedAndAskedOnlyOnTheThreadThatAsked) {
+  EXPECT_FALSE(bf16_products());
+  {
+    const Bf16Products on;
+    EXPECT_EQ(bf16_products(), bf16_products_available());
+    bool elsewhere = true;
+    std::thread([&] { elsewhere = bf16_products(); }).join();
+    EXPECT_FALSE(elsewhere);
+    {
+      const Bf16Products off(false);
+      EXPECT_FALSE(bf16_products());
+    }
+    EXPECT_EQ(bf16_products(), bf16_products_available());
+  }
+  EXPECT_FALSE(bf16_products());
+  EXPECT_EQ(bf16_products_isa() != "none", bf16_products_available());
+}
+
+// A weight as a model can hold it: `type` in three pieces side by side (W_Q | W_K | W_V),
+// each stored transposed ([cols × in], an nn.Linear's) or as is ([in × cols], a Conv1D's);
+// random values for a float type, random blocks (scales set finite) for a quantized one.
+struct Weight {
+  std::vector<std::vector<std::byte>> bytes;
+  Tensor tensor;
+  std::vector<float> logical;  // [in × out] its values, read back by Tensor::to_f32
+};
+
+Weight weight_of(GgmlType type, bool transposed, std::size_t in, const std::vector<std::size_t>& widths,
+                 std::uint64_t seed) {
+  Weight w;
+  std::vector<Tensor::Piece> pieces;
+  std::size_t out = 0;
+  for (std::size_t p = 0; p < widths.size(); ++p) {
+    const std::size_t cols = widths[p], rows = transposed ? cols : in, width = transposed ? in : cols;
+    std::vector<std::byte> bytes(rows * ggml_row_bytes(type, width));
+    if (ggml_block_values(type) == 1) {
+      const std::vector<float> values = random_floats(rows * width, seed + p);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::uint16_t h = type == GgmlType::f16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+        if (type == GgmlType::f32)
+          std::memcpy(bytes.data() + 4 * i, &values[i], 4);
+        else
+          std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+    } else {
+      SplitMix64 rng(seed + p);
+      for (std::byte& b : bytes)
+        b = std::byte(rng.next() & 0xFF);
+      const std::size_t block = ggml_block_bytes(type), d_at = type == GgmlType::q6_k ? 208 : 0;
+      const std::uint16_t d = f32_to_f16(0.01f);
+      for (std::size_t at = 0; at < bytes.size(); at += block) {
+        std::memcpy(bytes.data() + at + d_at, &d, 2);
+        if (type == GgmlType::q4_k) std::memcpy(bytes.data() + at + 2, &d, 2);  // dmin
+      }
+    }
+    w.bytes.push_back(std::move(bytes));
+    pieces.push_back({cols, type, transposed, w.bytes.back().data()});
+    out += cols;
+  }
+  w.tensor = Tensor::view(in, out, pieces, nullptr);
+  w.logical = w.tensor.to_f32();
+  return w;
+}
+
+// y = beta·y0 + bf16(x) · bf16(W) as multiply() under Bf16Products must give it, each entry
+// checked as a sum of exact products.
+void expect_bf16_product(const std::vector<float>& y, const std::vector<float>& y0, float beta,
+                         const std::vector<float>& x, std::size_t n, const std::vector<float>& logical, std::size_t in,
+                         std::size_t out, const std::string& what) {
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < out; ++j) {
+      double sum = beta * double(y0[i * out + j]), scale = std::abs(sum);
+      for (std::size_t k = 0; k < in; ++k) {
+        const double term = double(round_bf16(x[i * in + k])) * round_bf16(logical[k * out + j]);
+        sum += term;
+        scale += std::abs(term);
+      }
+      ASSERT_TRUE(sum_close(y[i * out + j], sum, scale, in)) << what << ", row " << i << ", column " << j;
+    }
+}
+
+TEST(Bf16Products, EveryLayoutAndTypeMultipliesLikeItsValuesRoundedToBf16) {
+  if (!bf16_products_available()) GTEST_SKIP() << kNoBf16Units;
+  struct Case {
+    GgmlType type;
+    bool transposed;
+    std::size_t in;
+  };
+  const std::vector<Case> cases = {{GgmlType::f32, false, 113},  {GgmlType::f32, true, 113},
+                                   {GgmlType::f16, false, 75},   {GgmlType::f16, true, 75},
+                                   {GgmlType::bf16, false, 113}, {GgmlType::bf16, true, 113},
+                                   {GgmlType::q8_0, true, 256},  {GgmlType::q4_k, true, 512},
+                                   {GgmlType::q6_k, true, 256},  {GgmlType::q4_0, true, 256}};
+  for (const Case& c : cases) {
+    const Weight w = weight_of(c.type, c.transposed, c.in, {40, 3, 17}, 7);
+    const std::size_t out = 60;
+    for (const std::size_t n : {5u, 113u}) {
+      const std::vector<float> x = random_floats(n * c.in, 9), y0 = random_floats(n * out, 10);
+      std::vector<float> y = y0;
+      {
+        const Bf16Products bf16;
+        multiply(x.data(), n, c.in, w.tensor, out, y.data(), 1.0f);
+      }
+      expect_bf16_product(y, y0, 1.0f, x, n, w.logical, c.in, out,
+                          std::string(ggml_type_name(c.type)) + (c.transposed ? " transposed" : " as is") + ", " +
+                              std::to_string(n) + " rows");
+    }
+  }
+}
+
+TEST(Bf16Products, AnOwnedMatrixLargerThanOneBlockAndTheUnembeddingToo) {
+  if (!bf16_products_available()) GTEST_SKIP() << kNoBf16Units;
+  // 700 × 3000 f32 values: more than the 2^21 rounded a block at a time, so two blocks of
+  // input rows add their terms into y.
+  const std::size_t in = 700, out = 3000, n = 5;
+  const Tensor owned(random_floats(in * out, 4));
+  const std::vector<float> x = random_floats(n * in, 5);
+  std::vector<float> y(n * out), zero(n * out);
+  {
+    const Bf16Products bf16;
+    multiply(x.data(), n, in, owned, out, y.data());
+  }
+  expect_bf16_product(y, zero, 0.0f, x, n, owned.to_f32(), in, out, "owned 700 × 3000");
+  // logits = x · Eᵀ, E [vocab × d] in bf16, as a tied embedding is read.
+  const std::size_t vocab = 3001, d = 96;
+  const Weight e = weight_of(GgmlType::bf16, false, vocab, {d}, 11);  // [vocab × d] as is
+  std::vector<float> transposed(d * vocab);                           // Eᵀ [d × vocab], the product's W
+  for (std::size_t v = 0; v < vocab; ++v)
+    for (std::size_t k = 0; k < d; ++k)
+      transposed[k * vocab + v] = e.logical[v * d + k];
+  const std::vector<float> h = random_floats(n * d, 6);
+  std::vector<float> logits(n * vocab), none(n * vocab);
+  {
+    const Bf16Products bf16;
+    multiply_by_transpose(h.data(), n, d, e.tensor, vocab, logits.data());
+  }
+  expect_bf16_product(logits, none, 0.0f, h, n, transposed, d, vocab, "the unembedding");
+}
+
+TEST(Bf16Products, GenerationsFewRowsStayOnTheMatrixVectorKernelsBitForBit) {
+  const Weight w = weight_of(GgmlType::q4_k, true, 512, {40, 24}, 3);
+  for (const std::size_t n : {1u, 4u}) {
+    const std::vector<float> x = random_floats(n * 512, 2);
+    std::vector<float> plain(n * 64), asked(n * 64);
+    multiply(x.data(), n, 512, w.tensor, 64, plain.data());
+    {
+      const Bf16Products bf16;
+      multiply(x.data(), n, 512, w.tensor, 64, asked.data());
+    }
+    EXPECT_EQ(plain, asked) << n << " rows";
+  }
+}
+
+// The whole forward of three small checkpoints (GPT-2 in bf16, SmolLM in bf16, Qwen2 in f16)
+// with every product in bf16: each logit within bf16's rounding of the f32 forward's (tested
+// against NumPy in test_families.cpp). Measured on these: the largest difference is about
+// 1% of the largest logit; a product read in the wrong layout or a block skipped would be
+// of the logits' own size.
+TEST(Bf16Products, AModelsForwardStaysWithinBf16RoundingOfTheF32One) {
+  if (!bf16_products_available()) GTEST_SKIP() << kNoBf16Units;
+  for (const char* dir : {"tiny-bf16", "smollm-bf16", "qwen2-f16"}) {
+    const Model model = load_model((std::filesystem::path(ATTNLAB_MODEL_FIXTURE_DIR) / dir).string());
+    std::vector<int> ids(std::min<std::size_t>(12, model.config.n_positions));  // more than generation's 4 rows
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      ids[i] = int((i * 7 + 3) % model.config.vocab_size);
+    const ForwardResult f32 = model_forward(model, ids);
+    ForwardResult bf16;
+    {
+      const Bf16Products on;
+      bf16 = model_forward(model, ids);
+    }
+    ASSERT_EQ(f32.logits.size(), bf16.logits.size());
+    double largest = 0, difference = 0;
+    for (std::size_t i = 0; i < f32.logits.size(); ++i) {
+      largest = std::max(largest, std::abs(double(f32.logits[i])));
+      difference = std::max(difference, std::abs(double(f32.logits[i]) - bf16.logits[i]));
+    }
+    std::printf("%s: largest |logit| %.4f, largest difference %.5f (%.2f%%)\n", dir, largest, difference,
+                100 * difference / largest);
+    EXPECT_GT(difference, 0.0) << dir << ": the products did not change at all; were they bf16?";
+    EXPECT_LE(difference, 0.04 * largest) << dir;
+  }
+}
+
+// The tiles: present exactly where /proc/cpuinfo lists amx_tile and amx_bf16, and there the
+// probe's known sum comes out right and oneDNN multiplies on them.
+bool cpuinfo_lists_amx_bf16() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line);
+    bool tile = false, bf16 = false;
+    for (std::string w; words >> w;) {
+      tile = tile || w == "amx_tile";
+      bf16 = bf16 || w == "amx_bf16";
+    }
+    return tile && bf16;
+  }
+  return false;
+}
+
+TEST(AmxTiles, AreUsedExactlyWhereTheCpuHasThemAndComputeAKnownSum) {
+  const bool listed = cpuinfo_lists_amx_bf16();
+  EXPECT_EQ(amx_bf16_available(), listed);
+  if (!listed) {
+    EXPECT_EQ(amx_bf16_peak_gflops(1, 1000), 0.0);
+    EXPECT_NE(bf16_products_isa(), "avx512_core_amx");
+    GTEST_SKIP() << "no AMX on this CPU (amx_tile and amx_bf16 absent from /proc/cpuinfo): the tile probe and "
+                    "oneDNN's tile products are checked on CPUs that have them; here the products use "
+                 << bf16_products_isa();
+  }
+  EXPECT_GT(amx_bf16_peak_gflops(1, 100000), 0.0) << "the probe's known sum came out wrong";
+  EXPECT_EQ(bf16_products_isa(), "avx512_core_amx");
+}
+
+}  // namespace bf16_products_test
