@@ -502,10 +502,11 @@ PYBIND11_MODULE(_attnlab, mod) {
       .def(
           "generate",
           [](const PyModel& m, const Tokens& prompt, std::size_t tokens, double temperature, std::size_t top_k,
-             std::uint64_t seed) {
-            return generate_tokens(m, prompt, {tokens, temperature, top_k, seed});
+             std::uint64_t seed, bool bf16) {
+            return generate_tokens(m, prompt, {tokens, temperature, top_k, seed, bf16});
           },
-          py::arg("prompt"), py::arg("tokens"), py::arg("temperature"), py::arg("top_k"), py::arg("seed"))
+          py::arg("prompt"), py::arg("tokens"), py::arg("temperature"), py::arg("top_k"), py::arg("seed"),
+          py::arg("bf16"))
       .def("heads", &head_scores, py::arg("sequences"), py::arg("seed"))
       .def(
           "attribute",

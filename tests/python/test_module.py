@@ -214,6 +214,15 @@ def test_ablation_generation_and_heads_are_the_commands(cli, tiny):
     g = m.generate([3, 17, 5], 6, temperature=0.8, top_k=10, seed=7)
     assert g == cli("model", "generate", tiny, "--ids", "3,17,5", "--tokens", 6, "--temperature", 0.8, "--top-k",
                     10, "--seed", 7, "--json")
+    # The prompt's products in bf16, as --bf16 runs them (or refused as it refuses them).
+    bf16 = ("model", "generate", tiny, "--ids", "3,17,5,9,2,11", "--tokens", 2, "--bf16", "--json")
+    code, stderr = cli(*bf16, check=False)
+    if code == 0:
+        assert m.generate([3, 17, 5, 9, 2, 11], 2, bf16=True) == cli(*bf16)
+    else:
+        with pytest.raises(ValueError) as raised:
+            m.generate([3, 17, 5, 9, 2, 11], 2, bf16=True)
+        assert stderr.strip() == "attnlab: --" + str(raised.value)
     scores = m.heads()
     want = cli("model", "heads", tiny, "--json")["heads"]
     assert [(s.layer, s.index, s.previous_token, s.duplicate_token, s.induction) for s in scores] == [

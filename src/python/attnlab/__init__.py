@@ -349,9 +349,11 @@ class Model:
         return self.run(tokens, capture=capture, ablate=heads)
 
     def generate(self, prompt: Tokens, tokens: int = 20, *, temperature: float = 0.0, top_k: int = 0,
-                 seed: int = 0) -> dict:
-        """New tokens through the KV cache, as ``attnlab model generate --json`` gives them."""
-        return Result(self._native.generate(_tokens(prompt), tokens, temperature, top_k, seed))
+                 seed: int = 0, bf16: bool = False) -> dict:
+        """New tokens through the KV cache, as ``attnlab model generate --json`` gives them;
+        ``bf16=True`` runs the prompt's products in bf16 (``--bf16``: AVX-512 BF16 or AMX tiles;
+        ValueError where the CPU has neither)."""
+        return Result(self._native.generate(_tokens(prompt), tokens, temperature, top_k, seed, bf16))
 
     def heads(self, sequences: Optional[Sequence[Sequence[int]]] = None, *, seed: int = 0) -> list:
         """Every head's previous-token, duplicate-token and induction scores (``model heads``),
