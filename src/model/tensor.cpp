@@ -263,7 +263,7 @@ void bf16_piece_product(const std::uint16_t* xb, std::size_t n, std::size_t in, 
 // y[n × out] = beta · y + x · W as bf16 products: x rounded once, then each piece.
 void bf16_products_multiply(const float* x, std::size_t n, std::size_t in, std::span<const Tensor::Piece> pieces,
                             std::size_t out, float* y, float beta) {
-  thread_local std::vector<std::uint16_t> xb;  // kept, as the blocks are
+  thread_local std::vector<std::uint16_t> xb;  // kept, as the blocks are, while it is small
   xb.resize(std::max(xb.size(), n * in));
   round_to_bf16(reinterpret_cast<const std::byte*>(x), GgmlType::f32, n, in, xb.data());
   std::size_t first = 0;  // the piece's first column of y
@@ -271,6 +271,7 @@ void bf16_products_multiply(const float* x, std::size_t n, std::size_t in, std::
     bf16_piece_product(xb.data(), n, in, p, beta, y + first, out);
     first += p.cols;
   }
+  if (xb.size() > kBf16Block) std::vector<std::uint16_t>().swap(xb);  // a long prompt's is given back
 }
 
 }  // namespace
