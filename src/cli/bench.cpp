@@ -38,7 +38,7 @@ struct BenchFlags {
   int threads = 0, repeats = 5;
   std::string model;          // a model directory: time its forward pass instead of the kernels
   bool f32 = false;           // with --model: widen 16-bit weights to f32 first
-  bool bf16 = false;          // with --model: the prompt's products in bf16 (Bf16Products)
+  bool bf16 = false;          // with --model or --train: the products in bf16 (Bf16Products)
   std::size_t tokens = 1024;  // with --model: tokens per forward pass
   std::size_t generate = 0;   // with --model: then time this many new tokens after those, one at a time
   bool train = false;         // time training steps instead (the shape below, --heads shared)
@@ -85,8 +85,9 @@ void add_bench_flags(CLI::App& app, BenchFlags& f) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   app.add_flag("--f32", f.f32, "With --model: widen 16-bit weights to f32 in memory first");
   app.add_flag("--bf16", f.bf16,
-               "With --model: multiply in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU has them): the "
-               "forward's and the prompt's products, not generation's; timed against the bf16 peak too");
+               "With --model or --train: multiply in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU "
+               "has them): the forward's and the prompt's products, not generation's, or the training step's; with "
+               "--model timed against the bf16 peak too");
   app.add_option("--generate", f.generate,
                  "With --model: also time generating this many tokens, one at a time through the KV cache, after "
                  "--tokens of prompt (tokens/s, and bytes read per token against the read bandwidth)")
@@ -437,9 +438,12 @@ int bench_train(const BenchFlags& f) {
   Batch batch;
   for (std::size_t b = 0; b < s.batch; ++b)
     batch.push_back(induction_sequence(b, s.context + 1, s.vocab).ids);
+  if (f.bf16 && !bf16_products_available())
+    fail("--bf16", "this CPU has no bf16 units (AVX-512 BF16 or AMX) that oneDNN uses; leave --bf16 out");
   AdamW adam;
   const auto step = [&] {
-    loss_and_gradients<float>(c, p, batch, g, {.attention_only = s.attention_only});  // on bench's thread budget
+    loss_and_gradients<float>(c, p, batch, g,
+                              {.attention_only = s.attention_only, .bf16 = f.bf16});  // on bench's thread budget
     clip_gradients(g, s.clip);
     adam.step(p, g, 1e-3);
   };
@@ -469,6 +473,7 @@ int bench_train(const BenchFlags& f) {
                                       {"flops_per_step", flops},
                                       {"gflops", gflops},
                                       {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
+                                      {"products", f.bf16 ? "bf16" : "f32"},
                                       {"blas_core", blas_core()}}
                            .dump(2));
     return 0;
@@ -477,9 +482,10 @@ int bench_train(const BenchFlags& f) {
   fmt::print(
       "training step: {} layers × {} heads, d_model {}, context {}, vocabulary {}, batch {}{}: median {:.3f} ms, "
       "{:.0f} tokens/s, {:.1f} GFLOP/s ({:.1f}% of the f32 peak; {:.3f} GFLOP a step: 3 × the forward's, "
-      "6 × parameters × tokens plus attention)\n",
+      "6 × parameters × tokens plus attention){}\n",
       s.layers, s.heads, s.d_model, s.context, s.vocab, s.batch, s.attention_only ? ", attention only" : "",
-      seconds * 1e3, tokens / seconds, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9);
+      seconds * 1e3, tokens / seconds, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9,
+      f.bf16 ? fmt::format("; products in bf16 on {}", bf16_products_isa()) : "");
   return 0;
 }
 

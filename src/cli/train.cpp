@@ -115,6 +115,9 @@ Command train_command(CLI::App& parent) {
                       "1/20, and the other layers learn the task (0: one phase, every layer throughout)")
           ->capture_default_str();
   app->add_flag("--attn-only", s.attention_only, "No MLPs (their weights stay zero in the checkpoint)");
+  app->add_flag("--bf16", s.bf16,
+                "Every product of the forward and the backward in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where "
+                "the CPU has them); the weights, the gradients' sums and AdamW stay f32 (docs/training.md)");
   app->add_flag("--force", state->force, "Write into DIR even when it is not empty");
   return {
       app, [state, vocab, prev_token_steps]() {

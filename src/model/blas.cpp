@@ -11,11 +11,14 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
+#include "attnlab/core/dtype.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 
 namespace attnlab {
@@ -119,8 +122,39 @@ void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
 
 }  // namespace
 
+namespace {
+
+// Products with fewer multiply-adds than this stay f32 under Bf16Products: rounding the
+// operands (M·K + K·N values) would cost about what the bf16 units save.
+constexpr double kBf16From = double(1 << 18);
+
+// `rows` stored rows of `width` f32 values, `ld` apart, rounded to bf16 into a buffer of
+// this thread's, rows `width` apart (kept between calls while it is small).
+const std::uint16_t* rounded_rows(const float* values, std::size_t rows, std::size_t width, std::size_t ld,
+                                  std::vector<std::uint16_t>& buffer) {
+  buffer.resize(rows * width);
+#pragma omp parallel for schedule(static) if (rows * width >= (1 << 16) && !omp_in_parallel())
+  for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r)
+    f32_to_bf16(std::span<const float>(values + std::size_t(r) * ld, width),
+                std::span<std::uint16_t>(buffer.data() + std::size_t(r) * width, width));
+  return buffer.data();
+}
+
+}  // namespace
+
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,
           const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+  if (bf16_products() && double(M) * double(N) * double(K) >= kBf16From) {
+    // op(A) [M × K] is stored as ta ? K rows of M : M rows of K; op(B) [K × N] as tb ? N rows of K : K rows of N.
+    thread_local std::vector<std::uint16_t> a_bf16, b_bf16;
+    const std::size_t a_width = ta ? M : K, b_width = tb ? K : N;
+    const std::uint16_t* a = rounded_rows(A, ta ? K : M, a_width, lda, a_bf16);
+    const std::uint16_t* b = rounded_rows(B, tb ? N : K, b_width, ldb, b_bf16);
+    gemm_bf16(ta, tb, M, N, K, a, a_width, b, b_width, beta, C, ldc);
+    for (std::vector<std::uint16_t>* kept : {&a_bf16, &b_bf16})
+      if (kept->size() > (1u << 21)) std::vector<std::uint16_t>().swap(*kept);  // a large one is given back
+    return;
+  }
   shared_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
@@ -141,13 +175,14 @@ const dnnl::engine& cpu_engine() {
 // primitive per key (choosing and generating its kernel for that many threads, tens of
 // microseconds), which each thread keeps for the next call.
 using ProductKey =
-    std::tuple<bool, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, float, int>;
+    std::tuple<bool, bool, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, float, int>;
 
 dnnl::matmul::primitive_desc bf16_product_desc(const ProductKey& key) {
   using dnnl::memory;
-  const auto [tb, M, N, K, lda, ldb, ldc, beta, threads] = key;
+  const auto [ta, tb, M, N, K, lda, ldb, ldc, beta, threads] = key;
   const auto dim = [](std::size_t x) { return static_cast<memory::dim>(x); };
-  const memory::desc a({dim(M), dim(K)}, memory::data_type::bf16, memory::dims{dim(lda), 1});
+  const memory::desc a({dim(M), dim(K)}, memory::data_type::bf16,
+                       ta ? memory::dims{1, dim(lda)} : memory::dims{dim(lda), 1});
   const memory::desc b({dim(K), dim(N)}, memory::data_type::bf16,
                        tb ? memory::dims{1, dim(ldb)} : memory::dims{dim(ldb), 1});
   const memory::desc c({dim(M), dim(N)}, memory::data_type::f32, memory::dims{dim(ldc), 1});
@@ -168,7 +203,7 @@ const std::optional<std::string>& bf16_unit() {
       using dnnl::cpu_isa;
       const cpu_isa isa = dnnl::get_effective_cpu_isa();
       if (isa != cpu_isa::avx512_core_bf16 && isa != cpu_isa::avx512_core_amx) return std::nullopt;
-      (void)bf16_product_desc({false, 32, 32, 32, 32, 32, 32, 0.0f, 1});  // it can make one
+      (void)bf16_product_desc({false, false, 32, 32, 32, 32, 32, 32, 0.0f, 1});  // it can make one
       return isa == cpu_isa::avx512_core_amx ? "avx512_core_amx" : "avx512_core_bf16";
     } catch (const dnnl::error&) {
       return std::nullopt;
@@ -185,7 +220,7 @@ bool bf16_products_available() { return bf16_unit().has_value(); }
 
 std::string bf16_products_isa() { return bf16_unit().value_or("none"); }
 
-void gemm_bf16(bool tb, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A, std::size_t lda,
+void gemm_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A, std::size_t lda,
                const std::uint16_t* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
   if (!bf16_products_available()) throw std::logic_error("gemm_bf16: this CPU makes no bf16 products");
   if (M == 0 || N == 0) return;
@@ -201,7 +236,7 @@ void gemm_bf16(bool tb, std::size_t M, std::size_t N, std::size_t K, const std::
   };
   thread_local std::map<ProductKey, Made> made;
   thread_local dnnl::stream stream(cpu_engine());
-  const ProductKey key{tb, M, N, K, lda, ldb, ldc, beta, omp_in_parallel() ? 1 : omp_get_max_threads()};
+  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, beta, omp_in_parallel() ? 1 : omp_get_max_threads()};
   auto it = made.find(key);
   if (it == made.end()) {
     if (made.size() >= 256) made.clear();  // prompts of many lengths: keep the few in use

@@ -254,9 +254,9 @@ void bf16_piece_product(const std::uint16_t* xb, std::size_t n, std::size_t in, 
       w = rounded.data();
     }
     if (p.transposed)  // y's columns [r0, r0 + count) = xb · blockᵀ
-      gemm_bf16(true, n, count, in, xb, in, w, width, beta, y + r0, ldy);
+      gemm_bf16(false, true, n, count, in, xb, in, w, width, beta, y + r0, ldy);
     else  // the terms of W's rows [r0, r0 + count): y += xb[:, r0 : r0 + count] · block
-      gemm_bf16(false, n, p.cols, count, xb + r0, in, w, width, r0 == 0 ? beta : 1.0f, y, ldy);
+      gemm_bf16(false, false, n, p.cols, count, xb + r0, in, w, width, r0 == 0 ? beta : 1.0f, y, ldy);
   }
 }
 

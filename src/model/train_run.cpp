@@ -13,6 +13,7 @@
 #include "attnlab/core/json.hpp"
 #include "attnlab/core/limits.hpp"
 #include "attnlab/core/rng.hpp"
+#include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 
 namespace attnlab {
@@ -285,6 +286,8 @@ void check_train_settings(const TrainSettings& s, const TrainLimits* limits) {
   if (s.kv_heads && s.heads % s.kv_heads != 0)
     fail("kv_heads", fmt::format("{} does not divide heads {}: each KV head serves the same number of query heads",
                                  s.kv_heads, s.heads));
+  if (s.bf16 && !bf16_products_available())
+    fail("bf16", "this CPU has no bf16 units that oneDNN multiplies with (AVX-512 BF16 or AMX tiles); leave it out");
   check_training_price(s);
 }
 
@@ -335,7 +338,7 @@ Model train_model(const TrainSettings& s, const std::function<void(const TrainLo
     Batch batch;
     for (std::size_t b = 0; b < s.batch; ++b)
       batch.push_back(data.training(s.seed * 1'000'003 + step * s.batch + b, first));
-    loss = loss_and_gradients<float>(c, p, batch, g, {.attention_only = s.attention_only});
+    loss = loss_and_gradients<float>(c, p, batch, g, {.attention_only = s.attention_only, .bf16 = s.bf16});
     if (phases)  // what does not learn now does not count in the gradient's norm either
       for (std::size_t k = 0; k < g.size(); ++k)
         g[k] = learns[k] ? g[k] : 0.0f;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/model/blas.hpp"
 #include "attnlab/model/threads.hpp"
 #include "transformer.hpp"
 
@@ -160,6 +161,7 @@ T loss_and_gradients(const ModelConfig& c, std::span<const T> parameters, const 
   const auto work = [&](std::size_t k) {
     std::optional<ThreadBudget> mine;  // the worker's products and activations on its own thread
     if (threads > 1) mine.emplace(1);
+    const Bf16Products bf16(options.bf16);
     try {
       const ModelView<T*> g = view(c, k == 0 ? gradients.data() : partial[k - 1].data());
       for (std::size_t b = k * batch.size() / threads; b < (k + 1) * batch.size() / threads; ++b)

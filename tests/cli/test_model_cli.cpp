@@ -657,6 +657,33 @@ TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
   expect_refused("bench --train --d-model 30 --heads 4", "--d-model: 30 is not divisible by heads 4");
 }
 
+// train --bf16 and bench --train --bf16: where the CPU has bf16 units a short run trains and
+// records the setting, and bench says its products were bf16; elsewhere both are refused
+// naming the flag, before any work.
+TEST(TrainCli, Bf16TrainingRunsAndIsRecordedWhereTheCpuHasBf16UnitsAndIsRefusedElsewhere) {
+  const fs::path out = fs::path(ATTNLAB_TEST_TMP) / fmt::format("train-bf16-{}", getpid());
+  fs::remove_all(out);
+  const Result train = run_attnlab("train --out " + out.string() +
+                                   " --steps 4 --log-every 2 --checkpoint-every 4 --prev-token-steps 0 --bf16");
+  const Result bench = run_attnlab(
+      "bench --train --layers 1 --heads 2 --d-model 64 --context 64 --vocab 40 --batch 2 --steps 1 --repeats 1 "
+      "--bf16 --json");
+  if (!attnlab::bf16_products_available()) {
+    EXPECT_EQ(train.exit_code, 2);
+    EXPECT_CONTAINS(train.err, "--bf16: this CPU has no bf16 units");
+    EXPECT_FALSE(fs::exists(out / "train.json"));
+    EXPECT_EQ(bench.exit_code, 2);
+    EXPECT_CONTAINS(bench.err, "--bf16: this CPU has no bf16 units");
+    GTEST_SKIP() << "no bf16 units here (AVX-512 BF16 or AMX): refused as it should be";
+  }
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const json settings = json::parse(read_file(out / "train.json"))["settings"];
+  EXPECT_EQ(settings["bf16"], true);
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_EQ(json::parse(bench.out)["products"], "bf16");
+  fs::remove_all(out);
+}
+
 // A training shape is priced before anything is allocated, by the one function both commands
 // call: bench --train's wide flags over the limit name the flag and the price; train's own
 // ranges stay within it, but a tokenizer with a large vocabulary makes the embedding table

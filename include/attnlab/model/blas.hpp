@@ -66,17 +66,19 @@ bool bf16_products_available();
 // dot products), ...; "none" where bf16_products_available() is false.
 std::string bf16_products_isa();
 
-// C[M × N] = beta · C + A · op(B): A [M × K] and B (op(B) [K × N]; B stored [N × K] when tb)
-// bf16, row-major with rows lda and ldb apart; C f32, rows ldc apart; every sum in f32.
-// Shared over this thread's OpenMP threads (one when called inside a parallel region).
-// std::logic_error where bf16_products_available() is false.
-void gemm_bf16(bool tb, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A, std::size_t lda,
+// C[M × N] = beta · C + op(A) · op(B), as gemm above with A and B in bf16 (A stored [K × M]
+// when ta, B [N × K] when tb; rows lda and ldb apart) and C in f32 (rows ldc apart); every
+// sum in f32. Shared over this thread's OpenMP threads (one when called inside a parallel
+// region). std::logic_error where bf16_products_available() is false.
+void gemm_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const std::uint16_t* A, std::size_t lda,
                const std::uint16_t* B, std::size_t ldb, float beta, float* C, std::size_t ldc);
 
 // While it lives, the model's products started on the thread that made it (attnlab/model/
-// tensor.hpp's multiply: prompts, a whole forward, the unembedding; not generation's
-// matrix-vector products, which read the weights as they are stored) round their operands to
-// bf16 and run as gemm_bf16, where bf16_products_available(); elsewhere it changes nothing.
+// tensor.hpp's multiply: prompts, a whole forward, the unembedding; the f32 gemm above, as
+// training makes its products; not generation's matrix-vector products, which read the
+// weights as they are stored) round their operands to bf16 and run as gemm_bf16, where
+// bf16_products_available(); elsewhere it changes nothing. The f32 gemm does so for products
+// of 2^18 multiply-adds and more, where rounding the operands costs less than it saves.
 class Bf16Products {
  public:
   explicit Bf16Products(bool on = true);

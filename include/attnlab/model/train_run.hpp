@@ -65,6 +65,7 @@ struct TrainSettings {
   double attention_init = 0.1;  // the attention weights' initial standard deviation (GPT-2's is 0.02)
   std::uint64_t seed = 0;
   bool attention_only = false;
+  bool bf16 = false;                       // the products in bf16 with f32 sums (TrainingOptions::bf16)
   std::shared_ptr<const TextCorpus> text;  // the text task; null: the induction task (vocab as above)
   // The induction task's first phase (docs/training.md): for the first prev_token_steps
   // steps only layer 0 and the embeddings learn, on look-back sequences, which a

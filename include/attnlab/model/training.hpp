@@ -50,6 +50,10 @@ struct TrainingOptions {
   // in attnlab/model/threads.hpp; at most one per sequence). Each adds its sequences' gradients into its own buffer and
   // the buffers are summed in thread order, so a thread count always gives the same result.
   std::size_t threads = 0;
+  // The forward's and the backward's products in bf16 with f32 sums (attnlab/model/blas.hpp's
+  // Bf16Products: AVX-512 BF16, or AMX tiles where the CPU has them), on every thread the
+  // batch is split over; the parameters, the gradients' sums and the optimizer stay f32.
+  bool bf16 = false;
 };
 
 // The mean next-token cross-entropy (nats) over every prediction of the batch, and its

@@ -90,6 +90,7 @@ json train_settings_json(const TrainSettings& s) {
                    {"warmup", s.warmup},
                    {"seed", s.seed},
                    {"attn_only", s.attention_only},
+                   {"bf16", s.bf16},
                    {"attention_init", s.attention_init},
                    {"prev_token_steps", has_prev_token_phase(s) ? s.prev_token_steps : 0},
                    {"log_every", s.log_every},
