@@ -20,6 +20,7 @@
 
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/kernels/peak.hpp"
 
 namespace attnlab {
 
@@ -201,6 +202,7 @@ const std::optional<std::string>& bf16_unit() {
   static const std::optional<std::string> unit = []() -> std::optional<std::string> {
     try {
       using dnnl::cpu_isa;
+      (void)amx_bf16_available();  // asks the kernel for the tiles (where there are some) before oneDNN looks
       const cpu_isa isa = dnnl::get_effective_cpu_isa();
       if (isa != cpu_isa::avx512_core_bf16 && isa != cpu_isa::avx512_core_amx) return std::nullopt;
       (void)bf16_product_desc({false, false, 32, 32, 32, 32, 32, 32, 0.0f, 1});  // it can make one

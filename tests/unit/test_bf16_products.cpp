@@ -1,9 +1,10 @@
 // bf16 products (attnlab/model/blas.hpp): gemm_bf16 gives the f32 sums of its bf16
 // operands' products over shapes that fit no tile (1, 3, 75, 113, 1000), transposed or not,
 // strided, with and without beta; under Bf16Products every layout and type a weight can be
-// stored in multiplies like its values rounded to bf16 (x too), generation's few rows stay
-// on the matrix–vector kernels bit for bit, and a model's forward stays within bf16's
-// rounding of the f32 one. AMX: the tile probe runs, and computes a known sum, exactly where
+// stored in multiplies like its values rounded to bf16 (x too), the f32 gemm (training's
+// products) rounds its operands from 2^18 multiply-adds on, generation's few rows stay on
+// the matrix–vector kernels bit for bit, and a model's forward and a training step stay
+// within bf16's rounding of the f32 ones. AMX: the tile probe runs, and computes a known sum, exactly where
 // the CPU has the tiles, and oneDNN then multiplies on them. Each test says why it is skipped
 // on a CPU without bf16 units.
 #include <gtest/gtest.h>
