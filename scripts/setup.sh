@@ -9,7 +9,7 @@ packages=(build-essential cmake g++ pkg-config git clang-format python3
           libhwy-dev libcpp-httplib-dev librsvg2-bin
           libopenblas-dev libpcre2-dev   # the model layer: linear layers (CBLAS), the BPE pre-tokenizer
           libutf8proc-dev                # the model layer: Unicode normalization (tokenizer.json's NFC)
-          libdnnl-dev                    # the model layer: bf16 products (AVX-512 BF16, AMX tiles)
+          libdnnl-dev ocl-icd-opencl-dev # the model layer: bf16 products (AVX-512 BF16, AMX tiles); oneDNN's CMake file wants OpenCL's
           # the Python module (src/python/, docs/python.md) and its tests
           python3-dev pybind11-dev python3-numpy python3-pytest
           # the page's engine: the attention code compiled to WebAssembly (src/wasm/)

@@ -196,7 +196,8 @@ std::string amx_peak_text(const MachinePeaks& peaks) {
 }
 
 // The peak of the unit the bf16 products run on (attnlab/model/blas.hpp): AMX's tiles or
-// AVX-512's bf16 dot products; 0 where they run on neither.
+// AVX-512's bf16 dot products; 0 where they run on neither, or where no probe measured it
+// (ATTNLAB_ISA below avx512_bf16, or the tile probe unbuilt or failing).
 double bf16_products_peak(const MachinePeaks& peaks) {
   const std::string isa = bf16_products_isa();
   return isa == "avx512_core_amx" ? peaks.amx_gflops : isa == "avx512_core_bf16" ? peaks.bf16_gflops : 0.0;
@@ -333,7 +334,8 @@ int bench_model(const BenchFlags& f) {
     if (f.generate) out["generation"] = generation;
     if (f.bf16) {
       out["bf16_isa"] = bf16_products_isa();
-      out["percent_of_bf16_peak"] = 100 * gflops / bf16_products_peak(peaks);
+      const double peak = bf16_products_peak(peaks);  // 0 where no probe measured that unit
+      out["percent_of_bf16_peak"] = peak > 0 ? nlohmann::json(100 * gflops / peak) : nlohmann::json(nullptr);
     }
     fmt::print("{}\n", out.dump(2));
     return 0;
@@ -343,9 +345,11 @@ int bench_model(const BenchFlags& f) {
       "{} ({}), {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
       "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",
       f.model, describe(c), f.tokens, median, f.tokens / median, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9);
-  if (f.bf16)
+  if (f.bf16 && bf16_products_peak(peaks) > 0)
     fmt::print("products in bf16 on {}: {:.1f}% of its peak, {:.1f} GFLOP/s\n", bf16_products_isa(),
                100 * gflops / bf16_products_peak(peaks), bf16_products_peak(peaks));
+  else if (f.bf16)
+    fmt::print("products in bf16 on {}: no peak measured for it in this run\n", bf16_products_isa());
   fmt::print(
       "memory: the files {}, the weights in memory {} ({}{}), the forward's buffers {}; peak resident {} "
       "(goal ≤ file + 10% + buffers = {}: {})\n",

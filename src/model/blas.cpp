@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <stdexcept>
@@ -128,6 +129,7 @@ namespace {
 // Products with fewer multiply-adds than this stay f32 under Bf16Products: rounding the
 // operands (M·K + K·N values) would cost about what the bf16 units save.
 constexpr double kBf16From = double(1 << 18);
+constexpr std::size_t kFewRows = 4;  // generation's new tokens (attnlab/kernels/matvec.hpp's kMatvecMaxRows)
 
 // `rows` stored rows of `width` f32 values, `ld` apart, rounded to bf16 into a buffer of
 // this thread's, rows `width` apart (kept between calls while it is small).
@@ -145,7 +147,10 @@ const std::uint16_t* rounded_rows(const float* values, std::size_t rows, std::si
 
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,
           const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-  if (bf16_products() && double(M) * double(N) * double(K) >= kBf16From) {
+  // Not for generation's few rows, nor inside a parallel region: a product shared over a
+  // team's threads (tensor.cpp's widened blocks) would be bf16 on the thread that asked and
+  // f32 on the others.
+  if (bf16_products() && M > kFewRows && !omp_in_parallel() && double(M) * double(N) * double(K) >= kBf16From) {
     // op(A) [M × K] is stored as ta ? K rows of M : M rows of K; op(B) [K × N] as tb ? N rows of K : K rows of N.
     thread_local std::vector<std::uint16_t> a_bf16, b_bf16;
     const std::size_t a_width = ta ? M : K, b_width = tb ? K : N;
@@ -174,7 +179,7 @@ const dnnl::engine& cpu_engine() {
 
 // The shape, layout and beta of one product and the threads it runs on: oneDNN makes a
 // primitive per key (choosing and generating its kernel for that many threads, tens of
-// microseconds), which each thread keeps for the next call.
+// microseconds), kept for the next call (bf16_product below).
 using ProductKey =
     std::tuple<bool, bool, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, float, int>;
 
@@ -188,12 +193,35 @@ dnnl::matmul::primitive_desc bf16_product_desc(const ProductKey& key) {
                        tb ? memory::dims{1, dim(ldb)} : memory::dims{dim(ldb), 1});
   const memory::desc c({dim(M), dim(N)}, memory::data_type::f32, memory::dims{dim(ldc), 1});
   dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (beta != 0.0f) {
     dnnl::post_ops sum;
     sum.append_sum(beta);  // C = beta · C + A · B
     attr.set_post_ops(sum);
   }
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+}
+
+// One product's primitive, made once per key for the whole process (training's workers are
+// new threads every step) and shared between threads: each call brings its own scratch
+// space (scratchpad_mode::user), so that several threads may run one primitive at once.
+struct Bf16Product {
+  dnnl::matmul::primitive_desc desc;
+  dnnl::matmul product;
+};
+
+std::shared_ptr<const Bf16Product> bf16_product(const ProductKey& key) {
+  static std::mutex guard;
+  static std::map<ProductKey, std::shared_ptr<const Bf16Product>> made;
+  const std::lock_guard<std::mutex> lock(guard);
+  auto it = made.find(key);
+  if (it == made.end()) {
+    if (made.size() >= 256) made.clear();  // prompts of many lengths: start again (callers hold theirs)
+    dnnl::matmul::primitive_desc desc = bf16_product_desc(key);
+    dnnl::matmul product(desc);
+    it = made.emplace(key, std::make_shared<const Bf16Product>(Bf16Product{std::move(desc), std::move(product)})).first;
+  }
+  return it->second;
 }
 
 // What oneDNN's bf16 product runs on here, or nullopt where it makes none (or only emulates
@@ -232,25 +260,33 @@ void gemm_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, co
         C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  struct Made {
-    dnnl::matmul::primitive_desc desc;
-    dnnl::matmul product;
-  };
-  thread_local std::map<ProductKey, Made> made;
-  thread_local dnnl::stream stream(cpu_engine());
-  const ProductKey key{ta, tb, M, N, K, lda, ldb, ldc, beta, omp_in_parallel() ? 1 : omp_get_max_threads()};
-  auto it = made.find(key);
-  if (it == made.end()) {
-    if (made.size() >= 256) made.clear();  // prompts of many lengths: keep the few in use
-    dnnl::matmul::primitive_desc desc = bf16_product_desc(key);
-    dnnl::matmul product(desc);
-    it = made.emplace(key, Made{std::move(desc), std::move(product)}).first;
-  }
-  const dnnl::matmul::primitive_desc& pd = it->second.desc;
+  // Inside a parallel region the product runs on the calling thread alone: oneDNN then
+  // plans for one thread (it would otherwise plan for OpenMP's team and run one share).
+  const bool nested = omp_in_parallel();
+  const int team = omp_get_max_threads();
+  if (nested) omp_set_num_threads(1);
+  struct Restore {
+    bool nested;
+    int team;
+    ~Restore() {
+      if (nested) omp_set_num_threads(team);
+    }
+  } restore{nested, team};
+  const std::shared_ptr<const Bf16Product> made =
+      bf16_product({ta, tb, M, N, K, lda, ldb, ldc, beta, nested ? 1 : team});
+  const Bf16Product& product = *made;
+  // Scratch space of this call's own (the primitives are shared between threads).
+  thread_local std::vector<std::byte> scratch;
+  const std::size_t scratch_bytes = product.desc.scratchpad_desc().get_size();
+  if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
+  const dnnl::matmul::primitive_desc& pd = product.desc;
   const dnnl::memory a(pd.src_desc(), cpu_engine(), const_cast<std::uint16_t*>(A));
   const dnnl::memory b(pd.weights_desc(), cpu_engine(), const_cast<std::uint16_t*>(B));
   const dnnl::memory c(pd.dst_desc(), cpu_engine(), C);
-  it->second.product.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  const dnnl::memory pad(pd.scratchpad_desc(), cpu_engine(), scratch.data());
+  dnnl::stream stream(cpu_engine());
+  product.product.execute(stream,
+                          {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, pad}});
   stream.wait();
 }
 

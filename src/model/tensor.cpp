@@ -340,7 +340,8 @@ void multiply_by_transpose(const float* x, std::size_t n, std::size_t cols, cons
       w.owned() ? Tensor::Piece{rows, GgmlType::f32, true, reinterpret_cast<const std::byte*>(w.data())}
                 : Tensor::Piece{rows, w.pieces()[0].type, true, w.pieces()[0].data};
   if (matvec_piece(x, n, cols, whole, y, rows, 0.0f)) return;
-  if (bf16_products()) return bf16_products_multiply(x, n, cols, std::span(&whole, 1), rows, y, 0.0f);
+  if (n > kMatvecMaxRows && bf16_products())
+    return bf16_products_multiply(x, n, cols, std::span(&whole, 1), rows, y, 0.0f);
   const float* values = nullptr;
   if (w.owned()) {
     values = w.data();

@@ -93,33 +93,36 @@ TEST(Bf16Gemm, GivesTheF32SumsOfItsBf16OperandsOverShapesLayoutsStridesAndBeta) 
 }
 
 // The f32 gemm under Bf16Products (training's products): the sums of its operands rounded
-// to bf16, for every transposition; a product under 2^18 multiply-adds stays f32 exactly.
+// to bf16, for every transposition, strided, with and without beta; a product under 2^18
+// multiply-adds stays f32 exactly.
 TEST(Bf16Products, TheF32GemmRoundsItsOperandsWhenAskedAndSmallProductsStayF32) {
   if (!bf16_products_available()) GTEST_SKIP() << kNoBf16Units;
   const std::size_t M = 70, N = 90, K = 130;  // 819,000 multiply-adds
   for (const bool ta : {false, true})
-    for (const bool tb : {false, true}) {
-      const std::size_t lda = ta ? M : K, ldb = tb ? K : N;
-      const std::vector<float> a = random_floats(M * K, 21), b = random_floats(K * N, 22),
-                               c0 = random_floats(M * N, 23);
-      std::vector<float> c = c0;
-      {
-        const Bf16Products bf16;
-        gemm(ta, tb, M, N, K, a.data(), lda, b.data(), ldb, 1.0f, c.data(), N);
-      }
-      for (std::size_t i = 0; i < M; ++i)
-        for (std::size_t j = 0; j < N; ++j) {
-          double sum = c0[i * N + j], scale = std::abs(sum);
-          for (std::size_t k = 0; k < K; ++k) {
-            const double term = double(round_bf16(ta ? a[k * lda + i] : a[i * lda + k])) *
-                                round_bf16(tb ? b[j * ldb + k] : b[k * ldb + j]);
-            sum += term;
-            scale += std::abs(term);
-          }
-          ASSERT_TRUE(sum_close(c[i * N + j], sum, scale, K))
-              << (ta ? "Aᵀ " : "") << (tb ? "Bᵀ " : "") << i << ", " << j;
+    for (const bool tb : {false, true})
+      for (const float beta : {0.0f, 1.0f}) {
+        // Rows further apart than they are long, as a slice of q|k|v is.
+        const std::size_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+        const std::vector<float> a = random_floats((ta ? K : M) * lda, 21), b = random_floats((tb ? N : K) * ldb, 22);
+        const std::vector<float> c0 = random_floats(M * ldc, 23);
+        std::vector<float> c = c0;
+        {
+          const Bf16Products bf16;
+          gemm(ta, tb, M, N, K, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
         }
-    }
+        for (std::size_t i = 0; i < M; ++i)
+          for (std::size_t j = 0; j < N; ++j) {
+            double sum = beta * double(c0[i * ldc + j]), scale = std::abs(sum);
+            for (std::size_t k = 0; k < K; ++k) {
+              const double term = double(round_bf16(ta ? a[k * lda + i] : a[i * lda + k])) *
+                                  round_bf16(tb ? b[j * ldb + k] : b[k * ldb + j]);
+              sum += term;
+              scale += std::abs(term);
+            }
+            ASSERT_TRUE(sum_close(c[i * ldc + j], sum, scale, K))
+                << (ta ? "Aᵀ " : "") << (tb ? "Bᵀ " : "") << "beta " << beta << " at " << i << ", " << j;
+          }
+      }
   // 8 × 8 × 8: f32, bit for bit the product made without asking.
   const std::vector<float> a = random_floats(64, 1), b = random_floats(64, 2);
   std::vector<float> plain(64), asked(64);
@@ -129,6 +132,29 @@ TEST(Bf16Products, TheF32GemmRoundsItsOperandsWhenAskedAndSmallProductsStayF32) 
     gemm(false, false, 8, 8, 8, a.data(), 8, b.data(), 8, 0.0f, asked.data(), 8);
   }
   EXPECT_EQ(plain, asked);
+}
+
+// Called on every thread of a parallel region, each its own product: each is whole (the
+// product runs on its caller alone there, not planned for a team it does not have).
+TEST(Bf16Gemm, EachThreadOfAParallelRegionGetsItsWholeProduct) {
+  if (!bf16_products_available()) GTEST_SKIP() << kNoBf16Units;
+  const std::size_t M = 96, N = 80, K = 64;
+  const std::vector<std::uint16_t> a = to_bf16(random_floats(M * K, 31)), b = to_bf16(random_floats(K * N, 32));
+  std::vector<double> expected(M * N, 0.0), scale(M * N, 0.0);
+  for (std::size_t i = 0; i < M; ++i)
+    for (std::size_t j = 0; j < N; ++j)
+      for (std::size_t k = 0; k < K; ++k) {
+        const double term = double(bf16_to_f32(a[i * K + k])) * bf16_to_f32(b[k * N + j]);
+        expected[i * N + j] += term;
+        scale[i * N + j] += std::abs(term);
+      }
+  std::vector<std::vector<float>> results(2, std::vector<float>(M * N, -1.0f));
+#pragma omp parallel for num_threads(2)
+  for (int t = 0; t < 2; ++t)
+    gemm_bf16(false, false, M, N, K, a.data(), K, b.data(), N, 0.0f, results[std::size_t(t)].data(), N);
+  for (const std::vector<float>& c : results)
+    for (std::size_t i = 0; i < M * N; ++i)
+      ASSERT_TRUE(sum_close(c[i], expected[i], scale[i], K)) << i;
 }
 
 TEST(Bf16Products, AreOffUnlessAskedAndAskedOnlyOnTheThreadThatAsked) {
@@ -254,6 +280,16 @@ TEST(Bf16Products, AnOwnedMatrixLargerThanOneBlockAndTheUnembeddingToo) {
     multiply(x.data(), n, in, owned, out, y.data());
   }
   expect_bf16_product(y, zero, 0.0f, x, n, owned.to_f32(), in, out, "owned 700 × 3000");
+  // An F16 linear layer stored [out × in] (transposed), 2100 × 1024: two blocks of its rows,
+  // each its own columns of y.
+  const Weight linear = weight_of(GgmlType::f16, true, 1024, {2100}, 12);
+  const std::vector<float> x2 = random_floats(n * 1024, 13);
+  std::vector<float> y2(n * 2100), zero2(n * 2100);
+  {
+    const Bf16Products bf16;
+    multiply(x2.data(), n, 1024, linear.tensor, 2100, y2.data());
+  }
+  expect_bf16_product(y2, zero2, 0.0f, x2, n, linear.logical, 1024, 2100, "F16 2100 × 1024, transposed");
   // logits = x · Eᵀ, E [vocab × d] in bf16, as a tied embedding is read.
   const std::size_t vocab = 3001, d = 96;
   const Weight e = weight_of(GgmlType::bf16, false, vocab, {d}, 11);  // [vocab × d] as is
@@ -270,18 +306,34 @@ TEST(Bf16Products, AnOwnedMatrixLargerThanOneBlockAndTheUnembeddingToo) {
   expect_bf16_product(logits, none, 0.0f, h, n, transposed, d, vocab, "the unembedding");
 }
 
-TEST(Bf16Products, GenerationsFewRowsStayOnTheMatrixVectorKernelsBitForBit) {
-  const Weight w = weight_of(GgmlType::q4_k, true, 512, {40, 24}, 3);
-  for (const std::size_t n : {1u, 4u}) {
-    const std::vector<float> x = random_floats(n * 512, 2);
-    std::vector<float> plain(n * 64), asked(n * 64);
-    multiply(x.data(), n, 512, w.tensor, 64, plain.data());
-    {
-      const Bf16Products bf16;
-      multiply(x.data(), n, 512, w.tensor, 64, asked.data());
+// Generation's 1 to 4 rows are as they were without the switch, bit for bit: on the
+// matrix–vector kernels (Q4_K), widened in blocks shared over a team of threads (Q4_0, which
+// those kernels do not read: every block f32, not bf16 on the asking thread alone), and by
+// the transpose (the unembedding).
+TEST(Bf16Products, GenerationsFewRowsStayAsTheyWereBitForBit) {
+  const std::size_t in = 512, rows = 2000;
+  for (const GgmlType type : {GgmlType::q4_k, GgmlType::q4_0}) {
+    const Weight w = weight_of(type, true, in, {rows}, 3);
+    for (const std::size_t n : {1u, 4u}) {
+      const std::vector<float> x = random_floats(n * in, 2);
+      std::vector<float> plain(n * rows), asked(n * rows);
+      multiply(x.data(), n, in, w.tensor, rows, plain.data());
+      {
+        const Bf16Products bf16;
+        multiply(x.data(), n, in, w.tensor, rows, asked.data());
+      }
+      EXPECT_EQ(plain, asked) << ggml_type_name(type) << ", " << n << " rows";
     }
-    EXPECT_EQ(plain, asked) << n << " rows";
   }
+  const Weight e = weight_of(GgmlType::f16, false, 3000, {64}, 4);  // [vocab × d] as is
+  const std::vector<float> h = random_floats(3 * 64, 5);
+  std::vector<float> plain(3 * 3000), asked(3 * 3000);
+  multiply_by_transpose(h.data(), 3, 64, e.tensor, 3000, plain.data());
+  {
+    const Bf16Products bf16;
+    multiply_by_transpose(h.data(), 3, 64, e.tensor, 3000, asked.data());
+  }
+  EXPECT_EQ(plain, asked) << "the unembedding";
 }
 
 // The whole forward of three small checkpoints (GPT-2 in bf16, SmolLM in bf16, Qwen2 in f16)
