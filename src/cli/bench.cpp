@@ -277,8 +277,7 @@ int bench_model(const BenchFlags& f) {
   std::vector<int> ids(f.tokens);
   for (int& id : ids)
     id = static_cast<int>(rng.next() % c.vocab_size);
-  if (f.bf16 && !bf16_products_available())
-    fail("--bf16", "this CPU has no bf16 units (AVX-512 BF16 or AMX) that oneDNN uses; leave --bf16 out");
+  if (f.bf16) check_bf16_products("--bf16");
   const Bf16Products bf16(f.bf16);
   const double median = median_seconds(f.repeats, [&] { model_forward(model, ids); });
   const double flops = forward_flops(c, f.tokens);
@@ -442,8 +441,7 @@ int bench_train(const BenchFlags& f) {
   Batch batch;
   for (std::size_t b = 0; b < s.batch; ++b)
     batch.push_back(induction_sequence(b, s.context + 1, s.vocab).ids);
-  if (f.bf16 && !bf16_products_available())
-    fail("--bf16", "this CPU has no bf16 units (AVX-512 BF16 or AMX) that oneDNN uses; leave --bf16 out");
+  if (f.bf16) check_bf16_products("--bf16");
   AdamW adam;
   const auto step = [&] {
     loss_and_gradients<float>(c, p, batch, g,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "attnlab/core/dtype.hpp"
+#include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/peak.hpp"
 
@@ -131,18 +132,6 @@ namespace {
 constexpr double kBf16From = double(1 << 18);
 constexpr std::size_t kFewRows = 4;  // generation's new tokens (attnlab/kernels/matvec.hpp's kMatvecMaxRows)
 
-// `rows` stored rows of `width` f32 values, `ld` apart, rounded to bf16 into a buffer of
-// this thread's, rows `width` apart (kept between calls while it is small).
-const std::uint16_t* rounded_rows(const float* values, std::size_t rows, std::size_t width, std::size_t ld,
-                                  std::vector<std::uint16_t>& buffer) {
-  buffer.resize(rows * width);
-#pragma omp parallel for schedule(static) if (rows * width >= (1 << 16) && !omp_in_parallel())
-  for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r)
-    f32_to_bf16(std::span<const float>(values + std::size_t(r) * ld, width),
-                std::span<std::uint16_t>(buffer.data() + std::size_t(r) * width, width));
-  return buffer.data();
-}
-
 }  // namespace
 
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,
@@ -154,9 +143,11 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const f
     // op(A) [M × K] is stored as ta ? K rows of M : M rows of K; op(B) [K × N] as tb ? N rows of K : K rows of N.
     thread_local std::vector<std::uint16_t> a_bf16, b_bf16;
     const std::size_t a_width = ta ? M : K, b_width = tb ? K : N;
-    const std::uint16_t* a = rounded_rows(A, ta ? K : M, a_width, lda, a_bf16);
-    const std::uint16_t* b = rounded_rows(B, tb ? N : K, b_width, ldb, b_bf16);
-    gemm_bf16(ta, tb, M, N, K, a, a_width, b, b_width, beta, C, ldc);
+    a_bf16.resize((ta ? K : M) * a_width);
+    b_bf16.resize((tb ? N : K) * b_width);
+    round_rows_to_bf16(A, ta ? K : M, a_width, lda, a_bf16.data());
+    round_rows_to_bf16(B, tb ? N : K, b_width, ldb, b_bf16.data());
+    gemm_bf16(ta, tb, M, N, K, a_bf16.data(), a_width, b_bf16.data(), b_width, beta, C, ldc);
     for (std::vector<std::uint16_t>* kept : {&a_bf16, &b_bf16})
       if (kept->size() > (1u << 21)) std::vector<std::uint16_t>().swap(*kept);  // a large one is given back
     return;
@@ -247,6 +238,18 @@ thread_local bool bf16_products_asked = false;
 }  // namespace
 
 bool bf16_products_available() { return bf16_unit().has_value(); }
+
+void check_bf16_products(std::string_view field) {
+  if (!bf16_products_available())
+    fail(field, "this CPU has no bf16 units that oneDNN multiplies with (AVX-512 BF16 or AMX tiles); leave it out");
+}
+
+void round_rows_to_bf16(const float* values, std::size_t rows, std::size_t width, std::size_t ld, std::uint16_t* out) {
+#pragma omp parallel for schedule(static) if (rows * width >= (1 << 16) && !omp_in_parallel())
+  for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r)
+    f32_to_bf16(std::span<const float>(values + std::size_t(r) * ld, width),
+                std::span<std::uint16_t>(out + std::size_t(r) * width, width));
+}
 
 std::string bf16_products_isa() { return bf16_unit().value_or("none"); }
 

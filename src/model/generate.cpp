@@ -48,8 +48,7 @@ void check_generate(const ModelConfig& c, std::size_t prompt_tokens, const Gener
   if (o.tokens < 1 || prompt_tokens + o.tokens > c.n_positions)
     fail("tokens", fmt::format("the prompt's {} tokens plus {} new ones must fit the model's {} positions",
                                prompt_tokens, o.tokens, c.n_positions));
-  if (o.bf16 && !bf16_products_available())
-    fail("bf16", "this CPU has no bf16 units that oneDNN multiplies with (AVX-512 BF16 or AMX tiles); leave it out");
+  if (o.bf16) check_bf16_products("bf16");
 }
 
 std::vector<GeneratedToken> generate(const Model& model, std::span<const int> prompt, const GenerateOptions& o,

@@ -214,21 +214,18 @@ void widened_products(const float* x, std::size_t n, std::size_t width, const st
 constexpr std::size_t kBf16Block = 1 << 21;
 
 // rows × width values of `type` at src (rows of ggml_row_bytes(type, width)) rounded to bf16
-// into out, the rows shared over OpenMP's threads: widened exactly to f32, then rounded.
+// into out: f32 rows where they lie, any other type's widened exactly to f32 a row at a time
+// first, the rows shared over OpenMP's threads.
 void round_to_bf16(const std::byte* src, GgmlType type, std::size_t rows, std::size_t width, std::uint16_t* out) {
+  if (type == GgmlType::f32) return round_rows_to_bf16(reinterpret_cast<const float*>(src), rows, width, width, out);
   const std::size_t row_bytes = ggml_row_bytes(type, width);
 #pragma omp parallel if (rows * width >= (1 << 16) && !omp_in_parallel())
   {
-    std::vector<float> line(type == GgmlType::f32 ? 0 : width);
+    std::vector<float> line(width);
 #pragma omp for schedule(static)
     for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r) {
-      const std::byte* row = src + std::size_t(r) * row_bytes;
-      const float* values = reinterpret_cast<const float*>(row);  // an f32 row is read where it lies
-      if (type != GgmlType::f32) {
-        widen(row, type, width, line.data());
-        values = line.data();
-      }
-      f32_to_bf16(std::span<const float>(values, width), std::span<std::uint16_t>(out + std::size_t(r) * width, width));
+      widen(src + std::size_t(r) * row_bytes, type, width, line.data());
+      round_rows_to_bf16(line.data(), 1, width, width, out + std::size_t(r) * width);
     }
   }
 }
@@ -265,7 +262,7 @@ void bf16_products_multiply(const float* x, std::size_t n, std::size_t in, std::
                             std::size_t out, float* y, float beta) {
   thread_local std::vector<std::uint16_t> xb;  // kept, as the blocks are, while it is small
   xb.resize(std::max(xb.size(), n * in));
-  round_to_bf16(reinterpret_cast<const std::byte*>(x), GgmlType::f32, n, in, xb.data());
+  round_rows_to_bf16(x, n, in, in, xb.data());
   std::size_t first = 0;  // the piece's first column of y
   for (const Tensor::Piece& p : pieces) {
     bf16_piece_product(xb.data(), n, in, p, beta, y + first, out);

@@ -286,8 +286,7 @@ void check_train_settings(const TrainSettings& s, const TrainLimits* limits) {
   if (s.kv_heads && s.heads % s.kv_heads != 0)
     fail("kv_heads", fmt::format("{} does not divide heads {}: each KV head serves the same number of query heads",
                                  s.kv_heads, s.heads));
-  if (s.bf16 && !bf16_products_available())
-    fail("bf16", "this CPU has no bf16 units that oneDNN multiplies with (AVX-512 BF16 or AMX tiles); leave it out");
+  if (s.bf16) check_bf16_products("bf16");
   check_training_price(s);
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace attnlab {
 
@@ -61,6 +62,15 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const d
 // Whether this CPU and oneDNN make bf16 products (AVX-512 BF16 or AMX; AVX-512 without BF16
 // emulates them, slower than f32). Checked once.
 bool bf16_products_available();
+
+// InputError naming `field` where bf16_products_available() is false: the one refusal of
+// every way in that asks for bf16 products (--bf16, TrainSettings::bf16, GenerateOptions::bf16).
+void check_bf16_products(std::string_view field);
+
+// `rows` rows of `width` f32 values, `ld` apart, rounded to bf16 (attnlab/core/dtype.hpp's
+// f32_to_bf16) into out, rows `width` apart; the rows shared over OpenMP's threads when there
+// are enough of them and this thread is not already in a parallel region.
+void round_rows_to_bf16(const float* values, std::size_t rows, std::size_t width, std::size_t ld, std::uint16_t* out);
 
 // What oneDNN runs them with: "avx512_core_amx" (AMX tiles), "avx512_core_bf16" (AVX-512
 // dot products), ...; "none" where bf16_products_available() is false.
