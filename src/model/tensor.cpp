@@ -225,7 +225,9 @@ void round_to_bf16(const std::byte* src, GgmlType type, std::size_t rows, std::s
 #pragma omp for schedule(static)
     for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r) {
       widen(src + std::size_t(r) * row_bytes, type, width, line.data());
-      round_rows_to_bf16(line.data(), 1, width, width, out + std::size_t(r) * width);
+      // The row's conversion itself, not round_rows_to_bf16: a parallel region opened per row
+      // (even one that runs on this thread alone) cost as much as the product of the block.
+      f32_to_bf16(std::span<const float>(line), std::span<std::uint16_t>(out + std::size_t(r) * width, width));
     }
   }
 }
