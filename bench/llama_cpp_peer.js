@@ -210,7 +210,10 @@ async function main() {
       `${r.generate_ratio.toFixed(2)}× |`);
 }
 
-main().catch((e) => {
-  console.error(`llama_cpp_peer: ${e.message}`);
-  process.exit(2);
-});
+if (require.main === module) {
+  main().catch((e) => {
+    console.error(`llama_cpp_peer: ${e.message}`);
+    process.exit(2);
+  });
+}
+module.exports = { gpt2_small_llama };

@@ -32,7 +32,10 @@ Isa best_isa() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = Isa::avx2;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
     best = Isa::avx512;
-  if (best == Isa::avx512 && __builtin_cpu_supports("avx512bf16")) best = Isa::avx512_bf16;
+  // Every CPU with AVX-512 BF16 (Cooper Lake, Sapphire Rapids on, Zen 4 on) has VNNI too;
+  // the tier uses both (bf16 and int8 dot products).
+  if (best == Isa::avx512 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni"))
+    best = Isa::avx512_bf16;
   if (const char* forced = std::getenv("ATTNLAB_ISA")) {
     const std::string f = forced;
     const Isa want = f == "generic" ? Isa::generic : f == "avx2" ? Isa::avx2 : f == "avx512" ? Isa::avx512 : best;

@@ -29,53 +29,67 @@ struct DecodeRun {
 };
 
 // What a K-quant product reads of x besides x itself, made once for all the rows
-// (matvec_prepare): Σ x over each 32 values [n × length/32] (Q4_K's sub-blocks' offsets);
-// where the CPU has AVX-512 BF16, also x as the sum of two bf16 parts, x ≈ hi + lo
-// [n × length] each (within 2^-18 of x), and then the sums are of hi + lo, over each 32 and
-// over each 16 values [n × length/16] (Q6_K's sub-blocks).
+// (matvec_prepare): Σ x over each 32 values [n × length/32] (Q4_K's sub-blocks' offsets).
+// Where the CPU has AVX-512 BF16 and VNNI, also, for Q4_K rows, x as two int8 parts and a
+// scale per 32 values, x ≈ s·(hi + lo/256) (q4_k_row_int8_lanes in matvec_tiles.cpp says how;
+// within max|x|/32512 of the 32), hi and lo [n × length] with each super-block's eight groups
+// of 32 in the order 0, 2, 1, 3, 4, 6, 5, 7, s [n × length/32] (none where x holds a
+// non-finite value: the f32 kernel takes those); and for Q6_K rows x as the sum of two bf16
+// parts, x ≈ hi + lo [n × length] each (within 2^-18 of x), and Σ (hi + lo) over each 16
+// values [n × length/16] (Q6_K's sub-blocks).
 struct PreparedRows {  // from one row of x on
   const float* sums32 = nullptr;
-  const float* sums16 = nullptr;      // null without BF16
-  const std::uint16_t* hi = nullptr;  // null without BF16
+  const float* sums16 = nullptr;      // null without the bf16 parts
+  const std::uint16_t* hi = nullptr;  // the bf16 parts; null without them
   const std::uint16_t* lo = nullptr;
+  const std::int8_t* hi8 = nullptr;  // the int8 parts; null without them
+  const std::int8_t* lo8 = nullptr;
+  const float* scale8 = nullptr;
 };
 struct PreparedX {
   std::size_t length = 0;
-  std::vector<float> sums32, sums16;
+  std::vector<float> sums32, sums16, scale8;
   std::vector<std::uint16_t> hi, lo;
+  std::vector<std::int8_t> hi8, lo8;
   PreparedRows from(std::size_t row) const {
     const auto at = [](const auto& v, std::size_t offset) { return v.empty() ? nullptr : v.data() + offset; };
-    return {at(sums32, row * (length / 32)), at(sums16, row * (length / 16)), at(hi, row * length),
-            at(lo, row * length)};
+    return {at(sums32, row * (length / 32)),
+            at(sums16, row * (length / 16)),
+            at(hi, row * length),
+            at(lo, row * length),
+            at(hi8, row * length),
+            at(lo8, row * length),
+            at(scale8, row * (length / 32))};
   }
 };
 
 }  // namespace attnlab::kernels
 
-#define ATTNLAB_DECLARE_KERNELS(ns)                                                                                   \
-  namespace attnlab::kernels::ns {                                                                                    \
-  void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,   \
-                           const AttentionOptions& options);                                                          \
-  /* bf16 operands, f32 accumulation: the CPU's bf16 dot product where options.isa is */                              \
-  /* avx512_bf16 (and the build has it), else a portable step that computes the same. */                              \
-  void flash_attention_bf16(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,  \
-                            const AttentionOptions& options);                                                         \
-  void decode_run(const DecodeRun& run);                                                                              \
-  double fma_peak_gflops(int threads, long iterations);                                                               \
-  double bf16_peak_gflops(int threads, long iterations);                                                              \
-  double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                          \
-  float read_bytes(const void* data, std::size_t bytes);                                                              \
-  /* matvec.hpp's products over stored rows [first, last) (dot) or columns [first, last) */                           \
-  /* (axpy); prepared: what matvec_prepare made of x, for K-quant rows */                                             \
-  void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,       \
-                       std::size_t ldx, const PreparedX* prepared, float* y, std::size_t ldy, float beta);            \
-  /* bf16: the CPU has AVX-512 BF16 and the product may use it */                                                     \
-  void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool bf16, PreparedX& out); \
-  void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,   \
-                           std::size_t ldx, float* y, std::size_t ldy, float beta);                                   \
-  /* activation.hpp's rows [first, last) */                                                                           \
-  void activation_rows(ActivationKind f, const float* gate, const float* up, std::size_t ld_in, std::size_t first,    \
-                       std::size_t last, std::size_t cols, float* out, std::size_t ld_out);                           \
+#define ATTNLAB_DECLARE_KERNELS(ns)                                                                                  \
+  namespace attnlab::kernels::ns {                                                                                   \
+  void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,  \
+                           const AttentionOptions& options);                                                         \
+  /* bf16 operands, f32 accumulation: the CPU's bf16 dot product where options.isa is */                             \
+  /* avx512_bf16 (and the build has it), else a portable step that computes the same. */                             \
+  void flash_attention_bf16(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape, \
+                            const AttentionOptions& options);                                                        \
+  void decode_run(const DecodeRun& run);                                                                             \
+  double fma_peak_gflops(int threads, long iterations);                                                              \
+  double bf16_peak_gflops(int threads, long iterations);                                                             \
+  double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                         \
+  float read_bytes(const void* data, std::size_t bytes);                                                             \
+  /* matvec.hpp's products over stored rows [first, last) (dot) or columns [first, last) */                          \
+  /* (axpy); prepared: what matvec_prepare made of x, for K-quant rows */                                            \
+  void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,      \
+                       std::size_t ldx, const PreparedX* prepared, float* y, std::size_t ldy, float beta);           \
+  /* units: the CPU has AVX-512 BF16 and VNNI and the product may use them; q4_k, q6_k: the rows' formats */         \
+  void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units, bool q4_k,     \
+                      bool q6_k, PreparedX& out);                                                                    \
+  void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,  \
+                           std::size_t ldx, float* y, std::size_t ldy, float beta);                                  \
+  /* activation.hpp's rows [first, last) */                                                                          \
+  void activation_rows(ActivationKind f, const float* gate, const float* up, std::size_t ld_in, std::size_t first,   \
+                       std::size_t last, std::size_t cols, float* out, std::size_t ld_out);                          \
   }
 
 ATTNLAB_DECLARE_KERNELS(generic)

@@ -111,11 +111,13 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
   // K-quants: what the kernels read of x besides x, made once for all the rows.
   kernels::PreparedX prepared;
   if (q4_k || (q6_k && isa == Isa::avx512_bf16)) switch (isa) {
-      case Isa::generic: kernels::generic::matvec_prepare(x, n, ldx, parts[0].length, false, prepared); break;
-      case Isa::avx2: kernels::avx2::matvec_prepare(x, n, ldx, parts[0].length, false, prepared); break;
+      case Isa::generic:
+        kernels::generic::matvec_prepare(x, n, ldx, parts[0].length, false, q4_k, q6_k, prepared);
+        break;
+      case Isa::avx2: kernels::avx2::matvec_prepare(x, n, ldx, parts[0].length, false, q4_k, q6_k, prepared); break;
       case Isa::avx512:
       case Isa::avx512_bf16:
-        kernels::avx512::matvec_prepare(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, prepared);
+        kernels::avx512::matvec_prepare(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, q4_k, q6_k, prepared);
         break;
     }
   // The rows in pieces of kPiece, in order over the parts, taken in guided chunks: a thread

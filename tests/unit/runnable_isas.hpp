@@ -1,6 +1,9 @@
 // The kernels' instruction sets this CPU can run, so that every fast path is compared with
 // the reference on each of them, not only on the best one.
 #pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <vector>
 
 #include "attnlab/kernels/flash_attention.hpp"
@@ -14,6 +17,21 @@ inline std::vector<Isa> runnable_isas() {
   if (best >= Isa::avx512) isas.push_back(Isa::avx512);
   if (best >= Isa::avx512_bf16) isas.push_back(Isa::avx512_bf16);  // paths of their own (Q4_K products)
   return isas;
+}
+
+// How much further than an f32 loop's rounding a Q4_K product's int8 dot products (the
+// avx512_bf16 path, matvec_tiles.cpp) may be from the exact sum x · w: they hold each 32
+// values of x within max|x| / 32512 of them, so Σ over the 32s of max|x| / 32512 · Σ |w|.
+// x: `length` values; w: `length` values `w_step` apart.
+inline double q4_k_int8_bound(const float* x, const float* w, std::size_t length, std::size_t w_step = 1) {
+  double bound = 0;
+  for (std::size_t g = 0; g < length; g += 32) {
+    double largest = 0, weights = 0;
+    for (std::size_t i = g; i < std::min(length, g + 32); ++i)
+      largest = std::max(largest, std::abs(double(x[i]))), weights += std::abs(double(w[i * w_step]));
+    bound += largest / 32512 * weights;
+  }
+  return bound;
 }
 
 }  // namespace attnlab::test

@@ -24,7 +24,8 @@ std::string_view to_string(KernelKind kind);
 KernelKind kernel_named(std::string_view name, std::string_view field);
 enum class Precision { f32, bf16 };
 
-// Which SIMD code the kernels run, chosen at run time from what the CPU supports.
+// Which SIMD code the kernels run, chosen at run time from what the CPU supports
+// (avx512_bf16: AVX-512 with its BF16 and VNNI dot products).
 enum class Isa { generic, avx2, avx512, avx512_bf16 };
 Isa best_isa();
 
