@@ -396,6 +396,7 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
 #endif
   for (std::size_t c = first; c < last; ++c) {
     const std::byte* row = w.data + c * w.stride;
+    prefetch_ahead(row, w.stride);
     float out[N];
     if constexpr (F == RowFormat::q8_0)
       dot_q8_0_row<N>(row, w.length, x, ldx, out);
