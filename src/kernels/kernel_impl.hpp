@@ -51,6 +51,10 @@ struct PreparedX {
   std::vector<float> sums32, sums16, scale8;
   std::vector<std::uint16_t> hi, lo;
   std::vector<std::int8_t> hi8, lo8;
+  void clear() {  // nothing prepared; the vectors keep their memory for the next product
+    length = 0;
+    sums32.clear(), sums16.clear(), scale8.clear(), hi.clear(), lo.clear(), hi8.clear(), lo8.clear();
+  }
   PreparedRows from(std::size_t row) const {
     const auto at = [](const auto& v, std::size_t offset) { return v.empty() ? nullptr : v.data() + offset; };
     return {at(sums32, row * (length / 32)),

@@ -108,8 +108,12 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
     check(w, n, ldx, ldy, w.length, columns, "matvec_dot");
   if (n == 0 || columns == 0) return;
   const Isa isa = usable_isa(options.isa);
-  // K-quants: what the kernels read of x besides x, made once for all the rows.
-  kernels::PreparedX prepared;
+  // K-quants: what the kernels read of x besides x, made once for all the rows (in vectors
+  // the calling thread keeps: generation makes ~50 products a token, and allocating them each
+  // time was a tenth of a small product's time).
+  thread_local kernels::PreparedX kept;
+  kernels::PreparedX& prepared = kept;  // the calling thread's, named so the team's threads read it
+  prepared.clear();
   if (q4_k || (q6_k && isa == Isa::avx512_bf16)) switch (isa) {
       case Isa::generic:
         kernels::generic::matvec_prepare(x, n, ldx, parts[0].length, false, q4_k, q6_k, prepared);
@@ -147,7 +151,12 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
     }
   };
   const int threads = threads_for(bytes, options);
-#pragma omp parallel for num_threads(threads) schedule(guided) if (threads > 1)
+  if (threads == 1) {  // not through OpenMP at all: even a team of one costs a small product's time
+    for (const Piece& p : pieces)
+      run(p);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(guided)
   for (std::size_t i = 0; i < pieces.size(); ++i)
     run(pieces[i]);
 }

@@ -531,11 +531,14 @@ void prepare_bf16_parts(const float* x, std::size_t n, std::size_t ldx, std::siz
 
 void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units, bool q4_k,
                     bool q6_k, kernels::PreparedX& out) {
+  static_assert(2 * W == 32);
   out.length = length;
-  out.sums32.assign(n * (length / 32), 0.0f);
+  out.sums32.resize(n * (length / 32));
   for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t i = 0; i < length; ++i)
-      out.sums32[r * (length / 32) + i / 32] += x[r * ldx + i];
+    for (std::size_t g = 0; g < length / 32; ++g) {  // two vectors added lane by lane, then the lanes
+      const float* xg = x + r * ldx + g * 32;
+      out.sums32[r * (length / 32) + g] = sum_lanes(load(xg) + load(xg + W));
+    }
 #if defined(ATTNLAB_HAS_BF16)
   if (units && q4_k) prepare_int8_parts(x, n, ldx, length, out);
   if (units && q6_k) prepare_bf16_parts(x, n, ldx, length, out);
