@@ -343,16 +343,14 @@ void dot_q6_k_row_bf16(const std::byte* row, std::size_t length, const kernels::
 // top from the top two bits of bytes 0-3 (scales) and 4-7 (mins) (k_scale_and_min in
 // matvec.hpp reads the same a pair at a time).
 inline __m128i k_scales_and_mins(const std::byte* packed) {
-  std::uint32_t b[3];
-  std::memcpy(b, packed, 12);
-  const std::uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
-  const std::uint32_t out[4] = {b[0] & six,                                           // scales 0-3
-                                (b[2] & low4) | (((b[0] >> 6) & top2) << 4),          // scales 4-7
-                                b[1] & six,                                           // mins 0-3
-                                ((b[2] >> 4) & low4) | (((b[1] >> 6) & top2) << 4)};  // mins 4-7
-  __m128i v;
-  std::memcpy(&v, out, 16);
-  return v;
+  __m128i v;  // its 32-bit lanes 0-2: bytes 0-3 (b0), 4-7 (b1), 8-11 (b2); lane 3 the q that follow
+  std::memcpy(&v, packed, 16);
+  const __m128i low = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // b0, b2, b1, b2
+  const __m128i top = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // b0, b0, b1, b1
+  const __m128i six_or_four = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+  const __m128i two = _mm_setr_epi32(0, 0x03030303, 0, 0x03030303);
+  return _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)), six_or_four),
+                      _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(top, 6), two), 4));
 }
 #endif
 
