@@ -15,6 +15,7 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/model/model_dir.hpp"
+#include "attnlab/server/limits.hpp"
 #include "attnlab/server/model_sources.hpp"
 #include "model_api.hpp"
 
