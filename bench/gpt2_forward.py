@@ -33,6 +33,11 @@ CONFIG = {"n_layer": 12, "n_head": 12, "n_embd": 768, "n_positions": 1024, "voca
           "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new", "model_type": "gpt2"}
 
 
+def share_of(percent, peak):
+    """'57% of the bf16 peak', or that no peak was measured for it (percent None)."""
+    return f"{percent:.0f}% of {peak}" if percent is not None else f"no {peak} measured"
+
+
 def write_checkpoint(folder):
     rng = np.random.default_rng(0)
     d, v, p = CONFIG["n_embd"], CONFIG["vocab_size"], CONFIG["n_positions"]
@@ -163,7 +168,7 @@ def main():
                           "torch_percent_of_peak": 100 * flops / torch_seconds / 1e9 / peak,
                           "largest_logit_difference": gap,
                           "attnlab_bf16_seconds": bf16["median_seconds"] if bf16 else None,
-                          "attnlab_bf16_percent_of_bf16_peak": (bf16["percent_of_bf16_peak"] or 0) if bf16 else None,
+                          "attnlab_bf16_percent_of_bf16_peak": bf16["percent_of_bf16_peak"] if bf16 else None,
                           "bf16_isa": bf16["bf16_isa"] if bf16 else "none"}))
         return
     print(f"GPT-2-small shape, {args.tokens} tokens, f32, 2 threads, OpenBLAS kernels {ours['blas_core']} for both; "
@@ -176,7 +181,7 @@ def main():
           f"tokens: {gap:.2e}")
     if bf16:
         print(f"  attnlab, bf16 products on {bf16['bf16_isa']}: {bf16['median_seconds']:.3f} s "
-              f"({bf16['percent_of_bf16_peak'] or 0:.0f}% of the bf16 peak), {torch_seconds / bf16['median_seconds']:.2f}× "
+              f"({share_of(bf16['percent_of_bf16_peak'], 'the bf16 peak')}), {torch_seconds / bf16['median_seconds']:.2f}× "
               f"PyTorch's f32")
 
 

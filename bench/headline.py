@@ -26,6 +26,8 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 
+from gpt2_forward import share_of  # noqa: E402 (beside this script)
+
 
 def run_json(command):
     print("running " + " ".join(command[:2]) + " ...", file=sys.stderr, flush=True)
@@ -65,7 +67,7 @@ def main():
           f"({f['torch_percent_of_peak']:.0f}%) | {f['torch_seconds'] / f['attnlab_seconds']:.2f}× PyTorch |")
     if f.get("attnlab_bf16_seconds"):
         print(f"| GPT-2 small forward, {f['tokens']} tokens, bf16 products ({f['bf16_isa']}) | "
-              f"{f['attnlab_bf16_seconds']:.3f} s | {f['attnlab_bf16_percent_of_bf16_peak']:.0f}% of bf16 peak | | "
+              f"{f['attnlab_bf16_seconds']:.3f} s | {share_of(f['attnlab_bf16_percent_of_bf16_peak'], 'bf16 peak')} | | "
               f"{f['torch_seconds']:.3f} s | {f['torch_seconds'] / f['attnlab_bf16_seconds']:.2f}× PyTorch |")
     short = peers[64]
     for r in short["rows"]:
@@ -77,8 +79,9 @@ def main():
         a, t = r["attnlab"], r["llama_cpp"]
         if a["prompt_bf16_tokens_per_second"] > 0:
             print(f"| prompt {short['prompt']} tokens, {r['file']} GGUF, bf16 products ({a['bf16_isa']}) | "
-                  f"{a['prompt_bf16_tokens_per_second']:.0f} tok/s | {a['prompt_bf16_percent_of_bf16_peak']:.0f}% of "
-                  f"bf16 peak | {t['prompt_tokens_per_second']:.0f} tok/s | | {r['prompt_bf16_ratio']:.2f}× llama.cpp |")
+                  f"{a['prompt_bf16_tokens_per_second']:.0f} tok/s | "
+                  f"{share_of(a['prompt_bf16_percent_of_bf16_peak'], 'bf16 peak')} | "
+                  f"{t['prompt_tokens_per_second']:.0f} tok/s | | {r['prompt_bf16_ratio']:.2f}× llama.cpp |")
     for context, result in peers.items():
         for r in result["rows"]:
             a, t = r["attnlab"], r["llama_cpp"]

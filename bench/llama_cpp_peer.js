@@ -141,7 +141,7 @@ function attnlab(file, f) {
     prompt_tokens_per_second: prompt.tokens_per_second,
     prompt_percent_of_f32_peak: prompt.percent_of_peak,
     prompt_bf16_tokens_per_second: bf16 ? bf16.tokens_per_second : 0,
-    prompt_bf16_percent_of_bf16_peak: bf16 ? bf16.percent_of_bf16_peak ?? 0 : 0,  // null: no peak measured
+    prompt_bf16_percent_of_bf16_peak: bf16 ? bf16.percent_of_bf16_peak : null,  // null: no peak measured for its unit
     bf16_isa: bf16 ? bf16.bf16_isa : 'none',
     generate_tokens_per_second: gen.generation.tokens_per_second,
     generate_percent_of_read_bandwidth: gen.generation.percent_of_read_bandwidth,
