@@ -469,10 +469,10 @@ void axpy_columns_n(const StoredRows& w, std::size_t first, std::size_t last, co
 }
 
 #if defined(ATTNLAB_HAS_BF16)
-// x's int8 parts for q4_k_row_int8_lanes: false, with nothing kept, where a group of 32 values
-// holds a non-finite value, or all its values are nonzero and below 2^-100 (where s and the
-// factors would fall among f32's subnormals): the f32 kernel takes those.
-bool prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length, kernels::PreparedX& out) {
+// x's int8 parts for q4_k_row_int8_lanes; none kept where a group of 32 values holds a
+// non-finite value, or all its values are nonzero and below 2^-100 (where s and the factors
+// would fall among f32's subnormals): the f32 kernel takes those.
+void prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length, kernels::PreparedX& out) {
   const std::size_t groups = length / 32;
   out.hi8.resize(n * length), out.lo8.resize(n * length), out.scale8.resize(n * groups);
   const __m512i limit = _mm512_set1_epi32(127);
@@ -485,7 +485,7 @@ bool prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::siz
       if (!std::isfinite(largest) || (largest != 0.0f && largest < 0x1p-100f) ||
           _mm512_cmp_ps_mask(_mm512_add_ps(x0, x1), _mm512_add_ps(x0, x1), _CMP_UNORD_Q)) {
         out.hi8.clear(), out.lo8.clear(), out.scale8.clear();
-        return false;
+        return;
       }
       out.scale8[r * groups + g] = largest / 127.0f;
       // Group g's place in its super-block: 0, 2, 1, 3, 4, 6, 5, 7 (the middle two swapped).
@@ -501,7 +501,6 @@ bool prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::siz
                                                                _mm512_min_epi32(limit, l))));
       }
     }
-  return true;
 }
 
 // x's bf16 parts for dot_q6_k_row_bf16: hi = x rounded to bf16, lo = what is left rounded to

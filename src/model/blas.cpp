@@ -22,6 +22,7 @@
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/kernels/matvec.hpp"
 #include "attnlab/kernels/peak.hpp"
 
 namespace attnlab {
@@ -130,7 +131,6 @@ namespace {
 // Products with fewer multiply-adds than this stay f32 under Bf16Products: rounding the
 // operands (M·K + K·N values) would cost about what the bf16 units save.
 constexpr double kBf16From = double(1 << 18);
-constexpr std::size_t kFewRows = 4;  // generation's new tokens (attnlab/kernels/matvec.hpp's kMatvecMaxRows)
 
 }  // namespace
 
@@ -139,7 +139,7 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const f
   // Not for generation's few rows, nor inside a parallel region: a product shared over a
   // team's threads (tensor.cpp's widened blocks) would be bf16 on the thread that asked and
   // f32 on the others.
-  if (bf16_products() && M > kFewRows && !omp_in_parallel() && double(M) * double(N) * double(K) >= kBf16From) {
+  if (bf16_products() && M > kMatvecMaxRows && !omp_in_parallel() && double(M) * double(N) * double(K) >= kBf16From) {
     // op(A) [M × K] is stored as ta ? K rows of M : M rows of K; op(B) [K × N] as tb ? N rows of K : K rows of N.
     thread_local std::vector<std::uint16_t> a_bf16, b_bf16;
     const std::size_t a_width = ta ? M : K, b_width = tb ? K : N;
