@@ -2,10 +2,9 @@
 // threads, each share run by the instruction set's kernel (activation_tiles.cpp).
 #include "attnlab/kernels/activation.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 
+#include "attnlab/kernels/team.hpp"
 #include "kernel_impl.hpp"
 
 namespace attnlab {
@@ -27,13 +26,8 @@ void activation_rows(ActivationKind f, const float* gate, const float* up, std::
         return kernels::avx512::activation_rows(f, gate, up, ld_in, first, last, cols, out, ld_out);
     }
   };
-  const int team = rows * cols < kParallelValues || omp_in_parallel() ? 1
-                   : threads > 0                                      ? threads
-                                                                      : omp_get_max_threads();
-  if (team == 1) return run(0, rows);
-#pragma omp parallel for schedule(static) num_threads(team)
-  for (int k = 0; k < team; ++k)
-    run(rows * std::size_t(k) / std::size_t(team), rows * std::size_t(k + 1) / std::size_t(team));
+  const std::size_t team = rows * cols < kParallelValues ? 1 : std::size_t(sharing_threads(threads));
+  share_items(team, int(team), [&](std::size_t k) { run(rows * k / team, rows * (k + 1) / team); });
 }
 
 }  // namespace attnlab

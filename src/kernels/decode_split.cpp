@@ -1,8 +1,6 @@
 // Split-K decoding: work items are (KV head, chunk of the cache); each leaves, for every
 // query of its KV head's group, a partial state (max m_c, sum s_c, unnormalised output o_c).
 // The merge: M = max_c m_c, out = Σ_c o_c·2^(m_c - M) / Σ_c s_c·2^(m_c - M).
-#include <omp.h>
-
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <vector>
 
 #include "attnlab/kernels/flash_decode.hpp"
+#include "attnlab/kernels/team.hpp"
 #include "kernel_impl.hpp"
 
 namespace attnlab {
@@ -60,9 +59,7 @@ void decode_keys(const KVCache& cache, std::size_t layer, std::size_t heads, std
   const float* grouped_rows = grouped.data();
   const std::size_t* last_rows = last_visible.data();
   float *max_rows = part_max.data(), *sum_rows = part_sum.data(), *out_rows = part_out.data();
-  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (std::size_t item = 0; item < items; ++item) {
+  share_items(items, options.threads, [&](std::size_t item) {
     const std::size_t g = item / chunks, c = item % chunks;
     kernels::DecodeRun run;
     run.keys = cache.keys(layer, g);
@@ -79,7 +76,7 @@ void decode_keys(const KVCache& cache, std::size_t layer, std::size_t heads, std
     run.sum = sum_rows + item * count;
     run.out = out_rows + item * count * d_pad;
     run_kernel(run);
-  }
+  });
 
   // Merge the chunks of each KV head, query by query.
   for (std::size_t g = 0; g < kv_heads; ++g)

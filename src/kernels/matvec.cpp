@@ -1,7 +1,6 @@
 // The matrix–vector products' dispatch (attnlab/kernels/matvec.hpp): the shape checked,
 // the K-quants' activations prepared once, the rows or columns split between threads, and
 // each share run by the instruction set's kernel (matvec_tiles.cpp).
-#include <omp.h>
 
 #include <algorithm>
 #include <span>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "attnlab/kernels/matvec.hpp"
+#include "attnlab/kernels/team.hpp"
 #include "kernel_impl.hpp"
 
 namespace attnlab {
@@ -54,8 +54,7 @@ void check(const StoredRows& w, std::size_t n, std::size_t ldx, std::size_t ldy,
 }
 
 int threads_for(std::size_t bytes, const MatvecOptions& options) {
-  if (bytes < kParallelBytes || omp_in_parallel()) return 1;
-  return options.threads > 0 ? options.threads : omp_get_max_threads();
+  return bytes < kParallelBytes ? 1 : sharing_threads(options.threads);
 }
 
 // Thread t's share of [0, total) when `threads` threads split it in kPiece-sized pieces.
@@ -64,15 +63,6 @@ std::pair<std::size_t, std::size_t> share(std::size_t total, int threads, int t)
   const std::size_t per_thread = (pieces + std::size_t(threads) - 1) / std::size_t(threads);
   return {std::min(total, std::size_t(t) * per_thread * kPiece),
           std::min(total, std::size_t(t + 1) * per_thread * kPiece)};
-}
-
-// Runs body(t) for t < threads, on `threads` threads (on this one if 1).
-template <class Body>
-void on_threads(int threads, const Body& body) {
-  if (threads <= 1) return body(0);
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (int t = 0; t < threads; ++t)
-    body(t);
 }
 
 }  // namespace
@@ -124,15 +114,17 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
         kernels::avx512::matvec_prepare(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, q4_k, q6_k, prepared);
         break;
     }
-  // The rows in pieces of kPiece, in order over the parts, taken in guided chunks: a thread
-  // takes a run of pieces in a row (its reads one stream), half of what is left at first,
-  // then less and less, so that a thread that starts late or runs slow (its core shared with
-  // something else) is waited for less at the end than with equal shares.
+  // The rows in pieces of kPiece, in order over the parts, shared in runs (team.hpp): a
+  // thread takes a run of pieces in a row (its reads one stream), smaller as less is left,
+  // so that a thread that starts late or runs slow (its core shared with something else) is
+  // waited for less at the end than with equal shares.
   struct Piece {
     const StoredRows* w;
     std::size_t first, last, column;
   };
-  std::vector<Piece> pieces;
+  thread_local std::vector<Piece> kept_pieces;  // (kept for the same reason as the prepared x)
+  std::vector<Piece>& pieces = kept_pieces;
+  pieces.clear();
   std::size_t column = 0;  // the part's first column of y
   for (const StoredRows& w : parts) {
     for (std::size_t first = 0; first < w.count; first += kPiece)
@@ -150,15 +142,7 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
         return kernels::avx512::matvec_dot_rows(*p.w, p.first, p.last, x, n, ldx, &prepared, yw, ldy, beta);
     }
   };
-  const int threads = threads_for(bytes, options);
-  if (threads == 1) {  // not through OpenMP at all: even a team of one costs a small product's time
-    for (const Piece& p : pieces)
-      run(p);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(guided)
-  for (std::size_t i = 0; i < pieces.size(); ++i)
-    run(pieces[i]);
+  share_items(pieces.size(), threads_for(bytes, options), [&](std::size_t i) { run(pieces[i]); });
 }
 
 void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
@@ -169,8 +153,8 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
   if (n == 0 || w.length == 0) return;
   const Isa isa = usable_isa(options.isa);
   const int threads = threads_for(w.count * w.stride, options);
-  on_threads(threads, [&](int t) {
-    const auto [first, last] = share(w.length, threads, t);
+  share_items(std::size_t(threads), threads, [&](std::size_t t) {
+    const auto [first, last] = share(w.length, threads, int(t));
     if (first >= last) return;
     switch (isa) {
       case Isa::generic: return kernels::generic::matvec_axpy_columns(w, first, last, x, n, ldx, y, ldy, beta);

@@ -15,6 +15,8 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/flash_decode.hpp"
+#include "attnlab/kernels/matvec.hpp"
+#include "attnlab/kernels/team.hpp"
 #include "attnlab/model/blas.hpp"
 #include "transformer.hpp"
 
@@ -414,17 +416,26 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
   // at a time then moves the cache's arrays a few times, not at every step.
   if (first + n > cache_.capacity())
     cache_.reserve(std::min(c.n_positions, std::max(first + n, 2 * cache_.capacity())));
-  std::vector<float> x = embed(model_, ids, first);
-  BlockActivations<float> a;
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const Heads at = heads_of(c, l);
-    const HeadsStep<float> cached_heads = [&](const float* qkv, float* z) {
-      attend_through_cache(cache_, l, at, qkv, n, z);
-    };
-    block_forward(c, l, model_.blocks[l], n, first, x, a, cached_heads);
-  }
+  std::vector<float> x = embed(model_, ids, first), logits;
+  const auto blocks_and_logits = [&] {
+    BlockActivations<float> a;
+    for (std::size_t l = 0; l < c.n_layer; ++l) {
+      const Heads at = heads_of(c, l);
+      const HeadsStep<float> cached_heads = [&](const float* qkv, float* z) {
+        attend_through_cache(cache_, l, at, qkv, n, z);
+      };
+      block_forward(c, l, model_.blocks[l], n, first, x, a, cached_heads);
+    }
+    logits = unembed(model_, x, n);
+  };
+  // A generated token's ~5 products and attention calls a layer, each tens of microseconds,
+  // share one held team (kernels/team.hpp), not an OpenMP region each. A prompt's products
+  // are GEMMs that take OpenMP's threads themselves.
+  if (n <= kMatvecMaxRows)
+    hold_team(blocks_and_logits);
+  else
+    blocks_and_logits();
   length_ += n;
-  const std::vector<float> logits = unembed(model_, x, n);
   return {logits.end() - static_cast<std::ptrdiff_t>(c.vocab_size), logits.end()};
 }
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "attnlab/kernels/matvec.hpp"
+#include "attnlab/kernels/team.hpp"
 #include "attnlab/model/blas.hpp"
 
 namespace attnlab {
@@ -188,23 +189,21 @@ namespace {
 
 // y[n × rows] (rows ldy apart) = beta · y + x[n × width] · Wᵀ, W's `rows` stored rows of
 // `width` values in a 16-bit or quantized type: a block of W's rows at a time, widened to
-// f32 and multiplied, the blocks shared over OpenMP's threads (each its own widening and a
+// f32 and multiplied, the blocks shared over the threads (team.hpp; each its own widening and a
 // one-thread product: the widening is as much of the work as the product for a prompt).
 void widened_products(const float* x, std::size_t n, std::size_t width, const std::byte* data, GgmlType type,
                       std::size_t rows, float beta, float* y, std::size_t ldy) {
   const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(width, 1));
   const std::size_t blocks = (rows + block - 1) / block;
-#pragma omp parallel if (blocks > 1 && !omp_in_parallel())
-  {
+  share_runs(blocks, 0, [&](std::size_t first, std::size_t end) {
     std::vector<float> scratch;
-#pragma omp for schedule(dynamic)
-    for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(blocks); ++b) {
-      const std::size_t r0 = std::size_t(b) * block, count = std::min(block, rows - r0);
+    for (std::size_t b = first; b < end; ++b) {
+      const std::size_t r0 = b * block, count = std::min(block, rows - r0);
       scratch.resize(count * width);
       widen(data + r0 * ggml_row_bytes(type, width), type, count * width, scratch.data());
       gemm(false, true, n, count, width, x, width, scratch.data(), width, beta, y + r0, ldy);
     }
-  }
+  });
 }
 
 // ---- bf16 products (Bf16Products, attnlab/model/blas.hpp) ----

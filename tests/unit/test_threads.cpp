@@ -1,19 +1,27 @@
 // The thread budget (attnlab/model/threads.hpp) and the one pool: what a budget sets while
 // it lives and leaves after, per thread; products shared over OpenMP's threads with OpenBLAS
-// on one (attnlab/model/blas.hpp), equal to one OpenBLAS call.
+// on one (attnlab/model/blas.hpp), equal to one OpenBLAS call; the held team
+// (attnlab/kernels/team.hpp): every item shared once, the same products as without it.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <array>
+#include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "attnlab/core/rng.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/kernels/matvec.hpp"
+#include "attnlab/kernels/team.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/threads.hpp"
 
@@ -133,4 +141,126 @@ TEST(BlasCore, OpenBlasRunsTheKernelsChosenInTheProcess) {
   EXPECT_FALSE(attnlab::use_blas_core("NoSuchCore")) << "a name OpenBLAS does not know";
   EXPECT_TRUE(attnlab::use_blas_core(original));
   EXPECT_EQ(attnlab::blas_core(), original);
+}
+
+namespace {
+
+// Shares [0, count) over `threads` and checks each item was run once, in runs inside it.
+void expect_each_item_once(std::size_t count, int threads, const std::string& where) {
+  std::vector<std::atomic<int>> runs_of(count);
+  std::atomic<bool> runs_inside{true};
+  attnlab::share_runs(count, threads, [&](std::size_t first, std::size_t end) {
+    if (!(first < end && end <= count)) runs_inside = false;
+    for (std::size_t i = first; i < end && i < count; ++i)
+      runs_of[i].fetch_add(1);
+  });
+  EXPECT_TRUE(runs_inside) << where;
+  for (std::size_t i = 0; i < count; ++i)
+    ASSERT_EQ(runs_of[i].load(), 1) << where << ": item " << i << " of " << count << ", " << threads << " threads";
+}
+
+// About `micros` microseconds of this thread's time.
+void busy(int micros) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+}  // namespace
+
+TEST(Team, SharesEveryItemOnceHeldOrNot) {
+  const ThreadBudget budget(2);
+  for (std::size_t count : {0, 1, 2, 5, 64, 1000})
+    for (int threads : {0, 1, 2, 3, 4})
+      expect_each_item_once(count, threads, "not held");
+  attnlab::hold_team([&] {
+    EXPECT_TRUE(omp_in_parallel()) << "the step runs in the team's region";
+    EXPECT_EQ(attnlab::sharing_threads(), 2) << "the held team: the budget's threads";
+    EXPECT_EQ(attnlab::sharing_threads(4), 2) << "the held team, whatever is asked for";
+    EXPECT_EQ(attnlab::sharing_threads(1), 1) << "one thread asked for: this one";
+    for (int round = 0; round < 50; ++round)  // one team, share after share
+      for (std::size_t count : {0, 1, 2, 5, 64, 1000})
+        for (int threads : {0, 1, 3})
+          expect_each_item_once(count, threads, "held");
+  });
+#pragma omp parallel num_threads(2)
+  {
+    EXPECT_EQ(attnlab::sharing_threads(), 1) << "inside another region: the calling thread alone";
+    expect_each_item_once(100, 0, "inside a region");
+  }
+}
+
+TEST(Team, HeldThreadsTakeItems) {
+  const ThreadBudget budget(2);
+  std::mutex lock;
+  std::set<std::thread::id> takers;
+  attnlab::hold_team([&] {
+    attnlab::share_items(200, 0, [&](std::size_t) {
+      busy(50);
+      const std::lock_guard<std::mutex> hold(lock);
+      takers.insert(std::this_thread::get_id());
+    });
+  });
+  EXPECT_EQ(takers.size(), 2u) << "10 ms of items, and the held thread took none";
+}
+
+TEST(Team, AStepsExceptionComesOutAndTheTeamCanBeHeldAgain) {
+  const ThreadBudget budget(2);
+  EXPECT_THROW(attnlab::hold_team([] {
+                 attnlab::share_items(10, 0, [](std::size_t) {});
+                 throw std::runtime_error("the step failed");
+               }),
+               std::runtime_error);
+  int steps = 0;
+  attnlab::hold_team([&] {
+    attnlab::hold_team([&] { ++steps; });  // held already: runs as it is
+    ++steps;
+  });
+  EXPECT_EQ(steps, 2);
+  {
+    const ThreadBudget alone(1);
+    attnlab::hold_team([&] {
+      EXPECT_FALSE(omp_in_parallel()) << "a budget of one holds no team";
+      EXPECT_EQ(attnlab::sharing_threads(), 1);
+    });
+  }
+  // More threads than cores would spin waiting for each other's cores: no team, and the
+  // shares open OpenMP's regions as they would without hold_team.
+  const ThreadBudget more_than_cores(omp_get_num_procs() + 1);
+  attnlab::hold_team([&] {
+    EXPECT_FALSE(omp_in_parallel());
+    EXPECT_EQ(attnlab::sharing_threads(), omp_get_num_procs() + 1);
+    expect_each_item_once(1000, 0, "a budget above the cores");
+  });
+}
+
+// The kernels take their pieces from the team inside hold_team; each piece's sums are the
+// same whichever thread runs it, so the products are equal bit for bit.
+TEST(Team, ProductsInAHeldTeamAreTheProductsWithout) {
+  attnlab::SplitMix64 rng(11);
+  const std::size_t rows = 1200, width = 256, n = 2;  // 1.2 MB of f32: shared over threads
+  std::vector<float> w(rows * width), x(n * width);
+  for (auto* buffer : {&w, &x})
+    for (float& v : *buffer)
+      v = static_cast<float>(rng.normal());
+  const attnlab::StoredRows stored{attnlab::RowFormat::f32, reinterpret_cast<const std::byte*>(w.data()), rows, width,
+                                   width * sizeof(float)};
+  const ThreadBudget budget(2);
+  std::vector<float> alone(n * rows), held(n * rows), by_columns(n * width), by_columns_held(n * width);
+  attnlab::matvec_dot(stored, x.data(), n, width, alone.data(), rows, 0.0f, {1});
+  // The same weights as inputs: x'[n × rows] · w[rows × width].
+  std::vector<float> x_rows(n * rows);
+  for (float& v : x_rows)
+    v = static_cast<float>(rng.normal());
+  const attnlab::StoredRows as_inputs{attnlab::RowFormat::f32, reinterpret_cast<const std::byte*>(w.data()), rows,
+                                      width, width * sizeof(float)};
+  attnlab::matvec_axpy(as_inputs, x_rows.data(), n, rows, by_columns.data(), width, 0.0f, {1});
+  attnlab::hold_team([&] {
+    for (int round = 0; round < 20; ++round) {
+      attnlab::matvec_dot(stored, x.data(), n, width, held.data(), rows, 0.0f);
+      ASSERT_EQ(held, alone) << "round " << round;
+      attnlab::matvec_axpy(as_inputs, x_rows.data(), n, rows, by_columns_held.data(), width, 0.0f);
+      ASSERT_EQ(by_columns_held, by_columns) << "round " << round;
+    }
+  });
 }
