@@ -24,6 +24,7 @@
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/matvec.hpp"
 #include "attnlab/kernels/peak.hpp"
+#include "attnlab/kernels/team.hpp"
 
 namespace attnlab {
 
@@ -245,10 +246,9 @@ void check_bf16_products(std::string_view field) {
 }
 
 void round_rows_to_bf16(const float* values, std::size_t rows, std::size_t width, std::size_t ld, std::uint16_t* out) {
-#pragma omp parallel for schedule(static) if (rows * width >= (1 << 16) && !omp_in_parallel())
-  for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r)
-    f32_to_bf16(std::span<const float>(values + std::size_t(r) * ld, width),
-                std::span<std::uint16_t>(out + std::size_t(r) * width, width));
+  share_items(rows, rows * width >= (1 << 16) ? 0 : 1, [&](std::size_t r) {
+    f32_to_bf16(std::span<const float>(values + r * ld, width), std::span<std::uint16_t>(out + r * width, width));
+  });
 }
 
 std::string bf16_products_isa() { return bf16_unit().value_or("none"); }

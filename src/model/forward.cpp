@@ -44,11 +44,8 @@ namespace {
 void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z) {
   const std::size_t hd = at.hd;
   std::vector<float> q(at.H * n * hd), k(at.H_kv * n * hd), v(k.size()), out(q.size());  // [H or H_kv × n × hd]
-  // The heads' rows gathered (and their outputs scattered back) over OpenMP's threads.
-  const bool share = n * at.width >= transformer::kParallelFrom;
-#pragma omp parallel for schedule(static) if (share)
-  for (std::ptrdiff_t row_index = 0; row_index < static_cast<std::ptrdiff_t>(n); ++row_index) {
-    const std::size_t i = static_cast<std::size_t>(row_index);
+  // The heads' rows gathered (and their outputs scattered back) over the threads.
+  for_rows(n, n * at.width, [&](std::size_t i) {
     const float* row = qkv + i * at.width;
     for (std::size_t h = 0; h < at.H; ++h)
       std::copy_n(row + at.q(h), hd, q.data() + (h * n + i) * hd);
@@ -56,19 +53,17 @@ void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z)
       std::copy_n(row + at.k(g), hd, k.data() + (g * n + i) * hd);
       std::copy_n(row + at.v(g), hd, v.data() + (g * n + i) * hd);
     }
-  }
+  });
   AttentionOptions options;
   options.causal = true;
   options.scale = at.scale;
   if (at.window) options.window = at.window;
   if (bf16_products()) options.precision = Precision::bf16;  // Q·Kᵀ and P·V as bf16 dot products too
   flash_attention(q.data(), k.data(), v.data(), out.data(), {at.H, at.H_kv, n, n, hd, hd}, options);
-#pragma omp parallel for schedule(static) if (share)
-  for (std::ptrdiff_t row_index = 0; row_index < static_cast<std::ptrdiff_t>(n); ++row_index) {
-    const std::size_t i = static_cast<std::size_t>(row_index);
+  for_rows(n, n * at.width, [&](std::size_t i) {
     for (std::size_t h = 0; h < at.H; ++h)
       std::copy_n(out.data() + (h * n + i) * hd, hd, z + i * at.H * hd + h * hd);
-  }
+  });
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 // them (attnlab/model/tensor.hpp).
 #include "attnlab/model/tensor.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -218,17 +216,15 @@ constexpr std::size_t kBf16Block = 1 << 21;
 void round_to_bf16(const std::byte* src, GgmlType type, std::size_t rows, std::size_t width, std::uint16_t* out) {
   if (type == GgmlType::f32) return round_rows_to_bf16(reinterpret_cast<const float*>(src), rows, width, width, out);
   const std::size_t row_bytes = ggml_row_bytes(type, width);
-#pragma omp parallel if (rows * width >= (1 << 16) && !omp_in_parallel())
-  {
+  share_runs(rows, rows * width >= (1 << 16) ? 0 : 1, [&](std::size_t first, std::size_t end) {
     std::vector<float> line(width);
-#pragma omp for schedule(static)
-    for (std::ptrdiff_t r = 0; r < static_cast<std::ptrdiff_t>(rows); ++r) {
-      widen(src + std::size_t(r) * row_bytes, type, width, line.data());
+    for (std::size_t r = first; r < end; ++r) {
+      widen(src + r * row_bytes, type, width, line.data());
       // The row's conversion itself, not round_rows_to_bf16: a parallel region opened per row
       // (even one that runs on this thread alone) cost as much as the product of the block.
-      f32_to_bf16(std::span<const float>(line), std::span<std::uint16_t>(out + std::size_t(r) * width, width));
+      f32_to_bf16(std::span<const float>(line), std::span<std::uint16_t>(out + r * width, width));
     }
-  }
+  });
 }
 
 // y[n × p.cols] (rows ldy apart) = beta · y + xb[n × in] · P, xb the input in bf16 and P the

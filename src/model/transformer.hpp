@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attnlab/kernels/activation.hpp"
+#include "attnlab/kernels/team.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
@@ -30,20 +31,30 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T
   gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
-// y[n × m] = x[n × k] · W[k × m] + b (no bias when b is null).
-// Element-wise work over at least this many numbers is shared over OpenMP's threads.
+// Element-wise work over at least this many numbers is shared over the threads.
 inline constexpr std::size_t kParallelFrom = std::size_t{1} << 15;
 
-// y[n × m] = the bias b in every row (0 without one), the rows over OpenMP's threads.
+// row(i) for each of n rows of `values` numbers in all, shared over this thread's threads
+// (kernels/team.hpp; one when called from training's workers) when there are kParallelFrom
+// of them, else on this thread without entering OpenMP at all: even a region that runs on
+// one thread ends with a futex call, and a generated token passes a few dozen of these.
+template <class Row>
+void for_rows(std::size_t n, std::size_t values, const Row& row) {
+  share_items(n, values >= kParallelFrom ? 0 : 1, row);
+}
+
+// y[n × m] = the bias b in every row (0 without one).
 template <class T>
 void fill_with_bias(const T* b, std::size_t n, std::size_t m, T* y) {
-#pragma omp parallel for schedule(static) if (n * m >= kParallelFrom)
-  for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i)
+  for_rows(n, n * m, [&](std::size_t i) {
     if (b)
-      std::copy_n(b, m, y + std::size_t(i) * m);
+      std::copy_n(b, m, y + i * m);
     else
-      std::fill_n(y + std::size_t(i) * m, m, T(0));
+      std::fill_n(y + i * m, m, T(0));
+  });
 }
+
+// y[n × m] = x[n × k] · W[k × m] + b (no bias when b is null).
 
 template <class T>
 void linear_forward(const T* x, std::size_t n, std::size_t k, const T* w, const T* b, std::size_t m, T* y) {
@@ -106,11 +117,8 @@ void norm_forward(const NormShape& s, const T* x, std::size_t n, const T* gamma,
                   NormStats<T>& stats) {
   stats.mean.assign(n, T(0));
   stats.rstd.assign(n, T(0));
-  // Rows over this thread's OpenMP threads (one when called from training's workers), each
-  // row's sums in vector lanes.
-#pragma omp parallel for schedule(static) if (n * s.d >= kParallelFrom)
-  for (std::ptrdiff_t row_index = 0; row_index < static_cast<std::ptrdiff_t>(n); ++row_index) {
-    const std::size_t i = static_cast<std::size_t>(row_index);
+  // Each row's sums in vector lanes.
+  for_rows(n, n * s.d, [&](std::size_t i) {
     const T* row = x + i * s.stride;
     T mu = 0, var = 0;
     if (s.kind == NormKind::layer_norm) {
@@ -127,7 +135,7 @@ void norm_forward(const NormShape& s, const T* x, std::size_t n, const T* gamma,
     for (std::size_t c = 0; c < s.d; ++c)
       y[i * s.stride + c] = (row[c] - mu) * r * (s.plus_one ? T(1) + gamma[c] : gamma[c]) + (beta ? beta[c] : T(0));
     stats.mean[i] = mu, stats.rstd[i] = r;
-  }
+  });
 }
 
 // Its backward, x̂ = (x − mean)·rstd and dx̂ = dy·γ: dγ += Σ dy·x̂, dβ += Σ dy (where not null),
@@ -191,9 +199,7 @@ void activation_forward(const ModelConfig& c, const T* h, std::size_t n, T* act)
     activation_rows(f, h, c.mlp == MlpKind::gelu ? nullptr : h + I, width, n, I, act, I);
     return;
   }
-#pragma omp parallel for schedule(static)  // serial when called from the training's own threads
-  for (std::ptrdiff_t row = 0; row < static_cast<std::ptrdiff_t>(n); ++row) {
-    const std::size_t i = static_cast<std::size_t>(row);
+  share_items(n, 0, [&](std::size_t i) {  // serial when called from the training's own threads
     for (std::size_t j = 0; j < I; ++j) {
       const T gate = h[i * width + j];
       switch (c.mlp) {
@@ -202,7 +208,7 @@ void activation_forward(const ModelConfig& c, const T* h, std::size_t n, T* act)
         case MlpKind::geglu: act[i * I + j] = gelu(gate) * h[i * width + I + j]; break;
       }
     }
-  }
+  });
 }
 
 // Its backward: dgate = dact·f'(gate) (· up when gated), dup = dact·f(gate).
