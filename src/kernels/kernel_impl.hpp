@@ -99,3 +99,22 @@ struct PreparedX {
 ATTNLAB_DECLARE_KERNELS(generic)
 ATTNLAB_DECLARE_KERNELS(avx2)
 ATTNLAB_DECLARE_KERNELS(avx512)
+
+// The int8 products of quantized prompts (matvec.hpp's int8_gemm), in the AVX-512 build only
+// and run only where the CPU has VNNI (Isa::avx512_bf16).
+namespace attnlab::kernels::avx512 {
+// n rows of x as int8 parts, each row's [length] values and [length / 32] scales and sums.
+struct Int8Rows {
+  const std::int8_t* hi = nullptr;
+  const std::int8_t* lo = nullptr;
+  const float* scale = nullptr;
+  const float* sums = nullptr;
+  std::size_t length = 0;
+};
+// One row's parts, in its values' order: false, with nothing kept, where they cannot be made.
+bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* lo, float* scale, float* sums);
+// y[i·ldy + (c − first)] = beta · y + Σ x_i · w_c for i < n, c in [first, last), at most 16
+// rows (one panel) of Q8_0 or Q4_K.
+void int8_gemm_panel(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
+                     float* y, std::size_t ldy, float beta);
+}  // namespace attnlab::kernels::avx512

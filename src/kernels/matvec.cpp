@@ -3,6 +3,8 @@
 // each share run by the instruction set's kernel (matvec_tiles.cpp).
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <span>
 #include <stdexcept>
 #include <utility>
@@ -143,6 +145,37 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
     }
   };
   share_items(pieces.size(), threads_for(bytes, options), [&](std::size_t i) { run(pieces[i]); });
+}
+
+bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
+               float beta, const MatvecOptions& options) {
+  if (w.format != RowFormat::q8_0 && w.format != RowFormat::q4_k) return false;
+  check(w, n, ldx, ldy, w.length, w.count, "int8_gemm");
+  if (usable_isa(options.isa) != Isa::avx512_bf16) return false;  // the tier that has VNNI
+  if (n == 0 || w.count == 0) return true;
+  // x's int8 parts, its rows shared over the threads: [n × length] and [n × length / 32].
+  const std::size_t length = w.length, groups = length / 32;
+  const int threads = threads_for(n * length * sizeof(float) + w.count * w.stride, options);
+  // (Kept by the calling thread: allocated afresh, their pages were a tenth of a prompt's time.)
+  thread_local std::vector<std::int8_t> kept_hi, kept_lo;
+  thread_local std::vector<float> kept_scale, kept_sums;
+  std::vector<std::int8_t>&hi = kept_hi, &lo = kept_lo;
+  std::vector<float>&scale = kept_scale, &sums = kept_sums;
+  hi.resize(n * length), lo.resize(n * length), scale.resize(n * groups), sums.resize(n * groups);
+  std::atomic<bool> made{true};
+  share_items(n, threads, [&](std::size_t i) {
+    if (!kernels::avx512::int8_row(x + i * ldx, length, &hi[i * length], &lo[i * length], &scale[i * groups],
+                                   &sums[i * groups]))
+      made.store(false, std::memory_order_relaxed);
+  });
+  if (!made) return false;
+  // The weight rows 16 at a time (a panel each), over the threads.
+  const kernels::avx512::Int8Rows parts{hi.data(), lo.data(), scale.data(), sums.data(), length};
+  share_items((w.count + 15) / 16, threads, [&](std::size_t panel) {
+    const std::size_t first = panel * 16, last = std::min(w.count, first + 16);
+    kernels::avx512::int8_gemm_panel(w, first, last, parts, n, y + first, ldy, beta);
+  });
+  return true;
 }
 
 void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,

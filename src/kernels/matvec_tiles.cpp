@@ -472,34 +472,51 @@ void axpy_columns_n(const StoredRows& w, std::size_t first, std::size_t last, co
 // x's int8 parts for q4_k_row_int8_lanes; none kept where a group of 32 values holds a
 // non-finite value, or all its values are nonzero and below 2^-100 (where s and the factors
 // would fall among f32's subnormals): the f32 kernel takes those.
+// One row of x as int8 parts, hi and lo [length] and scale [length / 32] (and, where sums is
+// not null, each 32's sum as the parts hold it, s·Σ(h + l/256)); q4_k_slots: each super-block's groups of 32 in the
+// order q4_k_row_int8_lanes reads them, 0, 2, 1, 3, 4, 6, 5, 7 (else in their own order). False, with nothing kept,
+// where a group holds a non-finite value, or all its values are nonzero and below 2^-100 (where s and the factors would
+// fall among f32's subnormals).
+bool int8_parts_of_row(const float* x, std::size_t length, bool q4_k_slots, std::int8_t* hi, std::int8_t* lo,
+                       float* scale, float* sums) {
+  const __m512i limit = _mm512_set1_epi32(127);
+  for (std::size_t g = 0; g < length / 32; ++g) {
+    const float* xg = x + g * 32;
+    const __m512 x0 = _mm512_loadu_ps(xg), x1 = _mm512_loadu_ps(xg + 16);
+    const float largest = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));  // NaN: lost
+    const float inverse = largest == 0.0f ? 0.0f : 127.0f / largest;
+    if (!std::isfinite(largest) || (largest != 0.0f && largest < 0x1p-100f) ||
+        _mm512_cmp_ps_mask(_mm512_add_ps(x0, x1), _mm512_add_ps(x0, x1), _CMP_UNORD_Q))
+      return false;
+    scale[g] = largest / 127.0f;
+    const std::size_t slot = !q4_k_slots ? g : g % 4 == 1 ? g + 1 : g % 4 == 2 ? g - 1 : g;
+    __m512 held = _mm512_setzero_ps();  // h + l/256, lane by lane, over both halves
+    for (int half = 0; half < 2; ++half) {
+      const __m512 scaled = _mm512_mul_ps(half ? x1 : x0, _mm512_set1_ps(inverse));  // within ±127
+      const __m512 h = _mm512_roundscale_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512i l = _mm512_max_epi32(
+          _mm512_sub_epi32(_mm512_setzero_si512(), limit),
+          _mm512_min_epi32(limit, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(scaled, h), _mm512_set1_ps(256.0f)))));
+      const std::size_t at = slot * 32 + half * 16;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + at), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(h)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + at), _mm512_cvtepi32_epi8(l));
+      held = _mm512_add_ps(held, _mm512_fmadd_ps(_mm512_cvtepi32_ps(l), _mm512_set1_ps(1.0f / 256), h));
+    }
+    if (sums) sums[g] = scale[g] * _mm512_reduce_add_ps(held);  // the sum of x as held
+  }
+  return true;
+}
+
+// x's int8 parts for q4_k_row_int8_lanes; none kept where a row's cannot be made (above):
+// the f32 kernel takes those.
 void prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length, kernels::PreparedX& out) {
   const std::size_t groups = length / 32;
   out.hi8.resize(n * length), out.lo8.resize(n * length), out.scale8.resize(n * groups);
-  const __m512i limit = _mm512_set1_epi32(127);
   for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t g = 0; g < groups; ++g) {
-      const float* xg = x + r * ldx + g * 32;
-      const __m512 x0 = _mm512_loadu_ps(xg), x1 = _mm512_loadu_ps(xg + 16);
-      const float largest = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));  // NaN: lost
-      const float inverse = largest == 0.0f ? 0.0f : 127.0f / largest;
-      if (!std::isfinite(largest) || (largest != 0.0f && largest < 0x1p-100f) ||
-          _mm512_cmp_ps_mask(_mm512_add_ps(x0, x1), _mm512_add_ps(x0, x1), _CMP_UNORD_Q)) {
-        out.hi8.clear(), out.lo8.clear(), out.scale8.clear();
-        return;
-      }
-      out.scale8[r * groups + g] = largest / 127.0f;
-      // Group g's place in its super-block: 0, 2, 1, 3, 4, 6, 5, 7 (the middle two swapped).
-      const std::size_t slot = g % 4 == 1 ? g + 1 : g % 4 == 2 ? g - 1 : g;
-      for (int half = 0; half < 2; ++half) {
-        const __m512 scaled = _mm512_mul_ps(half ? x1 : x0, _mm512_set1_ps(inverse));  // within ±127
-        const __m512 h = _mm512_roundscale_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m512i l = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_sub_ps(scaled, h), _mm512_set1_ps(256.0f)));
-        const std::size_t at = r * length + slot * 32 + half * 16;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(&out.hi8[at]), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(h)));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(&out.lo8[at]),
-                         _mm512_cvtepi32_epi8(_mm512_max_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), limit),
-                                                               _mm512_min_epi32(limit, l))));
-      }
+    if (!int8_parts_of_row(x + r * ldx, length, true, &out.hi8[r * length], &out.lo8[r * length],
+                           &out.scale8[r * groups], nullptr)) {
+      out.hi8.clear(), out.lo8.clear(), out.scale8.clear();
+      return;
     }
 }
 
@@ -572,4 +589,148 @@ void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t las
   }
 }
 
+#if defined(ATTNLAB_HAS_BF16) && defined(__AVX512VNNI__)
+// ---- The int8 GEMM of quantized prompts ----
+//
+// Many rows of x (a prompt) by Q8_0 or Q4_K rows. x is held per 32 values as s·(h + l/256)
+// (int8_parts_of_row, in the values' own order). The weight rows are regrouped 16 at a time
+// (a panel) so that one vector holds four consecutive values of each of the 16 rows, as
+// unsigned bytes q: Q4_K's 4-bit values as they are, Q8_0's int8 values + 128. A vpdpbusd
+// then adds, in each weight row's lane, its four values times four of x's (broadcast); eight
+// make a 32's sum. Each 32 of a weight row is w = a·q − c (Q4_K: a = d·scale, c = dmin·min;
+// Q8_0: a = d, c = 128·d), so
+//   Σ w·x = a · s/256 · (256·Σ q·h + Σ q·l) − c · Σ x,   x as its parts hold it,
+// its sums in int32 (at most 32 · 255 · 127 · 257 < 2^31), scaled once a 32 in f32. The panel
+// (16 bytes a value and two floats a 32) is regrouped once and used for every row of x.
+namespace {
+
+constexpr std::size_t kPanel = 16;  // weight rows a panel: one vector lane each
+constexpr int kTile = 6;            // rows of x a pass over the panel: 3 · 6 vectors of sums
+
+struct Panel {
+  std::vector<std::uint8_t> q;  // [length / 4][16 rows][4 values]
+  std::vector<float> a, c;      // [length / 32][16 rows]
+};
+
+// Rows [first, first + rows) of w (rows ≤ 16) regrouped into p: each vector of q gathered
+// from the 16 rows' same four bytes (Q8_0: its int8 values, + 128; Q4_K: its sub-block's
+// bytes, whose low or high nibbles are the values), the factors a row at a time.
+void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panel& p) {
+  const std::size_t groups = w.length / 32;
+  p.q.resize(w.length * kPanel), p.a.resize(groups * kPanel), p.c.resize(groups * kPanel);
+  const __mmask16 live = rows >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1);
+  const __m512i row_offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int(w.stride)));
+  const std::byte* panel = w.data + first * w.stride;
+  const bool q8_0 = w.format == RowFormat::q8_0;
+  for (std::size_t g = 0; g < groups; ++g) {
+    // Q8_0: 34 bytes a 32 (d, then 32 int8); Q4_K: 144 a 256 (d, dmin, 12 bytes of scales and
+    // mins, then 128 bytes: sub-blocks 2k and 2k + 1 in bytes 32k.., low and high nibbles).
+    const std::byte* values = q8_0 ? panel + g * 34 + 2 : panel + (g / 8) * 144 + 16 + (g % 8 / 2) * 32;
+    for (int t = 0; t < 8; ++t) {
+      const __m512i bytes = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, row_offsets, values + 4 * t, 1);
+      const __m512i q = q8_0         ? _mm512_xor_si512(bytes, _mm512_set1_epi8(char(0x80)))
+                        : g % 2 == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi8(0x0F))
+                                     : _mm512_and_si512(_mm512_srli_epi32(bytes, 4), _mm512_set1_epi8(0x0F));
+      _mm512_storeu_si512(&p.q[(g * 8 + t) * 64], q);
+    }
+  }
+  for (std::size_t j = 0; j < kPanel; ++j) {
+    const std::byte* row = panel + j * w.stride;
+    for (std::size_t g = 0; g < groups; ++g) {
+      float a = 0, c = 0;  // (0 in the lanes of rows past the last)
+      if (j < rows && q8_0) {
+        a = half_at(row + g * 34), c = 128 * a;  // (the 128 added to q, taken off again)
+      } else if (j < rows) {
+        const std::byte* block = row + (g / 8) * 144;
+        float scale, min;
+        k_scale_and_min(reinterpret_cast<const std::uint8_t*>(block + 4), g % 8, scale, min);
+        a = half_at(block) * scale, c = half_at(block + 2) * min;
+      }
+      p.a[g * kPanel + j] = a / 256, p.c[g * kPanel + j] = c;  // (a/256: h's sums come 256 times over)
+    }
+  }
+}
+
+// Rows i0..i0+R of x by the panel, into their `cols` (≤ 16) columns of y. (The loops over r
+// and t unrolled by hand's request: GCC otherwise keeps the sums in memory.)
+template <int R>
+void panel_tile(const Panel& p, const kernels::avx512::Int8Rows& x, std::size_t i0, float* y, std::size_t ldy,
+                std::size_t cols, float beta) {
+  const std::size_t length = x.length, groups = length / 32;
+  const std::int8_t *hi[R], *lo[R];
+  const float *scale[R], *sums[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    hi[r] = x.hi + (i0 + r) * length, lo[r] = x.lo + (i0 + r) * length, scale[r] = x.scale + (i0 + r) * groups,
+    sums[r] = x.sums + (i0 + r) * groups;
+  __m512 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    acc[r] = _mm512_setzero_ps();
+  for (std::size_t g = 0; g < groups; ++g) {
+    __m512i high[R], low[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      high[r] = low[r] = _mm512_setzero_si512();
+    const std::uint8_t* qg = &p.q[g * 8 * 64];
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {  // four values of the 16 rows, against four of each x row
+      const __m512i q = _mm512_loadu_si512(qg + t * 64);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        std::int32_t h, l;
+        std::memcpy(&h, hi[r] + g * 32 + t * 4, 4), std::memcpy(&l, lo[r] + g * 32 + t * 4, 4);
+        high[r] = _mm512_dpbusd_epi32(high[r], q, _mm512_set1_epi32(h));
+        low[r] = _mm512_dpbusd_epi32(low[r], q, _mm512_set1_epi32(l));
+      }
+    }
+    const __m512 a = _mm512_loadu_ps(&p.a[g * kPanel]), c = _mm512_loadu_ps(&p.c[g * kPanel]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(high[r], 8), low[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(a, _mm512_set1_ps(scale[r][g])), acc[r]);
+      acc[r] = _mm512_fnmadd_ps(c, _mm512_set1_ps(sums[r][g]), acc[r]);
+    }
+  }
+  const __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* yr = y + (i0 + r) * ldy;
+    const __m512 out =
+        beta == 0.0f ? acc[r] : _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, yr), acc[r]);
+    _mm512_mask_storeu_ps(yr, mask, out);
+  }
+}
+
+}  // namespace
+
 }  // namespace attnlab::kernels::ATTNLAB_ISA
+
+namespace attnlab::kernels::avx512 {
+
+bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* lo, float* scale, float* sums) {
+  return int8_parts_of_row(x, length, false, hi, lo, scale, sums);
+}
+
+void int8_gemm_panel(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
+                     float* y, std::size_t ldy, float beta) {
+  thread_local Panel panel;  // (its memory kept: a prompt's product regroups many panels a thread)
+  regroup(w, first, last - first, panel);
+  std::size_t i = 0;
+  for (; i + kTile <= n; i += kTile)
+    panel_tile<kTile>(panel, x, i, y, ldy, last - first, beta);
+  switch (n - i) {
+    case 1: return panel_tile<1>(panel, x, i, y, ldy, last - first, beta);
+    case 2: return panel_tile<2>(panel, x, i, y, ldy, last - first, beta);
+    case 3: return panel_tile<3>(panel, x, i, y, ldy, last - first, beta);
+    case 4: return panel_tile<4>(panel, x, i, y, ldy, last - first, beta);
+    case 5: return panel_tile<5>(panel, x, i, y, ldy, last - first, beta);
+    default: return;
+  }
+}
+
+}  // namespace attnlab::kernels::avx512
+#else
+}  // namespace attnlab::kernels::ATTNLAB_ISA
+#endif

@@ -191,6 +191,9 @@ namespace {
 // one-thread product: the widening is as much of the work as the product for a prompt).
 void widened_products(const float* x, std::size_t n, std::size_t width, const std::byte* data, GgmlType type,
                       std::size_t rows, float beta, float* y, std::size_t ldy) {
+  // Q8_0 and Q4_K by int8 products where the CPU has them (matvec.hpp's int8_gemm).
+  const std::optional<RowFormat> format = row_format(type);
+  if (format && int8_gemm({*format, data, rows, width, ggml_row_bytes(type, width)}, x, n, width, y, ldy, beta)) return;
   const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(width, 1));
   const std::size_t blocks = (rows + block - 1) / block;
   share_runs(blocks, 0, [&](std::size_t first, std::size_t end) {

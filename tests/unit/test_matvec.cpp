@@ -5,6 +5,7 @@
 // with and without a tail, a stride longer than the row, and threads on and off.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -222,6 +223,61 @@ TEST(Matvec, PartsSideBySideAreEachPartsOwnProduct) {
   std::vector<float> x(length), y(columns);
   EXPECT_THROW(matvec_dot(parts, x.data(), 1, length, y.data(), columns, 0.0f), std::logic_error)
       << "parts of different lengths";
+}
+
+// A prompt's product by Q8_0 and Q4_K rows as int8 dot products (where the CPU has AVX-512
+// VNNI): within the int8 parts' bound of the exact product, for rows past whole panels of
+// 16, rows of x past whole tiles of 6, beta, strides wider than the rows, 1 and 2 threads;
+// y's padding untouched. Where it does not apply it says so (false) and leaves y as it was.
+TEST(Matvec, Int8GemmIsTheProductWithinTheInt8Bound) {
+  const std::vector<Isa> isas = test::runnable_isas();
+  if (std::find(isas.begin(), isas.end(), Isa::avx512_bf16) == isas.end())
+    GTEST_SKIP() << "the int8 products run where the CPU has AVX-512 VNNI, and this one has not";
+  for (const RowFormat format : {RowFormat::q8_0, RowFormat::q4_k}) {
+    const std::size_t count = 37, length = 512, stride = ggml_row_bytes(ggml_of(format), length) + 16;
+    const std::vector<std::byte> bytes = random_rows(format, count, length, stride, 31);
+    const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
+    const StoredRows rows{format, bytes.data(), count, length, stride};
+    for (const std::size_t n : {1, 5, 6, 13}) {
+      const std::size_t ldx = length + 3, ldy = count + 2;
+      std::vector<float> x = random_floats(n * ldx, unsigned(40 + n));
+      for (std::size_t i = 0; i < length; ++i)
+        x[(n - 1) * ldx + i] *= std::ldexp(1.0f, int(i % 61) - 30);  // 2^-30 .. 2^30
+      const std::vector<float> before = random_floats(n * ldy, 50);
+      for (const int threads : {1, 2}) {
+        std::vector<float> y = before;
+        ASSERT_TRUE(
+            int8_gemm(rows, x.data(), n, ldx, y.data(), ldy, 0.5f, {.threads = threads, .isa = Isa::avx512_bf16}));
+        for (std::size_t r = 0; r < n; ++r) {
+          for (std::size_t c = 0; c < count; ++c) {
+            double expected = 0.5 * before[r * ldy + c], scale = std::abs(expected);
+            for (std::size_t i = 0; i < length; ++i) {
+              expected += double(x[r * ldx + i]) * w[c * length + i];
+              scale += std::abs(double(x[r * ldx + i]) * w[c * length + i]);
+            }
+            ASSERT_NEAR(y[r * ldy + c], expected,
+                        1e-6 * scale + test::q4_k_int8_bound(&x[r * ldx], &w[c * length], length))
+                << to_string(format) << " n " << n << " threads " << threads << " x " << r << " row " << c;
+          }
+          for (std::size_t c = count; c < ldy; ++c)
+            ASSERT_EQ(y[r * ldy + c], before[r * ldy + c]) << "y's padding, x " << r;
+        }
+      }
+    }
+    std::vector<float> x = random_floats(7 * length, 60), y(7 * count, 1.0f);
+    x[3 * length + 100] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_FALSE(int8_gemm(rows, x.data(), 7, length, y.data(), count, 0.0f, {.isa = Isa::avx512_bf16}))
+        << "a NaN in x: the caller's own product";
+    x[3 * length + 100] = std::numeric_limits<float>::infinity();
+    EXPECT_FALSE(int8_gemm(rows, x.data(), 7, length, y.data(), count, 0.0f, {.isa = Isa::avx512_bf16}));
+    EXPECT_FALSE(int8_gemm(rows, x.data(), 7, length, y.data(), count, 0.0f, {.isa = Isa::avx512}))
+        << "an instruction set without VNNI";
+    EXPECT_EQ(y, std::vector<float>(7 * count, 1.0f)) << "y untouched when refused";
+  }
+  std::vector<float> w(64 * 32), x(8 * 32), y(8 * 64);
+  EXPECT_FALSE(int8_gemm({RowFormat::f32, reinterpret_cast<const std::byte*>(w.data()), 64, 32, 128}, x.data(), 8, 32,
+                         y.data(), 64, 0.0f))
+      << "f32 rows";
 }
 
 TEST(Matvec, RefusesRowsThatAreNotWholeBlocksAndQuantizedInputRows) {
