@@ -152,6 +152,7 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
   if (w.format != RowFormat::q8_0 && w.format != RowFormat::q4_k) return false;
   check(w, n, ldx, ldy, w.length, w.count, "int8_gemm");
   if (usable_isa(options.isa) != Isa::avx512_bf16) return false;  // the tier that has VNNI
+  if (w.stride > std::size_t(INT32_MAX) / 16) return false;       // a panel's rows gathered by 32-bit offsets
   if (n == 0 || w.count == 0) return true;
   // x's int8 parts, its rows shared over the threads: [n × length] and [n × length / 32].
   const std::size_t length = w.length, groups = length / 32;
