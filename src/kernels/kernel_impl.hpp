@@ -113,8 +113,9 @@ struct Int8Rows {
 };
 // One row's parts, in its values' order: false, with nothing kept, where they cannot be made.
 bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* lo, float* scale, float* sums);
-// y[i·ldy + (c − first)] = beta · y + Σ x_i · w_c for i < n, c in [first, last), at most 16
-// rows (one panel) of Q8_0 or Q4_K.
-void int8_gemm_panel(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
-                     float* y, std::size_t ldy, float beta);
+// y[i·ldy + (c − first)] = beta · y + Σ x_i · w_c for i < n, c in [first, last), at most 32
+// rows (two panels) of Q8_0 or Q4_K.
+inline constexpr std::size_t kInt8GemmRows = 32;
+void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
+                      float* y, std::size_t ldy, float beta);
 }  // namespace attnlab::kernels::avx512

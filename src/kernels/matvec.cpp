@@ -170,11 +170,12 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
       made.store(false, std::memory_order_relaxed);
   });
   if (!made) return false;
-  // The weight rows 16 at a time (a panel each), over the threads.
+  // The weight rows 32 at a time (two panels), over the threads.
   const kernels::avx512::Int8Rows parts{hi.data(), lo.data(), scale.data(), sums.data(), length};
-  share_items((w.count + 15) / 16, threads, [&](std::size_t panel) {
-    const std::size_t first = panel * 16, last = std::min(w.count, first + 16);
-    kernels::avx512::int8_gemm_panel(w, first, last, parts, n, y + first, ldy, beta);
+  const std::size_t step = kernels::avx512::kInt8GemmRows;
+  share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {
+    const std::size_t first = k * step, last = std::min(w.count, first + step);
+    kernels::avx512::int8_gemm_panels(w, first, last, parts, n, y + first, ldy, beta);
   });
   return true;
 }

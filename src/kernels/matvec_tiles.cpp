@@ -594,49 +594,53 @@ void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t las
 //
 // Many rows of x (a prompt) by Q8_0 or Q4_K rows. x is held per 32 values as s·(h + l/256)
 // (int8_parts_of_row, in the values' own order). The weight rows are regrouped 16 at a time
-// (a panel) so that one vector holds four consecutive values of each of the 16 rows, as
+// (a panel; two a pass) so that one vector holds four consecutive values of each of the 16 rows, as
 // unsigned bytes q: Q4_K's 4-bit values as they are, Q8_0's int8 values + 128. A vpdpbusd
 // then adds, in each weight row's lane, its four values times four of x's (broadcast); eight
 // make a 32's sum. Each 32 of a weight row is w = a·q − c (Q4_K: a = d·scale, c = dmin·min;
 // Q8_0: a = d, c = 128·d), so
 //   Σ w·x = a · s/256 · (256·Σ q·h + Σ q·l) − c · Σ x,   x as its parts hold it,
-// its sums in int32 (at most 32 · 255 · 127 · 257 < 2^31), scaled once a 32 in f32. The panel
-// (16 bytes a value and two floats a 32) is regrouped once and used for every row of x.
+// its sums in int32 (at most 32 · 255 · 127 · 257 < 2^31), scaled once a 32 in f32. The panels
+// (16 bytes a value and two floats a 32 each) are regrouped once and used for every row of x.
 namespace {
 
 constexpr std::size_t kPanel = 16;  // weight rows a panel: one vector lane each
-constexpr int kTile = 6;            // rows of x a pass over the panel: 3 · 6 vectors of sums
+constexpr std::size_t kPanels = 2;  // panels a pass over x's rows: each broadcast of x used twice
+constexpr int kTile = 3;            // rows of x at once: 3 · 2 · 3 vectors of sums (4 spill)
 
-struct Panel {
-  std::vector<std::uint8_t> q;  // [length / 4][16 rows][4 values]
-  std::vector<float> a, c;      // [length / 32][16 rows]
+struct Panels {
+  std::vector<std::uint8_t> q;  // [length / 4][2 panels][16 rows][4 values]
+  std::vector<float> a, c;      // [length / 32][2 panels][16 rows]
 };
 
-// Rows [first, first + rows) of w (rows ≤ 16) regrouped into p: each vector of q gathered
-// from the 16 rows' same four bytes (Q8_0: its int8 values, + 128; Q4_K: its sub-block's
-// bytes, whose low or high nibbles are the values), the factors a row at a time.
-void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panel& p) {
-  const std::size_t groups = w.length / 32;
-  p.q.resize(w.length * kPanel), p.a.resize(groups * kPanel), p.c.resize(groups * kPanel);
-  const __mmask16 live = rows >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << rows) - 1);
+// Rows [first, first + rows) of w (rows ≤ 32) regrouped into p: each vector of q gathered
+// from a panel's 16 rows' same four bytes (Q8_0: its int8 values, + 128; Q4_K: its
+// sub-block's bytes, whose low or high nibbles are the values), the factors a row at a time.
+void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p) {
+  const std::size_t groups = w.length / 32, width = kPanels * kPanel;
+  p.q.resize(w.length * width), p.a.resize(groups * width), p.c.resize(groups * width);
   const __m512i row_offsets = _mm512_mullo_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int(w.stride)));
-  const std::byte* panel = w.data + first * w.stride;
   const bool q8_0 = w.format == RowFormat::q8_0;
-  for (std::size_t g = 0; g < groups; ++g) {
-    // Q8_0: 34 bytes a 32 (d, then 32 int8); Q4_K: 144 a 256 (d, dmin, 12 bytes of scales and
-    // mins, then 128 bytes: sub-blocks 2k and 2k + 1 in bytes 32k.., low and high nibbles).
-    const std::byte* values = q8_0 ? panel + g * 34 + 2 : panel + (g / 8) * 144 + 16 + (g % 8 / 2) * 32;
-    for (int t = 0; t < 8; ++t) {
-      const __m512i bytes = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, row_offsets, values + 4 * t, 1);
-      const __m512i q = q8_0         ? _mm512_xor_si512(bytes, _mm512_set1_epi8(char(0x80)))
-                        : g % 2 == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi8(0x0F))
-                                     : _mm512_and_si512(_mm512_srli_epi32(bytes, 4), _mm512_set1_epi8(0x0F));
-      _mm512_storeu_si512(&p.q[(g * 8 + t) * 64], q);
+  for (std::size_t panel = 0; panel < kPanels; ++panel) {
+    const std::size_t live_rows = rows > panel * kPanel ? std::min(kPanel, rows - panel * kPanel) : 0;
+    const __mmask16 live = __mmask16((1u << live_rows) - 1);
+    const std::byte* base = w.data + (first + panel * kPanel) * w.stride;
+    for (std::size_t g = 0; g < groups && live_rows; ++g) {
+      // Q8_0: 34 bytes a 32 (d, then 32 int8); Q4_K: 144 a 256 (d, dmin, 12 bytes of scales
+      // and mins, then 128: sub-blocks 2k and 2k + 1 in bytes 32k.., low and high nibbles).
+      const std::byte* values = q8_0 ? base + g * 34 + 2 : base + (g / 8) * 144 + 16 + (g % 8 / 2) * 32;
+      for (int t = 0; t < 8; ++t) {
+        const __m512i bytes = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, row_offsets, values + 4 * t, 1);
+        const __m512i q = q8_0         ? _mm512_xor_si512(bytes, _mm512_set1_epi8(char(0x80)))
+                          : g % 2 == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi8(0x0F))
+                                       : _mm512_and_si512(_mm512_srli_epi32(bytes, 4), _mm512_set1_epi8(0x0F));
+        _mm512_storeu_si512(&p.q[((g * 8 + t) * kPanels + panel) * 64], q);
+      }
     }
   }
-  for (std::size_t j = 0; j < kPanel; ++j) {
-    const std::byte* row = panel + j * w.stride;
+  for (std::size_t j = 0; j < width; ++j) {
+    const std::byte* row = w.data + (first + j) * w.stride;
     for (std::size_t g = 0; g < groups; ++g) {
       float a = 0, c = 0;  // (0 in the lanes of rows past the last)
       if (j < rows && q8_0) {
@@ -647,15 +651,15 @@ void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panel& p)
         k_scale_and_min(reinterpret_cast<const std::uint8_t*>(block + 4), g % 8, scale, min);
         a = half_at(block) * scale, c = half_at(block + 2) * min;
       }
-      p.a[g * kPanel + j] = a / 256, p.c[g * kPanel + j] = c;  // (a/256: h's sums come 256 times over)
+      p.a[g * width + j] = a / 256, p.c[g * width + j] = c;  // (a/256: h's sums come 256 times over)
     }
   }
 }
 
-// Rows i0..i0+R of x by the panel, into their `cols` (≤ 16) columns of y. (The loops over r
-// and t unrolled by hand's request: GCC otherwise keeps the sums in memory.)
+// Rows i0..i0+R of x by the two panels, into their `cols` (≤ 32) columns of y. (The loops
+// over r and t unrolled at GCC's request: without, it keeps the sums in memory.)
 template <int R>
-void panel_tile(const Panel& p, const kernels::avx512::Int8Rows& x, std::size_t i0, float* y, std::size_t ldy,
+void panel_tile(const Panels& p, const kernels::avx512::Int8Rows& x, std::size_t i0, float* y, std::size_t ldy,
                 std::size_t cols, float beta) {
   const std::size_t length = x.length, groups = length / 32;
   const std::int8_t *hi[R], *lo[R];
@@ -664,42 +668,52 @@ void panel_tile(const Panel& p, const kernels::avx512::Int8Rows& x, std::size_t 
   for (int r = 0; r < R; ++r)
     hi[r] = x.hi + (i0 + r) * length, lo[r] = x.lo + (i0 + r) * length, scale[r] = x.scale + (i0 + r) * groups,
     sums[r] = x.sums + (i0 + r) * groups;
-  __m512 acc[R];
+  __m512 acc[R][kPanels];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    acc[r] = _mm512_setzero_ps();
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (std::size_t g = 0; g < groups; ++g) {
-    __m512i high[R], low[R];
+    __m512i high[R][kPanels], low[R][kPanels];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
-      high[r] = low[r] = _mm512_setzero_si512();
-    const std::uint8_t* qg = &p.q[g * 8 * 64];
+      high[r][0] = high[r][1] = low[r][0] = low[r][1] = _mm512_setzero_si512();
+    const std::uint8_t* qg = &p.q[g * 8 * kPanels * 64];
 #pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {  // four values of the 16 rows, against four of each x row
-      const __m512i q = _mm512_loadu_si512(qg + t * 64);
+    for (int t = 0; t < 8; ++t) {  // four values of the 32 rows, against four of each x row
+      const __m512i q0 = _mm512_loadu_si512(qg + (2 * t) * 64), q1 = _mm512_loadu_si512(qg + (2 * t + 1) * 64);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         std::int32_t h, l;
         std::memcpy(&h, hi[r] + g * 32 + t * 4, 4), std::memcpy(&l, lo[r] + g * 32 + t * 4, 4);
-        high[r] = _mm512_dpbusd_epi32(high[r], q, _mm512_set1_epi32(h));
-        low[r] = _mm512_dpbusd_epi32(low[r], q, _mm512_set1_epi32(l));
+        const __m512i hh = _mm512_set1_epi32(h), ll = _mm512_set1_epi32(l);
+        high[r][0] = _mm512_dpbusd_epi32(high[r][0], q0, hh), high[r][1] = _mm512_dpbusd_epi32(high[r][1], q1, hh);
+        low[r][0] = _mm512_dpbusd_epi32(low[r][0], q0, ll), low[r][1] = _mm512_dpbusd_epi32(low[r][1], q1, ll);
       }
     }
-    const __m512 a = _mm512_loadu_ps(&p.a[g * kPanel]), c = _mm512_loadu_ps(&p.c[g * kPanel]);
+#pragma GCC unroll 2
+    for (std::size_t panel = 0; panel < kPanels; ++panel) {
+      const __m512 a = _mm512_loadu_ps(&p.a[(g * kPanels + panel) * kPanel]);
+      const __m512 c = _mm512_loadu_ps(&p.c[(g * kPanels + panel) * kPanel]);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(high[r], 8), low[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(a, _mm512_set1_ps(scale[r][g])), acc[r]);
-      acc[r] = _mm512_fnmadd_ps(c, _mm512_set1_ps(sums[r][g]), acc[r]);
+      for (int r = 0; r < R; ++r) {
+        const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(high[r][panel], 8), low[r][panel]);
+        acc[r][panel] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(a, _mm512_set1_ps(scale[r][g])), acc[r][panel]);
+        acc[r][panel] = _mm512_fnmadd_ps(c, _mm512_set1_ps(sums[r][g]), acc[r][panel]);
+      }
     }
   }
-  const __mmask16 mask = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  for (std::size_t panel = 0; panel < kPanels; ++panel) {
+    const std::size_t live = cols > panel * kPanel ? std::min(kPanel, cols - panel * kPanel) : 0;
+    const __mmask16 mask = __mmask16((1u << live) - 1);
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float* yr = y + (i0 + r) * ldy;
-    const __m512 out =
-        beta == 0.0f ? acc[r] : _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, yr), acc[r]);
-    _mm512_mask_storeu_ps(yr, mask, out);
+    for (int r = 0; r < R; ++r) {
+      float* yr = y + (i0 + r) * ldy + panel * kPanel;
+      const __m512 out = beta == 0.0f
+                             ? acc[r][panel]
+                             : _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mask, yr), acc[r][panel]);
+      _mm512_mask_storeu_ps(yr, mask, out);
+    }
   }
 }
 
@@ -713,19 +727,16 @@ bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* 
   return int8_parts_of_row(x, length, false, hi, lo, scale, sums);
 }
 
-void int8_gemm_panel(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
-                     float* y, std::size_t ldy, float beta) {
-  thread_local Panel panel;  // (its memory kept: a prompt's product regroups many panels a thread)
-  regroup(w, first, last - first, panel);
+void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
+                      float* y, std::size_t ldy, float beta) {
+  thread_local Panels panels;  // (its memory kept: a prompt's product regroups many a thread)
+  regroup(w, first, last - first, panels);
   std::size_t i = 0;
   for (; i + kTile <= n; i += kTile)
-    panel_tile<kTile>(panel, x, i, y, ldy, last - first, beta);
+    panel_tile<kTile>(panels, x, i, y, ldy, last - first, beta);
   switch (n - i) {
-    case 1: return panel_tile<1>(panel, x, i, y, ldy, last - first, beta);
-    case 2: return panel_tile<2>(panel, x, i, y, ldy, last - first, beta);
-    case 3: return panel_tile<3>(panel, x, i, y, ldy, last - first, beta);
-    case 4: return panel_tile<4>(panel, x, i, y, ldy, last - first, beta);
-    case 5: return panel_tile<5>(panel, x, i, y, ldy, last - first, beta);
+    case 1: return panel_tile<1>(panels, x, i, y, ldy, last - first, beta);
+    case 2: return panel_tile<2>(panels, x, i, y, ldy, last - first, beta);
     default: return;
   }
 }
