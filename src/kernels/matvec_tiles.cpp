@@ -613,30 +613,57 @@ struct Panels {
   std::vector<float> a, c;      // [length / 32][2 panels][16 rows]
 };
 
-// Rows [first, first + rows) of w (rows ≤ 32) regrouped into p: each vector of q gathered
-// from a panel's 16 rows' same four bytes (Q8_0: its int8 values, + 128; Q4_K: its
-// sub-block's bytes, whose low or high nibbles are the values), the factors a row at a time.
+// The 32 bytes at base + j·stride of rows j < rows (≤ 16; the rest read as 0) as eight
+// vectors, vector t holding each row's bytes 4t..4t+3 in its lane j: rows j and j + 8 side
+// by side in one vector, then two 8 × 8 transposes of 4-byte words at once (unpacking
+// pairs of words, then of pairs, then taking 128-bit quarters from two vectors).
+inline void transpose_words(const std::byte* base, std::size_t stride, std::size_t rows, __m512i (&out)[8]) {
+  const auto row = [&](std::size_t j) {
+    return j < rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + j * stride)) : _mm256_setzero_si256();
+  };
+  __m512i a[8], t[8], u[8];
+  for (std::size_t k = 0; k < 8; ++k)
+    a[k] = _mm512_inserti64x4(_mm512_castsi256_si512(row(k)), row(k + 8), 1);
+  for (int k = 0; k < 8; k += 2)  // words 0 1 0 1 | 2 3 2 3 of rows k, k + 1 (in each 128 bits)
+    t[k] = _mm512_unpacklo_epi32(a[k], a[k + 1]), t[k + 1] = _mm512_unpackhi_epi32(a[k], a[k + 1]);
+  for (int k = 0; k < 8; k += 4) {  // word w of rows k..k + 3 (w = 0, 1, 2, 3 in each 128 bits)
+    u[k] = _mm512_unpacklo_epi64(t[k], t[k + 2]), u[k + 1] = _mm512_unpackhi_epi64(t[k], t[k + 2]);
+    u[k + 2] = _mm512_unpacklo_epi64(t[k + 1], t[k + 3]), u[k + 3] = _mm512_unpackhi_epi64(t[k + 1], t[k + 3]);
+  }
+  const __m512i first_words = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);   // words 0-3: low 128 of each half
+  const __m512i last_words = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);  // words 4-7: high 128
+  for (int w = 0; w < 4; ++w) {
+    out[w] = _mm512_permutex2var_epi64(u[w], first_words, u[w + 4]);
+    out[w + 4] = _mm512_permutex2var_epi64(u[w], last_words, u[w + 4]);
+  }
+}
+
+// Rows [first, first + rows) of w (rows ≤ 32) regrouped into p: a panel's vectors of q are
+// its 16 rows' 32 bytes transposed (Q8_0: its int8 values, + 128; Q4_K: a pair of
+// sub-blocks' bytes, the first's values their low nibbles, the second's the high), the
+// factors a row at a time.
 void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p) {
   const std::size_t groups = w.length / 32, width = kPanels * kPanel;
   p.q.resize(w.length * width), p.a.resize(groups * width), p.c.resize(groups * width);
-  const __m512i row_offsets = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int(w.stride)));
   const bool q8_0 = w.format == RowFormat::q8_0;
+  const auto store = [&](std::size_t g, std::size_t panel, int t, __m512i q) {
+    _mm512_storeu_si512(&p.q[((g * 8 + t) * kPanels + panel) * 64], q);
+  };
   for (std::size_t panel = 0; panel < kPanels; ++panel) {
-    const std::size_t live_rows = rows > panel * kPanel ? std::min(kPanel, rows - panel * kPanel) : 0;
-    const __mmask16 live = __mmask16((1u << live_rows) - 1);
+    const std::size_t live = rows > panel * kPanel ? std::min(kPanel, rows - panel * kPanel) : 0;
     const std::byte* base = w.data + (first + panel * kPanel) * w.stride;
-    for (std::size_t g = 0; g < groups && live_rows; ++g) {
-      // Q8_0: 34 bytes a 32 (d, then 32 int8); Q4_K: 144 a 256 (d, dmin, 12 bytes of scales
-      // and mins, then 128: sub-blocks 2k and 2k + 1 in bytes 32k.., low and high nibbles).
-      const std::byte* values = q8_0 ? base + g * 34 + 2 : base + (g / 8) * 144 + 16 + (g % 8 / 2) * 32;
-      for (int t = 0; t < 8; ++t) {
-        const __m512i bytes = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, row_offsets, values + 4 * t, 1);
-        const __m512i q = q8_0         ? _mm512_xor_si512(bytes, _mm512_set1_epi8(char(0x80)))
-                          : g % 2 == 0 ? _mm512_and_si512(bytes, _mm512_set1_epi8(0x0F))
-                                       : _mm512_and_si512(_mm512_srli_epi32(bytes, 4), _mm512_set1_epi8(0x0F));
-        _mm512_storeu_si512(&p.q[((g * 8 + t) * kPanels + panel) * 64], q);
-      }
+    __m512i words[8];
+    // Q8_0: 34 bytes a 32 (d, then 32 int8); Q4_K: 144 a 256 (d, dmin, 12 bytes of scales
+    // and mins, then 128: sub-blocks 2k and 2k + 1 in bytes 32k.., low and high nibbles).
+    for (std::size_t g = 0; g < groups; g += q8_0 ? 1 : 2) {
+      transpose_words(q8_0 ? base + g * 34 + 2 : base + (g / 8) * 144 + 16 + (g % 8 / 2) * 32, w.stride, live, words);
+      for (int t = 0; t < 8; ++t)
+        if (q8_0) {
+          store(g, panel, t, _mm512_xor_si512(words[t], _mm512_set1_epi8(char(0x80))));
+        } else {
+          store(g, panel, t, _mm512_and_si512(words[t], _mm512_set1_epi8(0x0F)));
+          store(g + 1, panel, t, _mm512_and_si512(_mm512_srli_epi32(words[t], 4), _mm512_set1_epi8(0x0F)));
+        }
     }
   }
   for (std::size_t j = 0; j < width; ++j) {
