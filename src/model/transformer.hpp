@@ -261,7 +261,7 @@ void rotate_queries_and_keys(const ModelConfig& c, std::size_t layer, const Head
   if (!c.rotary) return;
   const std::vector<double> f = rope_frequencies(c, layer);
   const std::size_t half = f.size();
-  for (std::size_t i = 0; i < n; ++i) {
+  for_rows(n, n * at.width, [&](std::size_t i) {  // (a prompt's rows: a sine and a cosine a pair each)
     T* row = qkv + i * at.width;
     const double position = double(first + i);
     for (std::size_t j = 0; j < half; ++j) {
@@ -276,7 +276,7 @@ void rotate_queries_and_keys(const ModelConfig& c, std::size_t layer, const Head
       for (std::size_t g = 0; g < at.H_kv; ++g)
         rotate(row + at.k(g));
     }
-  }
+  });
 }
 
 // Causal attention: probs[h][i][j] = softmax_j(q_i·k_j·scale) over the keys query i sees,
@@ -367,8 +367,11 @@ void add_to_residual(const ModelConfig& c, const T* gamma, std::vector<T>& y, st
     kept = y;
     norm_forward(block_norm(c), kept.data(), n, gamma, static_cast<const T*>(nullptr), y.data(), stats);
   }
-  for (std::size_t k = 0; k < x.size(); ++k)
-    x[k] += y[k];
+  const std::size_t d = x.size() / n;
+  for_rows(n, x.size(), [&](std::size_t i) {
+    for (std::size_t k = i * d; k < (i + 1) * d; ++k)
+      x[k] += y[k];
+  });
 }
 
 // The gradient reaching y from the residual's gradient dx (through the sandwich norm when there is one).
