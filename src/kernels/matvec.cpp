@@ -152,12 +152,11 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
   if (w.format != RowFormat::q8_0 && w.format != RowFormat::q4_k) return false;
   check(w, n, ldx, ldy, w.length, w.count, "int8_gemm");
   if (usable_isa(options.isa) != Isa::avx512_bf16) return false;  // the tier that has VNNI
-  if (w.stride > std::size_t(INT32_MAX) / 16) return false;       // a panel's rows gathered by 32-bit offsets
   if (n == 0 || w.count == 0) return true;
   // x's int8 parts, its rows shared over the threads: [n × length] and [n × length / 32].
   const std::size_t length = w.length, groups = length / 32;
   const int threads = threads_for(n * length * sizeof(float) + w.count * w.stride, options);
-  // (Kept by the calling thread: allocated afresh, their pages were a tenth of a prompt's time.)
+  // (Kept by the calling thread, as the prepared x is: a prompt makes them for every matrix.)
   thread_local std::vector<std::int8_t> kept_hi, kept_lo;
   thread_local std::vector<float> kept_scale, kept_sums;
   std::vector<std::int8_t>&hi = kept_hi, &lo = kept_lo;

@@ -472,11 +472,12 @@ void axpy_columns_n(const StoredRows& w, std::size_t first, std::size_t last, co
 // x's int8 parts for q4_k_row_int8_lanes; none kept where a group of 32 values holds a
 // non-finite value, or all its values are nonzero and below 2^-100 (where s and the factors
 // would fall among f32's subnormals): the f32 kernel takes those.
-// One row of x as int8 parts, hi and lo [length] and scale [length / 32] (and, where sums is
-// not null, each 32's sum as the parts hold it, s·Σ(h + l/256)); q4_k_slots: each super-block's groups of 32 in the
-// order q4_k_row_int8_lanes reads them, 0, 2, 1, 3, 4, 6, 5, 7 (else in their own order). False, with nothing kept,
-// where a group holds a non-finite value, or all its values are nonzero and below 2^-100 (where s and the factors would
-// fall among f32's subnormals).
+// One row of x as int8 parts, hi and lo [length] and scale [length / 32] (and, where sums
+// is not null, each 32's sum as the parts hold it, s·Σ(h + l/256)); q4_k_slots: each
+// super-block's groups of 32 in the order q4_k_row_int8_lanes reads them, 0, 2, 1, 3, 4, 6,
+// 5, 7 (else in their own order). False where a group holds a non-finite value, or all its
+// values are nonzero and below 2^-100 (where s and the factors would fall among f32's
+// subnormals).
 bool int8_parts_of_row(const float* x, std::size_t length, bool q4_k_slots, std::int8_t* hi, std::int8_t* lo,
                        float* scale, float* sums) {
   const __m512i limit = _mm512_set1_epi32(127);
@@ -594,8 +595,8 @@ void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t las
 //
 // Many rows of x (a prompt) by Q8_0 or Q4_K rows. x is held per 32 values as s·(h + l/256)
 // (int8_parts_of_row, in the values' own order). The weight rows are regrouped 16 at a time
-// (a panel; two a pass) so that one vector holds four consecutive values of each of the 16 rows, as
-// unsigned bytes q: Q4_K's 4-bit values as they are, Q8_0's int8 values + 128. A vpdpbusd
+// (a panel; two a pass) so that one vector holds four consecutive values of each of the 16
+// rows, as unsigned bytes q: Q4_K's 4-bit values as they are, Q8_0's int8 values + 128. A vpdpbusd
 // then adds, in each weight row's lane, its four values times four of x's (broadcast); eight
 // make a 32's sum. Each 32 of a weight row is w = a·q − c (Q4_K: a = d·scale, c = dmin·min;
 // Q8_0: a = d, c = 128·d), so

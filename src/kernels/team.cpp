@@ -26,12 +26,12 @@ class Breath {
   }
 
  private:
-  static constexpr int kSpins = 1 << 14;  // ~0.3 ms of pauses on the project's machines
+  static constexpr int kSpins = 1 << 14;  // a few tenths of a millisecond of pauses
   int count_ = 0;
 };
 
 // The items of one share_runs still to take: each thread takes runs from the front until
-// none is left, each run about 1/(2·threads) of what is left (at least one item).
+// none is left, each run 1/threads of what is left, rounded up (as OpenMP's guided schedule).
 class Handout {
  public:
   Handout() = default;
