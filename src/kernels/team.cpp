@@ -63,10 +63,12 @@ class Team {
  public:
   int size() const { return size_; }
   void set_size(int size) { size_ = size; }  // by the holder, before its first share
+  bool sharing() const { return sharing_; }  // a share under way (the holder asks)
 
   // The holder: every item run, its share on this thread, before it returns. The others
   // are all waiting for the next post when it starts (the last share waited for them).
   void share(std::size_t count, const ItemRun& run) {
+    sharing_ = true;
     handout_.reset(count, size_);
     run_ = &run;
     finished_.store(0, std::memory_order_relaxed);
@@ -75,6 +77,7 @@ class Team {
     Breath breath;
     while (finished_.load(std::memory_order_acquire) < size_ - 1)
       breath();
+    sharing_ = false;
   }
 
   // The holder, once its step is done: the others leave.
@@ -102,7 +105,7 @@ class Team {
   int size_ = 1;
   Handout handout_;
   const ItemRun* run_ = nullptr;
-  bool ending_ = false;
+  bool ending_ = false, sharing_ = false;
   alignas(64) std::atomic<unsigned> posted_{0};
   alignas(64) std::atomic<int> finished_{0};
 };
@@ -136,7 +139,8 @@ void hold_team(const std::function<void()>& step) {
 }
 
 int sharing_threads(int threads) {
-  if (held) return threads == 1 ? 1 : held->size();
+  // An item of a share that shares again runs its items on its own thread (as on the others).
+  if (held) return threads == 1 || held->sharing() ? 1 : held->size();
   if (omp_in_parallel()) return 1;
   return threads > 0 ? threads : std::max(1, omp_get_max_threads());
 }

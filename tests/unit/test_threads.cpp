@@ -182,6 +182,13 @@ TEST(Team, SharesEveryItemOnceHeldOrNot) {
       for (std::size_t count : {0, 1, 2, 5, 64, 1000})
         for (int threads : {0, 1, 3})
           expect_each_item_once(count, threads, "held");
+    // Items that share again: each inner share runs on the item's own thread, whole.
+    std::vector<std::atomic<int>> inner(8 * 100);
+    attnlab::share_items(8, 0, [&](std::size_t outer) {
+      attnlab::share_items(100, 0, [&](std::size_t i) { inner[outer * 100 + i].fetch_add(1); });
+    });
+    for (std::size_t i = 0; i < inner.size(); ++i)
+      ASSERT_EQ(inner[i].load(), 1) << "inner item " << i;
   });
 #pragma omp parallel num_threads(2)
   {

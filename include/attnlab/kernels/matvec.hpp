@@ -73,8 +73,9 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
 // where the CPU has AVX-512 VNNI: x held per 32 values as s·(h + l/256), h and l int8 and
 // s = max|x|/127 (each value within max|x|/32512, as Q4_K's generation holds it), the weights
 // as the integers they are. So each 32's product is within max|x|/32512 · Σ|w| of the exact
-// one, beside an f32 loop's rounding. False, y untouched, where it does not apply (another format, no VNNI or
-// options.isa another, a value of x not finite): the caller multiplies otherwise.
+// one, beside an f32 loop's rounding. False, y untouched, where it does not apply (another
+// format, no VNNI or options.isa another, a value of x not finite): the caller multiplies
+// otherwise.
 bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                float beta, const MatvecOptions& options = {});
 
