@@ -25,7 +25,8 @@ namespace attnlab {
 void hold_team(const std::function<void()>& step);
 
 // How many threads share_items would run on, `threads` asked for (0: the thread budget's):
-// the held team's size inside hold_team, 1 inside any other parallel region.
+// the held team's size inside hold_team (1 inside one of its shares' items), 1 inside any
+// other parallel region.
 int sharing_threads(int threads = 0);
 
 // A run of items [first, end) of a share_items; it must not throw.
