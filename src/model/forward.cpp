@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <memory>
 
 #include "attnlab/core/deadline.hpp"
 #include "attnlab/core/error.hpp"
@@ -43,15 +44,18 @@ namespace {
 // Every head at once through the tiled kernel (no n × n grid): z[n × H·hd].
 void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z) {
   const std::size_t hd = at.hd;
-  std::vector<float> q(at.H * n * hd), k(at.H_kv * n * hd), v(k.size()), out(q.size());  // [H or H_kv × n × hd]
+  // [H or H_kv × n × hd], not zeroed first: every number is written before it is read.
+  const auto buffer = [](std::size_t size) { return std::make_unique_for_overwrite<float[]>(size); };
+  const std::unique_ptr<float[]> q = buffer(at.H * n * hd), k = buffer(at.H_kv * n * hd), v = buffer(at.H_kv * n * hd),
+                                 out = buffer(at.H * n * hd);
   // The heads' rows gathered (and their outputs scattered back) over the threads.
   for_rows(n, n * at.width, [&](std::size_t i) {
     const float* row = qkv + i * at.width;
     for (std::size_t h = 0; h < at.H; ++h)
-      std::copy_n(row + at.q(h), hd, q.data() + (h * n + i) * hd);
+      std::copy_n(row + at.q(h), hd, q.get() + (h * n + i) * hd);
     for (std::size_t g = 0; g < at.H_kv; ++g) {
-      std::copy_n(row + at.k(g), hd, k.data() + (g * n + i) * hd);
-      std::copy_n(row + at.v(g), hd, v.data() + (g * n + i) * hd);
+      std::copy_n(row + at.k(g), hd, k.get() + (g * n + i) * hd);
+      std::copy_n(row + at.v(g), hd, v.get() + (g * n + i) * hd);
     }
   });
   AttentionOptions options;
@@ -59,10 +63,10 @@ void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z)
   options.scale = at.scale;
   if (at.window) options.window = at.window;
   if (bf16_products()) options.precision = Precision::bf16;  // Q·Kᵀ and P·V as bf16 dot products too
-  flash_attention(q.data(), k.data(), v.data(), out.data(), {at.H, at.H_kv, n, n, hd, hd}, options);
+  flash_attention(q.get(), k.get(), v.get(), out.get(), {at.H, at.H_kv, n, n, hd, hd}, options);
   for_rows(n, n * at.width, [&](std::size_t i) {
     for (std::size_t h = 0; h < at.H; ++h)
-      std::copy_n(out.data() + (h * n + i) * hd, hd, z + i * at.H * hd + h * hd);
+      std::copy_n(out.get() + (h * n + i) * hd, hd, z + i * at.H * hd + h * hd);
   });
 }
 
