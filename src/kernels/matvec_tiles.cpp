@@ -196,8 +196,8 @@ inline __m128i k_scales_and_mins(const std::byte* packed);
 // each as 16 lanes to be summed (lanes[k][r]: weight row k, x row r). Each row's q is
 // unpacked once for the N rows of x, and x's parts are loaded once for the R weight rows.
 // Generation (N = 1) takes two weight rows at a time: on this project's AMD EPYC a
-// super-block then costs 14 cycles of one core instead of 22 (R = 1; R = 4 spills to
-// the stack: 17), measured on rows in L2.
+// super-block then takes one core 14 timestamp ticks instead of 20-22 (R = 1; R = 4 spills
+// registers to the stack: 15-17), measured on rows in L2.
 template <int R, int N>
 __attribute__((always_inline)) inline void q4_k_rows_int8_lanes(const std::byte* row, std::size_t stride,
                                                                 std::size_t length, const kernels::PreparedRows& xp,
