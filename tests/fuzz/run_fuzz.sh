@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_fuzz.sh FUZZER CORPUS WORK SECONDS: runs FUZZER over every input of CORPUS (each must
-# pass), then fuzzes for SECONDS more starting from a sample of it, new inputs going to WORK (a copy,
-# so the repository's corpus stays as committed). Any crash, leak or sanitizer report fails.
+# pass), then fuzzes for SECONDS more starting from a sample of it, new inputs going to WORK
+# (a copy, so the repository's corpus stays as committed). Any crash, leak or sanitizer
+# report fails.
 set -euo pipefail
 fuzzer=$1 corpus=$2 work=$3 seconds=$4
 rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
