@@ -33,6 +33,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+[ "${ATTNLAB_SETUP_PACKAGES_ONLY:-0}" = 1 ] && exit 0  # scripts/test.sh: the packages now, the build later
+
 # Line tables only (-g1): backtraces keep file and line, and the build takes a third less time
 # than with full debug information; the command and the unit tests compile in batches.
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \

@@ -6,17 +6,32 @@
 # seconds of fuzzing (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ATTNLAB_WITH_BROWSER=1 scripts/setup.sh
-if [ -f package.json ]; then
-  if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi
+ATTNLAB_WITH_BROWSER=1 ATTNLAB_SETUP_PACKAGES_ONLY=1 scripts/setup.sh
+# The npm packages download while the build compiles (a minute and more of waiting on the
+# network otherwise): the browser test's, and llama.cpp as a reference and a peer, npm's
+# node-llama-cpp with its prebuilt CPU libraries (no compiling: --ignore-scripts; only the CPU
+# build: --omit=optional and its x86-64 Linux package) in build/peers
+# (tests/model/llama_cpp_agrees.test.js, bench/).
+npm_packages() {
+  if [ -f package.json ]; then
+    if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi
+  fi
+  if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
+    npm install --prefix build/peers --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error \
+      node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1
+  fi
+}
+mkdir -p build
+npm_packages >build/npm-packages.log 2>&1 &
+npm_pid=$!
+trap 'kill "$npm_pid" 2>/dev/null || true' EXIT  # a failed build stops the download too
+ATTNLAB_WITH_BROWSER=1 scripts/setup.sh           # the packages are there: the build
+if ! wait "$npm_pid"; then
+  cat build/npm-packages.log
+  echo "test: installing the npm packages failed (above)" >&2
+  exit 1
 fi
-# llama.cpp as a reference and a peer: npm's node-llama-cpp with its prebuilt CPU libraries
-# (no compiling: --ignore-scripts; only the CPU build: --omit=optional and its x86-64 Linux
-# package), in build/peers (tests/model/llama_cpp_agrees.test.js, bench/).
-if [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ]; then
-  npm install --prefix build/peers --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error \
-    node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1
-fi
+cat build/npm-packages.log
 (cd build && ctest --output-on-failure --timeout 600 -j"$(nproc)")
 
 if [ "${ATTNLAB_SKIP_SANITIZERS:-0}" = 1 ]; then

@@ -41,21 +41,39 @@ HeadRef parse_head_ref(std::string_view text, std::string_view field) {
 
 namespace {
 
+// The tiled kernel's operands, head by head, [H or H_kv × n × hd] each: allocated by the
+// first layer, reused by the others. Not zeroed: every number is written before it is read.
+struct TiledOperands {
+  std::unique_ptr<float[]> q, k, v, out;
+  std::size_t q_floats = 0, kv_floats = 0;
+
+  void fit(std::size_t q_size, std::size_t kv_size) {
+    const auto buffer = [](std::size_t size) { return std::make_unique_for_overwrite<float[]>(size); };
+    if (q_size > q_floats) {
+      q = buffer(q_size), out = buffer(q_size);
+      q_floats = q_size;
+    }
+    if (kv_size > kv_floats) {
+      k = buffer(kv_size), v = buffer(kv_size);
+      kv_floats = kv_size;
+    }
+  }
+};
+
 // Every head at once through the tiled kernel (no n × n grid): z[n × H·hd].
-void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z) {
+void attention_tiled(const float* qkv, std::size_t n, const Heads& at, TiledOperands& operands, float* z) {
   const std::size_t hd = at.hd;
-  // [H or H_kv × n × hd], not zeroed first: every number is written before it is read.
-  const auto buffer = [](std::size_t size) { return std::make_unique_for_overwrite<float[]>(size); };
-  const std::unique_ptr<float[]> q = buffer(at.H * n * hd), k = buffer(at.H_kv * n * hd), v = buffer(at.H_kv * n * hd),
-                                 out = buffer(at.H * n * hd);
+  operands.fit(at.H * n * hd, at.H_kv * n * hd);
+  float *const q = operands.q.get(), *const k = operands.k.get(), *const v = operands.v.get(),
+               *const out = operands.out.get();
   // The heads' rows gathered (and their outputs scattered back) over the threads.
   for_rows(n, n * at.width, [&](std::size_t i) {
     const float* row = qkv + i * at.width;
     for (std::size_t h = 0; h < at.H; ++h)
-      std::copy_n(row + at.q(h), hd, q.get() + (h * n + i) * hd);
+      std::copy_n(row + at.q(h), hd, q + (h * n + i) * hd);
     for (std::size_t g = 0; g < at.H_kv; ++g) {
-      std::copy_n(row + at.k(g), hd, k.get() + (g * n + i) * hd);
-      std::copy_n(row + at.v(g), hd, v.get() + (g * n + i) * hd);
+      std::copy_n(row + at.k(g), hd, k + (g * n + i) * hd);
+      std::copy_n(row + at.v(g), hd, v + (g * n + i) * hd);
     }
   });
   AttentionOptions options;
@@ -63,10 +81,10 @@ void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z)
   options.scale = at.scale;
   if (at.window) options.window = at.window;
   if (bf16_products()) options.precision = Precision::bf16;  // Q·Kᵀ and P·V as bf16 dot products too
-  flash_attention(q.get(), k.get(), v.get(), out.get(), {at.H, at.H_kv, n, n, hd, hd}, options);
+  flash_attention(q, k, v, out, {at.H, at.H_kv, n, n, hd, hd}, options);
   for_rows(n, n * at.width, [&](std::size_t i) {
     for (std::size_t h = 0; h < at.H; ++h)
-      std::copy_n(out.get() + (h * n + i) * hd, hd, z + i * at.H * hd + h * hd);
+      std::copy_n(out + (h * n + i) * hd, hd, z + i * at.H * hd + h * hd);
   });
 }
 
@@ -210,6 +228,7 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
   const bool keep_attention = keep && (options.keep_attention || options.keep_stream),
              keep_stream = keep && options.keep_stream;
   BlockActivations<float> a;  // one block's intermediates, reused layer after layer
+  TiledOperands operands;
   for (std::size_t l = first; l < c.n_layer; ++l) {
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
     Heads at = heads_of(c, l);
@@ -220,17 +239,19 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
         attention_forward(at, qkv, n, weights.data(), z);
         if (keep_attention) r.attention.push_back(std::move(weights));
       } else {
-        attention_tiled(qkv, n, at, z);
+        attention_tiled(qkv, n, at, operands, z);
       }
       zero_ablated(c, l, options.ablate, n, z);
       replace_heads(c, l, options.replace_heads, n, z);
     };
+    a.keep_residuals =
+        keep_stream || std::ranges::any_of(options.replace_mlps, [&](const auto& m) { return m.layer == l; });
     block_forward(c, l, model.blocks[l], n, 0, x, a, causal_heads);
     for (const MlpReplacement& m : options.replace_mlps)
       if (m.layer == l)
         for (std::size_t k = 0; k < x.size(); ++k)
           x[k] = a.x_mid[k] + m.added[k];
-    if (keep) r.block_inputs.push_back(a.ln1);
+    if (keep_attention) r.block_inputs.push_back(a.ln1);
     if (keep_stream) {
       LayerStream& s = r.stream.emplace_back();
       s.x_in = a.x_in, s.qkv = a.qkv, s.z = a.z;
@@ -319,6 +340,7 @@ StreamGradient stream_gradient(const Model& model, std::span<const float> x0, st
     check_deadline();
     const Heads at = heads_of(c, l);
     BlockActivations<float>& a = acts[l];
+    if (l > 0) a.y = std::move(acts[l - 1].y);  // one scratch row block for all the layers, not one each
     const HeadsStep<float> kept_heads = [&](const float* qkv, float* z) {  // every softmax kept for the backward
       a.probs.resize(H * n * n);
       attention_forward(at, qkv, n, a.probs.data(), z);
@@ -393,6 +415,7 @@ std::vector<float> forward_suffix(const Model& model, std::size_t layer, std::sp
     }
   }
   BlockActivations<float> a;
+  a.keep_residuals = false;
   for (std::size_t l = layer; l < c.n_layer; ++l) {
     check_deadline();
     const Heads at = heads_of(c, l);
@@ -418,6 +441,7 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
   std::vector<float> x = embed(model_, ids, first), logits;
   const auto blocks_and_logits = [&] {
     BlockActivations<float> a;
+    a.keep_residuals = false;
     for (std::size_t l = 0; l < c.n_layer; ++l) {
       const Heads at = heads_of(c, l);
       const HeadsStep<float> cached_heads = [&](const float* qkv, float* z) {
@@ -425,7 +449,7 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
       };
       block_forward(c, l, model_.blocks[l], n, first, x, a, cached_heads);
     }
-    logits = unembed(model_, x, n);
+    logits = unembed(model_, std::span<const float>(x).last(c.n_embd), 1);  // the last token's: the next one's odds
   };
   // A generated token's ~5 products and attention calls a layer, each tens of microseconds,
   // share one held team (kernels/team.hpp), not an OpenMP region each. A prompt's products
@@ -435,7 +459,7 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
   else
     blocks_and_logits();
   length_ += n;
-  return {logits.end() - static_cast<std::ptrdiff_t>(c.vocab_size), logits.end()};
+  return logits;
 }
 
 double forward_flops(const ModelConfig& c, std::size_t n) {
@@ -452,8 +476,8 @@ std::size_t forward_buffer_bytes(const ModelConfig& c, std::size_t n) {
   const std::size_t d = c.n_embd, zw = c.attention_width();
   // q | k | v and its per-head copies, z and the kernel's output, the projection, the MLP's input, hidden and act.
   const std::size_t block = 2 * c.qkv_width() + 2 * zw + 2 * d + c.fc_width() + c.n_inner;
-  // The logits, the residual stream, the attention's input, the final norm's, each layer's input kept.
-  return sizeof(float) * n * (c.vocab_size + (c.n_layer + 3) * d + block);
+  // The logits, the residual stream, the attention's input, the final norm's.
+  return sizeof(float) * n * (c.vocab_size + 3 * d + block);
 }
 
 std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k) {
@@ -493,6 +517,8 @@ AttentionInput head_attention_input(const Model& model, const ForwardResult& res
     fail("head", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(head),
                              c.n_layer - 1, c.n_head - 1));
   const std::size_t n = result.n, d = c.n_embd, dh = c.head_dim();
+  if (result.block_inputs.size() != c.n_layer)
+    throw std::logic_error("head_attention_input: the forward kept no block inputs; run it with keep_attention");
   const std::vector<float>& a = result.block_inputs[head.layer];
   const Block& b = model.blocks[head.layer];
   const Heads at = heads_of(c, head.layer);

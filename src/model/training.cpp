@@ -63,6 +63,7 @@ T sequence_loss_and_gradients(const ModelConfig& c, const ModelView<const T*>& w
   std::vector<BlockActivations<T>> acts(c.n_layer);
   for (std::size_t l = 0; l < c.n_layer; ++l) {
     BlockActivations<T>& a = acts[l];
+    if (l > 0) a.y = std::move(acts[l - 1].y);  // one scratch row block for all the layers, not one each
     const Heads at = heads_of(c, l);
     const HeadsStep<T> kept_heads = [&](const T* qkv, T* z) {  // every head's softmax kept for the backward
       a.probs.resize(at.H * n * n);

@@ -353,6 +353,10 @@ struct BlockActivations {
   std::vector<T> fc, act;                    // [n × F] before and [n × I] after the activation
   std::vector<T> mlp_out;                    // [n × d] before the sandwich norm (sandwich only)
   NormStats<T> post_mlp_stats;               //
+  std::vector<T> y;                          // [n × d] scratch: the attention's, then the MLP's, output
+  // x_in and x_mid are copied only when asked: training's backward and the stream's parts
+  // read them; a forward that keeps nothing skips two copies of the stream a block.
+  bool keep_residuals = true;
 };
 
 // x += norm(y) with sandwich norms, else x += y; `kept` receives y when it is normed.
@@ -418,8 +422,9 @@ void block_forward(const ModelConfig& c, std::size_t layer, const B& p, std::siz
                     hd = c.head_dim();
   const NormShape norm = block_norm(c);
   const Heads at = heads_of(c, layer);
-  std::vector<T> y(n * d);
-  a.x_in = x;
+  std::vector<T>& y = a.y;
+  y.resize(n * d);
+  if (a.keep_residuals) a.x_in = x;
   a.ln1.resize(n * d);
   norm_forward(norm, x.data(), n, values(p.ln_1_weight), values(p.ln_1_bias), a.ln1.data(), a.ln1_stats);
   a.qkv.resize(n * W);
@@ -440,7 +445,7 @@ void block_forward(const ModelConfig& c, std::size_t layer, const B& p, std::siz
   heads(a.qkv.data(), a.z.data());
   linear_forward(a.z.data(), n, Z, p.attn_proj_weight, values(p.attn_proj_bias), d, y.data());
   add_to_residual(c, values(p.post_attn_norm_weight), y, a.attn_out, a.post_attn_stats, x, n);
-  a.x_mid = x;
+  if (a.keep_residuals) a.x_mid = x;
   if (attention_only) return;
   a.ln2.resize(n * d);
   norm_forward(norm, x.data(), n, values(p.ln_2_weight), values(p.ln_2_bias), a.ln2.data(), a.ln2_stats);

@@ -54,6 +54,8 @@ TEST_P(Gpt2Fixture, ForwardMatchesNumPyLogitsHeadsAndBlockInputs) {
   // Without weights the heads go through the tiled kernel: the same logits.
   const ForwardResult tiled = model_forward(model, ids);
   EXPECT_TRUE(tiled.attention.empty()) << "no L × H × n² buffer unless asked";
+  EXPECT_TRUE(tiled.block_inputs.empty()) << "nor the blocks' inputs, which only the heads' views read";
+  EXPECT_THROW((void)head_attention_input(model, tiled, {0, 0}), std::logic_error);
   EXPECT_TRUE(all_close(widened(tiled.logits), flat(expected["logits"]), kLogits));
 }
 

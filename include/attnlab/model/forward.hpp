@@ -69,11 +69,12 @@ struct LayerStream {
 
 struct ForwardResult {
   std::size_t n = 0;
-  std::vector<float> logits;                     // [n × vocab]
-  std::vector<std::vector<float>> block_inputs;  // [L][n × d] LN_1(x): what each block's heads read
-  std::vector<std::vector<float>> attention;     // [L][H × n × n] weights, when kept
-  std::vector<LayerStream> stream;               // [L], when kept
-  std::vector<float> final_stream;               // [n × d] the stream after the last block, when kept
+  std::vector<float> logits;  // [n × vocab]
+  std::vector<std::vector<float>>
+      block_inputs;  // [L][n × d] LN_1(x): what each block's heads read, when the weights are kept
+  std::vector<std::vector<float>> attention;  // [L][H × n × n] weights, when kept
+  std::vector<LayerStream> stream;            // [L], when kept
+  std::vector<float> final_stream;            // [n × d] the stream after the last block, when kept
 };
 
 // InputError naming `field` unless 0 ≤ id < vocab_size: a target, a contrast, a token of ids.
@@ -144,10 +145,9 @@ std::vector<double> rope_frequencies(const ModelConfig& config, std::size_t laye
 double forward_flops(const ModelConfig& config, std::size_t n);
 
 // Bytes model_forward's own buffers take at their largest over n tokens without kept weights:
-// the logits [n × vocab], each layer's normed input [L × n × d] it returns, the residual
-// stream, and one block's temporaries (q | k | v, the heads' outputs, the MLP's hidden and
-// activated rows, the tiled attention's per-head copies). What memory a forward needs beyond
-// the weights, for the bench's memory check.
+// the logits [n × vocab], the residual stream, and one block's temporaries (q | k | v, the heads' outputs, the MLP's
+// hidden and activated rows, the tiled attention's per-head copies). What memory a forward needs beyond the weights,
+// for the bench's memory check.
 std::size_t forward_buffer_bytes(const ModelConfig& config, std::size_t n);
 
 // The next-token distribution at a position: the k most probable ids, softmax of the logits.
@@ -161,7 +161,8 @@ std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k
 double next_token_loss(const ForwardResult& result, std::span<const int> ids, std::size_t vocab, std::size_t first,
                        std::size_t last);
 
-// Head L.H as the engine's attention problem, from a forward pass's block inputs.
+// Head L.H as the engine's attention problem, from the block inputs of a forward pass that kept
+// the weights (keep_attention).
 AttentionInput head_attention_input(const Model& model, const ForwardResult& result, HeadRef head);
 
 }  // namespace attnlab
