@@ -206,14 +206,23 @@ constexpr double kMaxForwardFloats = double(1u << 30);  // 4 GiB of f32 each
 
 }  // namespace
 
-// logits[n × vocab] = norm_f(x) · Uᵀ, U the LM head (wte when tied).
-std::vector<float> unembed(const Model& model, std::span<const float> x, std::size_t n) {
+namespace {
+
+// logits[n × vocab] = norm_f(x) · Uᵀ, U the LM head (wte when tied), into `logits`.
+void unembed_into(const Model& model, std::span<const float> x, std::size_t n, float* logits) {
   const ModelConfig& c = model.config;
   const std::size_t d = c.n_embd;
-  std::vector<float> a(n * d), logits(n * c.vocab_size);
+  std::vector<float> a(n * d);
   NormStats<float> stats;
   norm_forward(block_norm(c), x.data(), n, values(model.ln_f_weight), values(model.ln_f_bias), a.data(), stats);
-  multiply_by_transpose(a.data(), n, d, c.tied ? model.wte : model.lm_head, c.vocab_size, logits.data());
+  multiply_by_transpose(a.data(), n, d, c.tied ? model.wte : model.lm_head, c.vocab_size, logits);
+}
+
+}  // namespace
+
+std::vector<float> unembed(const Model& model, std::span<const float> x, std::size_t n) {
+  std::vector<float> logits(n * model.config.vocab_size);
+  unembed_into(model, x, n, logits.data());
   return logits;
 }
 
@@ -291,7 +300,12 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
   std::vector<float> x = embed(model, ids, 0);
   run_blocks(model, 0, x, n, options, r);
   if (options.keep_stream) r.final_stream = x;
-  r.logits = unembed(model, x, n);
+  // The logits' pages touched first by every thread, a run of rows each (zeroed: the product
+  // below may read what it then overwrites).
+  const std::size_t vocab = c.vocab_size;
+  r.logits.resize(n * vocab);
+  for_rows(n, n * vocab, [&](std::size_t i) { std::fill_n(r.logits.data() + i * vocab, vocab, 0.0f); });
+  unembed_into(model, x, n, r.logits.data());
   return r;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <vector>
 
 namespace attnlab::test {
@@ -26,6 +27,6 @@ inline std::vector<double> flat(const nlohmann::json& nested) {
   return out;
 }
 
-inline std::vector<double> widened(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+inline std::vector<double> widened(std::span<const float> x) { return {x.begin(), x.end()}; }
 
 }  // namespace attnlab::test

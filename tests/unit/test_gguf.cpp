@@ -413,7 +413,7 @@ TEST(GgufExport, F32RoundTripsGiveTheFoldersLogits) {
     const Model file = load_model(path.string());
     const Model original = load_model((gguf_test::kGguf.parent_path() / folder).string());
     EXPECT_EQ(config_json(file.config)["parameters"], config_json(original.config)["parameters"]);
-    const std::vector<float> a = model_forward(file, ids).logits, b = model_forward(original, ids).logits;
+    const Logits a = model_forward(file, ids).logits, b = model_forward(original, ids).logits;
     ASSERT_EQ(a.size(), b.size());
     float largest = 0;
     for (float x : b)
@@ -430,9 +430,8 @@ TEST(GgufExport, Q8_0RoundTripsWithinTheQuantizationsError) {
   for (const char* folder : {"tiny-f32", "llama-f32"}) {
     SCOPED_TRACE(folder);
     const fs::path path = gguf_test::exported(folder, GgmlType::q8_0);
-    const std::vector<float> a = model_forward(load_model(path.string()), ids).logits,
-                             b = model_forward(load_model((gguf_test::kGguf.parent_path() / folder).string()), ids)
-                                     .logits;
+    const Logits a = model_forward(load_model(path.string()), ids).logits,
+                 b = model_forward(load_model((gguf_test::kGguf.parent_path() / folder).string()), ids).logits;
     float largest = 0, differ = 0;
     for (std::size_t i = 0; i < a.size(); ++i) {
       largest = std::max(largest, std::abs(b[i]));

@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnlab/core/attention.hpp"
@@ -67,11 +68,34 @@ struct LayerStream {
   std::vector<float> attention_rstd;  // [n] sandwich norms only: the 1/rms the attention's output was normed by
 };
 
+// An allocator whose elements start unset (no value-initialization): for the logits, [n ×
+// vocab] floats, hundreds of MB for a long text, every one written by the LM head. A
+// std::vector<float> would zero them first on one thread, the kernel faulting in its fresh
+// pages one after another; the forward touches them first on all of its threads instead.
+template <class T>
+struct UnsetAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UnsetAllocator<U>;
+  };
+  UnsetAllocator() = default;
+  template <class U>
+  UnsetAllocator(const UnsetAllocator<U>&) noexcept {}
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0)
+      ::new (static_cast<void*>(p)) U;  // default-initialized: a float left as it is
+    else
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Logits = std::vector<float, UnsetAllocator<float>>;  // [n × vocab], row by row
+
 struct ForwardResult {
   std::size_t n = 0;
-  std::vector<float> logits;  // [n × vocab]
-  std::vector<std::vector<float>>
-      block_inputs;  // [L][n × d] LN_1(x): what each block's heads read, when the weights are kept
+  Logits logits;  // [n × vocab]
+  // [L][n × d] LN_1(x), what each block's heads read: kept with the weights (keep_attention).
+  std::vector<std::vector<float>> block_inputs;
   std::vector<std::vector<float>> attention;  // [L][H × n × n] weights, when kept
   std::vector<LayerStream> stream;            // [L], when kept
   std::vector<float> final_stream;            // [n × d] the stream after the last block, when kept

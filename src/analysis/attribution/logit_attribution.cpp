@@ -129,7 +129,7 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
   out.contrast = contrast;
   check_token_id(c, out.target, "target");
   check_token_id(c, out.contrast, "contrast");
-  const auto metric = [&](const std::vector<float>& logits) {  // the last row of logits [rows × V]
+  const auto metric = [&](std::span<const float> logits) {  // the last row of logits [rows × V]
     const float* last = logits.data() + logits.size() - V;
     return double(last[out.target]) - double(last[out.contrast]);
   };
