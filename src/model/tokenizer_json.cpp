@@ -162,15 +162,20 @@ VocabIndex read_vocab(const Field& field, BpeRecipe& recipe) {
   if (vocab.empty()) field.refuse("has no entries: expected an object of token -> id, like {\"hello\": 31373}");
   if (vocab.size() > kMaxVocabEntries)
     field.refuse(fmt::format("has {} entries; the limit is {}", vocab.size(), kMaxVocabEntries));
+  // An entry's path ("model.vocab[hello]") is written out only for its error: a vocabulary
+  // has hundreds of thousands of entries.
+  const auto entry = [&](const json* value, std::string_view key) {
+    return field.sibling(value, fmt::format("{}[{}]", field.path(), excerpt(key)));
+  };
   recipe.vocab.reserve(vocab.size());  // never reallocated: VocabIndex points into it
   TokenId largest = 0;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const std::string& key = it.key();
-    const Field entry = field.sibling(&it.value(), fmt::format("{}[{}]", field.path(), excerpt(key)));
-    if (key.empty()) entry.refuse("a token must not be the empty string");
-    if (!it.value().is_number_unsigned() || it.value().get<std::uint64_t>() >= kMaxVocabEntries)
-      entry.must_be(fmt::format("a token id, a whole number from 0 to {}", kMaxVocabEntries - 1));
-    const auto id = static_cast<TokenId>(it.value().get<std::uint64_t>());
+    const json& value = it.value();
+    if (key.empty()) entry(&value, key).refuse("a token must not be the empty string");
+    if (!value.is_number_unsigned() || value.get<std::uint64_t>() >= kMaxVocabEntries)
+      entry(&value, key).must_be(fmt::format("a token id, a whole number from 0 to {}", kMaxVocabEntries - 1));
+    const auto id = static_cast<TokenId>(value.get<std::uint64_t>());
     largest = std::max(largest, id);
     recipe.vocab.emplace_back(key, id);
   }
@@ -179,8 +184,8 @@ VocabIndex read_vocab(const Field& field, BpeRecipe& recipe) {
   index.id_of_key.reserve(recipe.vocab.size());
   for (const auto& [key, id] : recipe.vocab) {
     if (index.key_of_id[id])
-      field.sibling(nullptr, fmt::format("{}[{}]", field.path(), excerpt(key)))
-          .refuse(fmt::format("id {} is already the id of {}; ids must be unique", id, excerpt(*index.key_of_id[id])));
+      entry(nullptr, key).refuse(
+          fmt::format("id {} is already the id of {}; ids must be unique", id, excerpt(*index.key_of_id[id])));
     index.key_of_id[id] = &key;
     index.id_of_key.emplace(key, id);
   }
@@ -191,43 +196,48 @@ void read_merges(const Field& field, const VocabIndex& vocab, BpeRecipe& recipe)
   const json& merges = field.array(kMaxMerges, "merges");
   recipe.merges.reserve(merges.size());
   std::unordered_set<std::uint64_t> seen;  // each pair as its two ids
+  seen.reserve(merges.size());
+  std::string joined;  // left + right, reused
   for (std::size_t i = 0; i < merges.size(); ++i) {
-    const Field merge = field[i];
-    std::string left, right;
+    const json& merge = merges[i];
+    const auto at = [&] { return field[i]; };  // its path, written out only for an error
+    std::string_view left, right;
     if (merge.is_string()) {
       // "a b": the older form, which cannot hold a symbol with a space in it.
-      const std::string& line = merge.string();
+      const std::string_view line = merge.get_ref<const std::string&>();
       const std::size_t space = line.find(' ');
-      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
-        merge.refuse(
+      if (space == std::string_view::npos || line.find(' ', space + 1) != std::string_view::npos)
+        at().refuse(
             fmt::format("is {}; a merge written as a string is two symbols separated by one space, like "
                         "\"Ġ t\" (write a symbol that holds a space in the pair form [\"a\", \"b\"])",
                         excerpt(line)));
       left = line.substr(0, space);
       right = line.substr(space + 1);
-    } else if (merge.is_array() && merge.array(2, "parts").size() == 2 && merge[0].is_string() &&
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
                merge[1].is_string()) {
-      left = merge[0].string();
-      right = merge[1].string();
+      left = merge[0].get_ref<const std::string&>();
+      right = merge[1].get_ref<const std::string&>();
+    } else if (merge.is_array() && merge.size() > 2) {
+      at().array(2, "parts");  // refuses: "has 3 parts; the limit is 2"
     } else {
-      merge.must_be("a merge, \"a b\" or [\"a\", \"b\"]");
+      at().must_be("a merge, \"a b\" or [\"a\", \"b\"]");
     }
-    if (left.empty() || right.empty()) merge.refuse("a merge joins two non-empty symbols");
+    if (left.empty() || right.empty()) at().refuse("a merge joins two non-empty symbols");
+    joined.assign(left).append(right);
     TokenId ids[2] = {};
     for (int part = 0; part < 3; ++part) {
-      const std::string joined = part == 2 ? left + right : std::string();
-      const std::string& symbol = part == 0 ? left : part == 1 ? right : joined;
+      const std::string_view symbol = part == 0 ? left : part == 1 ? right : std::string_view(joined);
       const auto it = vocab.id_of_key.find(symbol);
       if (it == vocab.id_of_key.end())
-        merge.refuse(
+        at().refuse(
             fmt::format("{} is not in model.vocab; every merge's two symbols and its result are tokens "
                         "(as Hugging Face's tokenizers require)",
                         excerpt(symbol)));
       if (part < 2) ids[part] = it->second;
     }
     if (!seen.insert((std::uint64_t(ids[0]) << 32) | std::uint32_t(ids[1])).second)
-      merge.refuse(fmt::format("the merge {} {} appears twice; each pair has one rank", excerpt(left), excerpt(right)));
-    recipe.merges.emplace_back(std::move(left), std::move(right));
+      at().refuse(fmt::format("the merge {} {} appears twice; each pair has one rank", excerpt(left), excerpt(right)));
+    recipe.merges.emplace_back(left, right);
   }
 }
 
