@@ -184,8 +184,8 @@ VocabIndex read_vocab(const Field& field, BpeRecipe& recipe) {
   index.id_of_key.reserve(recipe.vocab.size());
   for (const auto& [key, id] : recipe.vocab) {
     if (index.key_of_id[id])
-      entry(nullptr, key).refuse(
-          fmt::format("id {} is already the id of {}; ids must be unique", id, excerpt(*index.key_of_id[id])));
+      entry(nullptr, key)
+          .refuse(fmt::format("id {} is already the id of {}; ids must be unique", id, excerpt(*index.key_of_id[id])));
     index.key_of_id[id] = &key;
     index.id_of_key.emplace(key, id);
   }
@@ -213,8 +213,7 @@ void read_merges(const Field& field, const VocabIndex& vocab, BpeRecipe& recipe)
                         excerpt(line)));
       left = line.substr(0, space);
       right = line.substr(space + 1);
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-               merge[1].is_string()) {
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
       left = merge[0].get_ref<const std::string&>();
       right = merge[1].get_ref<const std::string&>();
     } else if (merge.is_array() && merge.size() > 2) {
