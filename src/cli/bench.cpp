@@ -386,7 +386,7 @@ int bench_attribute(const BenchFlags& f) {
   ForwardOptions keep;
   keep.keep_stream = true;
   const ForwardResult run = model_forward(model, ids, keep);
-  const int target = static_cast<int>(top_k({run.logits.data() + p * c.vocab_size, c.vocab_size}, 1)[0].id);
+  const int target = top_k(run.logits_at(p), 1)[0].id;
   const double forward = median_seconds(f.repeats, [&] { model_forward(model, ids); });
   const std::vector<std::pair<std::string, std::function<void()>>> parts = {
       {"forward keeping the stream", [&] { (void)model_forward(model, ids, keep); }},

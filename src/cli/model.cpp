@@ -202,11 +202,10 @@ int tokenize(const ModelFlags& f) {
 // ---- run ----------------------------------------------------------------------------------
 
 void print_top_k(const ModelDir& m, const ForwardResult& r, const std::vector<std::string>& tokens, std::size_t k) {
-  const std::size_t vocab = m.model.config.vocab_size;
   fmt::print("next token, the {} most probable at each position:\n", k);
   for (std::size_t i = 0; i < r.n; ++i) {
     std::vector<std::string> guesses;
-    for (const TokenProbability& t : top_k({r.logits.data() + i * vocab, vocab}, k))
+    for (const TokenProbability& t : top_k(r.logits_at(i), k))
       guesses.push_back(fmt::format("{} {:.3f}", quoted_token(token_texts(m, {t.id})[0]), t.probability));
     fmt::print("  {:>4} {:<14} → {}\n", i, quoted_token(tokens[i]), fmt::join(guesses, ", "));
   }
@@ -228,7 +227,7 @@ void print_heads_in_brief(const ModelDir& m, const ForwardResult& r, const std::
 }
 
 json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>& ids, std::size_t k) {
-  const std::size_t n = r.n, heads = m.model.config.n_head, vocab = m.model.config.vocab_size;
+  const std::size_t n = r.n, heads = m.model.config.n_head;
   json attention = json::array();
   for (const std::vector<float>& layer : r.attention) {
     json layer_json = json::array();
@@ -244,13 +243,14 @@ json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>&
   json top = json::array();
   for (std::size_t i = 0; i < n; ++i) {
     json position = json::array();
-    for (const TokenProbability& t : top_k({r.logits.data() + i * vocab, vocab}, k))
+    for (const TokenProbability& t : top_k(r.logits_at(i), k))
       position.push_back(candidate_json(m, t.id, t.probability));
     top.push_back(std::move(position));
   }
+  const std::span<const float> last_logits = r.logits_at(n - 1);
   json out = {{"ids", ids},
               {"attention", std::move(attention)},
-              {"last_logits", std::vector<float>(r.logits.end() - static_cast<std::ptrdiff_t>(vocab), r.logits.end())},
+              {"last_logits", std::vector<float>(last_logits.begin(), last_logits.end())},
               {"top_k", std::move(top)}};
   add_tokens_json(out, m, ids);
   return out;

@@ -80,7 +80,7 @@ std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::
   std::vector<Sum> previous(scores.size()), duplicate(scores.size()), induction(scores.size());
   for (const std::vector<int>& ids : sequences) {
     const std::size_t n = ids.size();
-    const ForwardResult r = model_forward(model, ids, {.keep_attention = true});
+    const ForwardResult r = model_forward(model, ids, {.logits = LogitRows::none, .keep_attention = true});
     const std::vector<float> p_prev = detector_pattern(Detector::previous_token, ids),
                              p_dup = detector_pattern(Detector::duplicate_token, ids),
                              p_ind = detector_pattern(Detector::induction, ids);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 #include "attnlab/core/deadline.hpp"
 #include "attnlab/core/error.hpp"
@@ -279,7 +280,10 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
   const std::size_t n = ids.size(), heads = c.n_head;
   check_ids(c, ids, 0);
   check_interventions(c, options, n);
-  if (double(n) * double(c.vocab_size) > kMaxForwardFloats)
+  const std::size_t logits_from = options.logits == LogitRows::every  ? 0
+                                  : options.logits == LogitRows::last ? n - std::min<std::size_t>(n, 1)
+                                                                      : n;
+  if (double(n - logits_from) * double(c.vocab_size) > kMaxForwardFloats)
     fail("ids",
          fmt::format("{} tokens × a vocabulary of {} is more logits than the limit of {} (4 GiB); use fewer tokens", n,
                      c.vocab_size, kMaxForwardFloats));
@@ -297,16 +301,28 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
                      n, c.n_layer, kMaxForwardFloats));
   ForwardResult r;
   r.n = n;
+  r.logits_from = logits_from;
   std::vector<float> x = embed(model, ids, 0);
   run_blocks(model, 0, x, n, options, r);
   if (options.keep_stream) r.final_stream = x;
   // The logits' pages touched first by every thread, a run of rows each (zeroed: the product
   // below may read what it then overwrites).
-  const std::size_t vocab = c.vocab_size;
-  r.logits.resize(n * vocab);
-  for_rows(n, n * vocab, [&](std::size_t i) { std::fill_n(r.logits.data() + i * vocab, vocab, 0.0f); });
-  unembed_into(model, x, n, r.logits.data());
+  const std::size_t vocab = c.vocab_size, rows = n - logits_from;
+  if (rows == 0) return r;
+  r.logits.resize(rows * vocab);
+  for_rows(rows, rows * vocab, [&](std::size_t i) { std::fill_n(r.logits.data() + i * vocab, vocab, 0.0f); });
+  unembed_into(model, std::span<const float>(x).subspan(logits_from * c.n_embd), rows, r.logits.data());
   return r;
+}
+
+std::span<const float> ForwardResult::logits_at(std::size_t position) const {
+  if (logits_from == n)
+    throw std::out_of_range(fmt::format("logits_at({}): this forward computed no logits (LogitRows::none)", position));
+  if (position < logits_from || position >= n)
+    throw std::out_of_range(fmt::format("logits_at({}): this forward computed the logits of positions {} to {} only",
+                                        position, logits_from, n - 1));
+  const std::size_t vocab = logits.size() / (n - logits_from);
+  return std::span<const float>(logits).subspan((position - logits_from) * vocab, vocab);
 }
 
 namespace {
@@ -511,15 +527,14 @@ std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k
   return out;
 }
 
-double next_token_loss(const ForwardResult& result, std::span<const int> ids, std::size_t vocab, std::size_t first,
-                       std::size_t last) {
+double next_token_loss(const ForwardResult& result, std::span<const int> ids, std::size_t first, std::size_t last) {
   double total = 0;
   for (std::size_t i = first; i < last; ++i) {
-    const float* row = result.logits.data() + i * vocab;
-    const double largest = *std::max_element(row, row + vocab);
+    const std::span<const float> row = result.logits_at(i);
+    const double largest = *std::max_element(row.begin(), row.end());
     double sum = 0;
-    for (std::size_t v = 0; v < vocab; ++v)
-      sum += std::exp(row[v] - largest);
+    for (float x : row)
+      sum += std::exp(x - largest);
     total += std::log(sum) + largest - row[ids[i + 1]];  // -log softmax(row)[next]
   }
   return last > first ? total / static_cast<double>(last - first) : 0.0;

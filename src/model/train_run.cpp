@@ -103,13 +103,12 @@ TextCorpus bpe_corpus(std::string_view text, std::string file, const BpeTokenize
 
 std::pair<double, double> in_context_losses(const Model& model, std::uint64_t seed, std::size_t count,
                                             const std::vector<HeadRef>& ablate) {
-  const std::size_t vocab = model.config.vocab_size;
   double first = 0, second = 0;
   for (const std::vector<int>& ids : default_detector_sequences(model.config, seed, count)) {
     const std::size_t k = (ids.size() - 1) / 2;
     const ForwardResult r = model_forward(model, ids, {.ablate = ablate});
-    first += next_token_loss(r, ids, vocab, 1, k);
-    second += next_token_loss(r, ids, vocab, k + 1, 2 * k);
+    first += next_token_loss(r, ids, 1, k);
+    second += next_token_loss(r, ids, k + 1, 2 * k);
   }
   return {first / double(count), second / double(count)};
 }
@@ -163,7 +162,7 @@ double held_out_loss(const Model& model, const std::vector<std::vector<int>>& se
   double total = 0;
   for (const std::vector<int>& ids : sequences) {
     const ForwardResult r = model_forward(model, std::span(ids).first(ids.size() - 1));
-    total += next_token_loss(r, ids, model.config.vocab_size, 0, ids.size() - 1);
+    total += next_token_loss(r, ids, 0, ids.size() - 1);
   }
   return total / double(sequences.size());
 }

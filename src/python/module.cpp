@@ -472,10 +472,9 @@ PYBIND11_MODULE(_attnlab, mod) {
             const auto n = static_cast<std::ptrdiff_t>(r.result.n);
             if (position < -n || position >= n)
               fail("position", fmt::format("{} is not a position of the run's {} tokens", position, n));
-            const std::size_t vocab = r.dir->model.config.vocab_size,
-                              row = std::size_t(position < 0 ? position + n : position);
+            const std::size_t row = std::size_t(position < 0 ? position + n : position);
             py::list out;
-            for (const TokenProbability& t : top_k({r.result.logits.data() + row * vocab, vocab}, k))
+            for (const TokenProbability& t : top_k(r.result.logits_at(row), k))
               out.append(py::make_tuple(t.id, token_texts(*r.dir, {t.id})[0], t.probability));
             return out;
           },

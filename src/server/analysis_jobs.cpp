@@ -76,6 +76,7 @@ json api_model_attribute(const ModelSources& models, const json& request) {
   const LogitAttribution a = attribute_logit(p.model->model, p.ids, p.target);
   ForwardOptions keep;
   keep.keep_stream = true;
+  keep.logits = LogitRows::none;  // the mixing reads the stream alone
   const ContextMixing mixing = context_mixing(p.model->model, model_forward(p.model->model, p.ids, keep), a.position);
   const TokenText token = texts_of(*p.model);
   return {{"ids", p.ids},

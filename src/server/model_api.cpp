@@ -109,7 +109,8 @@ std::shared_ptr<const ForwardResult> forward_with_weights(const std::shared_ptr<
     if (forward_cache.model == m && forward_cache.ids == ids) return forward_cache.result;
   }
   admit_work(forward_work_bytes(m->model.config, ids.size()));
-  auto result = std::make_shared<const ForwardResult>(model_forward(m->model, ids, {.keep_attention = true}));
+  auto result = std::make_shared<const ForwardResult>(
+      model_forward(m->model, ids, {.logits = LogitRows::last, .keep_attention = true}));
   const std::lock_guard<std::mutex> lock(forward_cache.mutex);
   forward_cache.model = m;
   forward_cache.ids = ids;
@@ -119,9 +120,8 @@ std::shared_ptr<const ForwardResult> forward_with_weights(const std::shared_ptr<
 
 // The next-token distribution at the last position, as the reply writes it.
 json top_k_json(const ModelDir& m, const ForwardResult& r, std::size_t k) {
-  const std::size_t vocab = m.model.config.vocab_size;
   json out = json::array();
-  for (const TokenProbability& t : top_k({r.logits.data() + (r.n - 1) * vocab, vocab}, k))
+  for (const TokenProbability& t : top_k(r.logits_at(r.n - 1), k))
     out.push_back(candidate_json(m, t.id, t.probability));
   return out;
 }
@@ -279,7 +279,7 @@ std::string api_model_run(const ModelSources& models, const json& request) {
   add_tokens_json(reply, m, ids);
   if (!ablate.empty()) {
     admit_work(forward_work_bytes(c, ids.size()));
-    const ForwardResult ablated = model_forward(m.model, ids, {.ablate = ablate});
+    const ForwardResult ablated = model_forward(m.model, ids, {.logits = LogitRows::last, .ablate = ablate});
     reply["top_k_ablated"] = top_k_json(m, ablated, k);
     json heads = json::array();
     for (const HeadRef& h : ablate)

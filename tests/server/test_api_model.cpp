@@ -85,7 +85,9 @@ TEST_F(ModelApi, ModelSaysWhatIsLoaded) {
 
 TEST_F(ModelApi, ModelRunGivesTheForwardsWeightsDetectorsAndAnOrderedTopK) {
   const json reply = post_json("/api/model/run", {{"ids", kModelIds}, {"top_k", 7}});
-  const attnlab::ForwardResult f = attnlab::model_forward(model_->model, kModelIds, {.keep_attention = true});
+  // The server's forward computes the last position's logits alone (the reply's one row).
+  const attnlab::ForwardResult f =
+      attnlab::model_forward(model_->model, kModelIds, {.logits = attnlab::LogitRows::last, .keep_attention = true});
   const std::size_t n = kModelIds.size(), L = 2, H = 4;
   EXPECT_EQ(reply["ids"], kModelIds);
   EXPECT_EQ(reply["tokens"][0], "#3");  // no tokenizer: ids shown as #ID
@@ -102,7 +104,7 @@ TEST_F(ModelApi, ModelRunGivesTheForwardsWeightsDetectorsAndAnOrderedTopK) {
   }
   EXPECT_LE(largest, 5e-5 + 1e-7);
   // The next token after the last: ordered, summing to at most 1, the library's ids.
-  const std::vector<attnlab::TokenProbability> expected = attnlab::top_k({f.logits.data() + (n - 1) * 40, 40}, 7);
+  const std::vector<attnlab::TokenProbability> expected = attnlab::top_k(f.logits_at(n - 1), 7);
   const json& top = reply["top_k"];
   ASSERT_EQ(top.size(), 7u);
   double total = 0;
@@ -139,9 +141,9 @@ TEST_F(ModelApi, ModelRunAblationMovesTheTopKAsTheForwardDoes) {
   std::vector<attnlab::HeadRef> refs;
   for (const std::string& h : heads)
     refs.push_back(attnlab::parse_head_ref(h, "test"));
-  const attnlab::ForwardResult f = attnlab::model_forward(model_->model, kModelIds, {.ablate = refs});
-  const std::size_t n = kModelIds.size();
-  const std::vector<attnlab::TokenProbability> expected = attnlab::top_k({f.logits.data() + (n - 1) * 40, 40}, 5);
+  const attnlab::ForwardResult f =
+      attnlab::model_forward(model_->model, kModelIds, {.logits = attnlab::LogitRows::last, .ablate = refs});
+  const std::vector<attnlab::TokenProbability> expected = attnlab::top_k(f.logits_at(kModelIds.size() - 1), 5);
   ASSERT_EQ(reply["top_k_ablated"].size(), 5u);
   for (std::size_t k = 0; k < 5; ++k) {
     EXPECT_EQ(reply["top_k_ablated"][k]["id"], expected[k].id);

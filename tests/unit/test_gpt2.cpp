@@ -59,6 +59,35 @@ TEST_P(Gpt2Fixture, ForwardMatchesNumPyLogitsHeadsAndBlockInputs) {
   EXPECT_TRUE(all_close(widened(tiled.logits), flat(expected["logits"]), kLogits));
 }
 
+// A forward asked for the last position's logits, or none, computes only those: the last
+// row is NumPy's last row, the weights are the same, and any other row is refused.
+TEST_P(Gpt2Fixture, AForwardComputesTheLogitRowsItIsAskedFor) {
+  const fs::path dir = kFixtures / GetParam();
+  const json expected = read_json(dir / "expected.json");
+  const Model model = load_gpt2(dir.string());
+  const std::vector<int> ids = expected["ids"];
+  const std::size_t n = ids.size(), vocab = model.config.vocab_size;
+  const ForwardResult every = model_forward(model, ids, {.keep_attention = true});
+  ASSERT_EQ(every.logits.size(), n * vocab);
+  EXPECT_EQ(every.logits_from, 0u);
+  for (std::size_t i = 0; i < n; ++i)
+    EXPECT_TRUE(all_close(widened(every.logits_at(i)), flat(expected["logits"][i]), kLogits)) << "row " << i;
+
+  const ForwardResult last = model_forward(model, ids, {.logits = LogitRows::last, .keep_attention = true});
+  ASSERT_EQ(last.logits.size(), vocab);
+  EXPECT_EQ(last.logits_from, n - 1);
+  EXPECT_TRUE(all_close(widened(last.logits_at(n - 1)), flat(expected["logits"][n - 1]), kLogits));
+  EXPECT_THROW((void)last.logits_at(n - 2), std::out_of_range);
+  EXPECT_THROW((void)last.logits_at(n), std::out_of_range);
+  for (std::size_t l = 0; l < 2; ++l)
+    EXPECT_EQ(last.attention[l], every.attention[l]) << "the blocks run as before";
+
+  const ForwardResult none = model_forward(model, ids, {.logits = LogitRows::none});
+  EXPECT_TRUE(none.logits.empty());
+  EXPECT_EQ(none.logits_from, n);
+  EXPECT_THROW((void)none.logits_at(n - 1), std::out_of_range);
+}
+
 TEST_P(Gpt2Fixture, EveryHeadAsTheEnginesAttentionProblemGivesTheForwardsWeights) {
   const fs::path dir = kFixtures / GetParam();
   const Model model = load_gpt2(dir.string());
@@ -304,7 +333,7 @@ TEST(Gpt2, NextTokenLossIsTheCrossEntropyOfNumPysLogits) {
     expected += std::log(sum) - row[static_cast<std::size_t>(ids[i + 1])];
   }
   expected /= 5;
-  EXPECT_NEAR(next_token_loss(model_forward(model, ids), ids, 40, 2, 7), expected, 1e-4);
+  EXPECT_NEAR(next_token_loss(model_forward(model, ids), ids, 2, 7), expected, 1e-4);
 }
 
 TEST(Gpt2, TopKIsTheSoftmaxsLargestInOrder) {

@@ -121,7 +121,7 @@ void expect_training_loss_is_inference_loss(const ModelConfig& c, std::uint64_t 
   std::size_t predictions = 0;
   for (const std::vector<int>& ids : kBatch) {
     const ForwardResult r = model_forward(model, std::span(ids).first(ids.size() - 1));
-    expected += next_token_loss(r, ids, c.vocab_size, 0, ids.size() - 1) * double(ids.size() - 1);
+    expected += next_token_loss(r, ids, 0, ids.size() - 1) * double(ids.size() - 1);
     predictions += ids.size() - 1;
   }
   EXPECT_NEAR(loss_and_gradients<float>(c, as_float, kBatch, g), expected / double(predictions), tolerance);

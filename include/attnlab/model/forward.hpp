@@ -45,7 +45,16 @@ struct MlpReplacement {
   std::vector<float> added;  // [n × d] what the block's MLP adds to the stream instead
 };
 
+// Which positions' logits a forward computes. The LM head is a quarter to a third of a
+// forward's work (GPT-2 small's, Gemma's), and its n × vocab floats are the largest buffer.
+enum class LogitRows {
+  every,  // [n × vocab]: the next token's odds after every prefix
+  last,   // [1 × vocab]: after the whole text (the lab's next-token list, the lens, patching)
+  none,   // none: for a caller that reads the weights or the stream alone
+};
+
 struct ForwardOptions {
+  LogitRows logits = LogitRows::every;
   bool keep_attention = false;  // every head's weights, [L][H × n × n]
   bool keep_stream = false;     // what every block wrote into the residual stream (LayerStream); keeps the weights too
   std::vector<HeadRef> ablate;  // heads whose output is zeroed before c_proj
@@ -93,7 +102,10 @@ using Logits = std::vector<float, UnsetAllocator<float>>;  // [n × vocab], row 
 
 struct ForwardResult {
   std::size_t n = 0;
-  Logits logits;  // [n × vocab]
+  Logits logits;                // [(n − logits_from) × vocab]: positions logits_from..n−1
+  std::size_t logits_from = 0;  // 0 for LogitRows::every, n − 1 for last, n for none
+  // The logits after position `position` [vocab]; std::out_of_range for one not computed.
+  std::span<const float> logits_at(std::size_t position) const;
   // [L][n × d] LN_1(x), what each block's heads read: kept with the weights (keep_attention).
   std::vector<std::vector<float>> block_inputs;
   std::vector<std::vector<float>> attention;  // [L][H × n × n] weights, when kept
@@ -182,8 +194,7 @@ struct TokenProbability {
 std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k);
 
 // Mean next-token cross-entropy (nats) of positions [first, last) predicting ids[i + 1].
-double next_token_loss(const ForwardResult& result, std::span<const int> ids, std::size_t vocab, std::size_t first,
-                       std::size_t last);
+double next_token_loss(const ForwardResult& result, std::span<const int> ids, std::size_t first, std::size_t last);
 
 // Head L.H as the engine's attention problem, from the block inputs of a forward pass that kept
 // the weights (keep_attention).

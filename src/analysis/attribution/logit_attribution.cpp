@@ -30,13 +30,13 @@ LogitAttribution attribute_logit(const Model& model, std::span<const int> ids, c
   ForwardOptions options;
   options.keep_stream = true;
   const ForwardResult run = model_forward(model, ids, options);
-  const std::size_t n = run.n, d = c.n_embd, V = c.vocab_size, H = c.n_head;
+  const std::size_t n = run.n, d = c.n_embd, H = c.n_head;
   LogitAttribution out;
   out.n = n;
   out.position = want.position.value_or(n - 1);
   if (out.position >= n)
     fail("position", fmt::format("{} is past the last token ({} tokens, positions 0 to {})", out.position, n, n - 1));
-  const std::span<const float> logits(run.logits.data() + out.position * V, V);
+  const std::span<const float> logits = run.logits_at(out.position);
   out.target = want.target >= 0 ? want.target : top_token(logits);
   out.contrast = want.contrast;
   const std::span<const float> x(run.final_stream.data() + out.position * d, d);
@@ -70,11 +70,12 @@ LogitLens logit_lens(const Model& model, std::span<const int> ids, int target) {
   const ModelConfig& c = model.config;
   ForwardOptions options;
   options.keep_stream = true;
+  options.logits = LogitRows::last;
   const ForwardResult run = model_forward(model, ids, options);
   const std::size_t n = run.n, V = c.vocab_size;
   LogitLens lens;
   lens.rows = c.n_layer + 1, lens.n = n;
-  lens.target = target >= 0 ? target : top_token({run.logits.data() + (n - 1) * V, V});
+  lens.target = target >= 0 ? target : top_token(run.logits_at(n - 1));
   check_token_id(c, lens.target, "target");
   for (std::size_t row = 0; row < lens.rows; ++row) {
     check_deadline();
@@ -116,9 +117,9 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
                                 n, work, kMaxPatchingFlops));
   ForwardOptions options;
   options.keep_stream = true;
+  options.logits = LogitRows::last;
   const ForwardResult a = model_forward(model, clean, options), b = model_forward(model, corrupt, options);
-  const std::span<const float> clean_last(a.logits.data() + (n - 1) * V, V),
-      corrupt_last(b.logits.data() + (n - 1) * V, V);
+  const std::span<const float> clean_last = a.logits_at(n - 1), corrupt_last = b.logits_at(n - 1);
   ResidualPatching out;
   out.rows = L + 1, out.n = n;
   out.target = target >= 0 ? target : top_token(clean_last);
@@ -133,7 +134,7 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
     const float* last = logits.data() + logits.size() - V;
     return double(last[out.target]) - double(last[out.contrast]);
   };
-  out.clean = metric(a.logits), out.corrupt = metric(b.logits);
+  out.clean = metric(clean_last), out.corrupt = metric(corrupt_last);
   // The share restored by rerunning the corrupted text from block `layer` with `options`.
   const auto restored = [&](std::size_t layer, std::vector<float> x, const ForwardOptions& options = {}) {
     return (metric(forward_from(model, layer, std::move(x), options, n - 1)) - out.corrupt) / (out.clean - out.corrupt);

@@ -107,6 +107,7 @@ Verdict verdict(const Model& model, std::span<const int> all_ids, const VerdictO
   const LogitAttribution dla = attribute_logit(model, ids, {p, options.target.target, options.target.contrast});
   ForwardOptions keep;
   keep.keep_stream = true;
+  keep.logits = LogitRows::none;  // the reruns start from its stream; the metric is the attribution's
   const ForwardResult run = model_forward(model, ids, keep);
   Verdict v;
   v.n = n, v.position = p, v.layers = L, v.heads = H;
