@@ -285,8 +285,16 @@ PyModel load(const std::string& path) {
 }
 
 std::shared_ptr<ModelRun> run_model(const PyModel& m, const Tokens& tokens, const std::vector<std::string>& capture,
-                                    const std::vector<std::string>& ablate) {
+                                    const std::vector<std::string>& ablate, const std::string& logits) {
   ForwardOptions options;
+  if (logits == "last")
+    options.logits = LogitRows::last;
+  else if (logits == "none")
+    options.logits = LogitRows::none;
+  else if (logits != "every")
+    fail("logits", fmt::format("\"{}\" is not a choice; give \"every\" (each position's, [n × vocabulary]), "
+                               "\"last\" (the last position's, [1 × vocabulary]) or \"none\"",
+                               logits));
   for (const std::string& what : capture) {
     if (what == "attention")
       options.keep_attention = true;
@@ -443,7 +451,8 @@ PYBIND11_MODULE(_attnlab, mod) {
                              [](py::object self) {
                                const auto& r = self.cast<const ModelRun&>();
                                return view(r.result.logits.data(),
-                                           {py::ssize_t(r.result.n), py::ssize_t(r.dir->model.config.vocab_size)},
+                                           {py::ssize_t(r.result.n - r.result.logits_from),
+                                            py::ssize_t(r.dir->model.config.vocab_size)},
                                            self);
                              })
       .def_property_readonly("attention",
@@ -473,6 +482,10 @@ PYBIND11_MODULE(_attnlab, mod) {
             if (position < -n || position >= n)
               fail("position", fmt::format("{} is not a position of the run's {} tokens", position, n));
             const std::size_t row = std::size_t(position < 0 ? position + n : position);
+            if (row < r.result.logits_from)
+              fail("position", fmt::format("the run computed the logits of positions {} to {} only (run with "
+                                           "logits=\"every\" for every position's)",
+                                           r.result.logits_from, n - 1));
             py::list out;
             for (const TokenProbability& t : top_k(r.result.logits_at(row), k))
               out.append(py::make_tuple(t.id, token_texts(*r.dir, {t.id})[0], t.probability));
@@ -497,7 +510,7 @@ PYBIND11_MODULE(_attnlab, mod) {
              return to_python(out);
            })
       .def("token_texts", [](const PyModel& m, const std::vector<int>& ids) { return token_texts(*m.dir, ids); })
-      .def("run", &run_model, py::arg("tokens"), py::arg("capture"), py::arg("ablate"))
+      .def("run", &run_model, py::arg("tokens"), py::arg("capture"), py::arg("ablate"), py::arg("logits"))
       .def(
           "generate",
           [](const PyModel& m, const Tokens& prompt, std::size_t tokens, double temperature, std::size_t top_k,

@@ -202,6 +202,16 @@ def test_a_model_run_is_the_commands_and_numpys(cli, tiny):
     assert r.top_k(-1, k=5) == r.top_k(9, k=5)
     with pytest.raises(ValueError, match="^position: 10 is not a position of the run's 10 tokens"):
         r.top_k(10)
+    # The last position's logits alone: NumPy's last row, the same next tokens.
+    last = m.run(ids, capture=[], logits="last")
+    assert last.logits.shape == (1, 40)
+    np.testing.assert_allclose(last.logits[0], expected["logits"][-1], rtol=0, atol=2e-4)
+    assert [t[0] for t in last.top_k(-1, k=5)] == [t[0] for t in r.top_k(-1, k=5)]
+    with pytest.raises(ValueError, match=r'^position: the run computed the logits of positions 9 to 9 only'):
+        last.top_k(2)
+    assert m.run(ids, capture=[], logits="none").logits.shape == (0, 40)
+    with pytest.raises(ValueError, match='^logits: "all" is not a choice'):
+        m.run(ids, logits="all")
 
 
 def test_ablation_generation_and_heads_are_the_commands(cli, tiny):

@@ -264,7 +264,8 @@ class HeadScore:
 
 
 class ModelRun:
-    """One forward pass: ``logits`` [n × vocabulary]; with capture=["attention"],
+    """One forward pass: ``logits`` [n × vocabulary] (with logits="last", the last
+    position's alone, [1 × vocabulary]); with capture=["attention"],
     ``attention[l]`` [H × n × n] (head l.h's weights are ``attention[l][h]``); with
     capture=["stream"], ``stream[l]`` {"x_in", "attention", "mlp"} each [n × d_model], and
     ``final_stream``. Arrays are views of the run."""
@@ -337,11 +338,13 @@ class Model:
         return self._native.token_texts([int(i) for i in ids])
 
     def run(self, tokens: Tokens, *, capture: Iterable[str] = ("attention",),
-            ablate: Iterable[str] = ()) -> ModelRun:
+            ablate: Iterable[str] = (), logits: str = "every") -> ModelRun:
         """One forward pass over text (tokenized) or token ids; capture "attention" (every
-        head's weights) and/or "stream" (the residual stream); ablate: heads "L.H" whose
-        output is zeroed before the layer's W_O."""
-        return ModelRun(self, self._native.run(_tokens(tokens), list(capture), list(ablate)))
+        head's weights) and/or "stream" (the residual stream); logits: "every" position's
+        [n × vocabulary], the "last" one's [1 × vocabulary] (the LM head's work and its n ×
+        vocabulary floats saved on a long text), or "none"; ablate: heads "L.H" whose output
+        is zeroed before the layer's W_O."""
+        return ModelRun(self, self._native.run(_tokens(tokens), list(capture), list(ablate), logits))
 
     def ablate(self, tokens: Tokens, heads: Iterable[str], *,
                capture: Iterable[str] = ("attention",)) -> ModelRun:
