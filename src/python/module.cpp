@@ -447,14 +447,14 @@ PYBIND11_MODULE(_attnlab, mod) {
   py::class_<ModelRun, std::shared_ptr<ModelRun>>(mod, "_ModelRun")
       .def_readonly("ids", &ModelRun::ids)
       .def_property_readonly("n", [](const ModelRun& r) { return r.result.n; })
-      .def_property_readonly("logits",
-                             [](py::object self) {
-                               const auto& r = self.cast<const ModelRun&>();
-                               return view(r.result.logits.data(),
-                                           {py::ssize_t(r.result.n - r.result.logits_from),
-                                            py::ssize_t(r.dir->model.config.vocab_size)},
-                                           self);
-                             })
+      .def_property_readonly(
+          "logits",
+          [](py::object self) {
+            const auto& r = self.cast<const ModelRun&>();
+            return view(r.result.logits.data(),
+                        {py::ssize_t(r.result.n - r.result.logits_from), py::ssize_t(r.dir->model.config.vocab_size)},
+                        self);
+          })
       .def_property_readonly("attention",
                              [](py::object self) {
                                const auto& r = self.cast<const ModelRun&>();
