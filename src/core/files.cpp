@@ -29,16 +29,17 @@ std::string read_file_within(const fs::path& path, std::uintmax_t limit, std::st
   std::error_code error;
   if (fs::is_directory(path, error))
     fail(field, fmt::format("{} is a directory, not a file{}", field_is_path ? "the path" : name, then));
+  std::string bytes;
   if (fs::is_regular_file(path, error)) {
     const std::uintmax_t size = fs::file_size(path, error);
     if (!error && size > limit)
       fail(field, fmt::format("{} is {} bytes, more than the limit of {}", field_is_path ? "the file" : name, size,
                               limit_text));
+    if (!error) bytes.reserve(size);  // read into place, not copied as the string grows
   }
   std::ifstream in(path, std::ios::binary);
   if (!in)
     fail(field, fmt::format("cannot open {}: {}{}", field_is_path ? "the file" : name, std::strerror(errno), then));
-  std::string bytes;
   char block[1 << 16];
   while (in.read(block, sizeof block) || in.gcount() > 0) {
     bytes.append(block, static_cast<std::size_t>(in.gcount()));
