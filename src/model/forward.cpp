@@ -280,8 +280,9 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
   const std::size_t n = ids.size(), heads = c.n_head;
   check_ids(c, ids, 0);
   check_interventions(c, options, n);
+  // The first position whose logits are computed (check_ids refused an empty text: n ≥ 1).
   const std::size_t logits_from = options.logits == LogitRows::every  ? 0
-                                  : options.logits == LogitRows::last ? n - std::min<std::size_t>(n, 1)
+                                  : options.logits == LogitRows::last ? n - 1
                                                                       : n;
   if (double(n - logits_from) * double(c.vocab_size) > kMaxForwardFloats)
     fail("ids",
