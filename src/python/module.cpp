@@ -482,6 +482,8 @@ PYBIND11_MODULE(_attnlab, mod) {
             if (position < -n || position >= n)
               fail("position", fmt::format("{} is not a position of the run's {} tokens", position, n));
             const std::size_t row = std::size_t(position < 0 ? position + n : position);
+            if (r.result.logits_from == r.result.n)
+              fail("position", "the run computed no logits (logits=\"none\"); run with logits=\"last\" or \"every\"");
             if (row < r.result.logits_from)
               fail("position", fmt::format("the run computed the logits of positions {} to {} only (run with "
                                            "logits=\"every\" for every position's)",

@@ -209,7 +209,10 @@ def test_a_model_run_is_the_commands_and_numpys(cli, tiny):
     assert [t[0] for t in last.top_k(-1, k=5)] == [t[0] for t in r.top_k(-1, k=5)]
     with pytest.raises(ValueError, match=r'^position: the run computed the logits of positions 9 to 9 only'):
         last.top_k(2)
-    assert m.run(ids, capture=[], logits="none").logits.shape == (0, 40)
+    none = m.run(ids, capture=[], logits="none")
+    assert none.logits.shape == (0, 40)
+    with pytest.raises(ValueError, match=r'^position: the run computed no logits \(logits="none"\)'):
+        none.top_k(-1)
     with pytest.raises(ValueError, match='^logits: "all" is not a choice'):
         m.run(ids, logits="all")
 
