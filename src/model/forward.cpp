@@ -318,10 +318,14 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
 
 std::span<const float> ForwardResult::logits_at(std::size_t position) const {
   if (logits_from == n)
-    throw std::out_of_range(fmt::format("logits_at({}): this forward computed no logits (LogitRows::none)", position));
+    throw std::out_of_range(fmt::format(
+        "logits_at({}): this forward computed no logits (LogitRows::none); run it with LogitRows::last or every",
+        position));
   if (position < logits_from || position >= n)
-    throw std::out_of_range(fmt::format("logits_at({}): this forward computed the logits of positions {} to {} only",
-                                        position, logits_from, n - 1));
+    throw std::out_of_range(
+        fmt::format("logits_at({}): this forward computed the logits of positions {} to {} only; "
+                    "run it with LogitRows::every for every position's",
+                    position, logits_from, n - 1));
   const std::size_t vocab = logits.size() / (n - logits_from);
   return std::span<const float>(logits).subspan((position - logits_from) * vocab, vocab);
 }
