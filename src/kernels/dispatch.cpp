@@ -56,8 +56,24 @@ std::string to_string(Isa isa) {
 
 Isa usable_isa(std::optional<Isa> requested) { return std::min(requested.value_or(Isa::avx512_bf16), best_isa()); }
 
+AttentionLayout AttentionLayout::contiguous(const AttentionShape& shape) {
+  return {.q_head = shape.n * shape.d_k,
+          .q_row = shape.d_k,
+          .k_head = shape.m * shape.d_k,
+          .k_row = shape.d_k,
+          .v_head = shape.m * shape.d_v,
+          .v_row = shape.d_v,
+          .out_head = shape.n * shape.d_v,
+          .out_row = shape.d_v};
+}
+
 void flash_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
                      const AttentionOptions& options) {
+  flash_attention(q, k, v, out, shape, AttentionLayout::contiguous(shape), options);
+}
+
+void flash_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                     const AttentionLayout& layout, const AttentionOptions& options) {
   assert(shape.kv_heads > 0 && shape.heads % shape.kv_heads == 0);
   assert(options.temperature > 0);
   AttentionOptions resolved = options;
@@ -65,15 +81,15 @@ void flash_attention(const float* q, const float* k, const float* v, float* out,
   const bool bf16 = options.precision == Precision::bf16;
   switch (*resolved.isa) {
     case Isa::generic:
-      return bf16 ? kernels::generic::flash_attention_bf16(q, k, v, out, shape, resolved)
-                  : kernels::generic::flash_attention_f32(q, k, v, out, shape, resolved);
+      return bf16 ? kernels::generic::flash_attention_bf16(q, k, v, out, shape, layout, resolved)
+                  : kernels::generic::flash_attention_f32(q, k, v, out, shape, layout, resolved);
     case Isa::avx2:
-      return bf16 ? kernels::avx2::flash_attention_bf16(q, k, v, out, shape, resolved)
-                  : kernels::avx2::flash_attention_f32(q, k, v, out, shape, resolved);
+      return bf16 ? kernels::avx2::flash_attention_bf16(q, k, v, out, shape, layout, resolved)
+                  : kernels::avx2::flash_attention_f32(q, k, v, out, shape, layout, resolved);
     case Isa::avx512:
     case Isa::avx512_bf16:
-      return bf16 ? kernels::avx512::flash_attention_bf16(q, k, v, out, shape, resolved)
-                  : kernels::avx512::flash_attention_f32(q, k, v, out, shape, resolved);
+      return bf16 ? kernels::avx512::flash_attention_bf16(q, k, v, out, shape, layout, resolved)
+                  : kernels::avx512::flash_attention_f32(q, k, v, out, shape, layout, resolved);
   }
 }
 

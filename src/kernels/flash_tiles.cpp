@@ -249,11 +249,13 @@ struct Geometry {
   long offset;        // m - n: query i sits at position i + offset among the keys
   long window;        // 0: none
   bool causal;
+  AttentionLayout layout;  // where q, k, v and out lie
 };
 
 template <bool Bf16>
-Geometry geometry_of(const AttentionShape& shape, const AttentionOptions& options) {
+Geometry geometry_of(const AttentionShape& shape, const AttentionLayout& layout, const AttentionOptions& options) {
   Geometry g{};
+  g.layout = layout;
   g.n = shape.n, g.m = shape.m, g.d_k = shape.d_k, g.d_v = shape.d_v;
   g.dk_slots = Bf16 ? (g.d_k + 1) / 2 : g.d_k;
   g.group = shape.heads / shape.kv_heads;
@@ -287,8 +289,8 @@ void allocate_scratch(Scratch& t, const Geometry& g) {
 
 // Q blockᵀ times c into t.qt, padding columns 0; the running output, max and sum reset.
 template <bool Bf16>
-void start_block(Scratch& t, const Geometry& g, const float* q_h, std::size_t rows, std::size_t rows_pad) {
-  const auto q_at = [&](std::size_t r, std::size_t d) { return d < g.d_k ? q_h[r * g.d_k + d] * g.c : 0.0f; };
+void start_block(Scratch& t, const Geometry& g, const float* q_b, std::size_t rows, std::size_t rows_pad) {
+  const auto q_at = [&](std::size_t r, std::size_t d) { return d < g.d_k ? q_b[r * g.layout.q_row + d] * g.c : 0.0f; };
   for (std::size_t d = 0; d < g.dk_slots; ++d) {
     float* row = t.qt.data() + d * rows_pad;
     for (std::size_t r = 0; r < rows; ++r)
@@ -326,9 +328,10 @@ std::pair<long, long> visible_keys(Scratch& t, const Geometry& g, std::size_t i0
 template <class Madd, bool Bf16>
 void score_tile(Scratch& t, const Geometry& g, const float* k_tile, std::size_t cols, std::size_t rows_pad) {
   const float* k_rows = k_tile;
+  std::size_t k_row = g.layout.k_row;
   if (Bf16) {
     for (std::size_t j = 0; j < cols; ++j) {
-      const float* row = k_tile + j * g.d_k;
+      const float* row = k_tile + j * g.layout.k_row;
       float* pairs = t.k.data() + j * g.dk_slots;
       std::size_t d = 0;
       for (; 2 * d + 2 * W <= g.d_k; d += W)
@@ -337,9 +340,10 @@ void score_tile(Scratch& t, const Geometry& g, const float* k_tile, std::size_t 
         pairs[d] = bf16_pair(row[2 * d], 2 * d + 1 < g.d_k ? row[2 * d + 1] : 0.0f);
     }
     k_rows = t.k.data();
+    k_row = g.dk_slots;
   }
   std::fill(t.tile_max.begin(), t.tile_max.begin() + rows_pad, kMinusInf);
-  block_gemm<Madd, kScoreMR, kScoreNR, false>(k_rows, g.dk_slots, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols,
+  block_gemm<Madd, kScoreMR, kScoreNR, false>(k_rows, k_row, 1, t.qt.data(), rows_pad, t.st.data(), rows_pad, cols,
                                               rows_pad, g.dk_slots, t.tile_max.data());
 }
 
@@ -412,6 +416,7 @@ void mix_tile(Scratch& t, const Geometry& g, const float* v_tile, std::size_t co
   const std::size_t key_slots = Bf16 ? (cols + 1) / 2 : cols;
   const float* p_rows = t.st.data();
   const float* v_rows = v_tile;
+  std::size_t v_row = g.layout.v_row;
   if (Bf16) {
     for (std::size_t j = 0; j < key_slots; ++j) {
       const float* even = t.st.data() + 2 * j * rows_pad;
@@ -419,34 +424,35 @@ void mix_tile(Scratch& t, const Geometry& g, const float* v_tile, std::size_t co
       float* pairs = t.pt.data() + j * rows_pad;
       for (std::size_t r = 0; r < rows_pad; r += W)
         store(pairs + r, bf16_pairs(load(even + r), has_odd ? load(even + rows_pad + r) : VF{}));
-      const float* v_even = v_tile + 2 * j * g.d_v;
+      const float* v_even = v_tile + 2 * j * g.layout.v_row;
       float* row = t.v.data() + j * g.d_v;
       std::size_t col = 0;
       for (; col + W <= g.d_v; col += W)
-        store(row + col, bf16_pairs(load(v_even + col), has_odd ? load(v_even + g.d_v + col) : VF{}));
+        store(row + col, bf16_pairs(load(v_even + col), has_odd ? load(v_even + g.layout.v_row + col) : VF{}));
       for (; col < g.d_v; ++col)
-        row[col] = bf16_pair(v_even[col], has_odd ? v_even[g.d_v + col] : 0.0f);
+        row[col] = bf16_pair(v_even[col], has_odd ? v_even[g.layout.v_row + col] : 0.0f);
     }
     p_rows = t.pt.data();
     v_rows = t.v.data();
+    v_row = g.d_v;
   }
   if (g.o_transposed)
-    block_gemm<Madd, kScoreMR, kScoreNR, true>(v_rows, 1, g.d_v, p_rows, rows_pad, t.o.data(), rows_pad, g.d_v,
+    block_gemm<Madd, kScoreMR, kScoreNR, true>(v_rows, 1, v_row, p_rows, rows_pad, t.o.data(), rows_pad, g.d_v,
                                                rows_pad, key_slots);
   // Widths that are not whole panels of kMixNR vectors (d = 80, 96) do better with the
   // scores' tile than with a narrow last panel.
   else if ((g.d_v / W) % kMixNR == 0)
-    block_gemm<Madd, kMixMR, kMixNR, true>(p_rows, 1, rows_pad, v_rows, g.d_v, t.o.data(), g.d_v, rows_pad, g.d_v,
+    block_gemm<Madd, kMixMR, kMixNR, true>(p_rows, 1, rows_pad, v_rows, v_row, t.o.data(), g.d_v, rows_pad, g.d_v,
                                            key_slots);
   else
-    block_gemm<Madd, kScoreMR, kScoreNR, true>(p_rows, 1, rows_pad, v_rows, g.d_v, t.o.data(), g.d_v, rows_pad, g.d_v,
+    block_gemm<Madd, kScoreMR, kScoreNR, true>(p_rows, 1, rows_pad, v_rows, v_row, t.o.data(), g.d_v, rows_pad, g.d_v,
                                                key_slots);
 }
 
 // O_b / l, written out (from Oᵀ transposed back); a query that saw no key stays 0.
 void finish_block(const Scratch& t, const Geometry& g, float* out_block, std::size_t rows, std::size_t rows_pad) {
   for (std::size_t r = 0; r < rows; ++r) {
-    float* dst = out_block + r * g.d_v;
+    float* dst = out_block + r * g.layout.out_row;
     const float inv = t.row_sum[r] > 0 ? 1.0f / t.row_sum[r] : 0.0f;
     for (std::size_t col = 0; col < g.d_v; ++col)
       dst[col] = t.o[g.o_transposed ? col * rows_pad + r : r * g.d_v + col] * inv;
@@ -458,8 +464,8 @@ void finish_block(const Scratch& t, const Geometry& g, float* out_block, std::si
 // walks its visible key tiles: score, online softmax, mix; then divides by the row sums.
 template <class Madd, bool Bf16>
 void flash_kernel(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
-                  const AttentionOptions& options) {
-  const Geometry g = geometry_of<Bf16>(shape, options);
+                  const AttentionLayout& layout, const AttentionOptions& options) {
+  const Geometry g = geometry_of<Bf16>(shape, layout, options);
   const std::size_t q_blocks = (g.n + g.block_q - 1) / g.block_q;
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
 #pragma omp parallel num_threads(threads)
@@ -472,18 +478,18 @@ void flash_kernel(const float* q, const float* k, const float* v, float* out, co
       const std::size_t h = work / q_blocks, qb = q_blocks - 1 - work % q_blocks;
       const std::size_t kv_head = h / g.group;
       const std::size_t i0 = qb * g.block_q, rows = std::min(g.block_q, g.n - i0), rows_pad = round_up(rows, W);
-      const float* k_g = k + kv_head * g.m * g.d_k;
-      const float* v_g = v + kv_head * g.m * g.d_v;
+      const float* k_g = k + kv_head * layout.k_head;
+      const float* v_g = v + kv_head * layout.v_head;
 
-      start_block<Bf16>(t, g, q + (h * g.n + i0) * g.d_k, rows, rows_pad);
+      start_block<Bf16>(t, g, q + h * layout.q_head + i0 * layout.q_row, rows, rows_pad);
       const auto [block_first, block_last] = visible_keys(t, g, i0, rows, rows_pad);
       for (long j0 = block_first; j0 <= block_last; j0 += static_cast<long>(g.block_k)) {
         const std::size_t cols = std::min<std::size_t>(g.block_k, static_cast<std::size_t>(block_last - j0 + 1));
-        score_tile<Madd, Bf16>(t, g, k_g + j0 * g.d_k, cols, rows_pad);
+        score_tile<Madd, Bf16>(t, g, k_g + j0 * layout.k_row, cols, rows_pad);
         softmax_tile(t, g, j0, cols, rows_pad);
-        mix_tile<Madd, Bf16>(t, g, v_g + j0 * g.d_v, cols, rows_pad);
+        mix_tile<Madd, Bf16>(t, g, v_g + j0 * layout.v_row, cols, rows_pad);
       }
-      finish_block(t, g, out + (h * g.n + i0) * g.d_v, rows, rows_pad);
+      finish_block(t, g, out + h * layout.out_head + i0 * layout.out_row, rows, rows_pad);
     }
   }
 }
@@ -491,19 +497,19 @@ void flash_kernel(const float* q, const float* k, const float* v, float* out, co
 }  // namespace
 
 void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
-                         const AttentionOptions& options) {
-  flash_kernel<MaddF32, false>(q, k, v, out, shape, options);
+                         const AttentionLayout& layout, const AttentionOptions& options) {
+  flash_kernel<MaddF32, false>(q, k, v, out, shape, layout, options);
 }
 
 void flash_attention_bf16(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
-                          const AttentionOptions& options) {
+                          const AttentionLayout& layout, const AttentionOptions& options) {
 #if defined(ATTNLAB_HAS_BF16)
   if (options.isa == Isa::avx512_bf16) {
-    flash_kernel<MaddBf16Native, true>(q, k, v, out, shape, options);
+    flash_kernel<MaddBf16Native, true>(q, k, v, out, shape, layout, options);
     return;
   }
 #endif
-  flash_kernel<MaddBf16Portable, true>(q, k, v, out, shape, options);
+  flash_kernel<MaddBf16Portable, true>(q, k, v, out, shape, layout, options);
 }
 
 }  // namespace attnlab::kernels::ATTNLAB_ISA

@@ -72,11 +72,11 @@ struct PreparedX {
 #define ATTNLAB_DECLARE_KERNELS(ns)                                                                                  \
   namespace attnlab::kernels::ns {                                                                                   \
   void flash_attention_f32(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,  \
-                           const AttentionOptions& options);                                                         \
+                           const AttentionLayout& layout, const AttentionOptions& options);                          \
   /* bf16 operands, f32 accumulation: the CPU's bf16 dot product where options.isa is */                             \
   /* avx512_bf16 (and the build has it), else a portable step that computes the same. */                             \
   void flash_attention_bf16(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape, \
-                            const AttentionOptions& options);                                                        \
+                            const AttentionLayout& layout, const AttentionOptions& options);                         \
   void decode_run(const DecodeRun& run);                                                                             \
   double fma_peak_gflops(int threads, long iterations);                                                              \
   double bf16_peak_gflops(int threads, long iterations);                                                             \

@@ -10,7 +10,6 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
-#include <memory>
 #include <stdexcept>
 
 #include "attnlab/core/deadline.hpp"
@@ -42,51 +41,24 @@ HeadRef parse_head_ref(std::string_view text, std::string_view field) {
 
 namespace {
 
-// The tiled kernel's operands, head by head, [H or H_kv × n × hd] each: allocated by the
-// first layer, reused by the others. Not zeroed: every number is written before it is read.
-struct TiledOperands {
-  std::unique_ptr<float[]> q, k, v, out;
-  std::size_t q_floats = 0, kv_floats = 0;
-
-  void fit(std::size_t q_size, std::size_t kv_size) {
-    const auto buffer = [](std::size_t size) { return std::make_unique_for_overwrite<float[]>(size); };
-    if (q_size > q_floats) {
-      q = buffer(q_size), out = buffer(q_size);
-      q_floats = q_size;
-    }
-    if (kv_size > kv_floats) {
-      k = buffer(kv_size), v = buffer(kv_size);
-      kv_floats = kv_size;
-    }
-  }
-};
-
-// Every head at once through the tiled kernel (no n × n grid): z[n × H·hd].
-void attention_tiled(const float* qkv, std::size_t n, const Heads& at, TiledOperands& operands, float* z) {
+// Every head at once through the tiled kernel (no n × n grid), read where the fused
+// projection qkv [n × W] holds them and written into z [n × H·hd]: no copies of Q, K, V.
+void attention_tiled(const float* qkv, std::size_t n, const Heads& at, float* z) {
   const std::size_t hd = at.hd;
-  operands.fit(at.H * n * hd, at.H_kv * n * hd);
-  float *const q = operands.q.get(), *const k = operands.k.get(), *const v = operands.v.get(),
-               *const out = operands.out.get();
-  // The heads' rows gathered (and their outputs scattered back) over the threads.
-  for_rows(n, n * at.width, [&](std::size_t i) {
-    const float* row = qkv + i * at.width;
-    for (std::size_t h = 0; h < at.H; ++h)
-      std::copy_n(row + at.q(h), hd, q + (h * n + i) * hd);
-    for (std::size_t g = 0; g < at.H_kv; ++g) {
-      std::copy_n(row + at.k(g), hd, k + (g * n + i) * hd);
-      std::copy_n(row + at.v(g), hd, v + (g * n + i) * hd);
-    }
-  });
+  const AttentionLayout layout{.q_head = hd,
+                               .q_row = at.width,
+                               .k_head = hd,
+                               .k_row = at.width,
+                               .v_head = hd,
+                               .v_row = at.width,
+                               .out_head = hd,
+                               .out_row = at.H * hd};
   AttentionOptions options;
   options.causal = true;
   options.scale = at.scale;
   if (at.window) options.window = at.window;
   if (bf16_products()) options.precision = Precision::bf16;  // Q·Kᵀ and P·V as bf16 dot products too
-  flash_attention(q, k, v, out, {at.H, at.H_kv, n, n, hd, hd}, options);
-  for_rows(n, n * at.width, [&](std::size_t i) {
-    for (std::size_t h = 0; h < at.H; ++h)
-      std::copy_n(out + (h * n + i) * hd, hd, z + i * at.H * hd + h * hd);
-  });
+  flash_attention(qkv + at.q(0), qkv + at.k(0), qkv + at.v(0), z, {at.H, at.H_kv, n, n, hd, hd}, layout, options);
 }
 
 }  // namespace
@@ -238,7 +210,6 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
   const bool keep_attention = keep && (options.keep_attention || options.keep_stream),
              keep_stream = keep && options.keep_stream;
   BlockActivations<float> a;  // one block's intermediates, reused layer after layer
-  TiledOperands operands;
   for (std::size_t l = first; l < c.n_layer; ++l) {
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
     Heads at = heads_of(c, l);
@@ -249,7 +220,7 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
         attention_forward(at, qkv, n, weights.data(), z);
         if (keep_attention) r.attention.push_back(std::move(weights));
       } else {
-        attention_tiled(qkv, n, at, operands, z);
+        attention_tiled(qkv, n, at, z);
       }
       zero_ablated(c, l, options.ablate, n, z);
       replace_heads(c, l, options.replace_heads, n, z);
@@ -509,8 +480,9 @@ double forward_flops(const ModelConfig& c, std::size_t n) {
 
 std::size_t forward_buffer_bytes(const ModelConfig& c, std::size_t n) {
   const std::size_t d = c.n_embd, zw = c.attention_width();
-  // q | k | v and its per-head copies, z and the kernel's output, the projection, the MLP's input, hidden and act.
-  const std::size_t block = 2 * c.qkv_width() + 2 * zw + 2 * d + c.fc_width() + c.n_inner;
+  // q | k | v, z (the kernel reads the one and writes the other where they lie), the projection, the MLP's
+  // input, hidden and act.
+  const std::size_t block = c.qkv_width() + zw + 2 * d + c.fc_width() + c.n_inner;
   // The logits, the residual stream, the attention's input, the final norm's.
   return sizeof(float) * n * (c.vocab_size + 3 * d + block);
 }

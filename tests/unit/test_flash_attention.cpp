@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -187,6 +188,71 @@ TEST(FlashAttention, HeadSizesModelsUseThatAreNotPowersOfTwo) {
       c.options.causal = d == 80;
       expect_tiled_matches_reference(c);
     }
+}
+
+// A model's layout: every head of a token in one row of a fused projection [n × (H·d_k +
+// H_kv·d_k + H_kv·d_v + 3)], queries, keys and values side by side (3 columns of gap at the
+// end), and the outputs into [n × H·d_v + 5]. The kernel reads and writes them where they lie
+// and computes, bit for bit, what it computes on the heads copied out one after another; the
+// gaps of the output stay as they were.
+TEST(FlashAttention, OperandsWhereAModelsFusedProjectionHoldsThemGiveTheContiguousResults) {
+  std::size_t counter = 0;
+  for (const AttentionShape s : {AttentionShape{4, 2, 113, 113, 64, 64}, AttentionShape{3, 1, 75, 75, 72, 72},
+                                 AttentionShape{2, 2, 40, 40, 8, 20}, AttentionShape{2, 1, 1, 1, 64, 64}})
+    for (Isa isa : runnable_isas())
+      for (Precision precision : {Precision::f32, Precision::bf16}) {
+        AttentionOptions options;
+        options.isa = isa;
+        options.precision = precision;
+        options.causal = counter % 2 == 0;
+        if (counter % 3 == 1) options.window = 7;
+        options.block_k = counter % 2 ? 48 : 33;
+        ++counter;
+        SCOPED_TRACE(fmt::format("H={} H_kv={} n={} d_k={} d_v={} isa={} {} causal={} window={}", s.heads, s.kv_heads,
+                                 s.n, s.d_k, s.d_v, to_string(isa), precision == Precision::bf16 ? "bf16" : "f32",
+                                 options.causal, options.window.value_or(0)));
+        const std::size_t q_width = s.heads * s.d_k, k_width = s.kv_heads * s.d_k, v_width = s.kv_heads * s.d_v;
+        const std::size_t row = q_width + k_width + v_width + 3, out_row = s.heads * s.d_v + 5;
+        SplitMix64 rng(s.n + s.d_k + counter);
+        const auto fused = random_floats(rng, s.n * row);
+        const float* q_at = fused.data();
+        const float* k_at = q_at + q_width;
+        const float* v_at = k_at + k_width;
+        const AttentionLayout layout{.q_head = s.d_k,
+                                     .q_row = row,
+                                     .k_head = s.d_k,
+                                     .k_row = row,
+                                     .v_head = s.d_v,
+                                     .v_row = row,
+                                     .out_head = s.d_v,
+                                     .out_row = out_row};
+        std::vector<float> in_place(s.n * out_row, -7.0f);
+        flash_attention(q_at, k_at, v_at, in_place.data(), s, layout, options);
+
+        // The same heads copied out, [H][n][d_k], [H_kv][m][d_k], [H_kv][m][d_v].
+        std::vector<float> q(s.heads * s.n * s.d_k), k(s.kv_heads * s.m * s.d_k), v(s.kv_heads * s.m * s.d_v);
+        for (std::size_t i = 0; i < s.n; ++i) {
+          for (std::size_t h = 0; h < s.heads; ++h)
+            std::copy_n(q_at + i * row + h * s.d_k, s.d_k, q.begin() + (h * s.n + i) * s.d_k);
+          for (std::size_t g = 0; g < s.kv_heads; ++g) {
+            std::copy_n(k_at + i * row + g * s.d_k, s.d_k, k.begin() + (g * s.m + i) * s.d_k);
+            std::copy_n(v_at + i * row + g * s.d_v, s.d_v, v.begin() + (g * s.m + i) * s.d_v);
+          }
+        }
+        std::vector<float> contiguous(s.heads * s.n * s.d_v, NAN);
+        flash_attention(q.data(), k.data(), v.data(), contiguous.data(), s, options);
+
+        std::size_t differ = 0, gaps_written = 0;
+        for (std::size_t i = 0; i < s.n; ++i) {
+          for (std::size_t h = 0; h < s.heads; ++h)
+            for (std::size_t t = 0; t < s.d_v; ++t)
+              differ += in_place[i * out_row + h * s.d_v + t] != contiguous[(h * s.n + i) * s.d_v + t];
+          for (std::size_t t = s.heads * s.d_v; t < out_row; ++t)
+            gaps_written += in_place[i * out_row + t] != -7.0f;
+        }
+        EXPECT_EQ(differ, 0u);
+        EXPECT_EQ(gaps_written, 0u);
+      }
 }
 
 TEST(FlashAttention, FlopCountFollowsTheFlashAttentionConvention) {

@@ -57,11 +57,24 @@ struct AttentionOptions {
   std::optional<Isa> isa;    // force an instruction set (tests); default best_isa()
 };
 
-// Tiled prefill. Layouts, all row-major and contiguous:
-//   q [H][n][d_k], k [H_kv][m][d_k], v [H_kv][m][d_v], out [H][n][d_v].
+// Where each operand's numbers lie: element (head h, row i, column t) of q at
+// q[h·q_head + i·q_row + t], and likewise for k and v (by KV head) and out. The rows of one
+// head are not always contiguous: a model's fused projection [n × (H + 2·H_kv)·d] holds every
+// head of a token in one row (q_head = d, q_row = (H + 2·H_kv)·d), and a block's attention
+// output [n × H·d_v] likewise; the kernel reads and writes them where they lie.
+struct AttentionLayout {
+  std::size_t q_head, q_row, k_head, k_row, v_head, v_row, out_head, out_row;
+  // Each head's rows one after another: q [H][n][d_k], k [H_kv][m][d_k], v [H_kv][m][d_v],
+  // out [H][n][d_v], all row-major.
+  static AttentionLayout contiguous(const AttentionShape& shape);
+};
+
+// Tiled prefill, on the contiguous layout (above) or any other.
 // Extra memory: a few tiles per thread, never O(n·m).
 void flash_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
                      const AttentionOptions& options = {});
+void flash_attention(const float* q, const float* k, const float* v, float* out, const AttentionShape& shape,
+                     const AttentionLayout& layout, const AttentionOptions& options = {});
 
 // The same computation through the reference kernel (double precision, the whole grid
 // materialised per head): the oracle the tiled kernel is tested against, and the

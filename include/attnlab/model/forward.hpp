@@ -182,8 +182,8 @@ double forward_flops(const ModelConfig& config, std::size_t n);
 
 // Bytes model_forward's own buffers take at their largest over n tokens without kept weights:
 // the logits [n × vocab], the residual stream, and one block's temporaries (q | k | v, the
-// heads' outputs, the MLP's hidden and activated rows, the tiled attention's per-head
-// copies). What memory a forward needs beyond the weights, for the bench's memory check.
+// heads' outputs, the MLP's hidden and activated rows). What memory a forward needs beyond
+// the weights, for the bench's memory check.
 std::size_t forward_buffer_bytes(const ModelConfig& config, std::size_t n);
 
 // The next-token distribution at a position: the k most probable ids, softmax of the logits.
