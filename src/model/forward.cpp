@@ -4,11 +4,13 @@
 #include "attnlab/model/forward.hpp"
 
 #include <cblas.h>
+#include <sys/mman.h>
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 
@@ -24,6 +26,25 @@
 namespace attnlab {
 
 using namespace transformer;  // the block and its steps, shared with training
+
+void* allocate_huge_pages(std::size_t bytes) {
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
+  const std::size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  // Over-asked by one huge page, then trimmed to a start on a 2 MiB boundary.
+  void* mapped = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) throw std::bad_alloc();
+  const auto start = reinterpret_cast<std::uintptr_t>(mapped);
+  const std::uintptr_t aligned = (start + kHuge - 1) / kHuge * kHuge;
+  if (aligned > start) munmap(mapped, aligned - start);
+  if (const std::size_t tail = start + kHuge - aligned; tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);  // a hint: where refused, small pages
+  return reinterpret_cast<void*>(aligned);
+}
+
+void free_huge_pages(void* p, std::size_t bytes) {
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
+  munmap(p, (bytes + kHuge - 1) / kHuge * kHuge);
+}
 
 std::string to_string(HeadRef head) { return fmt::format("{}.{}", head.layer, head.head); }
 

@@ -4,11 +4,16 @@
 // within written tolerances. Then every kind of broken checkpoint, refused by name.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/detectors.hpp"
@@ -346,6 +351,47 @@ TEST(Gpt2, TopKIsTheSoftmaxsLargestInOrder) {
   const double total = 1 + 2 * std::exp(2.0) + std::exp(1.0);
   EXPECT_NEAR(top[0].probability, std::exp(2.0) / total, 1e-12);
   EXPECT_NEAR(top[2].probability, std::exp(1.0) / total, 1e-12);
+}
+
+// The logits of a long text live on huge pages: a block of them from 4 MiB up starts on a
+// 2 MiB boundary, is madvised for transparent huge pages (/proc/self/smaps: THPeligible) and
+// holds what is written into it. (Whether the kernel then hands out huge pages depends on its
+// memory; that it may is what is checked.)
+namespace {
+bool thp_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long first = 0, last = 0;
+    char dash = 0;
+    if (std::istringstream range(line); std::isxdigit(static_cast<unsigned char>(line[0])) &&
+                                        (range >> std::hex >> first >> dash >> last) && dash == '-') {
+      inside = first <= at && at < last;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) return line.find('1') != std::string::npos;
+  }
+  return false;
+}
+}  // namespace
+
+TEST(Gpt2, LogitsFromFourMebibytesUpLieOnHugePages) {
+  Logits large(std::size_t(5) << 20);  // 20 MiB of floats
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(large.data()) % (std::size_t(2) << 20), 0u);
+  for (std::size_t i = 0; i < large.size(); i += 1000)
+    large[i] = static_cast<float>(i);
+  EXPECT_EQ(large[large.size() / 1000 * 1000 - 1000], static_cast<float>(large.size() / 1000 * 1000 - 1000));
+  Logits copy = large;
+  EXPECT_EQ(copy[5000], 5000.0f);
+  std::ifstream mode("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes((std::istreambuf_iterator<char>(mode)), std::istreambuf_iterator<char>());
+  if (modes.empty() || modes.find("[never]") != std::string::npos)
+    GTEST_SKIP() << "this kernel gives no transparent huge pages (" << modes
+                 << "); the alignment and the contents were checked";
+  EXPECT_TRUE(thp_eligible(large.data())) << "the logits' memory was not madvised for huge pages";
+  EXPECT_TRUE(thp_eligible(copy.data()));
 }
 
 TEST(Gpt2, ForwardFlopsCountEveryMultiplyAdd) {
