@@ -41,6 +41,14 @@ void* allocate_huge_pages(std::size_t bytes) {
   return reinterpret_cast<void*>(aligned);
 }
 
+void advise_huge_pages(void* p, std::size_t bytes) {
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
+  if (bytes < 2 * kHuge) return;
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t first = (start + kHuge - 1) / kHuge * kHuge, last = (start + bytes) / kHuge * kHuge;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
 void free_huge_pages(void* p, std::size_t bytes) {
   constexpr std::size_t kHuge = std::size_t(2) << 20;
   munmap(p, (bytes + kHuge - 1) / kHuge * kHuge);

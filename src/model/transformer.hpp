@@ -359,6 +359,18 @@ struct BlockActivations {
   bool keep_residuals = true;
 };
 
+// v resized to `size` values; a buffer it must allocate anew, from 4 MiB up, asked for on
+// huge pages before its pages are touched (advise_huge_pages: the blocks' temporaries are
+// allocated once a forward and rewritten by every layer's products).
+template <class T>
+void fit(std::vector<T>& v, std::size_t size) {
+  if (v.capacity() < size) {
+    v.reserve(size);
+    advise_huge_pages(v.data(), size * sizeof(T));
+  }
+  v.resize(size);
+}
+
 // x += norm(y) with sandwich norms, else x += y; `kept` receives y when it is normed.
 template <class T>
 void add_to_residual(const ModelConfig& c, const T* gamma, std::vector<T>& y, std::vector<T>& kept, NormStats<T>& stats,
@@ -423,11 +435,11 @@ void block_forward(const ModelConfig& c, std::size_t layer, const B& p, std::siz
   const NormShape norm = block_norm(c);
   const Heads at = heads_of(c, layer);
   std::vector<T>& y = a.y;
-  y.resize(n * d);
+  fit(y, n * d);
   if (a.keep_residuals) a.x_in = x;
-  a.ln1.resize(n * d);
+  fit(a.ln1, n * d);
   norm_forward(norm, x.data(), n, values(p.ln_1_weight), values(p.ln_1_bias), a.ln1.data(), a.ln1_stats);
-  a.qkv.resize(n * W);
+  fit(a.qkv, n * W);
   linear_forward(a.ln1.data(), n, d, p.attn_weight, values(p.attn_bias), W, a.qkv.data());
   if (c.qk_norm) {  // each q and k head RMS-normed by its weight [hd]
     a.qkv_raw = a.qkv;
@@ -441,15 +453,15 @@ void block_forward(const ModelConfig& c, std::size_t layer, const B& p, std::siz
                    a.qkv.data() + at.k(kv), a.k_norm[kv]);
   }
   rotate_queries_and_keys(c, layer, at, a.qkv.data(), n, first, false);
-  a.z.resize(n * Z);
+  fit(a.z, n * Z);
   heads(a.qkv.data(), a.z.data());
   linear_forward(a.z.data(), n, Z, p.attn_proj_weight, values(p.attn_proj_bias), d, y.data());
   add_to_residual(c, values(p.post_attn_norm_weight), y, a.attn_out, a.post_attn_stats, x, n);
   if (a.keep_residuals) a.x_mid = x;
   if (attention_only) return;
-  a.ln2.resize(n * d);
+  fit(a.ln2, n * d);
   norm_forward(norm, x.data(), n, values(p.ln_2_weight), values(p.ln_2_bias), a.ln2.data(), a.ln2_stats);
-  a.fc.resize(n * F), a.act.resize(n * I);
+  fit(a.fc, n * F), fit(a.act, n * I);
   linear_forward(a.ln2.data(), n, d, p.mlp_fc_weight, values(p.mlp_fc_bias), F, a.fc.data());
   activation_forward(c, a.fc.data(), n, a.act.data());
   linear_forward(a.act.data(), n, I, p.mlp_proj_weight, values(p.mlp_proj_bias), d, y.data());

@@ -355,8 +355,8 @@ TEST(Gpt2, TopKIsTheSoftmaxsLargestInOrder) {
 
 // The logits of a long text live on huge pages: a block of them from 4 MiB up starts on a
 // 2 MiB boundary, is madvised for transparent huge pages (/proc/self/smaps: THPeligible) and
-// holds what is written into it. (Whether the kernel then hands out huge pages depends on its
-// memory; that it may is what is checked.)
+// holds what is written into it; so do the whole 2 MiB pages of a block's large temporaries. (Whether the kernel then
+// hands out huge pages depends on its memory; that it may is what is checked.)
 namespace {
 bool thp_eligible(const void* p) {
   std::ifstream smaps("/proc/self/smaps");
@@ -377,7 +377,7 @@ bool thp_eligible(const void* p) {
 }
 }  // namespace
 
-TEST(Gpt2, LogitsFromFourMebibytesUpLieOnHugePages) {
+TEST(Gpt2, LogitsAndBlockBuffersFromFourMebibytesUpLieOnHugePages) {
   Logits large(std::size_t(5) << 20);  // 20 MiB of floats
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(large.data()) % (std::size_t(2) << 20), 0u);
   for (std::size_t i = 0; i < large.size(); i += 1000)
@@ -392,6 +392,15 @@ TEST(Gpt2, LogitsFromFourMebibytesUpLieOnHugePages) {
                  << "); the alignment and the contents were checked";
   EXPECT_TRUE(thp_eligible(large.data())) << "the logits' memory was not madvised for huge pages";
   EXPECT_TRUE(thp_eligible(copy.data()));
+
+  // A block's temporaries come from std::vector: advised before they are touched, the whole
+  // 2 MiB pages inside them may be huge.
+  std::vector<float> block;
+  block.reserve(std::size_t(3) << 20);  // 12 MiB
+  advise_huge_pages(block.data(), block.capacity() * sizeof(float));
+  const std::uintptr_t inside =
+      (reinterpret_cast<std::uintptr_t>(block.data()) + (std::size_t(4) << 20)) & ~((std::size_t(2) << 20) - 1);
+  EXPECT_TRUE(thp_eligible(reinterpret_cast<const void*>(inside)));
 }
 
 TEST(Gpt2, ForwardFlopsCountEveryMultiplyAdd) {

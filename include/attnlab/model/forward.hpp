@@ -85,6 +85,9 @@ struct LayerStream {
 // GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (what the command does) for the logits to get them.
 void* allocate_huge_pages(std::size_t bytes);
 void free_huge_pages(void* p, std::size_t bytes);
+// The whole 2 MiB pages inside [p, p + bytes) madvised for transparent huge pages: for a
+// buffer some other allocator gave, before its pages are first touched. Nothing below 4 MiB.
+void advise_huge_pages(void* p, std::size_t bytes);
 
 // An allocator whose elements start unset (no value-initialization): for the logits, [n ×
 // vocab] floats, hundreds of MB for a long text, every one written by the LM head. A
