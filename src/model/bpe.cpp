@@ -443,27 +443,31 @@ void BpeTokenizer::Impl::build(BpeRecipe& recipe) {
 
   // Symbols: the bytes first (so every piece can be written as symbols), every vocabulary
   // key (so a fallback token or unk_token is a symbol too), then the merges' parts.
-  symbol_index.reserve(256 + recipe.vocab.size() + recipe.merges.size());
-  symbol_text.reserve(256 + recipe.vocab.size() + recipe.merges.size());
-  parts_of.reserve(256 + recipe.vocab.size() + recipe.merges.size());
+  // A merge by ids (merge_ids) names vocabulary keys only: its symbols are those keys'.
+  const std::size_t merge_count = recipe.merges.size() + recipe.merge_ids.size();
+  symbol_index.reserve(256 + recipe.vocab.size() + merge_count);
+  symbol_text.reserve(256 + recipe.vocab.size() + merge_count);
+  parts_of.reserve(256 + recipe.vocab.size() + merge_count);
   if (byte_level)
     for (unsigned b = 0; b < 256; ++b) {
       std::string s;
       append_utf8(s, kByteToUnicode[b]);
       symbol_of_byte[b] = intern(s);
     }
+  std::vector<Symbol> symbol_of_token(symbol_of_id.size(), -1);  // by id
   for (const auto& [key, id] : recipe.vocab)
-    intern(key);
-  merges.reserve(recipe.merges.size());
-  rank_of_pair.reserve(recipe.merges.size());
-  for (const auto& [left_text, right_text] : recipe.merges) {
-    const Symbol left = intern(left_text);
-    const Symbol right = intern(right_text);
-    const Symbol result = intern(left_text + right_text);
+    symbol_of_token[id] = intern(key);
+  merges.reserve(merge_count);
+  rank_of_pair.reserve(merge_count);
+  const auto add_merge = [&](Symbol left, Symbol right, Symbol result) {
     rank_of_pair.emplace(pair_key(left, right), static_cast<std::int32_t>(merges.size()));
     if (parts_of[result].first < 0) parts_of[result] = {left, right};
     merges.push_back({left, right, result});
-  }
+  };
+  for (const auto& [left_text, right_text] : recipe.merges)
+    add_merge(intern(left_text), intern(right_text), intern(left_text + right_text));
+  for (const auto& [left, right, result] : recipe.merge_ids)
+    add_merge(symbol_of_token[left], symbol_of_token[right], symbol_of_token[result]);
   token_of_symbol.assign(symbol_text.size(), -1);
   for (std::size_t s = 0; s < symbol_text.size(); ++s)
     if (const auto it = id_of_symbol.find(symbol_text[s]); it != id_of_symbol.end()) token_of_symbol[s] = it->second;

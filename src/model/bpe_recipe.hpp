@@ -224,6 +224,9 @@ struct BpeRecipe {
 
   std::vector<std::pair<std::string, TokenId>> vocab;
   std::vector<std::pair<std::string, std::string>> merges;  // by rank, 0 first
+  // Or, where every merge's two symbols and result are vocabulary keys (a tokenizer.json),
+  // the merges by those keys' ids (left, right, result), by rank: one list or the other.
+  std::vector<std::array<TokenId, 3>> merge_ids;
   bool byte_level = true;      // the symbols start as bytes (GPT-2's table), else as characters
   bool ignore_merges = false;  // a piece that is itself a vocabulary key is that one token
   bool byte_fallback = false;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -194,7 +195,7 @@ VocabIndex read_vocab(const Field& field, BpeRecipe& recipe) {
 
 void read_merges(const Field& field, const VocabIndex& vocab, BpeRecipe& recipe) {
   const json& merges = field.array(kMaxMerges, "merges");
-  recipe.merges.reserve(merges.size());
+  recipe.merge_ids.reserve(merges.size());
   std::unordered_set<std::uint64_t> seen;  // each pair as its two ids
   seen.reserve(merges.size());
   std::string joined;  // left + right, reused
@@ -223,7 +224,7 @@ void read_merges(const Field& field, const VocabIndex& vocab, BpeRecipe& recipe)
     }
     if (left.empty() || right.empty()) at().refuse("a merge joins two non-empty symbols");
     joined.assign(left).append(right);
-    TokenId ids[2] = {};
+    std::array<TokenId, 3> ids{};  // left, right, result
     for (int part = 0; part < 3; ++part) {
       const std::string_view symbol = part == 0 ? left : part == 1 ? right : std::string_view(joined);
       const auto it = vocab.id_of_key.find(symbol);
@@ -232,11 +233,11 @@ void read_merges(const Field& field, const VocabIndex& vocab, BpeRecipe& recipe)
             fmt::format("{} is not in model.vocab; every merge's two symbols and its result are tokens "
                         "(as Hugging Face's tokenizers require)",
                         excerpt(symbol)));
-      if (part < 2) ids[part] = it->second;
+      ids[part] = it->second;
     }
     if (!seen.insert((std::uint64_t(ids[0]) << 32) | std::uint32_t(ids[1])).second)
       at().refuse(fmt::format("the merge {} {} appears twice; each pair has one rank", excerpt(left), excerpt(right)));
-    recipe.merges.emplace_back(left, right);
+    recipe.merge_ids.push_back(ids);
   }
 }
 
