@@ -186,17 +186,51 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
   check(w, n, ldx, ldy, w.count, w.length, "matvec_axpy");
   if (n == 0 || w.length == 0) return;
   const Isa isa = usable_isa(options.isa);
-  const int threads = threads_for(w.count * w.stride, options);
-  share_items(std::size_t(threads), threads, [&](std::size_t t) {
-    const auto [first, last] = share(w.length, threads, int(t));
-    if (first >= last) return;
+  const auto run = [isa](const StoredRows& rows, const float* x, std::size_t n, std::size_t ldx, float* y,
+                         std::size_t ldy, float beta) {
     switch (isa) {
-      case Isa::generic: return kernels::generic::matvec_axpy_columns(w, first, last, x, n, ldx, y, ldy, beta);
-      case Isa::avx2: return kernels::avx2::matvec_axpy_columns(w, first, last, x, n, ldx, y, ldy, beta);
+      case Isa::generic: return kernels::generic::matvec_axpy_columns(rows, 0, rows.length, x, n, ldx, y, ldy, beta);
+      case Isa::avx2: return kernels::avx2::matvec_axpy_columns(rows, 0, rows.length, x, n, ldx, y, ldy, beta);
       case Isa::avx512:
-      case Isa::avx512_bf16: return kernels::avx512::matvec_axpy_columns(w, first, last, x, n, ldx, y, ldy, beta);
+      case Isa::avx512_bf16: return kernels::avx512::matvec_axpy_columns(rows, 0, rows.length, x, n, ldx, y, ldy, beta);
     }
+  };
+  const int threads = threads_for(w.count * w.stride, options);
+  if (threads == 1 || w.count < 2 * kPiece) {
+    run(w, x, n, ldx, y, ldy, beta);
+    return;
+  }
+  // Each thread takes a run of the stored rows (the x values they scale), one stretch of memory
+  // read front to back, as the rows' outputs do in matvec_dot: split by columns instead, every
+  // thread read part of every row, and two threads read no faster than one (GPT-2's [in × out]
+  // weights, measured). Thread 0 sums into y; the others into sums of their own [n × length],
+  // added to y at the end.
+  thread_local std::vector<float>
+      others_kept;  // the caller's (a thread_local named in the lambda would be each thread's own)
+  others_kept.resize(std::size_t(threads - 1) * n * w.length);
+  float* const others = others_kept.data();
+  share_items(std::size_t(threads), threads, [&](std::size_t t) {
+    const auto [first, last] = share(w.count, threads, int(t));
+    StoredRows rows = w;
+    rows.data = w.data + first * w.stride;
+    rows.count = last - first;
+    float* sums = t == 0 ? y : others + (t - 1) * n * w.length;
+    const std::size_t ld = t == 0 ? ldy : w.length;
+    if (rows.count == 0) {
+      for (std::size_t r = 0; r < n; ++r)
+        for (std::size_t c = 0; c < w.length; ++c)
+          sums[r * ld + c] = t == 0 && beta != 0.0f ? beta * sums[r * ld + c] : 0.0f;
+      return;
+    }
+    run(rows, x + first, n, ldx, sums, ld, t == 0 ? beta : 0.0f);
   });
+  for (int t = 1; t < threads; ++t)
+    for (std::size_t r = 0; r < n; ++r) {
+      const float* part = others + ((std::size_t(t) - 1) * n + r) * w.length;
+      float* out = y + r * ldy;
+      for (std::size_t c = 0; c < w.length; ++c)
+        out[c] += part[c];
+    }
 }
 
 }  // namespace attnlab
