@@ -242,7 +242,9 @@ TEST(Team, AStepsExceptionComesOutAndTheTeamCanBeHeldAgain) {
 }
 
 // The kernels take their pieces from the team inside hold_team; each piece's sums are the
-// same whichever thread runs it, so the products are equal bit for bit.
+// same whichever thread runs it, so the products are equal bit for bit: matvec_dot's to one
+// thread's (a piece is whole outputs), matvec_axpy's to two threads' without a team (a piece is
+// a run of the input rows, summed apart and added in thread order).
 TEST(Team, ProductsInAHeldTeamAreTheProductsWithout) {
   attnlab::SplitMix64 rng(11);
   const std::size_t rows = 1200, width = 256, n = 2;  // 1.2 MB of f32: shared over threads
@@ -261,7 +263,7 @@ TEST(Team, ProductsInAHeldTeamAreTheProductsWithout) {
     v = static_cast<float>(rng.normal());
   const attnlab::StoredRows as_inputs{attnlab::RowFormat::f32, reinterpret_cast<const std::byte*>(w.data()), rows,
                                       width, width * sizeof(float)};
-  attnlab::matvec_axpy(as_inputs, x_rows.data(), n, rows, by_columns.data(), width, 0.0f, {1});
+  attnlab::matvec_axpy(as_inputs, x_rows.data(), n, rows, by_columns.data(), width, 0.0f, {2});
   attnlab::hold_team([&] {
     for (int round = 0; round < 20; ++round) {
       attnlab::matvec_dot(stored, x.data(), n, width, held.data(), rows, 0.0f);
