@@ -204,9 +204,9 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
   // read front to back, as the rows' outputs do in matvec_dot: split by columns instead, every
   // thread read part of every row, and two threads read no faster than one (GPT-2's [in × out]
   // weights, measured). Thread 0 sums into y; the others into sums of their own [n × length],
-  // added to y at the end.
-  thread_local std::vector<float>
-      others_kept;  // the caller's (a thread_local named in the lambda would be each thread's own)
+  // added to y at the end. (The caller's scratch, passed in as a pointer: a thread_local named
+  // inside the lambda would be each thread's own.)
+  thread_local std::vector<float> others_kept;
   others_kept.resize(std::size_t(threads - 1) * n * w.length);
   float* const others = others_kept.data();
   share_items(std::size_t(threads), threads, [&](std::size_t t) {
@@ -214,15 +214,12 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
     StoredRows rows = w;
     rows.data = w.data + first * w.stride;
     rows.count = last - first;
-    float* sums = t == 0 ? y : others + (t - 1) * n * w.length;
-    const std::size_t ld = t == 0 ? ldy : w.length;
-    if (rows.count == 0) {
-      for (std::size_t r = 0; r < n; ++r)
-        for (std::size_t c = 0; c < w.length; ++c)
-          sums[r * ld + c] = t == 0 && beta != 0.0f ? beta * sums[r * ld + c] : 0.0f;
-      return;
-    }
-    run(rows, x + first, n, ldx, sums, ld, t == 0 ? beta : 0.0f);
+    if (t == 0) return run(rows, x, n, ldx, y, ldy, beta);  // thread 0's run is never empty (count ≥ 2 pieces)
+    float* sums = others + (t - 1) * n * w.length;
+    if (rows.count == 0)
+      std::fill_n(sums, n * w.length, 0.0f);  // more threads than pieces of rows
+    else
+      run(rows, x + first, n, ldx, sums, w.length, 0.0f);
   });
   for (int t = 1; t < threads; ++t)
     for (std::size_t r = 0; r < n; ++r) {
