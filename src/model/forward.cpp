@@ -27,8 +27,11 @@ namespace attnlab {
 
 using namespace transformer;  // the block and its steps, shared with training
 
+namespace {
+constexpr std::size_t kHuge = std::size_t(2) << 20;  // a transparent huge page on x86-64
+}  // namespace
+
 void* allocate_huge_pages(std::size_t bytes) {
-  constexpr std::size_t kHuge = std::size_t(2) << 20;
   const std::size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
   // Over-asked by one huge page, then trimmed to a start on a 2 MiB boundary.
   void* mapped = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -42,17 +45,13 @@ void* allocate_huge_pages(std::size_t bytes) {
 }
 
 void advise_huge_pages(void* p, std::size_t bytes) {
-  constexpr std::size_t kHuge = std::size_t(2) << 20;
-  if (bytes < 2 * kHuge) return;
+  if (bytes < kHugePagesFrom) return;
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t first = (start + kHuge - 1) / kHuge * kHuge, last = (start + bytes) / kHuge * kHuge;
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 }
 
-void free_huge_pages(void* p, std::size_t bytes) {
-  constexpr std::size_t kHuge = std::size_t(2) << 20;
-  munmap(p, (bytes + kHuge - 1) / kHuge * kHuge);
-}
+void free_huge_pages(void* p, std::size_t bytes) { munmap(p, (bytes + kHuge - 1) / kHuge * kHuge); }
 
 std::string to_string(HeadRef head) { return fmt::format("{}.{}", head.layer, head.head); }
 

@@ -359,7 +359,7 @@ struct BlockActivations {
   bool keep_residuals = true;
 };
 
-// v resized to `size` values; a buffer it must allocate anew, from 4 MiB up, asked for on
+// v resized to `size` values; a buffer it must allocate anew, from kHugePagesFrom up, asked for on
 // huge pages before its pages are touched (advise_huge_pages: the blocks' temporaries are
 // allocated once a forward and rewritten by every layer's products).
 template <class T>

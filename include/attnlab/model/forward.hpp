@@ -86,17 +86,20 @@ struct LayerStream {
 void* allocate_huge_pages(std::size_t bytes);
 void free_huge_pages(void* p, std::size_t bytes);
 // The whole 2 MiB pages inside [p, p + bytes) madvised for transparent huge pages: for a
-// buffer some other allocator gave, before its pages are first touched. Nothing below 4 MiB.
+// buffer some other allocator gave, before its pages are first touched. Nothing below
+// kHugePagesFrom.
 void advise_huge_pages(void* p, std::size_t bytes);
+// The size from which the forward's buffers go on huge pages (a smaller one would be half
+// its own page or less).
+constexpr std::size_t kHugePagesFrom = std::size_t(4) << 20;  // bytes
 
 // An allocator whose elements start unset (no value-initialization): for the logits, [n ×
 // vocab] floats, hundreds of MB for a long text, every one written by the LM head. A
 // std::vector<float> would zero them first on one thread, the kernel faulting in its fresh
 // pages one after another; the forward touches them first on all of its threads instead.
-// From 4 MiB up, on huge pages (allocate_huge_pages).
+// From kHugePagesFrom up, on huge pages (allocate_huge_pages).
 template <class T>
 struct UnsetAllocator : std::allocator<T> {
-  static constexpr std::size_t kHugePagesFrom = std::size_t(4) << 20;  // bytes
   template <class U>
   struct rebind {
     using other = UnsetAllocator<U>;
