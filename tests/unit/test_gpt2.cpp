@@ -355,8 +355,9 @@ TEST(Gpt2, TopKIsTheSoftmaxsLargestInOrder) {
 
 // The logits of a long text live on huge pages: a block of them from 4 MiB up starts on a
 // 2 MiB boundary, is madvised for transparent huge pages (/proc/self/smaps: THPeligible) and
-// holds what is written into it; so do the whole 2 MiB pages of a block's large temporaries. (Whether the kernel then
-// hands out huge pages depends on its memory; that it may is what is checked.)
+// holds what is written into it; so do the whole 2 MiB pages of a block's large temporaries.
+// (Whether the kernel then hands out huge pages depends on its memory; that it may is what is
+// checked.)
 namespace {
 bool thp_eligible(const void* p) {
   std::ifstream smaps("/proc/self/smaps");
