@@ -82,15 +82,15 @@ struct PreparedX {
   double bf16_peak_gflops(int threads, long iterations);                                                             \
   double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                         \
   float read_bytes(const void* data, std::size_t bytes);                                                             \
-  /* matvec.hpp's products over stored rows [first, last) (dot) or columns [first, last) */                          \
-  /* (axpy); prepared: what matvec_prepare made of x, for K-quant rows */                                            \
+  /* matvec.hpp's products: over stored rows [first, last) as outputs (dot; prepared: what */                        \
+  /* matvec_prepare made of x, for K-quant rows), or every stored row as an input (axpy) */                          \
   void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,      \
                        std::size_t ldx, const PreparedX* prepared, float* y, std::size_t ldy, float beta);           \
   /* units: the CPU has AVX-512 BF16 and VNNI and the product may use them; q4_k, q6_k: the rows' formats */         \
   void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units, bool q4_k,     \
                       bool q6_k, PreparedX& out);                                                                    \
-  void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,  \
-                           std::size_t ldx, float* y, std::size_t ldy, float beta);                                  \
+  void matvec_axpy_rows(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y,               \
+                        std::size_t ldy, float beta);                                                                \
   /* activation.hpp's rows [first, last) */                                                                          \
   void activation_rows(ActivationKind f, const float* gate, const float* up, std::size_t ld_in, std::size_t first,   \
                        std::size_t last, std::size_t cols, float* out, std::size_t ld_out);                          \

@@ -189,10 +189,10 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
   const auto run = [isa](const StoredRows& rows, const float* x, std::size_t n, std::size_t ldx, float* y,
                          std::size_t ldy, float beta) {
     switch (isa) {
-      case Isa::generic: return kernels::generic::matvec_axpy_columns(rows, 0, rows.length, x, n, ldx, y, ldy, beta);
-      case Isa::avx2: return kernels::avx2::matvec_axpy_columns(rows, 0, rows.length, x, n, ldx, y, ldy, beta);
+      case Isa::generic: return kernels::generic::matvec_axpy_rows(rows, x, n, ldx, y, ldy, beta);
+      case Isa::avx2: return kernels::avx2::matvec_axpy_rows(rows, x, n, ldx, y, ldy, beta);
       case Isa::avx512:
-      case Isa::avx512_bf16: return kernels::avx512::matvec_axpy_columns(rows, 0, rows.length, x, n, ldx, y, ldy, beta);
+      case Isa::avx512_bf16: return kernels::avx512::matvec_axpy_rows(rows, x, n, ldx, y, ldy, beta);
     }
   };
   const int threads = threads_for(w.count * w.stride, options);

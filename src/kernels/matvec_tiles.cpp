@@ -461,41 +461,40 @@ void dot_rows_n(const StoredRows& w, std::size_t first, std::size_t last, const 
   }
 }
 
-// Columns [first, last) of y for N rows of x: each stored row scaled by its x and added.
+// y [N × w.length] (+)= x [N × w.count] · W: each stored row scaled by its x and added.
 template <RowFormat F, int N>
-void axpy_columns_as(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
-                     float* y, std::size_t ldy, float beta) {
+void axpy_rows_as(const StoredRows& w, const float* x, std::size_t ldx, float* y, std::size_t ldy, float beta) {
   constexpr DType dtype = dtype_of(F);
+  const std::size_t length = w.length;
   for (int r = 0; r < N; ++r)
-    for (std::size_t c = first; c < last; ++c)
+    for (std::size_t c = 0; c < length; ++c)
       y[r * ldy + c] = beta == 0.0f ? 0.0f : beta * y[r * ldy + c];
   for (std::size_t i = 0; i < w.count; ++i) {
     const std::byte* row = w.data + i * w.stride;
     VF xi[N];
     for (int r = 0; r < N; ++r)
       xi[r] = splat(x[r * ldx + i]);
-    std::size_t c = first;
-    for (; c + W <= last; c += W) {
+    std::size_t c = 0;
+    for (; c + W <= length; c += W) {
       const VF v = load16<dtype>(row, c);
       for (int r = 0; r < N; ++r)
         store(y + r * ldy + c, load(y + r * ldy + c) + xi[r] * v);
     }
-    if (c < last) {
-      const VF v = load_tail<dtype>(row, c, last - c);
+    if (c < length) {
+      const VF v = load_tail<dtype>(row, c, length - c);
       for (int r = 0; r < N; ++r)
-        for (std::size_t l = 0; l < last - c; ++l)
+        for (std::size_t l = 0; l < length - c; ++l)
           y[r * ldy + c + l] += xi[r][0] * v[l];
     }
   }
 }
 
 template <int N>
-void axpy_columns_n(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx, float* y,
-                    std::size_t ldy, float beta) {
+void axpy_rows_n(const StoredRows& w, const float* x, std::size_t ldx, float* y, std::size_t ldy, float beta) {
   switch (w.format) {
-    case RowFormat::f16: return axpy_columns_as<RowFormat::f16, N>(w, first, last, x, ldx, y, ldy, beta);
-    case RowFormat::bf16: return axpy_columns_as<RowFormat::bf16, N>(w, first, last, x, ldx, y, ldy, beta);
-    default: return axpy_columns_as<RowFormat::f32, N>(w, first, last, x, ldx, y, ldy, beta);
+    case RowFormat::f16: return axpy_rows_as<RowFormat::f16, N>(w, x, ldx, y, ldy, beta);
+    case RowFormat::bf16: return axpy_rows_as<RowFormat::bf16, N>(w, x, ldx, y, ldy, beta);
+    default: return axpy_rows_as<RowFormat::f32, N>(w, x, ldx, y, ldy, beta);
   }
 }
 
@@ -607,16 +606,16 @@ void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, c
   }
 }
 
-void matvec_axpy_columns(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,
-                         std::size_t ldx, float* y, std::size_t ldy, float beta) {
+void matvec_axpy_rows(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
+                      float beta) {
   for (std::size_t r = 0; r < n; r += kMatvecMaxRows) {
     const float* xr = x + r * ldx;
     float* yr = y + r * ldy;
     switch (std::min(n - r, kMatvecMaxRows)) {
-      case 1: axpy_columns_n<1>(w, first, last, xr, ldx, yr, ldy, beta); break;
-      case 2: axpy_columns_n<2>(w, first, last, xr, ldx, yr, ldy, beta); break;
-      case 3: axpy_columns_n<3>(w, first, last, xr, ldx, yr, ldy, beta); break;
-      default: axpy_columns_n<4>(w, first, last, xr, ldx, yr, ldy, beta); break;
+      case 1: axpy_rows_n<1>(w, xr, ldx, yr, ldy, beta); break;
+      case 2: axpy_rows_n<2>(w, xr, ldx, yr, ldy, beta); break;
+      case 3: axpy_rows_n<3>(w, xr, ldx, yr, ldy, beta); break;
+      default: axpy_rows_n<4>(w, xr, ldx, yr, ldy, beta); break;
     }
   }
 }
