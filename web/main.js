@@ -95,8 +95,9 @@ function sync(s) {
 
 /**
  * The server's defaults (GET api/defaults) where the page's state has none yet: the cost
- * panel's shape and the probe's ε, as a request without them would get.
- * @param {{cost: {d_model: number, heads: number, layers: number, dtype: string, window: number}, probe: {epsilon: number}}} d
+ * panel's shape, the KV table's contexts and the probe's ε, as a request without them would
+ * get (each operation's one description, docs/operations.md).
+ * @param {{cost: {d_model: number, heads: number, layers: number, dtype: string, window: number}, kv: {context: number[]}, probe: {epsilon: number}}} d
  */
 function applyDefaults(d) {
   const s = getState();
@@ -104,6 +105,7 @@ function applyDefaults(d) {
   update({
     cost: { ...s.cost, dModel: fill(s.cost.dModel, d.cost.d_model), heads: fill(s.cost.heads, d.cost.heads),
       layers: fill(s.cost.layers, d.cost.layers), dtype: fill(s.cost.dtype, d.cost.dtype), window: fill(s.cost.window, d.cost.window) },
+    kv: { ...s.kv, tableContexts: s.kv.tableContexts.length ? s.kv.tableContexts : d.kv.context },
     probe: { ...s.probe, epsilon: fill(s.probe.epsilon, d.probe.epsilon) },
   });
 }

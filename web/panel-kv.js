@@ -19,8 +19,6 @@ import { getState, update } from './state.js';
  * @typedef {import('./types.js').KvMeasured} KvMeasured
  */
 
-const TABLE_CONTEXTS = [4096, 32768, 131072]; // the CLI's default --context
-
 // context slider: k = 0..24 -> 256, 384, 512, 768, ... 1,048,576 (powers of two and 1.5×)
 /** @param {number} k */
 export const sliderToContext = (k) => (k % 2 === 0 ? 2 ** (8 + k / 2) : 3 * 2 ** (7 + (k - 1) / 2));
@@ -33,7 +31,7 @@ const contextToSlider = (c) => {
 
 /** The contexts asked for: the table's, the chart's 1K to 1M, the selected one. @param {KvState} kv */
 function kvContexts(kv) {
-  const set = new Set(TABLE_CONTEXTS);
+  const set = new Set(kv.tableContexts);
   for (let e = 10; e <= 20; e++) set.add(2 ** e);
   set.add(kv.context);
   return [...set].sort((a, b) => a - b);
@@ -148,12 +146,14 @@ leaving ${formatBytes(b.left_for_cache)} for the cache: the longest context that
 }
 
 /**
- * The table: the CLI's contexts and the selected one.
+ * The table: the operation's default contexts (GET api/defaults: kv.context, as the command
+ * and Python use them) and the selected one.
  * @param {KvReply} r
  * @param {number} selected
+ * @param {number[]} tableContexts
  */
-function kvTable(r, selected) {
-  const shown = new Set(TABLE_CONTEXTS.concat([selected]));
+function kvTable(r, selected, tableContexts) {
+  const shown = new Set(tableContexts.concat([selected]));
   const rows = r.rows.filter((row) => shown.has(Number(row.context))).map((row) => {
     const ctx = Number(row.context);
     return html`<tr data-testid="kv-row-${ctx}" data-cache="${row.cache_bytes}"${ctx === selected ? html` class="selected"` : ''}>\
@@ -350,7 +350,7 @@ export function renderKv(s) {
   const last = shown.get(box);
   if (last && last.reply === r && last.context === kv.context && last.measured === meas) return;
   setHtml(box, kvText(r));
-  setHtml($('kv-table'), kvTable(r, kv.context));
+  setHtml($('kv-table'), kvTable(r, kv.context, kv.tableContexts));
   setHtml($('kv-chart'), kvChart(r, kv.context, meas));
   setHtml($('kv-measured'), meas ? measuredTable(r, meas) : html``);
   shown.set(box, { reply: r, context: kv.context, measured: meas });

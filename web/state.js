@@ -46,11 +46,11 @@ function initialState() {
     sentenceInput: '',
     seedInput: '1',
     guideStep: 0,
-    // ε and the cost shape are the server's defaults (GET api/defaults), filled in at start
+    // ε, the cost shape and the KV table's contexts are the server's defaults (GET api/defaults), filled in at start
     probe: { readout: '', epsilon: '', status: 'idle', message: '', reply: null, key: null, force: null },
     cost: { n: 100000, dModel: '', heads: '', layers: '', dtype: '', window: '', reply: null, body: null },
     kv: {
-      models: [], model: 'llama-3-8b', dtype: 'f16', context: 8192, budget: '', reply: null,
+      models: [], model: 'llama-3-8b', dtype: 'f16', context: 8192, tableContexts: [], budget: '', reply: null,
       measured: null, measuring: false, measureStatus: '', measurePoints: null,
     },
     costError: null,

@@ -350,6 +350,7 @@
  * @property {string} model
  * @property {string} dtype
  * @property {number} context
+ * @property {number[]} tableContexts   the table's contexts: the kv operation's default (GET api/defaults)
  * @property {string} budget
  * @property {KvReply | null} reply
  * @property {{key: string, reply: KvReply} | null} measured   the last measurement, for (model, dtype) `key`

@@ -67,5 +67,6 @@ Command cost_command(CLI::App& parent);
 Command kv_command(CLI::App& parent);
 Command model_command(CLI::App& parent);
 Command train_command(CLI::App& parent);
+Command operations_command(CLI::App& parent);
 
 }  // namespace attnlab::cli

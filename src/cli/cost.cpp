@@ -1,5 +1,6 @@
 // attnlab cost --tokens 3,6,100000 [--d-model --heads --layers --dtype --window]
-//              [--measure [--kernel grid|tiled] [--causal]] [--plot FILE.svg]
+//              [--measure [--kernel grid|tiled] [--causal]] [--plot FILE.svg] [--json]
+// (its flags from CostRequest's description, operations/capacity.hpp)
 // What n tokens cost in attention: the grid's cells, the FLOPs, the grid's bytes, dense
 // and beside a sliding window and the strided sparse pattern; --measure times attnlab's
 // own kernel at doubling lengths and fits the exponent.
@@ -10,9 +11,11 @@
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/measure.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/operations/capacity.hpp"
 #include "attnlab/report/plot.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
+#include "operation_flags.hpp"
 
 namespace attnlab::cli {
 
@@ -131,58 +134,26 @@ void plot_costs(const std::string& path, const std::vector<GridCost>& costs, con
 }  // namespace
 
 Command cost_command(CLI::App& parent) {
-  struct State {
-    std::string tokens, d_model = "4096", heads = "32", layers = "32", window = "4096", dtype = "f16", kernel = "grid",
-                        plot;
-    bool measure = false, causal = false;
-  };
-  auto state = std::make_shared<State>();
-  CLI::App* app = parent.add_subcommand(
-      "cost", "What n tokens cost in attention: grid cells, FLOPs, grid bytes; --measure times it here");
-  app->add_option("--tokens,-n", state->tokens, "Context lengths n, comma-separated (e.g. 3,6,100000)")->required();
-  app->add_option("--d-model", state->d_model, "Embedding width d_model = H · d_k")->capture_default_str();
-  app->add_option("--heads", state->heads, "Heads H per layer")->capture_default_str();
-  app->add_option("--layers", state->layers, "Layers L")->capture_default_str();
-  app->add_option("--dtype", state->dtype, "dtype of a grid cell: f32, f16 or bf16")->capture_default_str();
-  app->add_option("--window", state->window, "Keys per query in the sliding-window pattern")->capture_default_str();
-  app->add_flag("--measure", state->measure,
-                "Time attnlab's kernel on one head at doubling lengths up to the largest n, with memory and the "
-                "fitted exponent");
-  app->add_option("--kernel", state->kernel, "The kernel --measure times: grid (materialised) or tiled")
-      ->capture_default_str();
-  app->add_flag("--causal", state->causal, "--measure with a causal mask");
-  app->add_option("--plot", state->plot, "Write a log-log chart to FILE.svg (time and memory with --measure)");
-  return {app, [state]() {
+  CLI::App* app = parent.add_subcommand("cost", std::string(CostRequest::kHelp));
+  auto flags = std::make_shared<OperationFlags>(*app, describe_operation<CostRequest>());
+  auto json_output = std::make_shared<bool>(false);
+  app->add_flag("--json", *json_output, "The reply as JSON, as POST /api/cost answers it (docs/operations.md)");
+  return {app, [flags, json_output]() {
+            const CostRequest request = read_flags<CostRequest>(*flags);
             try {
-              CostShape shape;
-              shape.d_model = parse_count(state->d_model, "--d-model");
-              shape.heads = parse_count(state->heads, "--heads");
-              shape.layers = parse_count(state->layers, "--layers");
-              shape.window = parse_count(state->window, "--window");
-              shape.dtype = parse_dtype(state->dtype, "--dtype");
-              const std::vector<std::uint64_t> tokens = parse_count_list(state->tokens, "--tokens");
-              if (!state->plot.empty()) require_plot_path(state->plot, "--plot");
-              validate_cost_shape(shape);
-              std::vector<GridCost> costs;
-              for (std::uint64_t n : tokens)
-                costs.push_back(grid_cost(n, shape));
-              const MeasuredKernel& kernel = find_measured_kernel(state->kernel, "--kernel");
-
               // Everything that can be refused is refused before anything is printed.
-              std::optional<CostMeasurement> measured;
-              std::string text = print_costs(costs, shape);
-              if (state->measure) {
-                CostMeasureOptions options;
-                options.max_tokens = *std::max_element(tokens.begin(), tokens.end());
-                options.d_k = shape.d_k();
-                options.causal = state->causal;
-                measured = measure_attention_cost(options, kernel);
-                text += print_measurement(*measured, kernel);
+              CostResult result = price_cost(request);
+              measure_cost(request, result);
+              if (!request.plot.empty())
+                plot_costs(request.plot, result.rows, result.shape, result.measured ? &*result.measured : nullptr);
+              if (*json_output) {
+                fmt::print("{}\n", cost_json(result).dump(2));
+                return 0;
               }
-              if (!state->plot.empty()) {
-                plot_costs(state->plot, costs, shape, measured ? &*measured : nullptr);
-                text += fmt::format("\nwrote {}\n", state->plot);
-              }
+              std::string text = print_costs(result.rows, result.shape);
+              if (result.measured)
+                text += print_measurement(*result.measured, find_measured_kernel(request.kernel, "kernel"));
+              if (!request.plot.empty()) text += fmt::format("\nwrote {}\n", request.plot);
               fmt::print("{}", text);
               return 0;
             } catch (const InputError& e) {

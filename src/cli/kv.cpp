@@ -1,6 +1,7 @@
 // attnlab kv --model NAME --context 4096,32768,131072 --dtype f16 [--budget 24GiB]
 //            [--layers --kv-heads --head-dim --heads --d-model --params]
-//            [--measure [--measure-layers N]] [--plot FILE.svg]
+//            [--measure [--measure-layers N]] [--plot FILE.svg] [--json]
+// (its flags from KvRequest's description, operations/capacity.hpp)
 // The KV cache from the formula 2 × L × H_kv × d_head × context × bytes, beside the
 // weights; the longest context a budget allows; and --measure: the cache decoded here.
 #include <fmt/format.h>
@@ -10,9 +11,11 @@
 #include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/analysis/measure.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/operations/capacity.hpp"
 #include "attnlab/report/plot.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
+#include "operation_flags.hpp"
 
 namespace attnlab::cli {
 
@@ -148,72 +151,25 @@ void plot_kv(const std::string& path, const KVReport& r, const KVMeasurement* m)
 }  // namespace
 
 Command kv_command(CLI::App& parent) {
-  struct State {
-    std::string model, context = "4096,32768,131072", dtype = "f16", budget, layers, heads, kv_heads, head_dim, d_model,
-                       params, measure_layers, plot;
-    bool measure = false;
-  };
-  auto state = std::make_shared<State>();
-  CLI::App* app = parent.add_subcommand(
-      "kv", "KV-cache memory: the formula beside the weights, a budget's longest context; --measure decodes it here");
-  app->add_option("--model,-m", state->model, "A model preset: " + model_names());
-  app->add_option("--context,-c", state->context, "Context lengths, comma-separated")->capture_default_str();
-  app->add_option("--dtype", state->dtype, "Storage dtype of the cache and the weights: f32, f16 or bf16")
-      ->capture_default_str();
-  app->add_option("--budget", state->budget,
-                  "Memory budget (e.g. 24GiB, 512MiB, 1.5GB): the longest context that fits");
-  app->add_option("--layers", state->layers, "Layers L (any other shape, or override the preset)");
-  app->add_option("--kv-heads", state->kv_heads, "Key/value heads H_kv");
-  app->add_option("--head-dim", state->head_dim, "Width d_head of one head's keys and values");
-  app->add_option("--heads", state->heads, "Query heads H (a multiple of H_kv; default H_kv)");
-  app->add_option("--d-model", state->d_model, "Embedding width, for --measure's projections (default H × d_head)");
-  app->add_option("--params", state->params, "Parameter count, for the weights line of a shape given by hand");
-  app->add_flag("--measure", state->measure,
-                "Decode with random weights into a real KV cache up to the largest context and measure its bytes");
-  app->add_option("--measure-layers", state->measure_layers,
-                  "Layers --measure decodes (default: all, or as many as fit in 2 GiB / half the free memory)");
-  app->add_option("--plot", state->plot, "Write a log-log chart of the cache against context to FILE.svg");
-  return {app, [state]() {
+  CLI::App* app = parent.add_subcommand("kv", std::string(KvRequest::kHelp));
+  auto flags = std::make_shared<OperationFlags>(*app, describe_operation<KvRequest>());
+  auto json_output = std::make_shared<bool>(false);
+  app->add_flag("--json", *json_output, "The reply as JSON, as POST /api/kv answers it (docs/operations.md)");
+  app->footer("Model presets: " + model_names());
+  return {app, [flags, json_output]() {
+            const KvRequest request = read_flags<KvRequest>(*flags);
             try {
-              const auto optional_count = [](const std::string& text, std::string_view flag) {
-                return text.empty() ? std::nullopt : std::optional<std::uint64_t>(parse_count(text, flag));
-              };
-              ShapeOverrides overrides;
-              overrides.layers = optional_count(state->layers, "--layers");
-              overrides.heads = optional_count(state->heads, "--heads");
-              overrides.kv_heads = optional_count(state->kv_heads, "--kv-heads");
-              overrides.head_dim = optional_count(state->head_dim, "--head-dim");
-              overrides.d_model = optional_count(state->d_model, "--d-model");
-              overrides.parameters = optional_count(state->params, "--params");
-              const std::optional<std::uint64_t> measure_layers =
-                  optional_count(state->measure_layers, "--measure-layers");
-              const DType dtype = parse_dtype(state->dtype, "--dtype");
-              const std::vector<std::uint64_t> contexts = parse_count_list(state->context, "--context");
-              const std::optional<std::uint64_t> budget =
-                  state->budget.empty() ? std::nullopt : std::optional(parse_byte_size(state->budget, "--budget"));
-              if (!state->plot.empty()) require_plot_path(state->plot, "--plot");
-              if (measure_layers && !state->measure)
-                fail("--measure-layers", "only means something with --measure; add --measure");
-              const ModelShape model = resolve_model_shape(
-                  state->model.empty() ? std::nullopt : std::optional<std::string>(state->model), overrides);
-
-              const KVReport report = kv_report(model, dtype, contexts, budget);
-              std::string text = print_report(report);
-              std::optional<KVMeasurement> measured;
-              if (state->measure) {
-                KVMeasureOptions options;
-                options.model = model;
-                options.dtype = dtype;
-                options.max_context = *std::max_element(contexts.begin(), contexts.end());
-                options.extra_contexts = contexts;
-                options.layers = measure_layers;
-                measured = measure_kv_cache(options);
-                text += print_measurement(*measured, report);
+              KvResult result = price_kv(request);
+              measure_kv(result);
+              if (!request.plot.empty())
+                plot_kv(request.plot, result.report, result.measured ? &*result.measured : nullptr);
+              if (*json_output) {
+                fmt::print("{}\n", kv_json(result).dump(2));
+                return 0;
               }
-              if (!state->plot.empty()) {
-                plot_kv(state->plot, report, measured ? &*measured : nullptr);
-                text += fmt::format("\nwrote {}\n", state->plot);
-              }
+              std::string text = print_report(result.report);
+              if (result.measured) text += print_measurement(*result.measured, result.report);
+              if (!request.plot.empty()) text += fmt::format("\nwrote {}\n", request.plot);
               fmt::print("{}", text);
               return 0;
             } catch (const InputError& e) {

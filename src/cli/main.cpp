@@ -50,9 +50,10 @@ int main(int argc, char** argv) {
   CLI::App app{"attnlab: an attention laboratory. See every number one attention head computes."};
   app.set_version_flag("--version", ATTNLAB_VERSION);
   app.require_subcommand(0, 1);
-  const std::vector<Command> commands{
-      explain_command(app), run_command(app), scenarios_command(app), serve_command(app), bench_command(app),
-      cost_command(app),    kv_command(app),  probe_command(app),     model_command(app), train_command(app)};
+  const std::vector<Command> commands{explain_command(app), run_command(app),       scenarios_command(app),
+                                      serve_command(app),   bench_command(app),     cost_command(app),
+                                      kv_command(app),      probe_command(app),     model_command(app),
+                                      train_command(app),   operations_command(app)};
 
   try {
     app.parse(argc, argv);

@@ -25,9 +25,11 @@
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/train_run.hpp"
+#include "attnlab/operations/generate.hpp"
 #include "attnlab/report/explain.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
+#include "operation_flags.hpp"
 
 namespace attnlab::cli {
 
@@ -48,9 +50,6 @@ struct ModelFlags {
   std::uint64_t seed = 0;
   std::string task = "induction";
   std::vector<std::string> ablate;                     // "L.H"
-  std::size_t tokens = 20;                             // generate: new tokens
-  double temperature = 0;                              // generate: 0 is greedy
-  bool bf16 = false;                                   // generate: the prompt's products in bf16
   std::string context;                                 // kv: context lengths, "16,64,256"
   std::string dtype = "f32";                           // kv: the cache's storage
   std::string gguf;                                    // export: the file to write
@@ -368,21 +367,14 @@ int eval(const ModelFlags& f) {
 
 // ---- generate -----------------------------------------------------------------------------
 
-int generate(const ModelFlags& f) {
-  const ModelDir m = open_model_dir(f.dir);
+int generate_and_print(const ModelFlags& f, const ModelDir& m, const GenerateRequest& request) {
   const ModelConfig& c = m.model.config;
-  std::vector<int> ids = input_ids(m, f);
-  const GenerateOptions options{
-      .tokens = f.tokens, .temperature = f.temperature, .top_k = f.top_k, .seed = f.seed, .bf16 = f.bf16};
-  try {
-    check_generate(c, ids.size(), options);
-  } catch (const InputError& e) {  // the library's "tokens" is the flag --tokens here
-    throw e.renamed("--" + e.field());
-  }
-  if (!f.json) fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", ids.size());
+  GenerateResult result = price_generate(m, request);
+  if (!f.json)
+    fmt::print("prompt: {} tokens; each step runs one new token against the KV cache\n", result.prompt.size());
   const std::size_t per_token = 2 * c.n_layer * c.kv_heads() * c.head_dim() * sizeof(float);
   std::size_t step = 0;
-  const std::vector<GeneratedToken> generated = generate(m.model, ids, options, [&](const GeneratedToken& t) {
+  generate_tokens(m, result, [&](const GeneratedToken& t) {
     if (f.json) return;
     fmt::print(
         "  step {:>3}: {:<16} p {:.3f}  cache {:>5} tokens, {:>12} (2 × {} layers × {} {}heads × {} × tokens × 4 bytes "
@@ -391,7 +383,7 @@ int generate(const ModelFlags& f) {
         c.n_layer, c.kv_heads(), c.kv_heads() == c.n_head ? "" : "KV ", c.head_dim(),
         format_count(per_token * t.cache_tokens));
   });
-  const json out = generation_json(m, ids, generated, options);
+  const json out = generate_json(m, result);
   if (f.json)
     fmt::print("{}\n", out.dump());
   else if (out["text"].is_string())
@@ -399,6 +391,16 @@ int generate(const ModelFlags& f) {
   else
     fmt::print("ids: {}\n", fmt::join(out["ids"].get<std::vector<int>>(), ","));
   return 0;
+}
+
+int generate(const ModelFlags& f, const OperationFlags& flags) {
+  const GenerateRequest request = read_flags<GenerateRequest>(flags);
+  const ModelDir m = open_model_dir(f.dir);
+  try {  // the library names its fields as JSON does ("tokens"); the flags are --tokens
+    return generate_and_print(f, m, request);
+  } catch (const InputError& e) {
+    throw with_flag_name(e);
+  }
 }
 
 // ---- kv -----------------------------------------------------------------------------------
@@ -838,23 +840,12 @@ Command model_command(CLI::App& parent) {
   eval_app->add_option("--ablate", f->ablate, "Zero head L.H's output (repeatable), e.g. --ablate 1.3");
   eval_app->add_option("--seed", f->seed, "Seed of the sequences")->capture_default_str();
   eval_app->add_flag("--json", f->json, "{\"loss_first_half\", \"loss_second_half\"}");
-  CLI::App* generate_app =
-      model->add_subcommand("generate", "Generate tokens through a KV cache and the decode kernel");
+  CLI::App* generate_app = model->add_subcommand("generate", std::string(GenerateRequest::kHelp));
   add_dir(*generate_app, *f);
-  generate_app->add_option("--text", f->text, "The prompt");
-  generate_app->add_option("--ids", f->ids, "The prompt as token ids");
-  generate_app->add_option("--tokens", f->tokens, "New tokens to generate")->capture_default_str();
-  generate_app->add_option("--temperature", f->temperature, "0: the most probable token each step; > 0: sample")
-      ->capture_default_str();
-  generate_app->add_option("--top-k", f->top_k, "Sample among the k most probable (0: all)")->capture_default_str();
-  generate_app->add_option("--seed", f->seed, "Seed of the sampling")->capture_default_str();
-  generate_app->add_flag(
-      "--bf16", f->bf16,
-      "The prompt's products in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU has "
-      "them): a long prompt about twice as fast, each logit within bf16's rounding (docs/models.md)");
+  auto generate_flags = std::make_shared<OperationFlags>(*generate_app, describe_operation<GenerateRequest>());
   generate_app->add_flag("--json", f->json,
-                         "{\"prompt\": {\"ids\", \"tokens\", \"token_bytes\"}, \"generated\": [{\"id\", \"token\", "
-                         "\"bytes\", \"probability\", \"cache_tokens\", \"cache_bytes\"}], \"ids\", \"text\"}");
+                         "The reply as JSON (docs/operations.md): {\"prompt\", \"generated\": [{\"id\", \"token\", "
+                         "\"probability\", \"cache_tokens\", \"cache_bytes\"}], \"ids\", \"text\"}");
   CLI::App* heads_app = model->add_subcommand("heads", "Score every head: previous-token, duplicate-token, induction");
   add_dir(*heads_app, *f);
   heads_app->add_option("--text", f->text, "Score on this text (default: seeded repeated random sequences)");
@@ -938,8 +929,8 @@ Command model_command(CLI::App& parent) {
                         "\"heads_measured\": {\"dla\": [L·H]}, \"heads_intervened\", \"agreements\": [{\"measure\", "
                         "\"intervention\", \"kendall\", \"spearman\"}]}; with --texts {\"texts\": [...], "
                         "\"agreements\": [{..., \"kendall_mean\", \"kendall_sd\", ...}]}");
-  return {model, [f, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app, attribute_app,
-                  lens_app, patch_app, verdict_app]() {
+  return {model, [f, generate_flags, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app,
+                  attribute_app, lens_app, patch_app, verdict_app]() {
             if (verdict_app->parsed()) return verdict_command(*f);
             if (attribute_app->parsed()) return attribute(*f);
             if (patch_app->parsed()) return patch(*f);
@@ -950,7 +941,7 @@ Command model_command(CLI::App& parent) {
             if (tokenize_app->parsed()) return tokenize(*f);
             if (run_app->parsed()) return run(*f);
             if (eval_app->parsed()) return eval(*f);
-            if (generate_app->parsed()) return generate(*f);
+            if (generate_app->parsed()) return generate(*f, *generate_flags);
             return heads(*f);
           }};
 }

@@ -38,7 +38,7 @@ std::vector<std::uint64_t> parse_count_list(std::string_view text, std::string_v
 InputError with_flag_name(const InputError& error) {
   const std::string& field = error.field();
   const bool plain_name = !field.empty() && std::all_of(field.begin(), field.end(), [](char c) {
-    return std::islower(static_cast<unsigned char>(c)) || c == '_';
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_';
   });
   if (!plain_name) return error;
   std::string flag = "--" + field;

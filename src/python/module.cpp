@@ -32,6 +32,9 @@
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/generate.hpp"
 #include "attnlab/model/model_dir.hpp"
+#include "attnlab/operations/capacity.hpp"
+#include "attnlab/operations/generate.hpp"
+#include "attnlab/operations/operations.hpp"
 #include "attnlab/report/intervention_report.hpp"
 #include "attnlab/report/trace_json.hpp"
 #include "attnlab/scenario/interventions.hpp"
@@ -61,6 +64,9 @@ py::array view(const std::vector<double>& v, py::handle owner) {
 
 // JSON as the CLI prints it, read by Python's json module: the same numbers, the same keys.
 py::object to_python(const json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+// A function's keyword arguments as attnlab/__init__.py sends them: one JSON object.
+json arguments_json(const std::string& text) { return parse_json_document(text, "arguments"); }
 
 using Array = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
@@ -320,16 +326,6 @@ py::list layer_views(const std::vector<std::vector<float>>& vectors, std::vector
   return out;
 }
 
-py::object generate_tokens(const PyModel& m, const Tokens& prompt, const GenerateOptions& options) {
-  const std::vector<int> ids = ids_of(*m.dir, prompt, "prompt");
-  std::vector<GeneratedToken> made;
-  {
-    py::gil_scoped_release free;
-    made = generate(m.model(), ids, options);
-  }
-  return to_python(generation_json(*m.dir, ids, made, options));
-}
-
 py::object head_scores(const PyModel& m, const std::optional<std::vector<std::vector<int>>>& sequences,
                        std::uint64_t seed) {
   std::vector<HeadScores> scores;
@@ -515,12 +511,16 @@ PYBIND11_MODULE(_attnlab, mod) {
       .def("run", &run_model, py::arg("tokens"), py::arg("capture"), py::arg("ablate"), py::arg("logits"))
       .def(
           "generate",
-          [](const PyModel& m, const Tokens& prompt, std::size_t tokens, double temperature, std::size_t top_k,
-             std::uint64_t seed, bool bf16) {
-            return generate_tokens(m, prompt, {tokens, temperature, top_k, seed, bf16});
+          [](const PyModel& m, const std::string& arguments) {
+            const GenerateRequest request = read_request<GenerateRequest>(arguments_json(arguments), kPython);
+            GenerateResult result = price_generate(*m.dir, request);
+            {
+              py::gil_scoped_release free;
+              generate_tokens(*m.dir, result);
+            }
+            return to_python(generate_json(*m.dir, result));
           },
-          py::arg("prompt"), py::arg("tokens"), py::arg("temperature"), py::arg("top_k"), py::arg("seed"),
-          py::arg("bf16"))
+          py::arg("arguments"))
       .def("heads", &head_scores, py::arg("sequences"), py::arg("seed"))
       .def(
           "attribute",
@@ -595,34 +595,32 @@ PYBIND11_MODULE(_attnlab, mod) {
           py::arg("tokens"), py::arg("position"), py::arg("target"), py::arg("contrast"), py::arg("steps"));
   mod.def("_load", &load, py::arg("path"));
 
-  // ---- cost and the KV cache ----
+  // ---- the operations described once (operations/operations.hpp) ----
+  // Python's functions take their keyword arguments from these descriptions (attnlab/__init__.py)
+  // and send them here as one JSON object, read by the reader every face shares.
+  mod.def("_operations", [] { return to_python(operations_json()); });
   mod.def(
       "_cost",
-      [](std::uint64_t n, std::uint64_t d_model, std::uint64_t heads, std::uint64_t layers, const std::string& dtype,
-         std::uint64_t window) {
-        const CostShape shape{d_model, heads, layers, parse_dtype(dtype, "dtype"), window};
-        try {
-          return to_python(grid_cost_json(grid_cost(n, shape)));  // the shape and n checked there
-        } catch (const InputError& e) {                           // its "tokens" is n here
-          if (e.field() == "tokens") throw e.renamed("n");
-          throw;
+      [](const std::string& arguments) {
+        const CostRequest request = read_request<CostRequest>(arguments_json(arguments), kPython);
+        CostResult result = price_cost(request);
+        {
+          py::gil_scoped_release free;
+          measure_cost(request, result);
         }
+        return to_python(cost_json(result));
       },
-      py::arg("n"), py::arg("d_model"), py::arg("heads"), py::arg("layers"), py::arg("dtype"), py::arg("window"));
+      py::arg("arguments"));
   mod.def(
       "_kv",
-      [](std::optional<std::string> model, const std::string& dtype, const std::vector<std::uint64_t>& contexts,
-         std::optional<std::uint64_t> budget, const ShapeOverrides& overrides) {
-        const ModelShape shape = resolve_model_shape(model, overrides);
-        return to_python(kv_report_json(kv_report(shape, parse_dtype(dtype, "dtype"), contexts, budget)));
+      [](const std::string& arguments) {
+        const KvRequest request = read_request<KvRequest>(arguments_json(arguments), kPython);
+        KvResult result = price_kv(request);
+        {
+          py::gil_scoped_release free;
+          measure_kv(result);
+        }
+        return to_python(kv_json(result));
       },
-      py::arg("model"), py::arg("dtype"), py::arg("contexts"), py::arg("budget"), py::arg("overrides"));
-  py::class_<ShapeOverrides>(mod, "_ShapeOverrides")
-      .def(py::init<>())
-      .def_readwrite("layers", &ShapeOverrides::layers)
-      .def_readwrite("heads", &ShapeOverrides::heads)
-      .def_readwrite("kv_heads", &ShapeOverrides::kv_heads)
-      .def_readwrite("head_dim", &ShapeOverrides::head_dim)
-      .def_readwrite("d_model", &ShapeOverrides::d_model)
-      .def_readwrite("parameters", &ShapeOverrides::parameters);
+      py::arg("arguments"));
 }

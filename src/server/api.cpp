@@ -22,6 +22,8 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/operations/capacity.hpp"
+#include "attnlab/operations/operations.hpp"
 #include "attnlab/report/input_document.hpp"
 #include "attnlab/report/intervention_report.hpp"
 #include "attnlab/report/packed_reply.hpp"
@@ -399,8 +401,8 @@ json api_probe(const json& request, const ModelSources& models) {
 }  // namespace attnlab
 
 // ---- POST /api/cost and POST /api/kv ------------------------------------------------
-// The bodies mirror the CLI's flags (snake_case: --d-model is "d_model"); the library
-// names fields the same way, so its errors pass through unchanged.
+// The bodies are CostRequest and KvRequest (operations/capacity.hpp), read, checked and
+// answered as the command and Python do; the server adds its measurement limits.
 namespace attnlab {
 
 namespace {
@@ -408,110 +410,39 @@ namespace {
 // One measure at a time: they time the machine and read the process's memory.
 std::mutex measure_mutex;
 
-// The fields of a request body: an object, and none but `known`.
-void known_body_fields(const json& request, std::initializer_list<std::string_view> known) {
-  if (!request.is_object()) fail("body", "expected a JSON object");
-  refuse_unknown_fields(request, known);
-}
-
-std::optional<std::uint64_t> optional_count(const json& request, const char* field) {
-  if (!request.contains(field) || request[field].is_null()) return std::nullopt;
-  return read_count(request[field], field);
-}
-
-// A number or a list of 1 to 64 numbers.
-std::vector<std::uint64_t> as_count_list(const json& request, const char* field, std::string_view example) {
-  if (!request.contains(field))
-    fail(field, fmt::format("missing; give a length or a list of lengths, e.g. {}", example));
-  const json& j = request[field];
-  if (!j.is_array()) return {read_count(j, field)};
-  if (j.empty() || j.size() > 64) fail(field, fmt::format("give 1 to 64 lengths, not {}", j.size()));
-  std::vector<std::uint64_t> out;
-  for (std::size_t k = 0; k < j.size(); ++k)
-    out.push_back(read_count(j[k], fmt::format("{}[{}]", field, k)));
-  return out;
-}
-
-bool as_flag(const json& request, const char* field) {
-  if (!request.contains(field)) return false;
-  if (!request[field].is_boolean()) fail(field, "expected true or false");
-  return request[field].get<bool>();
-}
-
-std::string as_text(const json& request, const char* field, std::string fallback) {
-  if (!request.contains(field)) return fallback;
-  if (!request[field].is_string())
-    fail(field, fmt::format("expected a string but got {}", describe_json(request[field])));
-  return request[field].get<std::string>();
-}
-
-json optional_number(const std::optional<double>& x) { return x ? json(*x) : json(nullptr); }
-
 }  // namespace
 
-json api_cost(const json& request) {
-  known_body_fields(request,
-                    {"tokens", "d_model", "heads", "layers", "dtype", "window", "measure", "kernel", "causal"});
-  CostShape shape;
-  shape.d_model = optional_count(request, "d_model").value_or(shape.d_model);
-  shape.heads = optional_count(request, "heads").value_or(shape.heads);
-  shape.layers = optional_count(request, "layers").value_or(shape.layers);
-  shape.window = optional_count(request, "window").value_or(shape.window);
-  shape.dtype = parse_dtype(as_text(request, "dtype", "f16"), "dtype");
-  const std::vector<std::uint64_t> tokens = as_count_list(request, "tokens", "[3, 6, 100000]");
-  const bool measure = as_flag(request, "measure"), causal = as_flag(request, "causal");
-  const MeasuredKernel& kernel = find_measured_kernel(as_text(request, "kernel", "grid"), "kernel");
-  validate_cost_shape(shape);
+// The server's measurements: within kMaxApiMeasureTokens and kMaxApiMeasureBytes, as heavy
+// work (admission.hpp), one at a time.
+MeasureLimits server_measure_limits(std::string_view command) {
+  return {
+      .max_tokens = kMaxApiMeasureTokens, .max_bytes = kMaxApiMeasureBytes, .who = "the server", .elsewhere = command};
+}
 
-  json rows = json::array();
-  for (std::uint64_t n : tokens)
-    rows.push_back(grid_cost_json(grid_cost(n, shape)));
-  json reply = {{"shape", cost_shape_json(shape)}, {"rows", rows}, {"measured", nullptr}};
-  if (measure) {
-    CostMeasureOptions options;
-    options.max_tokens = *std::max_element(tokens.begin(), tokens.end());
-    options.d_k = shape.d_k();
-    options.causal = causal;
-    if (options.max_tokens > kMaxApiMeasureTokens)
-      fail("measure", fmt::format("the server measures up to {} tokens, not {}; run `attnlab cost --measure` for more",
-                                  kMaxApiMeasureTokens, format_count(options.max_tokens)));
-    if (const std::uint64_t bytes = cost_measure_bytes(options, kernel); bytes > kMaxApiMeasureBytes)
-      fail("measure", fmt::format("timing the {} kernel at n = {} with d_k {} holds {}; the server measures within {}; "
-                                  "use fewer d_model per head or `attnlab cost --measure`",
-                                  kernel.name, format_count(options.max_tokens), options.d_k, format_bytes(bytes),
-                                  format_bytes(kMaxApiMeasureBytes)));
+json api_cost(const json& body) {
+  const CostRequest request = read_request<CostRequest>(body, kHttpApi);
+  CostResult result = price_cost(request, server_measure_limits("run `attnlab cost --measure` for more"));
+  if (request.measure) {
     admit_work(kHeavyWork);
     const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
-    const CostMeasurement m = measure_attention_cost(options, kernel);
-    json points = json::array();
-    for (const CostPoint& p : m.points)
-      points.push_back({{"n", p.n},
-                        {"seconds", p.seconds},
-                        {"runs", p.runs},
-                        {"kernel_bytes", p.scratch_peak_bytes},
-                        {"grid_formula_bytes", p.n * p.n * 4},
-                        {"rss_peak_bytes", m.rss_peak_measured ? json(p.rss_peak_bytes) : json(nullptr)}});
-    reply["measured"] = {{"kernel", m.kernel},
-                         {"d_k", m.d_k},
-                         {"causal", m.causal},
-                         {"points", points},
-                         {"time_exponent", optional_number(m.time_exponent)},
-                         {"memory_exponent", optional_number(m.memory_exponent)}};
+    measure_cost(request, result);
   }
-  return reply;
+  return cost_json(result);
 }
 
 json api_defaults() {
-  const CostShape cost;
-  return {{"cost",
-           {{"d_model", cost.d_model},
-            {"heads", cost.heads},
-            {"layers", cost.layers},
-            {"dtype", dtype_name(cost.dtype)},
-            {"window", cost.window}}},
-          {"probe", {{"epsilon", ProbeOptions{}.epsilon}}},
-          {"training", train_settings_json(TrainSettings{})}};
+  json defaults = {{"probe", {{"epsilon", ProbeOptions{}.epsilon}}},
+                   {"training", train_settings_json(TrainSettings{})}};
+  // Each operation's defaults, by field, from its one description ("cost": {"d_model": 4096, ...}).
+  for (const OperationDescription& d : operation_descriptions()) {
+    json& fields = defaults[std::string(d.name)];
+    for (const FieldDescription& f : d.fields)
+      if (f.info.faces & kHttpApi) fields[std::string(f.info.name)] = f.default_value;
+  }
+  return defaults;
 }
+
+json api_operations() { return operations_json(); }
 
 json api_models() {
   json models = json::array();
@@ -520,64 +451,15 @@ json api_models() {
   return {{"models", models}};
 }
 
-json api_kv(const json& request) {
-  known_body_fields(request, {"model", "context", "dtype", "budget", "layers", "kv_heads", "head_dim", "heads",
-                              "d_model", "params", "measure", "measure_layers"});
-  ShapeOverrides overrides;
-  overrides.layers = optional_count(request, "layers");
-  overrides.heads = optional_count(request, "heads");
-  overrides.kv_heads = optional_count(request, "kv_heads");
-  overrides.head_dim = optional_count(request, "head_dim");
-  overrides.d_model = optional_count(request, "d_model");
-  overrides.parameters = optional_count(request, "params");
-  const std::optional<std::uint64_t> measure_layers = optional_count(request, "measure_layers");
-  const DType dtype = parse_dtype(as_text(request, "dtype", "f16"), "dtype");
-  const std::vector<std::uint64_t> contexts = request.contains("context")
-                                                  ? as_count_list(request, "context", "[4096, 32768, 131072]")
-                                                  : std::vector<std::uint64_t>{4096, 32768, 131072};
-  std::optional<std::uint64_t> budget;
-  if (request.contains("budget") && !request["budget"].is_null())
-    budget = request["budget"].is_string() ? parse_byte_size(request["budget"].get<std::string>(), "budget")
-                                           : read_count(request["budget"], "budget");
-  if (budget && *budget == 0) fail("budget", "is 0 bytes; give a size such as \"24GiB\" or a number of bytes");
-  const bool measure = as_flag(request, "measure");
-  if (measure_layers && !measure) fail("measure_layers", "only means something with \"measure\": true");
-  std::optional<std::string> model_name;
-  if (request.contains("model")) model_name = as_text(request, "model", "");
-  const ModelShape model = resolve_model_shape(model_name, overrides);
-  const KVReport r = kv_report(model, dtype, contexts, budget);
-
-  json reply = kv_report_json(r);
-  reply["measured"] = nullptr;
-  if (measure) {
-    KVMeasureOptions options;
-    options.model = model;
-    options.dtype = dtype;
-    options.max_context = *std::max_element(contexts.begin(), contexts.end());
-    options.extra_contexts = contexts;
-    options.auto_layers_cap = kMaxApiMeasureBytes / 2;
-    options.layers = measure_layers.value_or(kv_measure_layers(options));
-    // The cache, the random weights and the token table (kv_measure_bytes), before any is made.
-    if (*options.layers <= model.layers && kv_measure_bytes(options, *options.layers) > kMaxApiMeasureBytes)
-      fail("measure",
-           fmt::format("the server measures within {}, and {} layers at {} tokens with their weights take {}; run "
-                       "`attnlab kv --measure` for more, or fewer measure_layers or a shorter context",
-                       format_bytes(kMaxApiMeasureBytes), *options.layers, format_count(options.max_context),
-                       format_bytes(kv_measure_bytes(options, *options.layers))));
+json api_kv(const json& body) {
+  const KvRequest request = read_request<KvRequest>(body, kHttpApi);
+  KvResult result = price_kv(request, server_measure_limits("run `attnlab kv --measure` for more"));
+  if (request.measure) {
     admit_work(kHeavyWork);
     const std::lock_guard<std::mutex> one_at_a_time(measure_mutex);
-    const KVMeasurement m = measure_kv_cache(options);
-    json points = json::array();
-    for (const KVPoint& p : m.points)
-      points.push_back({{"context", p.context},
-                        {"formula_bytes", p.formula_bytes},
-                        {"cache_bytes", p.cache_bytes},
-                        {"allocator_bytes", p.allocator_bytes},
-                        {"rss_bytes", p.rss_bytes},
-                        {"decode_seconds", p.decode_seconds}});
-    reply["measured"] = {{"layers", m.layers}, {"d_model", m.d_model}, {"points", points}};
+    measure_kv(result);
   }
-  return reply;
+  return kv_json(result);
 }
 
 }  // namespace attnlab

@@ -329,6 +329,8 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
   });
   impl.get("/api/scenarios",
            [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_scenarios()); });
+  impl.get("/api/operations",
+           [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_operations()); });
   impl.get("/api/models", [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_models()); });
   impl.get("/api/defaults",
            [](const httplib::Request&, httplib::Response& res) { reply_json(res, 200, api_defaults()); });

@@ -141,6 +141,10 @@ test('KV chart: llama-3-8b at 8,192 tokens in f16 is the formula\'s 1 GiB, as th
   assert.equal(api.rows[0].cache_bytes, 1073741824, 'the formula\'s 1 GiB, exactly');
   assert.equal(await page.getAttribute('[data-testid="kv-row-8192"]', 'data-cache'), String(api.rows[0].cache_bytes));
   assert.match(await page.textContent('[data-testid="kv-row-8192"]'), /1,073,741,824 \(1 GiB\)/);
+  // the table's other rows are the kv operation's default contexts, served by the API (not kept in the page)
+  const { kv: kvDefaults } = await (await fetch(browser.url + '/api/defaults')).json();
+  const rows = await page.$$eval('.kv-rows tbody tr', (els) => els.map((e) => Number(e.dataset.testid.slice('kv-row-'.length))));
+  assert.deepEqual(rows, [...kvDefaults.context, 8192].sort((a, b) => a - b));
   // the chart: the point at 8,192 tokens, the weights line, the label
   assert.equal(await page.getAttribute('[data-testid="kv-svg"] circle[data-context="8192"]', 'data-bytes'), '1073741824');
   assert.equal(await page.getAttribute('[data-testid="kv-weights-line"]', 'data-value'), String(api.weight_bytes));

@@ -2,7 +2,7 @@
 """attnlab's layers link downward only: this check fails on an #include that runs up.
 
 The order, low to high, written once here (docs/architecture.md draws it):
-    core < kernels < model < scenario < analysis < report < faces (cli, server, wasm, python)
+    core < kernels < model < scenario < analysis < report < operations < faces (cli, server, wasm, python)
 A file under src/<layer>/ or include/attnlab/<layer>/ may include "attnlab/<lower or same
 layer>/...". Faces never include each other, except that the CLI may start the server.
 A source may include a private header of its own folder ("simd.hpp"), never one of
@@ -14,7 +14,7 @@ import pathlib
 import re
 import sys
 
-ORDER = ["core", "kernels", "model", "scenario", "analysis", "report"]
+ORDER = ["core", "kernels", "model", "scenario", "analysis", "report", "operations"]
 FACES = {"cli", "server", "wasm", "python"}
 FACE_MAY_INCLUDE = {"cli": {"server"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

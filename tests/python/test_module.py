@@ -311,21 +311,58 @@ def test_model_arrays_outlive_the_run_and_the_model(tiny):
 # ---- cost, the KV cache, HTML -------------------------------------------------------------
 
 def test_cost_and_kv_follow_their_formulas():
-    c = attnlab.cost(1024, d_model=768, heads=12, layers=12)
+    c = attnlab.cost(1024, d_model=768, heads=12, layers=12)["rows"][0]
     assert c["dense_cells"] == 1024 ** 2 and c["causal_cells"] == 1024 * 1025 // 2
     assert c["flops_layer_dense"] == 4 * 1024 ** 2 * 64 * 12
-    kv = attnlab.kv(layers=32, heads=32, kv_heads=8, head_dim=128, contexts=[4096], dtype="f16")
+    kv = attnlab.kv(layers=32, heads=32, kv_heads=8, head_dim=128, context=[4096], dtype="f16")
     assert kv["bytes_per_token"] == 2 * 32 * 8 * 128 * 2
     assert kv["rows"][0]["cache_bytes"] == 4096 * 2 * 32 * 8 * 128 * 2
-    with pytest.raises(ValueError, match="^colour: not a shape field"):
+    with pytest.raises(TypeError, match="colour"):
         attnlab.kv(colour=3)
     with pytest.raises(ValueError, match="^dtype: "):
         attnlab.cost(10, dtype="f7")
-    with pytest.raises(ValueError, match="^n: 0 tokens has no grid"):
+    with pytest.raises(ValueError, match="^tokens: 0 tokens has no grid"):
         attnlab.cost(0)
     with pytest.raises(ValueError, match="^heads: "):
         attnlab.cost(10, d_model=100, heads=3)
     assert kv["model"]["parameters"] is None and kv["weight_bytes"] is None, "unknown, as POST /api/kv says"
+
+
+def test_each_operation_takes_the_fields_of_its_one_description(cli):
+    """Python's keywords, their defaults and the command's flags all come from the one
+    description (GET /api/operations serves the same): the same names, the same defaults."""
+    import inspect
+    described = {d["name"]: d for d in cli("operations")["operations"]}
+    for name, function in [("cost", attnlab.cost), ("kv", attnlab.kv), ("model generate", attnlab.Model.generate)]:
+        parameters = inspect.signature(function).parameters
+        for field in described[name]["fields"]:
+            if "python" not in field["faces"]:
+                assert field["name"] not in parameters, f"{name}: {field['name']} is the command line's alone"
+                continue
+            default = parameters[field["name"]].default
+            want = field["default"]
+            if field["required"] and field["kind"] != "tokens":
+                assert default is inspect.Parameter.empty, f"{name}: {field['name']} is required"
+            else:
+                assert (list(default) if isinstance(default, tuple) else default) == want, (name, field["name"])
+    # The KV table's contexts are the command's default in Python too (they had drifted).
+    assert attnlab.kv("llama-3-8b")["rows"] == cli("kv", "--model", "llama-3-8b", "--json")["rows"]
+    # And cost's whole reply is the command's --json.
+    assert attnlab.cost([3, 6, 100000], window=2) == cli("cost", "--tokens", "3,6,100000", "--window", 2, "--json")
+
+
+def test_a_seeded_generation_is_the_same_in_python_and_the_command(cli, tiny):
+    """Sampling at temperature 1 with a seed and no top_k: the same tokens in both faces
+    (the command sampled among the top 5 by default before the description was shared)."""
+    m = attnlab.load(tiny)
+    g = m.generate([3, 17, 5], 8, temperature=1, seed=3)
+    assert g == cli("model", "generate", tiny, "--ids", "3,17,5", "--tokens", 8, "--temperature", 1, "--seed", 3,
+                    "--json")
+    assert m.generate(ids=[3, 17, 5], tokens=8, temperature=1, seed=3) == g
+    with pytest.raises(ValueError, match=r"^ids\[1\]: token id 99 is outside the vocabulary"):
+        m.generate([3, 99], 2)
+    with pytest.raises(ValueError, match="^temperature: "):
+        m.generate([3], 2, temperature=-1)
 
 
 def test_traces_and_heads_show_as_the_labs_heatmap():

@@ -59,11 +59,16 @@ nlohmann::json api_probe(const nlohmann::json& request, const ModelSources& mode
 // "window", "measure", "kernel", "causal"} -> {"shape": {...}, "rows": [...], "measured"}.
 nlohmann::json api_cost(const nlohmann::json& request);
 
-// GET /api/defaults -> {"cost": {"d_model", "heads", "layers", "dtype", "window"}, "probe":
-// {"epsilon"}, "training": {...}}: what a request leaves out gets these (the library's own
-// defaults, CostShape, ProbeOptions and TrainSettings), so the page shows them instead of
-// keeping copies.
+// GET /api/defaults -> {"cost": {"tokens", "d_model", "heads", ...}, "kv": {...}, "model
+// generate": {...}, "probe": {"epsilon"}, "training": {...}}: what a request leaves out gets
+// these (each operation's description, ProbeOptions and TrainSettings), so the page shows
+// them instead of keeping copies.
 nlohmann::json api_defaults();
+
+// GET /api/operations -> {"operations": [{"name", "help", "fields": [{"name", "kind",
+// "default", "help", "unit", "required", "min", "max", "choices", "faces", "flag"}]}]}:
+// every operation's one description (operations/operations.hpp, docs/operations.md).
+nlohmann::json api_operations();
 
 // GET /api/models -> {"models": [{"name", "source", "layers", "d_model", "heads",
 // "kv_heads", "head_dim", "parameters", "note"}]}: the presets /api/kv and `attnlab kv` know.

@@ -21,6 +21,8 @@ See docs/python.md for a worked session.
 from __future__ import annotations
 
 import html as _html
+import inspect as _inspect
+import json as _json
 import os as _os
 import re as _re
 from dataclasses import dataclass
@@ -351,12 +353,8 @@ class Model:
         """The run with heads "L.H" zeroed (``attnlab model run --ablate``)."""
         return self.run(tokens, capture=capture, ablate=heads)
 
-    def generate(self, prompt: Tokens, tokens: int = 20, *, temperature: float = 0.0, top_k: int = 0,
-                 seed: int = 0, bf16: bool = False) -> dict:
-        """New tokens through the KV cache, as ``attnlab model generate --json`` gives them;
-        ``bf16=True`` runs the prompt's products in bf16 (``--bf16``: AVX-512 BF16 or AMX tiles;
-        ValueError where the CPU has neither)."""
-        return Result(self._native.generate(_tokens(prompt), tokens, temperature, top_k, seed, bf16))
+    def generate(self, *args, **kwargs) -> dict:
+        return Result(self._native.generate(_GENERATE.arguments(*args, **kwargs)))
 
     def heads(self, sequences: Optional[Sequence[Sequence[int]]] = None, *, seed: int = 0) -> list:
         """Every head's previous-token, duplicate-token and induction scores (``model heads``),
@@ -393,25 +391,88 @@ def load(path: str) -> Model:
     return Model(_attnlab._load(str(path)))
 
 
-# ---- cost and the KV cache ----------------------------------------------------------------
+# ---- operations described once ----------------------------------------------------------
+# Each operation's fields (name, default, help) are listed once in the library
+# (operations/request.hpp); these functions take them as keyword arguments with the same
+# names and defaults as the command's flags and the HTTP API's body (docs/operations.md).
 
-def cost(n: int, *, d_model: int = 4096, heads: int = 32, layers: int = 32, dtype: str = "f16",
-         window: int = 4096) -> dict:
-    """The attention grid's cells, FLOPs and bytes at n tokens (``attnlab cost``'s counts)."""
-    return Result(_attnlab._cost(n, d_model, heads, layers, dtype, window))
+_OPERATIONS = {d["name"]: d for d in _attnlab._operations()["operations"]}
 
 
-def kv(model: Optional[str] = None, *, dtype: str = "f16", contexts: Sequence[int] = (1024, 4096, 32768),
-       budget: Optional[int] = None, **shape) -> dict:
-    """The KV cache's bytes at each context (``attnlab kv``): a preset model name, or the shape
-    (layers, heads, kv_heads, head_dim, d_model, parameters) as keywords; budget in bytes."""
-    o = _attnlab._ShapeOverrides()
-    for key, value in shape.items():
-        if not hasattr(o, key):
-            raise ValueError(f"{key}: not a shape field; give layers, heads, kv_heads, head_dim, d_model "
-                             "or parameters")
-        setattr(o, key, int(value))
-    return Result(_attnlab._kv(model, dtype, [int(c) for c in contexts], budget, o))
+def _plain(value):
+    """NumPy numbers and arrays as JSON takes them."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not a number, text or list")
+
+
+class _Operation:
+    """Operation `name` as Python takes it, from its description: `positional` fields may be
+    given by position, every other field by keyword, each defaulting as the description
+    says. A token field takes text or a list of ids under its name (and ids under its ids
+    key). The arguments go to the library as one JSON object, read by the reader every face
+    shares."""
+
+    def __init__(self, name: str, positional: Sequence[str] = ()):
+        described = _OPERATIONS[name]
+        fields = [f for f in described["fields"] if "python" in f["faces"]]
+        params, self._ids_keys = [], {}
+        for f in fields:
+            default = tuple(f["default"]) if isinstance(f["default"], list) else f["default"]
+            if f["name"] in positional:
+                kind = _inspect.Parameter.POSITIONAL_OR_KEYWORD
+                # A token field may come as its ids instead: the library says when neither came.
+                required = f["required"] and f["kind"] != "tokens"
+                default = _inspect.Parameter.empty if required else default
+            else:
+                kind = _inspect.Parameter.KEYWORD_ONLY
+            params.append(_inspect.Parameter(f["name"], kind, default=default))
+            if f["kind"] == "tokens":
+                self._ids_keys[f["name"]] = f["ids"]
+        params += [_inspect.Parameter(ids, _inspect.Parameter.KEYWORD_ONLY, default=None)
+                   for ids in self._ids_keys.values()]
+        params.sort(key=lambda p: p.kind)  # the positional ones first, in the description's order
+        self.signature = _inspect.Signature(params)
+        self.doc = described["help"] + ".\n\n" + "\n".join(
+            f"{f['name']}: {f['help']}" + (f" ({f['unit']})" if f["unit"] else "") for f in fields)
+
+    def arguments(self, *args, **kwargs) -> str:
+        """The arguments as the JSON object the library reads; TypeError for an unknown keyword."""
+        body = {}
+        for key, value in self.signature.bind(*args, **kwargs).arguments.items():
+            if value is None:
+                continue
+            if key in self._ids_keys and not isinstance(value, str):
+                key = self._ids_keys[key]  # a list of ids given where text may go
+            body[key] = list(value) if isinstance(value, tuple) else value
+        return _json.dumps(body, default=_plain)
+
+    def described(self, function, method: bool = False):
+        """`function` with the operation's signature and help."""
+        params = list(self.signature.parameters.values())
+        if method:
+            params.insert(0, _inspect.Parameter("self", _inspect.Parameter.POSITIONAL_ONLY))
+        function.__signature__ = self.signature.replace(parameters=params)
+        function.__doc__ = self.doc
+        return function
+
+
+_COST = _Operation("cost", positional=("tokens",))
+_KV = _Operation("kv", positional=("model",))
+_GENERATE = _Operation("model generate", positional=("text", "tokens"))
+
+
+@_COST.described
+def cost(*args, **kwargs) -> dict:
+    return Result(_attnlab._cost(_COST.arguments(*args, **kwargs)))
+
+
+@_KV.described
+def kv(*args, **kwargs) -> dict:
+    return Result(_attnlab._kv(_KV.arguments(*args, **kwargs)))
+
+
+_GENERATE.described(Model.generate, method=True)
 
 
 def show(model: Union[str, Model], text: Optional[str] = None, *, port: int = 0):

@@ -1,0 +1,55 @@
+// `model generate`, described once (operations/request.hpp): a prompt, then new tokens
+// through the KV cache. The command, Python's Model.generate() and POST
+// /api/model/generate read this request, call generate_tokens() and write generate_json().
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "attnlab/model/generate.hpp"
+#include "attnlab/model/model_dir.hpp"
+#include "attnlab/operations/request.hpp"
+
+namespace attnlab {
+
+struct GenerateRequest {
+  static constexpr std::string_view kName = "model generate";
+  static constexpr std::string_view kHelp = "Generate tokens through a KV cache and the decode kernel";
+
+  TokenInput text;          // the prompt
+  GenerateOptions options;  // its defaults are the library's (model/generate.hpp)
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text", .help = "The prompt (text for the model's tokenizer; ids: token ids instead)",
+                 .required = true, .example = "\"The cat\" or ids 464,3797"});
+    field(options.tokens, {.name = "tokens", .help = "New tokens to generate", .unit = "tokens"});
+    field(options.temperature, {.name = "temperature", .help = "0: the most probable token each step; > 0: sample"});
+    field(options.top_k, {.name = "top_k", .help = "Sample among the k most probable (0: all)"});
+    field(options.seed, {.name = "seed", .help = "Seed of the sampling"});
+    field(options.bf16, {.name = "bf16",
+                         .help = "The prompt's products in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU "
+                                 "has them): a long prompt about twice as fast, each logit within bf16's rounding"});
+  }
+};
+
+// The ids a token field asks for: its text through the model's tokenizer, or its ids, each
+// checked to be in the vocabulary; InputError names the field ("text", "ids[3]").
+std::vector<int> token_ids(const ModelDir& model, const TokenInput& tokens, std::string_view field);
+
+struct GenerateResult {
+  std::vector<int> prompt;
+  std::vector<GeneratedToken> generated;
+  GenerateOptions options;
+};
+
+// The prompt's ids and the options checked against the model (check_generate), before any work.
+GenerateResult price_generate(const ModelDir& model, const GenerateRequest& request);
+// Generates; `each` sees every token as it is made.
+void generate_tokens(const ModelDir& model, GenerateResult& result,
+                     const std::function<void(const GeneratedToken&)>& each = {});
+// generation_json (model/model_dir.hpp): what --json prints, the API answers and Python returns.
+nlohmann::json generate_json(const ModelDir& model, const GenerateResult& result);
+
+}  // namespace attnlab
