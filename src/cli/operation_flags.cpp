@@ -30,8 +30,7 @@ std::string value_name(FieldKind kind) {
 
 }  // namespace
 
-OperationFlags::OperationFlags(CLI::App& app, OperationDescription description)
-    : description_(std::move(description)) {
+OperationFlags::OperationFlags(CLI::App& app, OperationDescription description) : description_(std::move(description)) {
   for (const FieldDescription& f : description_.fields) {
     if (!(f.info.faces & kCommandLine)) continue;
     const std::string help = field_help_line(f);
@@ -45,7 +44,8 @@ OperationFlags::OperationFlags(CLI::App& app, OperationDescription description)
     };
     if (f.kind == FieldKind::tokens) {
       add(std::string(f.info.name), false, f.info.short_flag, help);
-      add(ids_key(f.info.name), true, "", fmt::format("Token ids instead of {}, e.g. 15496,995", flag_name(f.info.name)));
+      add(ids_key(f.info.name), true, "",
+          fmt::format("Token ids instead of {}, e.g. 15496,995", flag_name(f.info.name)));
     } else {
       add(std::string(f.info.name), false, f.info.short_flag, help);
     }
@@ -110,7 +110,8 @@ namespace attnlab::cli {
 
 Command operations_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
-      "operations", "Every operation's options, described once: the command's flags, the API's fields, Python's keywords");
+      "operations",
+      "Every operation's options, described once: the command's flags, the API's fields, Python's keywords");
   auto markdown = std::make_shared<bool>(false);
   app->add_flag("--markdown", *markdown, "As docs/operations.md's tables (the default: JSON, as GET /api/operations)");
   return {app, [markdown]() {

@@ -28,7 +28,7 @@ class OperationFlags {
  private:
   struct Flag {
     FieldKind kind;
-    std::string key;  // the JSON key ("d_model", or a token field's "ids")
+    std::string key;   // the JSON key ("d_model", or a token field's "ids")
     bool ids = false;  // a token field's --ids
     CLI::Option* option = nullptr;
     std::string text;

@@ -37,7 +37,8 @@ GenerateResult price_generate(const ModelDir& m, const GenerateRequest& r) {
   return result;
 }
 
-void generate_tokens(const ModelDir& m, GenerateResult& result, const std::function<void(const GeneratedToken&)>& each) {
+void generate_tokens(const ModelDir& m, GenerateResult& result,
+                     const std::function<void(const GeneratedToken&)>& each) {
   result.generated = generate(m.model, result.prompt, result.options, each);
 }
 

@@ -26,8 +26,8 @@ FieldDescription described(const FieldInfo& info, FieldKind kind, json value, bo
 void check_choice(const std::string& value, const FieldInfo& info) {
   if (info.choices.empty()) return;
   if (std::find(info.choices.begin(), info.choices.end(), value) == info.choices.end())
-    fail(info.name, fmt::format("\"{}\" is not a choice; give one of {}", text_excerpt(value, 40),
-                                fmt::join(info.choices, ", ")));
+    fail(info.name,
+         fmt::format("\"{}\" is not a choice; give one of {}", text_excerpt(value, 40), fmt::join(info.choices, ", ")));
 }
 
 std::string count_range_text(const CountRange& r) {
@@ -103,8 +103,7 @@ void read_field(const json& v, const FieldInfo& info, std::vector<std::uint64_t>
 }
 void read_field(const json& v, const FieldInfo& info, double& m) {
   m = read_number(v, info.name);
-  if (m < info.low || m > info.high)
-    fail(info.name, fmt::format("{} is outside {} to {}", m, info.low, info.high));
+  if (m < info.low || m > info.high) fail(info.name, fmt::format("{} is outside {} to {}", m, info.low, info.high));
 }
 void read_field(const json& v, const FieldInfo& info, std::string& m) {
   m = read_string(v, info.name);
@@ -115,7 +114,9 @@ void read_field(const json& v, const FieldInfo& info, std::optional<std::string>
   read_field(v, info, text);
   m = std::move(text);
 }
-void read_field(const json& v, const FieldInfo& info, DType& m) { m = parse_dtype(read_string(v, info.name), info.name); }
+void read_field(const json& v, const FieldInfo& info, DType& m) {
+  m = parse_dtype(read_string(v, info.name), info.name);
+}
 void read_field(const json& v, const FieldInfo& info, ByteSize& m) {
   m.bytes = v.is_string() ? parse_byte_size(v.get<std::string>(), info.name) : read_count(v, info.name);
   if (*m.bytes == 0) fail(info.name, "is 0 bytes; give a size such as \"24GiB\" or a number of bytes");
@@ -128,16 +129,15 @@ void read_tokens(const json& body, const FieldInfo& info, TokenInput& m) {
   if (has_text && has_ids) fail(ids_name, fmt::format("give {} or {}, not both", info.name, ids_name));
   if (has_text) m.text = read_string(*text, info.name);
   if (!has_ids) return;
-  if (!ids->is_array())
-    fail(ids_name, fmt::format("expected a list of token ids but got {}", describe_json(*ids)));
+  if (!ids->is_array()) fail(ids_name, fmt::format("expected a list of token ids but got {}", describe_json(*ids)));
   const std::vector<std::uint64_t> values =
       read_count_list(*ids, ids_name, kMaxModelPositions, {0, std::uint64_t(std::numeric_limits<int>::max())});
   m.ids = std::vector<int>(values.begin(), values.end());
 }
 
 std::string fmt_missing(const FieldInfo& info, bool tokens) {
-  const std::string what = tokens ? fmt::format("give {} or {}", info.name, ids_key(info.name))
-                                  : fmt::format("give {}", info.name);
+  const std::string what =
+      tokens ? fmt::format("give {} or {}", info.name, ids_key(info.name)) : fmt::format("give {}", info.name);
   return info.example.empty() ? fmt::format("missing; {}", what)
                               : fmt::format("missing; {}, e.g. {}", what, info.example);
 }
@@ -191,14 +191,14 @@ json description_json(const OperationDescription& d) {
     if (f.info.faces & kCommandLine) faces.push_back("cli");
     if (f.info.faces & kHttpApi) faces.push_back("api");
     if (f.info.faces & kPython) faces.push_back("python");
-    json field = {{"name", f.info.name},      {"kind", kind_name(f.kind)},    {"default", f.default_value},
-                  {"help", f.info.help},      {"unit", f.info.unit},          {"required", f.info.required},
+    json field = {{"name", f.info.name},       {"kind", kind_name(f.kind)},     {"default", f.default_value},
+                  {"help", f.info.help},       {"unit", f.info.unit},           {"required", f.info.required},
                   {"faces", std::move(faces)}, {"flag", flag_name(f.info.name)}};
     if (f.kind == FieldKind::tokens) field["ids"] = ids_key(f.info.name);
     if (f.kind == FieldKind::count || f.kind == FieldKind::counts) {
       field["min"] = f.info.range.low;
-      field["max"] = f.info.range.high == std::numeric_limits<std::uint64_t>::max() ? json(nullptr)
-                                                                                     : json(f.info.range.high);
+      field["max"] =
+          f.info.range.high == std::numeric_limits<std::uint64_t>::max() ? json(nullptr) : json(f.info.range.high);
     }
     if (f.kind == FieldKind::number) {
       field["min"] = std::isfinite(f.info.low) ? json(f.info.low) : json(nullptr);
@@ -216,7 +216,8 @@ std::string field_help_line(const FieldDescription& f, bool with_default) {
   if (!f.info.unit.empty()) notes.emplace_back(f.info.unit);
   if (with_default && f.info.required) notes.emplace_back("required");
   const json& d = f.default_value;
-  if (with_default && !d.is_null() && !(d.is_boolean() && !d.get<bool>()) && !(d.is_string() && d.get<std::string>().empty())) {
+  if (with_default && !d.is_null() && !(d.is_boolean() && !d.get<bool>()) &&
+      !(d.is_string() && d.get<std::string>().empty())) {
     std::string text;
     if (d.is_array())
       for (const json& x : d)

@@ -24,6 +24,8 @@
 #include "attnlab/server/model_sources.hpp"
 #include "model_api.hpp"
 
+#include "attnlab/operations/generate.hpp"
+
 namespace attnlab {
 
 using nlohmann::json;
@@ -317,6 +319,18 @@ std::string api_model_run(const ModelSources& models, const json& request) {
     body += "null";
   body += '}';
   return body;
+}
+
+json api_model_generate(const ModelSources& models, const json& body) {
+  if (!body.is_object()) fail("body", fmt::format("expected a JSON object but got {}", json_kind(body)));
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
+  json request = body;  // which model is the server's to say; the rest is the operation's
+  request.erase("run");
+  request.erase("step");
+  GenerateResult result = price_generate(*model, read_request<GenerateRequest>(request, kHttpApi));
+  admit_work(kHeavyWork);
+  generate_tokens(*model, result);
+  return generate_json(*model, result);
 }
 
 }  // namespace attnlab

@@ -1,5 +1,6 @@
 // The lab with a model (`attnlab serve --model DIR`) through real HTTP (api_test_support.hpp).
 #include "api_test_support.hpp"
+#include "attnlab/model/generate.hpp"
 
 // ---- the lab with a model (`attnlab serve --model DIR`) -----------------------------------
 // A second server, constructed with the tiny GPT-2 fixture (2 layers × 4 heads, 16 wide, 16
@@ -226,6 +227,27 @@ TEST_F(ModelApi, AttentionOnAModelHeadGivesTheForwardsWeights) {
   EXPECT_EQ(attnlab::unpack_reply(packed->body)["heads"][0]["weights"], trace["heads"][0]["weights"]);
   const json probe = post_json("/api/probe", {{"scenario", scenario}, {"query", n - 1}});
   EXPECT_EQ(probe["tokens"].size(), n);
+}
+
+// POST /api/model/generate is the `model generate` operation: its reply is what the library's
+// generation writes for the same request (the command's --json and Python's dict are the same
+// writer's), a seeded sample included; its mistakes are named by field.
+TEST_F(ModelApi, GenerateAnswersAsTheOperationDoesAndNamesBadFields) {
+  const json reply =
+      post_json("/api/model/generate", {{"ids", {3, 17, 5}}, {"tokens", 6}, {"temperature", 1}, {"seed", 3}});
+  const attnlab::GenerateOptions options{.tokens = 6, .temperature = 1, .top_k = 0, .seed = 3};
+  const std::vector<int> prompt{3, 17, 5};
+  EXPECT_EQ(reply,
+            attnlab::generation_json(*model_, prompt, attnlab::generate(model_->model, prompt, options), options));
+  EXPECT_EQ(reply["generated"].size(), 6u);
+  expect_field("/api/model/generate", {{"ids", {3, 40}}}, "ids[1]", "outside the vocabulary");
+  expect_field("/api/model/generate", {{"ids", {3}}, {"top_k", -1}}, "top_k", "expected a whole number");
+  expect_field("/api/model/generate", {{"ids", {3}}, {"tokens", 16}}, "tokens", "must fit the model's 16 positions");
+  expect_field("/api/model/generate", {{"ids", {3}}, {"temperature", "hot"}}, "temperature", "expected a number");
+  expect_field("/api/model/generate", {{"text", "hello"}}, "text", "has no tokenizer");
+  expect_field("/api/model/generate", {{"text", "hello"}, {"ids", {3}}}, "ids", "not both");
+  expect_field("/api/model/generate", json::object(), "text", "missing");
+  expect_field("/api/model/generate", {{"ids", {3}}, {"plot", "x.svg"}}, "plot", "unknown field");
 }
 
 TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {

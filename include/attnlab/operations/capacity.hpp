@@ -41,8 +41,12 @@ struct CostRequest {
 
   template <class Field>
   void for_each(Field&& field) {
-    field(tokens, {.name = "tokens", .help = "Context lengths n", .unit = "tokens", .required = true,
-                   .short_flag = "-n", .example = "3,6,100000"});
+    field(tokens, {.name = "tokens",
+                   .help = "Context lengths n",
+                   .unit = "tokens",
+                   .required = true,
+                   .short_flag = "-n",
+                   .example = "3,6,100000"});
     field(shape.d_model, {.name = "d_model", .help = "Embedding width d_model = H · d_k"});
     field(shape.heads, {.name = "heads", .help = "Heads H per layer"});
     field(shape.layers, {.name = "layers", .help = "Layers L"});
@@ -53,7 +57,8 @@ struct CostRequest {
                             "and the fitted exponent"});
     field(kernel, {.name = "kernel", .help = "The kernel measure times: grid (materialised) or tiled"});
     field(causal, {.name = "causal", .help = "Measure with a causal mask"});
-    field(plot, {.name = "plot", .help = "Write a log-log chart to FILE.svg or .png (time and memory with measure)",
+    field(plot, {.name = "plot",
+                 .help = "Write a log-log chart to FILE.svg or .png (time and memory with measure)",
                  .faces = kCommandLine});
   }
 };
@@ -95,15 +100,18 @@ struct KvRequest {
     field(model, {.name = "model", .help = "A model preset (attnlab kv's list, GET /api/models)", .short_flag = "-m"});
     field(context, {.name = "context", .help = "Context lengths", .unit = "tokens", .short_flag = "-c"});
     field(dtype, {.name = "dtype", .help = "Storage dtype of the cache and the weights"});
-    field(budget, {.name = "budget", .help = "Memory budget (24GiB, 512MiB, 1.5GB or bytes): the longest context "
-                                             "that fits",
+    field(budget, {.name = "budget",
+                   .help = "Memory budget (24GiB, 512MiB, 1.5GB or bytes): the longest context "
+                           "that fits",
                    .unit = "bytes"});
     field(shape.layers, {.name = "layers", .help = "Layers L (any other shape, or override the preset)"});
     field(shape.kv_heads, {.name = "kv_heads", .help = "Key/value heads H_kv"});
     field(shape.head_dim, {.name = "head_dim", .help = "Width d_head of one head's keys and values"});
     field(shape.heads, {.name = "heads", .help = "Query heads H (a multiple of H_kv; default H_kv)"});
-    field(shape.d_model, {.name = "d_model", .help = "Embedding width, for measure's projections (default H × d_head)"});
-    field(shape.parameters, {.name = "params", .help = "Parameter count, for the weights line of a shape given by hand"});
+    field(shape.d_model,
+          {.name = "d_model", .help = "Embedding width, for measure's projections (default H × d_head)"});
+    field(shape.parameters,
+          {.name = "params", .help = "Parameter count, for the weights line of a shape given by hand"});
     field(measure, {.name = "measure",
                     .help = "Decode with random weights into a real KV cache up to the largest context and measure "
                             "its bytes"});
@@ -111,7 +119,8 @@ struct KvRequest {
                            .help = "Layers measure decodes (default: all, or as many as fit in 2 GiB / half the free "
                                    "memory)",
                            .range = {1}});
-    field(plot, {.name = "plot", .help = "Write a log-log chart of the cache against context to FILE.svg or .png",
+    field(plot, {.name = "plot",
+                 .help = "Write a log-log chart of the cache against context to FILE.svg or .png",
                  .faces = kCommandLine});
   }
 };

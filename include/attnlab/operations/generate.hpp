@@ -22,15 +22,18 @@ struct GenerateRequest {
 
   template <class Field>
   void for_each(Field&& field) {
-    field(text, {.name = "text", .help = "The prompt (text for the model's tokenizer; ids: token ids instead)",
-                 .required = true, .example = "\"The cat\" or ids 464,3797"});
+    field(text, {.name = "text",
+                 .help = "The prompt (text for the model's tokenizer; ids: token ids instead)",
+                 .required = true,
+                 .example = "\"The cat\" or ids 464,3797"});
     field(options.tokens, {.name = "tokens", .help = "New tokens to generate", .unit = "tokens"});
     field(options.temperature, {.name = "temperature", .help = "0: the most probable token each step; > 0: sample"});
     field(options.top_k, {.name = "top_k", .help = "Sample among the k most probable (0: all)"});
     field(options.seed, {.name = "seed", .help = "Seed of the sampling"});
-    field(options.bf16, {.name = "bf16",
-                         .help = "The prompt's products in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU "
-                                 "has them): a long prompt about twice as fast, each logit within bf16's rounding"});
+    field(options.bf16,
+          {.name = "bf16",
+           .help = "The prompt's products in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU "
+                   "has them): a long prompt about twice as fast, each logit within bf16's rounding"});
   }
 };
 

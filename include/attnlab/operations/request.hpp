@@ -57,11 +57,11 @@ struct ByteSize {
 
 // One field of a request, as its request type describes it.
 struct FieldInfo {
-  std::string_view name;         // as JSON and Python spell it (snake_case); the command line: --kebab-case
-  std::string_view help;         // one line, starting with a capital
-  std::string_view unit = "";    // "tokens", "bytes", ... or "" when it has none
-  CountRange range = {};         // a count, or each count of a list
-  std::size_t max_items = 64;    // a list of counts
+  std::string_view name;       // as JSON and Python spell it (snake_case); the command line: --kebab-case
+  std::string_view help;       // one line, starting with a capital
+  std::string_view unit = "";  // "tokens", "bytes", ... or "" when it has none
+  CountRange range = {};       // a count, or each count of a list
+  std::size_t max_items = 64;  // a list of counts
   double low = -std::numeric_limits<double>::infinity(), high = std::numeric_limits<double>::infinity();  // a number
   std::span<const std::string_view> choices = {};  // a text that must be one of these
   bool required = false;
@@ -147,7 +147,8 @@ template <class Request>
 OperationDescription describe_operation() {
   OperationDescription d{Request::kName, Request::kHelp, {}};
   Request defaults{};
-  defaults.for_each([&](const auto& member, const FieldInfo& info) { d.fields.push_back(describe_field(member, info)); });
+  defaults.for_each(
+      [&](const auto& member, const FieldInfo& info) { d.fields.push_back(describe_field(member, info)); });
   return d;
 }
 
@@ -161,8 +162,7 @@ Request read_request(const nlohmann::json& body, Face face) {
     using Member = std::remove_cvref_t<decltype(member)>;
     if constexpr (std::is_same_v<Member, TokenInput>) {
       read_tokens(body, info, member);
-      if (info.required && !member.given())
-        fail(info.name, fmt_missing(info, true));
+      if (info.required && !member.given()) fail(info.name, fmt_missing(info, true));
     } else {
       const auto it = body.find(info.name);
       if (it != body.end() && !it->is_null())
@@ -180,8 +180,10 @@ nlohmann::json request_json(Request r) {
   nlohmann::json out = nlohmann::json::object();
   r.for_each([&](const auto& member, const FieldInfo& info) {
     if constexpr (std::is_same_v<std::remove_cvref_t<decltype(member)>, TokenInput>) {
-      if (member.ids) out[ids_key(info.name)] = *member.ids;
-      else out[std::string(info.name)] = field_json(member);
+      if (member.ids)
+        out[ids_key(info.name)] = *member.ids;
+      else
+        out[std::string(info.name)] = field_json(member);
     } else {
       out[std::string(info.name)] = field_json(member);
     }

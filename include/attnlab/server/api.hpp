@@ -100,4 +100,10 @@ nlohmann::json api_model(const ModelSources& models, const ModelChoice& choice);
 std::string api_model_run(const ModelDir* model, const nlohmann::json& request);
 std::string api_model_run(const ModelSources& models, const nlohmann::json& request);
 
+// POST /api/model/generate: the `model generate` operation's request (docs/operations.md:
+// {"text" | "ids", "tokens", "temperature", "top_k", "seed", "bf16"}, and "run", "step") ->
+// what `attnlab model generate --json` prints for it. A heavy request, within the request's
+// time budget (503 past it).
+nlohmann::json api_model_generate(const ModelSources& models, const nlohmann::json& request);
+
 }  // namespace attnlab
