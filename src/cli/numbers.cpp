@@ -36,14 +36,16 @@ std::vector<std::uint64_t> parse_count_list(std::string_view text, std::string_v
 }
 
 InputError with_flag_name(const InputError& error) {
+  // "d_model" -> "--d-model"; a list's item keeps its index: "ids[1]" -> "--ids[1]".
   const std::string& field = error.field();
-  const bool plain_name = !field.empty() && std::all_of(field.begin(), field.end(), [](char c) {
+  const std::string name = field.substr(0, field.find('['));
+  const bool plain_name = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
     return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_';
   });
   if (!plain_name) return error;
-  std::string flag = "--" + field;
+  std::string flag = "--" + name;
   std::replace(flag.begin(), flag.end(), '_', '-');
-  return error.renamed(flag);
+  return error.renamed(flag + field.substr(name.size()));
 }
 
 }  // namespace attnlab::cli

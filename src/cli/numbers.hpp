@@ -19,7 +19,7 @@ std::uint64_t parse_count(std::string_view text, std::string_view flag);
 // A comma-separated list of whole numbers ("4096,32768,131072"), 1 to 64 of them.
 std::vector<std::uint64_t> parse_count_list(std::string_view text, std::string_view flag);
 
-// The library names request fields as the JSON API spells them ("d_model"); the CLI says
+// The library names request fields as the JSON API spells them ("d_model", "ids[1]"); the CLI says
 // the flag instead ("--d-model"). Returns the error with its field renamed, or unchanged
 // when its field is not a plain name.
 InputError with_flag_name(const InputError& error);

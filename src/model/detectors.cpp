@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attnlab/core/json.hpp"
 #include "attnlab/core/rng.hpp"
 
 namespace attnlab {
@@ -66,9 +67,23 @@ std::vector<std::vector<int>> default_detector_sequences(const ModelConfig& conf
   return out;
 }
 
+std::vector<HeadScores> score_heads(const ForwardResult& run, std::span<const int> ids) {
+  const std::size_t n = ids.size();
+  const std::vector<float> p_prev = detector_pattern(Detector::previous_token, ids),
+                           p_dup = detector_pattern(Detector::duplicate_token, ids),
+                           p_ind = detector_pattern(Detector::induction, ids);
+  std::vector<HeadScores> scores;
+  for (std::size_t l = 0; l < run.attention.size(); ++l)
+    for (std::size_t h = 0; h < run.attention[l].size() / (n * n); ++h) {
+      const std::span<const float> a(run.attention[l].data() + h * n * n, n * n);
+      scores.push_back(
+          {{l, h}, detector_score(a, p_prev, n), detector_score(a, p_dup, n), detector_score(a, p_ind, n)});
+    }
+  return scores;
+}
+
 std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::vector<int>>& sequences) {
   const std::size_t layers = model.config.n_layer, heads = model.config.n_head;
-  std::vector<HeadScores> scores(layers * heads);
   struct Sum {
     double total = 0;
     std::size_t count = 0;
@@ -77,21 +92,17 @@ std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::
     }
     double mean() const { return count ? total / static_cast<double>(count) : 0.0; }
   };
-  std::vector<Sum> previous(scores.size()), duplicate(scores.size()), induction(scores.size());
+  std::vector<Sum> previous(layers * heads), duplicate(layers * heads), induction(layers * heads);
   for (const std::vector<int>& ids : sequences) {
-    const std::size_t n = ids.size();
     const ForwardResult r = model_forward(model, ids, {.logits = LogitRows::none, .keep_attention = true});
-    const std::vector<float> p_prev = detector_pattern(Detector::previous_token, ids),
-                             p_dup = detector_pattern(Detector::duplicate_token, ids),
-                             p_ind = detector_pattern(Detector::induction, ids);
-    for (std::size_t l = 0; l < layers; ++l)
-      for (std::size_t h = 0; h < heads; ++h) {
-        const std::span<const float> a(r.attention[l].data() + h * n * n, n * n);
-        previous[l * heads + h].add(detector_score(a, p_prev, n));
-        duplicate[l * heads + h].add(detector_score(a, p_dup, n));
-        induction[l * heads + h].add(detector_score(a, p_ind, n));
-      }
+    for (const HeadScores& s : score_heads(r, ids)) {
+      const std::size_t k = s.head.layer * heads + s.head.head;
+      previous[k].add(s.previous_token);
+      duplicate[k].add(s.duplicate_token);
+      induction[k].add(s.induction);
+    }
   }
+  std::vector<HeadScores> scores(layers * heads);
   for (std::size_t k = 0; k < scores.size(); ++k)
     scores[k] = {{k / heads, k % heads}, previous[k].mean(), duplicate[k].mean(), induction[k].mean()};
   return scores;
@@ -102,9 +113,9 @@ nlohmann::json head_scores_json(const std::vector<HeadScores>& scores) {
   for (const HeadScores& s : scores)
     list.push_back({{"layer", s.head.layer},
                     {"head", s.head.head},
-                    {"previous_token", s.previous_token},
-                    {"duplicate_token", s.duplicate_token},
-                    {"induction", s.induction}});
+                    {"previous_token", number_or_null(s.previous_token)},
+                    {"duplicate_token", number_or_null(s.duplicate_token)},
+                    {"induction", number_or_null(s.induction)}});
   return {{"heads", std::move(list)}};
 }
 

@@ -128,6 +128,12 @@ void check_token_id(const ModelConfig& c, int id, std::string_view field) {
     fail(field, fmt::format("token id {} is outside the vocabulary (0 to {})", id, c.vocab_size - 1));
 }
 
+void check_head(const ModelConfig& c, HeadRef h, std::string_view field) {
+  if (h.layer >= c.n_layer || h.head >= c.n_head)
+    fail(field, fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
+                            c.n_layer - 1, c.n_head - 1));
+}
+
 namespace {
 
 // Token ids checked against the vocabulary, and the positions they would take.
@@ -137,9 +143,7 @@ void check_ids(const ModelConfig& c, std::span<const int> ids, std::size_t first
     fail("ids",
          fmt::format("{} tokens is more than the model's {} positions", first_position + ids.size(), c.n_positions));
   for (std::size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= c.vocab_size)
-      fail("ids", fmt::format("token id {} at position {} is outside the vocabulary (0 to {})", ids[i],
-                              first_position + i, c.vocab_size - 1));
+    check_token_id(c, ids[i], fmt::format("ids[{}]", first_position + i));
 }
 
 // The residual stream's start, [n × d]: the token's embedding (× √d_model for Gemma) plus,
@@ -176,12 +180,6 @@ void replace_heads(const ModelConfig& c, std::size_t l, const std::vector<HeadRe
     if (r.head.layer == l)
       for (std::size_t i = 0; i < n; ++i)
         std::copy_n(r.z.data() + i * dh, dh, z + i * zw + r.head.head * dh);
-}
-
-void check_head(const ModelConfig& c, HeadRef h, const char* field) {
-  if (h.layer >= c.n_layer || h.head >= c.n_head)
-    fail(field, fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
-                            c.n_layer - 1, c.n_head - 1));
 }
 
 // The options' interventions checked against the model and the n tokens they act on.
@@ -515,11 +513,16 @@ std::size_t forward_buffer_bytes(const ModelConfig& c, std::size_t n) {
   return sizeof(float) * n * (c.vocab_size + 3 * d + block);
 }
 
-std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k) {
-  const float largest = *std::max_element(logits.begin(), logits.end());
+double log_sum_exp(std::span<const float> logits) {
+  const double largest = *std::max_element(logits.begin(), logits.end());
   double sum = 0;
   for (float x : logits)
     sum += std::exp(static_cast<double>(x) - largest);
+  return largest + std::log(sum);
+}
+
+std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k) {
+  const double normalizer = log_sum_exp(logits);
   std::vector<int> order(logits.size());
   for (std::size_t i = 0; i < order.size(); ++i)
     order[i] = static_cast<int>(i);
@@ -528,7 +531,7 @@ std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k
                     [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   std::vector<TokenProbability> out;
   for (std::size_t r = 0; r < k; ++r)
-    out.push_back({order[r], std::exp(static_cast<double>(logits[order[r]]) - largest) / sum});
+    out.push_back({order[r], std::exp(static_cast<double>(logits[order[r]]) - normalizer)});
   return out;
 }
 
@@ -536,20 +539,14 @@ double next_token_loss(const ForwardResult& result, std::span<const int> ids, st
   double total = 0;
   for (std::size_t i = first; i < last; ++i) {
     const std::span<const float> row = result.logits_at(i);
-    const double largest = *std::max_element(row.begin(), row.end());
-    double sum = 0;
-    for (float x : row)
-      sum += std::exp(x - largest);
-    total += std::log(sum) + largest - row[ids[i + 1]];  // -log softmax(row)[next]
+    total += log_sum_exp(row) - row[ids[i + 1]];  // -log softmax(row)[next]
   }
   return last > first ? total / static_cast<double>(last - first) : 0.0;
 }
 
 AttentionInput head_attention_input(const Model& model, const ForwardResult& result, HeadRef head) {
   const ModelConfig& c = model.config;
-  if (head.layer >= c.n_layer || head.head >= c.n_head)
-    fail("head", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(head),
-                             c.n_layer - 1, c.n_head - 1));
+  check_head(c, head, "head");
   const std::size_t n = result.n, d = c.n_embd, dh = c.head_dim();
   if (result.block_inputs.size() != c.n_layer)
     throw std::logic_error("head_attention_input: the forward kept no block inputs; run it with keep_attention");

@@ -16,11 +16,7 @@ namespace {
 
 // The token's probability under softmax(logits) (T = 1).
 double probability_of(std::span<const float> logits, int id) {
-  const float largest = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float x : logits)
-    sum += std::exp(static_cast<double>(x) - largest);
-  return std::exp(static_cast<double>(logits[static_cast<std::size_t>(id)]) - largest) / sum;
+  return std::exp(static_cast<double>(logits[static_cast<std::size_t>(id)]) - log_sum_exp(logits));
 }
 
 }  // namespace

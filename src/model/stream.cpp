@@ -100,9 +100,7 @@ std::vector<float> head_source_parts(const Model& model, const ForwardResult& re
                                      std::size_t position) {
   const ModelConfig& c = model.config;
   check_kept(model, result, position);
-  if (head.layer >= c.n_layer || head.head >= c.n_head)
-    fail("head", fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(head),
-                             c.n_layer - 1, c.n_head - 1));
+  check_head(c, head, "head");
   const std::size_t n = result.n, d = c.n_embd, hd = c.head_dim(), p = position;
   const Heads at = heads_of(c, head.layer);
   const LayerStream& s = result.stream[head.layer];

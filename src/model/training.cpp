@@ -143,8 +143,7 @@ T loss_and_gradients(const ModelConfig& c, std::span<const T> parameters, const 
       fail("batch",
            fmt::format("a sequence of {} tokens; give 2 to {} (n_positions + 1)", ids.size(), c.n_positions + 1));
     for (int id : ids)
-      if (id < 0 || static_cast<std::size_t>(id) >= c.vocab_size)
-        fail("batch", fmt::format("token id {} is outside the vocabulary (0 to {})", id, c.vocab_size - 1));
+      check_token_id(c, id, "batch");
     predictions += ids.size() - 1;
   }
   std::fill(gradients.begin(), gradients.end(), T(0));

@@ -130,9 +130,13 @@ void read_tokens(const json& body, const FieldInfo& info, TokenInput& m) {
   if (has_text) m.text = read_string(*text, info.name);
   if (!has_ids) return;
   if (!ids->is_array()) fail(ids_name, fmt::format("expected a list of token ids but got {}", describe_json(*ids)));
-  const std::vector<std::uint64_t> values =
-      read_count_list(*ids, ids_name, kMaxModelPositions, {0, std::uint64_t(std::numeric_limits<int>::max())});
-  m.ids = std::vector<int>(values.begin(), values.end());
+  const std::vector<std::uint64_t> values = read_count_list(*ids, ids_name, kMaxModelPositions);
+  m.ids.emplace();
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    if (values[k] >= kMaxModelVocabulary)  // no model has it; checked against the model's own when it runs
+      fail(fmt::format("{}[{}]", ids_name, k), fmt::format("token id {} is outside every vocabulary", values[k]));
+    m.ids->push_back(static_cast<int>(values[k]));
+  }
 }
 
 std::string fmt_missing(const FieldInfo& info, bool tokens) {

@@ -42,46 +42,14 @@ std::string model_name(const ModelDir& m) {
 }  // namespace
 
 std::vector<int> requested_ids(const ModelDir& m, const json& spec, const std::string& prefix) {
-  const ModelConfig& c = m.model.config;
-  const bool has_text = spec.contains("text"), has_ids = spec.contains("ids");
-  if (has_text == has_ids)
-    fail(prefix + (has_text ? "ids" : "text"),
-         has_text ? "give \"text\" or \"ids\", not both" : "missing; give \"text\": \"...\" or \"ids\": [token ids]");
-  std::vector<int> ids;
-  if (has_text) {
-    const std::string field = prefix + "text";
-    if (!spec["text"].is_string()) fail(field, "expected a string");
-    if (!m.tokenizer)
-      fail(field,
-           fmt::format(
-               "the model {} has no tokenizer (tokenizer.json, or vocab.json and merges.txt); give \"ids\" instead",
-               model_name(m)));
-    try {
-      ids = encode_text(m, spec["text"].get<std::string>());
-    } catch (const InputError& e) {
-      throw e.renamed(field);
-    }
-    if (ids.empty()) fail(field, "no tokens; type some text");
-    if (ids.size() > c.n_positions)
-      fail(field, fmt::format("{} tokens is more than the model's {} positions; use a shorter text", ids.size(),
-                              c.n_positions));
-    return ids;
+  try {  // a token field as every face reads one (operations/generate.hpp)
+    TokenInput tokens;
+    read_tokens(spec, {.name = "text"}, tokens);
+    if (!tokens.given()) fail("text", "missing; give \"text\": \"...\" or \"ids\": [token ids]");
+    return token_ids(m, tokens, "text");
+  } catch (const InputError& e) {
+    throw prefix.empty() ? e : e.under(std::string_view(prefix).substr(0, prefix.size() - 1));
   }
-  const std::string field = prefix + "ids";
-  const json& list = spec["ids"];
-  if (!list.is_array()) fail(field, "expected a list of token ids, e.g. [3, 17, 5]");
-  if (list.empty()) fail(field, "no tokens; give at least one id");
-  if (list.size() > c.n_positions)
-    fail(field, fmt::format("{} tokens is more than the model's {} positions", list.size(), c.n_positions));
-  for (std::size_t k = 0; k < list.size(); ++k) {
-    const json& id = list[k];
-    if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<std::int64_t>() < 0) ||
-        id.get<std::uint64_t>() >= c.vocab_size)
-      fail(fmt::format("{}[{}]", field, k), fmt::format("{} is not a token id of this model; ids run from 0 to {}",
-                                                        describe_json(id), c.vocab_size - 1));
-    ids.push_back(id.get<int>());
-  }
-  return ids;
 }
 
 std::string tokens_field(const json& spec, const std::string& prefix) {
@@ -127,10 +95,6 @@ json top_k_json(const ModelDir& m, const ForwardResult& r, std::size_t k) {
     out.push_back(candidate_json(m, t.id, t.probability));
   return out;
 }
-
-// A detector score, null where the pattern has no key on this text (no token repeats,
-// say): there is nothing to score.
-json score_json(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
 
 // Appends a weight in [0, 1] rounded to 4 decimals, written as JSON writes the double
 // nearest to it ("0.1234", "0.05", "0", "1"): millions of them, so without a formatter.
@@ -192,12 +156,7 @@ Scenario model_head_request(const ModelSources& models, const json& spec, const 
   for (const char* key : {"layer", "head"})
     if (!spec.contains(key)) fail(prefix + key, "missing; name the head as \"layer\": L, \"head\": H (0-based)");
   const HeadRef head{read_count(spec["layer"], prefix + "layer"), read_count(spec["head"], prefix + "head")};
-  if (head.layer >= c.n_layer)
-    fail(prefix + "layer",
-         fmt::format("layer {} does not exist; the model has layers 0 to {}", head.layer, c.n_layer - 1));
-  if (head.head >= c.n_head)
-    fail(prefix + "head",
-         fmt::format("head {} does not exist; the model has heads 0 to {} per layer", head.head, c.n_head - 1));
+  check_head(c, head, prefix + (head.layer >= c.n_layer ? "layer" : "head"));
   const std::vector<int> ids = requested_ids(m, spec, prefix);
   const std::size_t n = ids.size();
   if (n * n > kMaxApiTraceCells)
@@ -262,9 +221,7 @@ std::string api_model_run(const ModelSources& models, const json& request) {
       const std::string field = fmt::format("ablate[{}]", a);
       if (!list[a].is_string()) fail(field, "expected a head as \"LAYER.HEAD\", e.g. \"1.3\"");
       const HeadRef h = parse_head_ref(list[a].get<std::string>(), field);
-      if (h.layer >= c.n_layer || h.head >= c.n_head)
-        fail(field, fmt::format("head {} does not exist; the model has layers 0 to {} and heads 0 to {}", to_string(h),
-                                c.n_layer - 1, c.n_head - 1));
+      check_head(c, h, field);
       if (std::find(ablate.begin(), ablate.end(), h) == ablate.end()) ablate.push_back(h);
     }
   }
@@ -293,20 +250,7 @@ std::string api_model_run(const ModelSources& models, const json& request) {
 
   // The detectors on this text: the weights the pass above kept, scored as detect_heads
   // scores each of its sequences.
-  const std::vector<float> p_prev = detector_pattern(Detector::previous_token, ids),
-                           p_dup = detector_pattern(Detector::duplicate_token, ids),
-                           p_ind = detector_pattern(Detector::induction, ids);
-  json heads = json::array();
-  for (std::size_t l = 0; l < c.n_layer; ++l)
-    for (std::size_t h = 0; h < c.n_head; ++h) {
-      const std::span<const float> a(r->attention[l].data() + h * n * n, n * n);
-      heads.push_back({{"layer", l},
-                       {"head", h},
-                       {"previous_token", score_json(detector_score(a, p_prev, n))},
-                       {"duplicate_token", score_json(detector_score(a, p_dup, n))},
-                       {"induction", score_json(detector_score(a, p_ind, n))}});
-    }
-  reply["heads"] = heads;
+  reply["heads"] = head_scores_json(score_heads(*r, ids))["heads"];
 
   // The weights go in as text: nlohmann::json would hold each of millions of numbers as
   // a node (GPT-2 small at 256 tokens has 9.4 million).

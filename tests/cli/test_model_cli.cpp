@@ -356,8 +356,7 @@ TEST(ModelCliBadInput, MissingTextBadIdsAndBrokenFilesExitTwoNamingTheProblem) {
   expect_refused("model run " + kTiny.string() + " --text hello",
                  "has no tokenizer (tokenizer.json, or vocab.json and merges.txt)");
   expect_refused("model run " + kTiny.string() + " --ids 1,x", "--ids: \"x\" is not a token id");
-  expect_refused("model run " + kTiny.string() + " --ids 1,40",
-                 "ids: token id 40 at position 1 is outside the vocabulary");
+  expect_refused("model run " + kTiny.string() + " --ids 1,40", "ids[1]: token id 40 is outside the vocabulary");
   expect_refused("model run " + kTiny.string() + " --ids 1 --layer 2 --head 0", "head 2.0 does not exist");
   expect_refused("model info /nonexistent/model", "model");
   const fs::path broken = fs::path(ATTNLAB_TEST_TMP) / fmt::format("broken-{}", getpid());

@@ -254,8 +254,8 @@ TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {
   const std::vector<int> too_long(17, 1);
   expect_field("/api/model/run", {{"ids", kModelIds}, {"ablate", {"2.0"}}}, "ablate[0]", "head 2.0 does not exist");
   expect_field("/api/model/run", {{"ids", kModelIds}, {"ablate", {"one"}}}, "ablate[0]", "is not a head");
-  expect_field("/api/model/run", {{"ids", {1, 40}}}, "ids[1]", "ids run from 0 to 39");
-  expect_field("/api/model/run", {{"ids", {1, -2}}}, "ids[1]", "not a token id");
+  expect_field("/api/model/run", {{"ids", {1, 40}}}, "ids[1]", "token id 40 is outside the vocabulary (0 to 39)");
+  expect_field("/api/model/run", {{"ids", {1, -2}}}, "ids[1]", "expected a whole number");
   expect_field("/api/model/run", {{"ids", too_long}}, "ids", "17 tokens is more than the model's 16 positions");
   expect_field("/api/model/run", {{"ids", json::array()}}, "ids", "no tokens");
   expect_field("/api/model/run", {{"text", "hello"}}, "text", "has no tokenizer");
@@ -265,13 +265,13 @@ TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {
   expect_field("/api/model/run", {{"ids", {1}}, {"colour", "red"}}, "colour", "unknown field");
   const auto head = [](const json& spec) { return json{{"scenario", {{"model", spec}}}}; };
   expect_field("/api/attention", head({{"ids", kModelIds}, {"layer", 2}, {"head", 0}}), "scenario.model.layer",
-               "layer 2 does not exist");
+               "head 2.0 does not exist");
   expect_field("/api/attention", head({{"ids", kModelIds}, {"layer", 1}, {"head", 4}}), "scenario.model.head",
-               "head 4 does not exist");
+               "head 1.4 does not exist");
   expect_field("/api/attention", head({{"ids", too_long}, {"layer", 1}, {"head", 0}}), "scenario.model.ids",
                "more than the model's 16 positions");
   expect_field("/api/attention", head({{"ids", {50}}, {"layer", 1}, {"head", 0}}), "scenario.model.ids[0]",
-               "not a token id");
+               "outside the vocabulary");
   expect_field("/api/attention", head({{"ids", {1}}, {"head", 0}}), "scenario.model.layer", "missing");
   json with_sentence = head({{"ids", kModelIds}, {"layer", 1}, {"head", 2}});
   with_sentence["options"] = {{"sentence", "the cat"}};

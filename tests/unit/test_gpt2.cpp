@@ -169,7 +169,7 @@ TEST(Gpt2, BadIdsAndHeadsAreRefusedNamingThem) {
   EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
                           model_forward(model, std::vector<int>{1, 40});
                         }),
-                        "ids: token id 40 at position 1 is outside the vocabulary (0 to 39)");
+                        "ids[1]: token id 40 is outside the vocabulary (0 to 39)");
   EXPECT_ERROR_CONTAINS(test::error_of_call([&] { model_forward(model, std::vector<int>(17, 1)); }),
                         "17 tokens is more than the model's 16 positions");
   EXPECT_ERROR_CONTAINS(test::error_of_call([&] {

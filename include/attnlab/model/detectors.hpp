@@ -39,6 +39,11 @@ struct HeadScores {
 // [BOS, r_1..r_k, r_1..r_k]: k tokens drawn uniformly from [0, vocab) without BOS, seeded.
 std::vector<int> repeated_random_tokens(std::uint64_t seed, std::size_t k, std::size_t vocab, int bos);
 
+// Every head's three scores on one run over `ids` whose weights were kept (keep_attention):
+// NaN for a detector whose pattern has no key in these ids (a text without repeats has no
+// induction cells).
+std::vector<HeadScores> score_heads(const ForwardResult& run, std::span<const int> ids);
+
 // Every head's three scores, averaged over the given sequences (each run through the model
 // with its weights kept). Sequences where a detector's pattern is empty do not count for it.
 std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::vector<int>>& sequences);
@@ -51,7 +56,8 @@ std::vector<std::vector<int>> default_detector_sequences(const ModelConfig& conf
                                                          std::size_t count = 4);
 
 // {"heads": [{"layer", "head", "previous_token", "duplicate_token", "induction"}, ...]}:
-// `attnlab model heads --json` and the Python module's Model.heads().
+// `attnlab model heads --json`, the Python module's Model.heads() and POST /api/model/run's
+// "heads" (a score that is NaN is null).
 nlohmann::json head_scores_json(const std::vector<HeadScores>& scores);
 
 }  // namespace attnlab

@@ -143,6 +143,9 @@ struct ForwardResult {
 
 // InputError naming `field` unless 0 ≤ id < vocab_size: a target, a contrast, a token of ids.
 void check_token_id(const ModelConfig& config, int id, std::string_view field);
+// Throws InputError naming `field` unless the model has head `head` ("head 2.0 does not
+// exist; the model has layers 0 to 1 and heads 0 to 3").
+void check_head(const ModelConfig& config, HeadRef head, std::string_view field);
 
 // Runs the model on token ids (each < vocab_size, at most n_positions of them; InputError
 // naming "ids" otherwise).
@@ -220,6 +223,12 @@ struct TokenProbability {
   double probability = 0;
 };
 std::vector<TokenProbability> top_k(std::span<const float> logits, std::size_t k);
+
+// log Σ_v exp(logits_v), summed from the largest down so that nothing overflows: the softmax
+// over the vocabulary is exp(logits_v − log_sum_exp(logits)), a token's loss
+// log_sum_exp(logits) − logits_target. Every softmax over the vocabulary outside training's
+// backward goes through it.
+double log_sum_exp(std::span<const float> logits);
 
 // Mean next-token cross-entropy (nats) of positions [first, last) predicting ids[i + 1].
 double next_token_loss(const ForwardResult& result, std::span<const int> ids, std::size_t first, std::size_t last);

@@ -38,7 +38,8 @@ struct GenerateRequest {
 };
 
 // The ids a token field asks for: its text through the model's tokenizer, or its ids, each
-// checked to be in the vocabulary; InputError names the field ("text", "ids[3]").
+// checked to be in the vocabulary, and no more than the model's positions; InputError names
+// the field ("text", "ids[3]").
 std::vector<int> token_ids(const ModelDir& model, const TokenInput& tokens, std::string_view field);
 
 struct GenerateResult {

@@ -85,12 +85,11 @@ LogitLens logit_lens(const Model& model, std::span<const int> ids, int target) {
     for (std::size_t i = 0; i < n; ++i) {
       const std::span<const float> z(logits.data() + i * V, V);
       const int top = top_token(z);
-      double sum = 0;
-      for (float v : z)
-        sum += std::exp(double(v) - z[static_cast<std::size_t>(top)]);
+      const double normalizer = log_sum_exp(z);
       const float t = z[static_cast<std::size_t>(lens.target)];
       const auto above = static_cast<std::size_t>(std::count_if(z.begin(), z.end(), [&](float v) { return v > t; }));
-      lens.cells.push_back({top, 1 / sum, std::exp(double(t) - z[static_cast<std::size_t>(top)]) / sum, 1 + above});
+      lens.cells.push_back({top, std::exp(double(z[static_cast<std::size_t>(top)]) - normalizer),
+                            std::exp(double(t) - normalizer), 1 + above});
     }
   }
   return lens;
