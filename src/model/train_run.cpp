@@ -259,21 +259,60 @@ void check_training_price(const TrainSettings& s) {
                    bytes_text(price.batch_bytes), kMaxTrainBytes >> 30));
 }
 
+namespace {
+
+// The number of log entries (or checkpoints) a run of `steps` makes every `every` steps:
+// steps 0, every, 2·every, ... and the last.
+std::size_t every_count(std::size_t steps, std::size_t every) {
+  if (every >= steps) return 2;  // the first step and the last
+  return steps / every + 1 + (steps % every != 0);
+}
+
+// What a run writes and computes, against the limits: its log, its checkpoints, its FLOPs
+// and its checkpoints' bytes.
+void check_training_work(const TrainSettings& s, const TrainLimits& L) {
+  if (every_count(s.steps, s.log_every) - 1 > L.max_logs)
+    fail("log_every", fmt::format("{} steps logged every {} is {} log entries; at most {} (log less often)", s.steps,
+                                  s.log_every, every_count(s.steps, s.log_every), L.max_logs + 1));
+  const std::size_t checkpoints = every_count(s.steps, s.checkpoint_every);
+  if (checkpoints - 1 > L.max_checkpoints)
+    fail("checkpoint_every", fmt::format("{} steps with a checkpoint every {} is {} checkpoints; at most {}", s.steps,
+                                         s.checkpoint_every, checkpoints, L.max_checkpoints + 1));
+  const double parameters = double(training_config(s).parameters());
+  const double flops = 6.0 * parameters * double(s.steps) * double(s.batch) * double(s.context);
+  if (flops > L.max_flops)
+    fail("steps", fmt::format("{} steps × batch {} × context {} × {} parameters is about {:.2g} training FLOPs; at "
+                              "most {:.0g} {} (fewer steps, a smaller batch or model)",
+                              s.steps, s.batch, s.context, std::size_t(parameters), flops, L.max_flops, L.hint));
+  const double bytes = parameters * 4.0 * double(checkpoints + 1);
+  if (bytes > double(L.max_checkpoint_bytes))
+    fail("checkpoint_every",
+         fmt::format("{} checkpoints (and the final model) of {} parameters is {:.0f} MiB; at most {} MiB (checkpoint "
+                     "less often)",
+                     checkpoints, std::size_t(parameters), bytes / (1 << 20), L.max_checkpoint_bytes >> 20));
+}
+
+}  // namespace
+
 void check_train_settings(const TrainSettings& s, const TrainLimits* limits) {
   if (limits) {
     const TrainLimits& L = *limits;
-    check_count(s.layers, "layers", {1, L.max_layers});
-    check_count(s.heads, "heads", {1, L.max_heads});
-    if (s.kv_heads) check_count(s.kv_heads, "kv_heads", {1, L.max_heads});
-    check_count(s.d_model, "d_model", {L.min_d_model, L.max_d_model});
-    check_count(s.context, "context", {L.min_context, L.max_context});
-    if (!s.text) check_count(s.vocab, "vocab", {L.min_vocab, L.max_vocab});
-    check_count(s.steps, "steps", {1, L.max_steps});
-    check_count(s.prev_token_steps, "prev_token_steps", {0, L.max_steps});
-    check_count(s.batch, "batch", {1, L.max_batch});
-    check_count(s.warmup, "warmup", {0, L.max_steps});
-    check_count(s.log_every, "log_every", {1, L.max_steps});
-    check_count(s.checkpoint_every, "checkpoint_every", {1, L.max_steps});
+    const auto within = [&](std::uint64_t value, std::string_view field, std::uint64_t low, std::uint64_t high) {
+      check_count(value, field, {.low = low, .high = high, .hint = L.hint});
+    };
+    within(s.layers, "layers", 1, L.max_layers);
+    within(s.heads, "heads", 1, L.max_heads);
+    if (s.kv_heads) within(s.kv_heads, "kv_heads", 1, L.max_heads);
+    within(s.d_model, "d_model", L.min_d_model, L.max_d_model);
+    within(s.context, "context", L.min_context, L.max_context);
+    if (!s.text) within(s.vocab, "vocab", L.min_vocab, L.max_vocab);
+    within(s.steps, "steps", 1, L.max_steps);
+    within(s.prev_token_steps, "prev_token_steps", 0, L.max_steps);
+    within(s.batch, "batch", 1, L.max_batch);
+    within(s.warmup, "warmup", 0, L.max_warmup);
+    within(s.seed, "seed", 0, L.max_seed);
+    within(s.log_every, "log_every", 1, L.max_steps);
+    within(s.checkpoint_every, "checkpoint_every", 1, L.max_steps);
     if (!(s.learning_rate >= L.min_lr && s.learning_rate <= L.max_lr))
       fail("lr", fmt::format("{} is not a learning rate from {} to {}", s.learning_rate, L.min_lr, L.max_lr));
   }
@@ -286,6 +325,7 @@ void check_train_settings(const TrainSettings& s, const TrainLimits* limits) {
     fail("kv_heads", fmt::format("{} does not divide heads {}: each KV head serves the same number of query heads",
                                  s.kv_heads, s.heads));
   if (s.bf16) check_bf16_products("bf16");
+  if (limits) check_training_work(s, *limits);
   check_training_price(s);
 }
 

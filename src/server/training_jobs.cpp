@@ -26,22 +26,14 @@ namespace attnlab {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using L = TrainingLimits;
+constexpr const TrainLimits& L = kLabTrainLimits;
 
 namespace {
 
-// request[key] as a whole number in [low, high], or `fallback` when absent.
-std::size_t whole(const json& request, const char* key, std::size_t fallback, std::uint64_t low, std::uint64_t high) {
-  if (!request.contains(key)) return fallback;
-  return read_count(request[key], key,
-                    {.low = low, .high = high, .hint = "(the lab's limit; `attnlab train` has wider ones)"});
-}
-
-// The number of log entries (or checkpoints) a run of `steps` makes every `every` steps:
-// steps 0, every, 2·every, ... and the last.
-std::size_t every_count(std::size_t steps, std::size_t every) {
-  if (every >= steps) return 2;  // the first step and the last
-  return steps / every + 1 + (steps % every != 0);
+// request[key] as a whole number, or `fallback` when absent (its range checked with the rest,
+// check_train_settings).
+std::size_t whole(const json& request, const char* key, std::size_t fallback) {
+  return request.contains(key) ? read_count(request[key], key) : fallback;
 }
 
 // "run-N", N one more than the largest there, created (and so taken) here.
@@ -96,19 +88,19 @@ TrainSettings requested_train_settings(const json& request) {
                                text_excerpt(arch, 40)));
     s.architecture = arch == "llama" ? TrainArchitecture::llama : TrainArchitecture::gpt2;
   }
-  s.layers = whole(request, "layers", s.layers, 1, L::max_layers);
-  s.heads = whole(request, "heads", s.heads, 1, L::max_heads);
-  s.kv_heads = whole(request, "kv_heads", s.kv_heads, 1, L::max_heads);
-  s.d_model = whole(request, "d_model", s.d_model, L::min_d_model, L::max_d_model);
-  s.context = whole(request, "context", s.context, L::min_context, L::max_context);
-  s.vocab = whole(request, "vocab", s.vocab, L::min_vocab, L::max_vocab);
-  s.steps = whole(request, "steps", s.steps, 1, L::max_steps);
-  s.prev_token_steps = whole(request, "prev_token_steps", s.prev_token_steps, 0, L::max_steps);
-  s.batch = whole(request, "batch", s.batch, 1, L::max_batch);
-  s.warmup = whole(request, "warmup", s.warmup, 0, L::max_warmup);
-  s.seed = whole(request, "seed", s.seed, 0, L::max_seed);
-  s.log_every = whole(request, "log_every", s.log_every, 1, L::max_steps);
-  s.checkpoint_every = whole(request, "checkpoint_every", s.checkpoint_every, 1, L::max_steps);
+  s.layers = whole(request, "layers", s.layers);
+  s.heads = whole(request, "heads", s.heads);
+  s.kv_heads = whole(request, "kv_heads", s.kv_heads);
+  s.d_model = whole(request, "d_model", s.d_model);
+  s.context = whole(request, "context", s.context);
+  s.vocab = whole(request, "vocab", s.vocab);
+  s.steps = whole(request, "steps", s.steps);
+  s.prev_token_steps = whole(request, "prev_token_steps", s.prev_token_steps);
+  s.batch = whole(request, "batch", s.batch);
+  s.warmup = whole(request, "warmup", s.warmup);
+  s.seed = whole(request, "seed", s.seed);
+  s.log_every = whole(request, "log_every", s.log_every);
+  s.checkpoint_every = whole(request, "checkpoint_every", s.checkpoint_every);
   if (request.contains("lr")) {
     const json& lr = request["lr"];
     if (!lr.is_number() || !std::isfinite(lr.get<double>()) || lr.get<double>() <= 0 || lr.get<double>() > 1)
@@ -119,49 +111,27 @@ TrainSettings requested_train_settings(const json& request) {
     if (!request["attn_only"].is_boolean()) fail("attn_only", "expected true or false");
     s.attention_only = request["attn_only"].get<bool>();
   }
-  check_train_settings(s);  // the shape as `attnlab train` checks it; the lab's own limits below
-  if (every_count(s.steps, s.log_every) > L::max_logs + 1)
-    fail("log_every", fmt::format("{} steps logged every {} is {} log entries; at most {} (log less often)", s.steps,
-                                  s.log_every, every_count(s.steps, s.log_every), L::max_logs + 1));
-  const std::size_t checkpoints = every_count(s.steps, s.checkpoint_every);
-  if (checkpoints > L::max_checkpoints + 1)
-    fail("checkpoint_every", fmt::format("{} steps with a checkpoint every {} is {} checkpoints; at most {}", s.steps,
-                                         s.checkpoint_every, checkpoints, L::max_checkpoints + 1));
-  // Priced: the arithmetic and the disk the run will take.
-  const double parameters = double(training_config(s).parameters());
-  const double flops = 6.0 * parameters * double(s.steps) * double(s.batch) * double(s.context);
-  if (flops > L::max_flops)
-    fail("steps",
-         fmt::format("{} steps × batch {} × context {} × {} parameters is about {:.2g} training FLOPs; the lab "
-                     "trains at most {:.0g} (fewer steps, a smaller batch or model; `attnlab train` has no "
-                     "such limit)",
-                     s.steps, s.batch, s.context, std::size_t(parameters), flops, L::max_flops));
-  const double bytes = parameters * 4.0 * double(checkpoints + 1);
-  if (bytes > double(L::max_checkpoint_bytes))
-    fail("checkpoint_every",
-         fmt::format("{} checkpoints (and the final model) of {} parameters is {:.0f} MiB; at most {} MiB (checkpoint "
-                     "less often)",
-                     checkpoints, std::size_t(parameters), bytes / (1 << 20), L::max_checkpoint_bytes >> 20));
+  check_train_settings(s, &L);  // each setting within the lab's limits, the shape, the work, the memory
   return s;
 }
 
 json training_limits_json() {
-  return {{"layers", {1, L::max_layers}},
-          {"heads", {1, L::max_heads}},
-          {"kv_heads", {1, L::max_heads}},
-          {"d_model", {L::min_d_model, L::max_d_model}},
-          {"context", {L::min_context, L::max_context}},
-          {"vocab", {L::min_vocab, L::max_vocab}},
-          {"steps", {1, L::max_steps}},
-          {"prev_token_steps", {0, L::max_steps}},
-          {"batch", {1, L::max_batch}},
-          {"warmup", {0, L::max_warmup}},
-          {"seed", {0, L::max_seed}},
+  return {{"layers", {1, L.max_layers}},
+          {"heads", {1, L.max_heads}},
+          {"kv_heads", {1, L.max_heads}},
+          {"d_model", {L.min_d_model, L.max_d_model}},
+          {"context", {L.min_context, L.max_context}},
+          {"vocab", {L.min_vocab, L.max_vocab}},
+          {"steps", {1, L.max_steps}},
+          {"prev_token_steps", {0, L.max_steps}},
+          {"batch", {1, L.max_batch}},
+          {"warmup", {0, L.max_warmup}},
+          {"seed", {0, L.max_seed}},
           {"lr", {0, 1}},
-          {"log_entries", L::max_logs + 1},
-          {"checkpoints", L::max_checkpoints + 1},
-          {"flops", L::max_flops},
-          {"checkpoint_bytes", L::max_checkpoint_bytes}};
+          {"log_entries", L.max_logs + 1},
+          {"checkpoints", L.max_checkpoints + 1},
+          {"flops", L.max_flops},
+          {"checkpoint_bytes", L.max_checkpoint_bytes}};
 }
 
 // One run started here.

@@ -215,11 +215,11 @@ TEST_F(TrainingApi, BadSettingsAre400NamingTheSetting) {
   refused({{"heads", 3}}, "d_model", "32 is not divisible by heads 3");
   refused({{"context", 256}}, "context", "from 12 to 128");
   refused({{"steps", 0}}, "steps", "from 1 to 20000");
-  refused({{"steps", 1.5}}, "steps", "1.5 is not a whole number");
+  refused({{"steps", 1.5}}, "steps", "expected a whole number >= 0 but got 1.5");
   refused({{"lr", 2}}, "lr", "2 is not a learning rate");
   refused({{"lr", "fast"}}, "lr", "not a learning rate");
   refused({{"attn_only", 1}}, "attn_only", "expected true or false");
-  refused({{"prev_token_steps", -1}}, "prev_token_steps", "from 0 to 20000");
+  refused({{"prev_token_steps", -1}}, "prev_token_steps", "expected a whole number >= 0 but got -1");
   refused({{"prev_token_steps", 20001}}, "prev_token_steps", "from 0 to 20000");
   refused({{"task", "copy"}}, "task", "the one task is \"induction\"");
   refused({{"colour", 1}}, "colour", "unknown field");
@@ -234,7 +234,7 @@ TEST_F(TrainingApi, BadSettingsAre400NamingTheSetting) {
            {"layers", 4},
            {"log_every", 100},
            {"checkpoint_every", 1000}},
-          "steps", "training FLOPs; the lab trains at most 2e+12");
+          "steps", "training FLOPs; at most 2e+12 (the lab's limit");
   expect_refused(post_json("/api/training/start", json::array({1}), 400), "body", "expected a JSON object");
   // nothing started
   EXPECT_EQ(get_json("/api/training/job")["job"], nullptr);

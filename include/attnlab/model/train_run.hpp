@@ -3,9 +3,11 @@
 // head's detector scores logged as it goes, so the previous-token and induction heads can be
 // watched as they form.
 #pragma once
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -142,19 +144,28 @@ TrainingPrice price_training(const TrainSettings& settings);
 // tokenizer for the parameters' state, context for the activations), the price and the limit.
 void check_training_price(const TrainSettings& settings);
 
-// The ranges of a run's settings that `attnlab train` holds its flags to. The lab's runs have
-// narrower ones, read with the request (server/training_jobs.hpp); `bench --train` times
-// larger shapes, held to the price alone.
+// The ranges of a run's settings, and what a run may log, checkpoint and compute. kTrainLimits
+// holds `attnlab train` and Python to them; the lab's runs have narrower ones
+// (server/training_jobs.hpp's kLabTrainLimits); `bench --train` times larger shapes, held to
+// the price alone.
 struct TrainLimits {
   std::size_t max_layers = 12, max_heads = 16, min_d_model = 4, max_d_model = 512, min_context = 12, max_context = 256,
-              min_vocab = 8, max_vocab = 4096, max_steps = 1'000'000, max_batch = 1024;
+              min_vocab = 8, max_vocab = 4096, max_steps = 1'000'000, max_batch = 1024, max_warmup = 1'000'000;
   double min_lr = 1e-6, max_lr = 1.0;
+  std::uint64_t max_seed = std::numeric_limits<std::uint64_t>::max();
+  // The log's entries and the checkpoints a run writes (besides the first and the last), the
+  // FLOPs of its steps (about 6 × parameters × steps × batch × context) and its checkpoints' bytes.
+  std::size_t max_logs = std::numeric_limits<std::size_t>::max(), max_checkpoints = max_logs;
+  double max_flops = std::numeric_limits<double>::infinity();
+  std::uint64_t max_checkpoint_bytes = std::numeric_limits<std::uint64_t>::max();
+  std::string_view hint = "";  // after a range's message: whose limit it is
 };
 inline constexpr TrainLimits kTrainLimits{};
 
 // The one check of a run's settings as a whole, for every face, before anything is
 // allocated: each setting within `limits` (when given), d_model divisible by heads, kv_heads
-// only for Llama and dividing heads, then the price (check_training_price). Errors name the
+// only for Llama and dividing heads, the log's entries, the checkpoints, the FLOPs and the
+// checkpoints' bytes within `limits`, then the price in memory (check_training_price). Errors name the
 // setting as train.json and the API spell it ("d_model", "kv_heads"); the CLI says the flag
 // (--d-model, --kv-heads).
 void check_train_settings(const TrainSettings& settings, const TrainLimits* limits = nullptr);

@@ -23,26 +23,36 @@ class ConflictError : public InputError {
   using InputError::InputError;
 };
 
-// The written limits on a run started from the lab (the CLI has only its flags' ranges).
-// A run is also priced before it starts: about 6 × parameters × steps × batch × context
-// FLOPs, and the bytes of its checkpoints.
-struct TrainingLimits {
-  static constexpr std::size_t max_layers = 4, max_heads = 8, min_d_model = 4, max_d_model = 128;
-  static constexpr std::size_t min_context = 12, max_context = 128, min_vocab = 8, max_vocab = 1024;
-  static constexpr std::size_t max_steps = 20000, max_batch = 64, max_warmup = 20000;
-  static constexpr std::size_t max_logs = 1000, max_checkpoints = 100;  // entries of train.json, checkpoints/step-N
-  static constexpr double max_flops = 2e12;                             // a few minutes on this project's machine
-  static constexpr std::uint64_t max_checkpoint_bytes = std::uint64_t{256} << 20;
-  static constexpr std::uint64_t max_seed = std::uint64_t{1} << 53;  // exact in JavaScript
-};
+// The written limits on a run started from the lab (the command's are kTrainLimits,
+// model/train_run.hpp). A run is also priced before it starts: about 6 × parameters × steps ×
+// batch × context FLOPs, and the bytes of its checkpoints.
+inline constexpr TrainLimits kLabTrainLimits{.max_layers = 4,
+                                             .max_heads = 8,
+                                             .min_d_model = 4,
+                                             .max_d_model = 128,
+                                             .min_context = 12,
+                                             .max_context = 128,
+                                             .min_vocab = 8,
+                                             .max_vocab = 1024,
+                                             .max_steps = 20000,
+                                             .max_batch = 64,
+                                             .max_warmup = 20000,
+                                             .min_lr = 1e-6,
+                                             .max_lr = 1.0,
+                                             .max_seed = std::uint64_t{1} << 53,  // exact in JavaScript
+                                             .max_logs = 1000,
+                                             .max_checkpoints = 100,  // entries of train.json, checkpoints/step-N
+                                             .max_flops = 2e12,       // a few minutes on this project's machine
+                                             .max_checkpoint_bytes = std::uint64_t{256} << 20,
+                                             .hint = "(the lab's limit; `attnlab train` has wider ones)"};
 
 // The settings a POST /api/training/start body asks for ({"layers", "heads", "d_model",
 // "context", "vocab", "steps", "batch", "lr", "warmup", "seed", "attn_only", "log_every",
 // "checkpoint_every"}, each optional, TrainSettings' defaults otherwise), checked against
-// TrainingLimits; InputError naming the field.
+// kLabTrainLimits; InputError naming the field.
 TrainSettings requested_train_settings(const nlohmann::json& request);
 
-// TrainingLimits as JSON, for GET /api/training/job.
+// kLabTrainLimits as JSON, for GET /api/training/job.
 nlohmann::json training_limits_json();
 
 class TrainingJobs {
