@@ -122,11 +122,7 @@ Command train_command(CLI::App& parent) {
   return {
       app, [state, vocab, prev_token_steps]() {
         TrainSettings& s = state->s;
-        if (state->arch == "llama")
-          s.architecture = TrainArchitecture::llama;
-        else if (state->arch != "gpt2")
-          fail("--arch", fmt::format("\"{}\" is not an architecture attnlab trains; give gpt2 or llama",
-                                     state->arch.substr(0, 40)));
+        s.architecture = parse_train_architecture(state->arch, "--arch");
         const std::vector<std::string>& task = state->task;
         if (task[0] == "text") {
           if (task.size() != 2) fail("--task", "text needs the file to train on: --task text FILE");

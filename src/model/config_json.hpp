@@ -17,6 +17,12 @@ struct ModelConfig;
 ModelConfig gpt2_config(const nlohmann::json& config, const std::string& path);
 ModelConfig hf_family_config(const nlohmann::json& config, const std::string& path);
 
+// Each family's weights from a folder whose config.json is already read into `config`
+// (load_model reads it once, then calls the family's reader).
+struct Model;
+Model gpt2_weights(const std::string& dir, const ModelConfig& config);
+Model hf_family_weights(const std::string& dir, const ModelConfig& config);
+
 // config[key] as a whole number from 1 to `limit`; when absent, `fallback` (0: the key is
 // required, and its absence is refused naming it and `family`).
 std::size_t config_count(const nlohmann::json& config, const char* key, std::size_t limit, const std::string& path,

@@ -72,8 +72,13 @@ Model load_gpt2(const std::string& dir) {
   const std::filesystem::path root(dir);
   if (!std::filesystem::is_directory(root))
     fail(dir, "not a directory; give the folder that holds config.json and model.safetensors");
+  return gpt2_weights(dir, read_gpt2_config((root / "config.json").string()));
+}
+
+Model gpt2_weights(const std::string& dir, const ModelConfig& config) {
+  const std::filesystem::path root(dir);
   Model m;
-  m.config = read_gpt2_config((root / "config.json").string());
+  m.config = config;
   const ModelConfig& c = m.config;
   const auto mapped = std::make_shared<MappedFiles>();
   mapped->files.push_back(std::make_unique<SafetensorsFile>((root / "model.safetensors").string()));

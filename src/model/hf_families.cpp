@@ -310,11 +310,16 @@ CheckpointSummary checkpoint_summary(const std::string& spec) {
 }
 
 Model load_hf_family(const std::string& dir) {
+  const std::string config = (std::filesystem::path(dir) / "config.json").string();
+  return hf_family_weights(
+      dir, hf_family_config(read_config_document(config, "a model directory holds config.json and model.safetensors"),
+                            config));
+}
+
+Model hf_family_weights(const std::string& dir, const ModelConfig& config) {
   const std::filesystem::path root(dir);
   Model m;
-  m.config = hf_family_config(read_config_document((root / "config.json").string(),
-                                                   "a model directory holds config.json and model.safetensors"),
-                              (root / "config.json").string());
+  m.config = config;
   const ModelConfig& c = m.config;
   const Checkpoint file(root);
   const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;

@@ -309,9 +309,11 @@ Model load_model(const std::string& spec, const LoadOptions& options) {
   }
   if (!std::filesystem::is_directory(root))
     fail(dir, "not a directory; give the folder that holds config.json and model.safetensors, or a .gguf file");
-  const std::string config = (root / "config.json").string();
-  const json doc = read_config_document(config, "a model directory holds config.json and model.safetensors");
-  Model model = doc.value("model_type", json("gpt2")) == "gpt2" ? load_gpt2(dir) : load_hf_family(dir);
+  const std::string path = (root / "config.json").string();
+  // config.json read once; its family decides the weights' reader.
+  const ModelConfig config =
+      parse_model_config(read_config_document(path, "a model directory holds config.json and model.safetensors"), path);
+  Model model = config.family == Family::gpt2 ? gpt2_weights(dir, config) : hf_family_weights(dir, config);
   if (options.f32) widen_to_f32(model);
   return model;
 }

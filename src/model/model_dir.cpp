@@ -36,13 +36,14 @@ std::optional<BpeTokenizer> open_tokenizer(const std::filesystem::path& root, st
 }
 
 ModelDir open_model_dir(const std::string& dir) {
-  if (const std::string path = resolve_model_path(dir); is_gguf_path(path)) {  // the tokenizer is in the metadata
+  const std::string path = resolve_model_path(dir);  // once: an Ollama name reads the store's manifest
+  if (is_gguf_path(path)) {                          // the tokenizer is in the metadata
     ModelDir m{dir, {}, std::nullopt};
     m.model = load_gguf(path, &m.tokenizer);
     check_tokenizer_fits(m.tokenizer, m.model.config.vocab_size, dir);
     return m;
   }
-  ModelDir m{dir, load_model(dir), std::nullopt};
+  ModelDir m{dir, load_model(path), std::nullopt};
   m.tokenizer = open_tokenizer(dir, m.model.config.vocab_size);
   return m;
 }

@@ -18,6 +18,16 @@
 
 namespace attnlab {
 
+std::string_view train_architecture_name(TrainArchitecture a) {
+  return a == TrainArchitecture::llama ? "llama" : "gpt2";
+}
+
+TrainArchitecture parse_train_architecture(std::string_view name, std::string_view field) {
+  for (TrainArchitecture a : {TrainArchitecture::gpt2, TrainArchitecture::llama})
+    if (name == train_architecture_name(a)) return a;
+  fail(field, fmt::format("\"{}\" is not an architecture attnlab trains; give gpt2 or llama", text_excerpt(name, 40)));
+}
+
 InductionSequence induction_sequence(std::uint64_t seed, std::size_t context, std::size_t vocab) {
   SplitMix64 rng(seed);
   const int bos = static_cast<int>(vocab - 1);

@@ -82,11 +82,7 @@ TrainSettings requested_train_settings(const json& request) {
     fail("task", fmt::format("{} is not a task; the one task is \"induction\"", describe_json(request["task"])));
   TrainSettings s;
   if (request.contains("arch")) {
-    const std::string arch = read_string(request["arch"], "arch");
-    if (arch != "gpt2" && arch != "llama")
-      fail("arch", fmt::format("\"{}\" is not an architecture attnlab trains; give \"gpt2\" or \"llama\"",
-                               text_excerpt(arch, 40)));
-    s.architecture = arch == "llama" ? TrainArchitecture::llama : TrainArchitecture::gpt2;
+    s.architecture = parse_train_architecture(read_string(request["arch"], "arch"), "arch");
   }
   s.layers = whole(request, "layers", s.layers);
   s.heads = whole(request, "heads", s.heads);

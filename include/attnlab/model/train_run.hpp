@@ -57,6 +57,10 @@ TextCorpus bpe_corpus(std::string_view text, std::string file, const BpeTokenize
 // grouped-query attention with kv_heads KV heads, a SwiGLU MLP, no biases; the unembedding
 // tied to the embedding as SmolLM2's is).
 enum class TrainArchitecture { gpt2, llama };
+// "gpt2" or "llama", as train.json, the API and --arch write it.
+std::string_view train_architecture_name(TrainArchitecture architecture);
+// The architecture called `name`; InputError naming `field` for any other name.
+TrainArchitecture parse_train_architecture(std::string_view name, std::string_view field);
 
 struct TrainSettings {
   TrainArchitecture architecture = TrainArchitecture::gpt2;

@@ -77,7 +77,7 @@ std::optional<std::size_t> step_of(const std::string& name) {
 
 json train_settings_json(const TrainSettings& s) {
   json settings = {{"task", s.text ? "text" : "induction"},
-                   {"arch", s.architecture == TrainArchitecture::llama ? "llama" : "gpt2"},
+                   {"arch", train_architecture_name(s.architecture)},
                    {"layers", s.layers},
                    {"heads", s.heads},
                    {"kv_heads", training_config(s).kv_heads()},
