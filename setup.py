@@ -7,6 +7,7 @@ Nothing is downloaded; CMake, a C++20 compiler, python3-dev, pybind11-dev and at
 other build dependencies must be installed (scripts/setup.sh installs them).
 """
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = pathlib.Path(__file__).resolve().parent
+# The version is written once, in CMakeLists.txt's project().
+VERSION = re.search(r"project\(attnlab VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
 
 
 class CMakeBuild(build_ext):
@@ -31,7 +34,7 @@ class CMakeBuild(build_ext):
 
 setup(
     name="attnlab",
-    version="0.1.0",
+    version=VERSION,
     description="attention, step by step: attnlab's engine, scenarios and models as NumPy arrays",
     packages=[],
     ext_modules=[Extension("attnlab._attnlab", sources=[])],

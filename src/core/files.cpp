@@ -87,4 +87,23 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
+void write_file_whole(const std::string& path, const std::function<bool(std::FILE*)>& write) {
+  const std::string partial = path + ".partial";
+  std::FILE* f = std::fopen(partial.c_str(), "wb");
+  if (!f) fail(path, fmt::format("cannot write the file: {}", std::strerror(errno)));
+  bool ok = false;
+  try {
+    ok = write(f);
+  } catch (...) {  // out of memory, say: no half-written file left behind
+    std::fclose(f);
+    std::remove(partial.c_str());
+    throw;
+  }
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    fail(path, "could not write the whole file (disk full, or the directory is not writable)");
+  }
+}
+
 }  // namespace attnlab

@@ -24,7 +24,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -163,26 +162,15 @@ void write_file(const std::string& path, const std::vector<std::pair<std::string
   }
   std::string& bytes = header.str();
   bytes.resize((bytes.size() + alignment - 1) / alignment * alignment, '\0');
-  const std::string temporary = path + ".partial";
-  std::FILE* f = std::fopen(temporary.c_str(), "wb");
-  if (!f) fail(path, fmt::format("cannot write the file: {}", std::strerror(errno)));
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  try {
+  write_file_whole(path, [&](std::FILE* f) {
+    bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
     for (const Out& t : tensors) {
       std::string data = encoded(t);
       data.resize((data.size() + alignment - 1) / alignment * alignment, '\0');
       ok = ok && std::fwrite(data.data(), 1, data.size(), f) == data.size();
     }
-  } catch (...) {  // out of memory: no half-written file left behind
-    std::fclose(f);
-    std::remove(temporary.c_str());
-    throw;
-  }
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    fail(path, "could not write the whole file (disk full, or the directory is not writable)");
-  }
+    return ok;
+  });
 }
 
 // ---- the tokenizer ------------------------------------------------------------------------

@@ -9,12 +9,12 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/files.hpp"
 
 namespace attnlab {
 
@@ -197,31 +197,26 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  const std::string temporary = path + ".partial";
-  std::FILE* f = std::fopen(temporary.c_str(), "wb");
-  if (!f) fail(path, fmt::format("cannot write the file: {}", std::strerror(errno)));
-  std::uint64_t length = text.size();
-  unsigned char length_bytes[8];
-  for (int b = 0; b < 8; ++b)
-    length_bytes[b] = static_cast<unsigned char>(length >> (8 * b));
-  bool ok = std::fwrite(length_bytes, 1, 8, f) == 8 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  for (const TensorToWrite& t : tensors) {
-    if (t.dtype == DType::f32) {
-      ok = ok && std::fwrite(t.values.data(), sizeof(float), t.values.size(), f) == t.values.size();
-      continue;
+  write_file_whole(path, [&](std::FILE* f) {
+    std::uint64_t length = text.size();
+    unsigned char length_bytes[8];
+    for (int b = 0; b < 8; ++b)
+      length_bytes[b] = static_cast<unsigned char>(length >> (8 * b));
+    bool ok = std::fwrite(length_bytes, 1, 8, f) == 8 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    for (const TensorToWrite& t : tensors) {
+      if (t.dtype == DType::f32) {
+        ok = ok && std::fwrite(t.values.data(), sizeof(float), t.values.size(), f) == t.values.size();
+        continue;
+      }
+      std::vector<std::uint16_t> halves(t.values.size());
+      if (t.dtype == DType::f16)
+        f32_to_f16(t.values, halves);
+      else
+        f32_to_bf16(t.values, halves);
+      ok = ok && std::fwrite(halves.data(), sizeof(std::uint16_t), halves.size(), f) == halves.size();
     }
-    std::vector<std::uint16_t> halves(t.values.size());
-    if (t.dtype == DType::f16)
-      f32_to_f16(t.values, halves);
-    else
-      f32_to_bf16(t.values, halves);
-    ok = ok && std::fwrite(halves.data(), sizeof(std::uint16_t), halves.size(), f) == halves.size();
-  }
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    fail(path, "could not write the whole file (disk full, or the directory is not writable)");
-  }
+    return ok;
+  });
 }
 
 }  // namespace attnlab

@@ -1,8 +1,11 @@
-// Reading a file someone else gave: the one bounded reader every face and layer uses.
+// Reading a file someone else gave: the one bounded reader every face and layer uses; and
+// writing one whole or not at all.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -15,6 +18,12 @@ namespace attnlab {
 // given, follows a failure to open ("a model directory holds config.json ...").
 std::string read_file_within(const std::filesystem::path& path, std::uintmax_t limit, std::string_view field,
                              std::string_view hint = "");
+
+// Writes `path` whole or not at all: `write` fills PATH.partial through the FILE* it is
+// given (returning false when a write came short), which is then renamed over `path`. On
+// any failure (a short write, a full disk, an exception from `write`) the partial file is
+// removed and `path` left as it was; InputError naming `path` unless `write` threw.
+void write_file_whole(const std::string& path, const std::function<bool(std::FILE*)>& write);
 
 // A regular file mapped whole and read-only: what the checkpoint readers (safetensors,
 // GGUF) view tensors in, so that a weight is read where it lies rather than copied. The

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -19,17 +18,10 @@ using nlohmann::json;
 
 namespace {
 
-// Writes `text` to `path` whole: into path.partial first, then renamed over path.
+// Writes `text` to `path` whole (write_file_whole).
 void write_whole(const fs::path& path, const std::string& text) {
-  fs::path partial = path;
-  partial += ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw std::runtime_error(fmt::format("could not write {}", partial.string()));
-  }
-  fs::rename(partial, path);
+  write_file_whole(path.string(),
+                   [&](std::FILE* f) { return std::fwrite(text.data(), 1, text.size(), f) == text.size(); });
 }
 
 // Saves `model` as dir/checkpoints/step-N whole: written to .step-N.partial, then renamed.
