@@ -26,6 +26,7 @@
 #include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/operations/generate.hpp"
+#include "attnlab/operations/model.hpp"
 #include "attnlab/report/explain.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
@@ -47,23 +48,26 @@ struct ModelFlags {
   std::size_t top_k = 5;
   std::optional<std::size_t> layer, head, query;
   bool json = false;
-  std::uint64_t seed = 0;
-  std::string task = "induction";
-  std::vector<std::string> ablate;                     // "L.H"
-  std::string context;                                 // kv: context lengths, "16,64,256"
-  std::string dtype = "f32";                           // kv: the cache's storage
-  std::string gguf;                                    // export: the file to write
-  std::string type = "f16";                            // export: how the matrices are stored
-  std::string target, contrast;                        // attribute, lens: a token (its text, or its id)
-  std::optional<std::size_t> position;                 // attribute: where the prediction is made
-  std::string clean, corrupt, clean_ids, corrupt_ids;  // patch: the two runs
-  std::string texts;                                   // verdict: a file of texts, one per line
-  std::size_t induction = 0;                           // verdict: this many of the induction task's sequences
-  std::size_t steps = 16;                              // verdict: integrated gradients' steps
+  std::vector<std::string> ablate;  // run: "L.H"
+  std::string gguf;                 // export: the file to write
+  std::string type = "f16";         // export: how the matrices are stored
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
   return app.add_option("model", f.dir, kModelPathHelp)->required()->check(kModelPath);
+}
+
+// A subcommand of `model` made from operation R's description ("model kv" is `model kv`):
+// the model, the operation's flags, and --json (`json_help` says what it prints).
+template <class R>
+std::pair<CLI::App*, std::shared_ptr<OperationFlags>> add_operation(CLI::App& model, ModelFlags& f,
+                                                                    const std::string& json_help) {
+  const std::string name(R::kName.substr(std::string_view("model ").size()));
+  CLI::App* app = model.add_subcommand(name, std::string(R::kHelp));
+  add_dir(*app, f);
+  auto flags = std::make_shared<OperationFlags>(*app, describe_operation<R>());
+  app->add_flag("--json", f.json, "The reply as JSON (docs/operations.md): " + json_help);
+  return {app, flags};
 }
 
 // The tokens a command runs on: --text through the tokenizer, or --ids as given.
@@ -305,22 +309,20 @@ int run(const ModelFlags& f) {
 
 // ---- heads --------------------------------------------------------------------------------
 
-int heads(const ModelFlags& f) {
+int heads(const ModelFlags& f, const OperationFlags& flags) {
+  const HeadsRequest request = read_flags<HeadsRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  std::vector<std::vector<int>> sequences;
-  if (!f.text.empty() || !f.ids.empty())
-    sequences.push_back(input_ids(m, f));
-  else
-    sequences = default_detector_sequences(m.model.config, f.seed);
-  const std::vector<HeadScores> scores = detect_heads(m.model, sequences);
+  HeadsResult result = naming_flags([&] { return price_heads(m, request); });
+  run_heads(m, result);
   if (f.json) {
-    fmt::print("{}\n", head_scores_json(scores).dump(2));
+    fmt::print("{}\n", heads_json(result).dump(2));
     return 0;
   }
+  const std::vector<HeadScores>& scores = result.scores;
   fmt::print("detector scores (1: all of a head's weight where the pattern says), on {}\n",
-             f.text.empty() && f.ids.empty() ? fmt::format("{} seeded repeated random sequences of {} tokens",
-                                                           sequences.size(), sequences[0].size())
-                                             : fmt::format("the given {} tokens", sequences[0].size()));
+             result.given ? fmt::format("the given {} tokens", result.sequences[0].size())
+                          : fmt::format("{} seeded repeated random sequences of {} tokens", result.sequences.size(),
+                                        result.sequences[0].size()));
   std::vector<std::vector<std::string>> rows{{"head", "previous-token", "duplicate-token", "induction"}};
   for (const HeadScores& s : scores)
     rows.push_back({to_string(s.head), fmt::format("{:.3f}", s.previous_token),
@@ -338,30 +340,26 @@ int heads(const ModelFlags& f) {
 
 // ---- eval ---------------------------------------------------------------------------------
 
-int eval(const ModelFlags& f) {
+int eval(const ModelFlags& f, const OperationFlags& flags) {
+  const EvalRequest request = read_flags<EvalRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  if (f.task != "induction") fail("--task", fmt::format("\"{}\" is not a task; the task is induction", f.task));
-  std::vector<HeadRef> ablate;
-  for (const std::string& head : f.ablate)
-    ablate.push_back(parse_head_ref(head, "--ablate"));
-  // Repeated random sequences [BOS, r_1..r_k, r_1..r_k]: the first half can only be guessed,
-  // the second half can be copied from the first by a model with induction heads.
-  constexpr std::size_t kSequences = 8;
-  const auto [first, second] = in_context_losses(m.model, f.seed, kSequences, ablate);
-  const auto sequences = default_detector_sequences(m.model.config, f.seed, kSequences);
-  const std::size_t longest = (sequences.front().size() - 1) / 2, shortest = (sequences.back().size() - 1) / 2,
-                    vocab = m.model.config.vocab_size;
+  EvalResult result = naming_flags([&] { return price_eval(m, request); });
+  run_eval(m, result);
   if (f.json) {
-    fmt::print("{}\n", json{{"loss_first_half", first}, {"loss_second_half", second}, {"ablated", f.ablate}}.dump());
+    fmt::print("{}\n", eval_json(result).dump());
     return 0;
   }
-  fmt::print("induction task: {} seeded sequences [BOS, r_1..r_k, r_1..r_k], k from {} down to {}{}\n", kSequences,
-             longest, shortest,
-             f.ablate.empty() ? "" : fmt::format(", heads {} ablated (output zeroed)", fmt::join(f.ablate, ", ")));
+  const std::size_t vocab = m.model.config.vocab_size;
+  fmt::print("induction task: {} seeded sequences [BOS, r_1..r_k, r_1..r_k], k from {} down to {}{}\n",
+             result.sequences, result.longest, result.shortest,
+             result.ablate.empty()
+                 ? ""
+                 : fmt::format(", heads {} ablated (output zeroed)", fmt::join(field_json(result.ablate), ", ")));
   // The task's tokens are drawn from every id but BOS, so guessing scores ln(vocab − 1).
-  fmt::print("mean next-token loss, first half:  {:.4f} nats (chance: ln {} = {:.4f})\n", first, vocab - 1,
-             std::log(static_cast<double>(vocab - 1)));
-  fmt::print("mean next-token loss, second half: {:.4f} nats (in-context: the repeat can be copied)\n", second);
+  fmt::print("mean next-token loss, first half:  {:.4f} nats (chance: ln {} = {:.4f})\n", result.loss_first_half,
+             vocab - 1, std::log(static_cast<double>(vocab - 1)));
+  fmt::print("mean next-token loss, second half: {:.4f} nats (in-context: the repeat can be copied)\n",
+             result.loss_second_half);
   return 0;
 }
 
@@ -405,46 +403,24 @@ int generate(const ModelFlags& f, const OperationFlags& flags) {
 
 // ---- kv -----------------------------------------------------------------------------------
 
-int kv(const ModelFlags& f) {
+int kv(const ModelFlags& f, const OperationFlags& flags) {
+  const ModelKvRequest request = read_flags<ModelKvRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
   const ModelConfig& c = m.model.config;
-  const std::optional<DType> dtype = parse_dtype(f.dtype, "--dtype");
-  std::vector<std::uint64_t> contexts;
-  if (f.context.empty()) {  // 16, 64, 256, ... up to the model's positions (at most 4096)
-    for (std::uint64_t t = 16; t <= std::min<std::uint64_t>(c.n_positions, 4096); t *= 4)
-      contexts.push_back(t);
-    if (contexts.empty()) contexts.push_back(c.n_positions);
-  } else {
-    contexts = parse_count_list(f.context, "--context");
-  }
-  std::vector<ModelKvPoint> points;
-  try {
-    points = measure_model_kv(m.model, contexts, *dtype);
-  } catch (const InputError& e) {
-    throw with_flag_name(e);  // "context" -> "--context"
-  }
-  const std::uint64_t weights = std::uint64_t{c.parameters()} * sizeof(float);
+  ModelKvResult result = naming_flags([&] {
+    ModelKvResult priced = price_model_kv(m, request);
+    run_model_kv(m, priced);
+    return priced;
+  });
   if (f.json) {
-    json rows = json::array();
-    for (const ModelKvPoint& p : points)
-      rows.push_back({{"tokens", p.tokens},
-                      {"formula_bytes", p.formula_bytes},
-                      {"used_bytes", p.used_bytes},
-                      {"reserved_bytes", p.reserved_bytes},
-                      {"resident_bytes", p.resident_bytes ? json(p.resident_bytes) : json(nullptr)}});
-    fmt::print("{}\n", json{{"layers", c.n_layer},
-                            {"kv_heads", c.kv_heads()},
-                            {"heads", c.n_head},
-                            {"head_dim", c.head_dim()},
-                            {"dtype", dtype_name(*dtype)},
-                            {"weights_bytes", weights},
-                            {"contexts", rows}}
-                           .dump(2));
+    fmt::print("{}\n", model_kv_json(result).dump(2));
     return 0;
   }
+  const std::vector<ModelKvPoint>& points = result.points;
+  const std::uint64_t weights = std::uint64_t{c.parameters()} * sizeof(float);
   fmt::print("{}: {}\n", f.dir, describe(c));
   fmt::print("KV cache = {} layers × 2 × {} KV heads × {} × tokens × {} bytes ({}) = {} per token{}\n", c.n_layer,
-             c.kv_heads(), c.head_dim(), dtype_bytes(*dtype), dtype_name(*dtype),
+             c.kv_heads(), c.head_dim(), dtype_bytes(result.dtype), dtype_name(result.dtype),
              format_bytes(points.front().formula_bytes / points.front().tokens),
              c.kv_heads() < c.n_head
                  ? fmt::format(" ({}× less than {} heads would need)", c.n_head / c.kv_heads(), c.n_head)
@@ -463,24 +439,6 @@ int kv(const ModelFlags& f) {
 
 // ---- attribute, lens -----------------------------------------------------------------------
 
-// The most numbers `model attribute` and `model lens` work out and write: a head's
-// contribution per source token (L × H × n), the lens's cells ((L + 1) × n), and the lens's
-// multiply-adds ((L + 1) × n × vocabulary × d_model: 2^40 is some seconds on two cores).
-constexpr double kMaxAttributionNumbers = double(1 << 22), kMaxLensWork = double(1ull << 40);
-
-// A token given as its id, or as text that is one token of the model's vocabulary.
-int token_flag(const ModelDir& m, const std::string& value, const char* flag) {
-  if (value.empty()) return -1;
-  if (value.find_first_not_of("0123456789") == std::string::npos && value.size() <= 9) return std::stoi(value);
-  if (!m.tokenizer) fail(flag, "the model has no tokenizer to read a token's text with; give its id");
-  const std::vector<TokenId> ids = m.tokenizer->encode(value);
-  if (ids.size() != 1)
-    fail(flag, fmt::format("\"{}\" is {} tokens, not one; give one token's text (a leading space is part of it, "
-                           "e.g. \" Paris\") or its id",
-                           text_excerpt(value, 40), ids.size()));
-  return static_cast<int>(ids[0]);
-}
-
 // A share as a whole percentage, never "-0%".
 std::string percent(double share) { return fmt::format("{:.0f}%", std::round(100 * share) + 0.0); }
 
@@ -493,25 +451,21 @@ std::string part_name(const PartContribution& p) {
   }
 }
 
-int attribute(const ModelFlags& f) {
+int attribute(const ModelFlags& f, const OperationFlags& flags) {
+  const AttributeRequest request = read_flags<AttributeRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  const std::vector<int> ids = input_ids(m, f);
-  const ModelConfig& c = m.model.config;
-  if (double(c.n_layer) * double(c.n_head) * double(ids.size()) > kMaxAttributionNumbers)
-    fail("--text", fmt::format("{} tokens × {} layers × {} heads is more per-source contributions than the {} "
-                               "`model attribute` works out; use fewer tokens",
-                               ids.size(), c.n_layer, c.n_head, kMaxAttributionNumbers));
-  LogitTarget want{f.position, token_flag(m, f.target, "--target"), token_flag(m, f.contrast, "--contrast")};
-  const LogitAttribution a = attribute_logit(m.model, ids, want);
-  const std::vector<std::string> tokens = token_texts(m, ids);
-  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
-  const std::size_t H = c.n_head;
+  AttributeResult result = naming_flags([&] {
+    AttributeResult priced = price_attribute(m, request);
+    run_attribute(m, priced);
+    return priced;
+  });
   if (f.json) {
-    json out = attribution_json(a, H, token);
-    out["ids"] = ids, out["tokens"] = tokens;
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", attribute_json(m, result).dump());
     return 0;
   }
+  const LogitAttribution& a = result.attribution;
+  const std::vector<std::string> tokens = token_texts(m, result.ids);
+  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
   fmt::print("at position {} ({}), the logit of {}{} is {:.4f}\n", a.position, quoted_token(tokens[a.position]),
              quoted_token(token(a.target)),
              a.contrast >= 0 ? fmt::format(" minus that of {}", quoted_token(token(a.contrast))) : "", a.logit);
@@ -543,24 +497,21 @@ int attribute(const ModelFlags& f) {
   return 0;
 }
 
-int lens(const ModelFlags& f) {
+int lens(const ModelFlags& f, const OperationFlags& flags) {
+  const LensRequest request = read_flags<LensRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  const std::vector<int> ids = input_ids(m, f);
-  const ModelConfig& c = m.model.config;
-  const double work = double(c.n_layer + 1) * double(ids.size()) * double(c.vocab_size) * double(c.n_embd);
-  if (work > kMaxLensWork || double(c.n_layer + 1) * double(ids.size()) > kMaxAttributionNumbers)
-    fail("--text", fmt::format("the lens over {} tokens is ({} layers + 1) × n × a vocabulary of {} × d_model {} = "
-                               "{:.3g} multiply-adds, more than the {:.3g} `model lens` does; use fewer tokens",
-                               ids.size(), c.n_layer, c.vocab_size, c.n_embd, work, kMaxLensWork));
-  const LogitLens l = logit_lens(m.model, ids, token_flag(m, f.target, "--target"));
-  const std::vector<std::string> tokens = token_texts(m, ids);
-  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
+  LensResult result = naming_flags([&] {
+    LensResult priced = price_lens(m, request);
+    run_lens(m, priced);
+    return priced;
+  });
   if (f.json) {
-    json out = lens_json(l, token);
-    out["ids"] = ids, out["tokens"] = tokens;
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", lens_result_json(m, result).dump());
     return 0;
   }
+  const LogitLens& l = result.lens;
+  const std::vector<std::string> tokens = token_texts(m, result.ids);
+  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
   fmt::print(
       "the logit lens: the residual stream after each block read as if it were the last (the final norm, "
       "then the unembedding); each cell the top token and its probability, and {}'s probability\n",
@@ -583,28 +534,22 @@ int lens(const ModelFlags& f) {
   return 0;
 }
 
-int patch(const ModelFlags& f) {
+int patch(const ModelFlags& f, const OperationFlags& flags) {
+  const PatchRequest request = read_flags<PatchRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  const auto run_of = [&](const std::string& text, const std::string& ids, const char* flag) {
-    if (text.empty() && ids.empty())
-      fail(flag, "give both runs: --clean and --corrupt (or --clean-ids, --corrupt-ids)");
-    ModelFlags g = f;
-    g.text = text, g.ids = ids;
-    return input_ids(m, g);
-  };
-  const std::vector<int> clean = run_of(f.clean, f.clean_ids, "--clean");
-  const std::vector<int> corrupt = run_of(f.corrupt, f.corrupt_ids, "--corrupt");
-  const ResidualPatching p = patch_residual(m.model, clean, corrupt, token_flag(m, f.target, "--target"),
-                                            token_flag(m, f.contrast, "--contrast"));
-  const std::vector<std::string> clean_tokens = token_texts(m, clean), corrupt_tokens = token_texts(m, corrupt);
-  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
+  PatchResult result = naming_flags([&] {
+    PatchResult priced = price_patch(m, request);
+    run_patch(m, priced);
+    return priced;
+  });
   if (f.json) {
-    json out = patching_json(p, token);
-    out["clean"] = {{"ids", clean}, {"tokens", clean_tokens}};
-    out["corrupt"] = {{"ids", corrupt}, {"tokens", corrupt_tokens}};
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", patch_json(m, result).dump());
     return 0;
   }
+  const ResidualPatching& p = result.patching;
+  const std::vector<std::string> clean_tokens = token_texts(m, result.clean),
+                                 corrupt_tokens = token_texts(m, result.corrupt);
+  const auto token = [&](int id) { return token_texts(m, {id})[0]; };
   fmt::print(
       "activation patching: the corrupted run with the residual stream at one (layer, position) taken from "
       "the clean run;\nthe metric is logit({}) − logit({}) at the last position: {:.4f} clean, {:.4f} "
@@ -641,15 +586,6 @@ int patch(const ModelFlags& f) {
 }
 
 // ---- verdict ------------------------------------------------------------------------------
-
-// At most this many texts in a --texts file (each priced on its own by the verdict), and bytes.
-constexpr std::size_t kMaxVerdictTexts = 64, kMaxVerdictFileBytes = std::size_t{1} << 20;
-
-json verdict_json(const ModelDir& m, const std::vector<int>& ids, const Verdict& v) {
-  json out = verdict_json(v, [&](int id) { return token_texts(m, {id})[0]; });
-  out["ids"] = ids, out["tokens"] = token_texts(m, ids);
-  return out;
-}
 
 void print_verdict(const ModelDir& m, const std::vector<int>& ids, const Verdict& v) {
   const std::vector<std::string> tokens = token_texts(m, ids);
@@ -699,70 +635,38 @@ void print_verdict(const ModelDir& m, const std::vector<int>& ids, const Verdict
     fmt::print("  {}: {}\n", s.name, measure_meaning(s.name));
 }
 
-int verdict_command(const ModelFlags& f) {
+int verdict_command(const ModelFlags& f, const OperationFlags& flags) {
+  const VerdictRequest request = read_flags<VerdictRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  VerdictOptions options;
-  options.steps = f.steps;
-  options.target = {f.position, token_flag(m, f.target, "--target"), token_flag(m, f.contrast, "--contrast")};
   const bool tty = isatty(fileno(stderr));
-  options.progress = [&](std::string_view stage, std::size_t done, std::size_t total) {
-    if (tty) fmt::print(stderr, "\r{}: {}/{}{}", stage, done, total, done == total ? "\n" : "");
-  };
-  if (f.texts.empty() && f.induction == 0) {
-    const std::vector<int> ids = input_ids(m, f);
-    const Verdict v = verdict(m.model, ids, options);
-    if (f.json)
-      fmt::print("{}\n", verdict_json(m, std::vector<int>(ids.begin(), ids.begin() + std::ptrdiff_t(v.n)), v).dump());
+  const Progress progress = [&](std::string_view stage, std::size_t done, std::size_t total) {
+    if (!tty) return;
+    if (stage == "text")  // a text of many begins
+      fmt::print(stderr, "{}", done < total ? fmt::format("text {}/{}\n", done + 1, total) : "");
     else
-      print_verdict(m, ids, v);
-    return 0;
-  }
-  const char* many = f.induction ? "--induction" : "--texts";
-  if (!f.texts.empty() && f.induction) fail("--induction", "give --texts or --induction, not both");
-  if (!f.text.empty() || !f.ids.empty()) fail(many, fmt::format("give {} or one --text (or --ids), not both", many));
-  if (f.position) fail("--position", fmt::format("is for one text; with {} each is explained at its last token", many));
-  std::vector<std::vector<int>> runs;
-  if (f.induction) {
-    if (f.induction > kMaxVerdictTexts)
-      fail("--induction", fmt::format("{} sequences; the limit is {}", f.induction, kMaxVerdictTexts));
-    // The trained model's task, [BOS, r, r], each cut before its last token: the prediction is in the repeat.
-    for (std::vector<int> ids : default_detector_sequences(m.model.config, f.seed, f.induction)) {
-      ids.pop_back();
-      runs.push_back(std::move(ids));
-    }
-  } else {
-    const std::string file = read_file_within(f.texts, kMaxVerdictFileBytes, "--texts");
-    for (std::size_t start = 0; start < file.size();) {
-      const std::size_t end = std::min(file.find('\n', start), file.size());
-      std::string line = file.substr(start, end - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.find_first_not_of(" \t") != std::string::npos) runs.push_back(encode_text(m, line));
-      if (runs.size() > kMaxVerdictTexts)
-        fail("--texts", fmt::format("{} has more than {} texts, the limit", f.texts, kMaxVerdictTexts));
-      start = end + 1;
-    }
-    if (runs.empty()) fail("--texts", fmt::format("{} has no text; write one text per line", f.texts));
-  }
-  std::vector<Verdict> verdicts;
-  json each = json::array();
-  for (std::size_t k = 0; k < runs.size(); ++k) {
-    if (tty) fmt::print(stderr, "text {}/{}\n", k + 1, runs.size());
-    verdicts.push_back(verdict(m.model, runs[k], options));
-    if (f.json) each.push_back(verdict_json(m, runs[k], verdicts.back()));
-  }
-  const std::vector<AgreementSpread> spread = agreement_spread(verdicts);
+      fmt::print(stderr, "\r{}: {}/{}{}", stage, done, total, done == total ? "\n" : "");
+  };
+  VerdictResult result = naming_flags([&] {
+    VerdictResult priced = price_verdict(m, request);
+    run_verdict(m, priced, progress);
+    return priced;
+  });
   if (f.json) {
-    fmt::print("{}\n", json{{"texts", each}, {"agreements", spread_json(spread)}}.dump());
+    fmt::print("{}\n", verdict_result_json(m, result).dump());
     return 0;
   }
-  fmt::print("{} {}, each explained at its last token (its own top prediction{})\n", runs.size(),
-             f.induction ? "repeated sequences [BOS, r, r] cut before their last token" : "texts",
-             f.contrast.empty() ? "" : " against --contrast");
+  if (!result.many) {
+    print_verdict(m, result.runs[0], result.verdicts[0]);
+    return 0;
+  }
+  fmt::print("{} {}, each explained at its last token (its own top prediction{})\n", result.runs.size(),
+             request.induction ? "repeated sequences [BOS, r, r] cut before their last token" : "texts",
+             request.contrast.given() ? " against --contrast" : "");
   std::vector<std::vector<std::string>> table{{"measure", "intervention", "texts", "Kendall τ", "Spearman ρ"}};
   const auto spread_of = [](double mean, double sd) {
     return std::isfinite(mean) ? fmt::format("{:+.2f} ± {:.2f}", mean, sd) : std::string("undefined");
   };
-  for (const AgreementSpread& s : spread)
+  for (const AgreementSpread& s : agreement_spread(result.verdicts))
     table.push_back({s.measure, s.intervention, std::to_string(s.texts), spread_of(s.kendall_mean, s.kendall_sd),
                      spread_of(s.spearman_mean, s.spearman_sd)});
   fmt::print("agreement with the interventions over the texts (mean ± standard deviation):\n{}",
@@ -833,36 +737,18 @@ Command model_command(CLI::App& parent) {
   run_app->add_flag(
       "--json", f->json,
       "{\"ids\", \"tokens\", \"token_bytes\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}");
-  CLI::App* eval_app =
-      model->add_subcommand("eval", "Next-token loss on seeded repeated random sequences, heads ablated or not");
-  add_dir(*eval_app, *f);
-  eval_app->add_option("--task", f->task, "The task (induction)")->capture_default_str();
-  eval_app->add_option("--ablate", f->ablate, "Zero head L.H's output (repeatable), e.g. --ablate 1.3");
-  eval_app->add_option("--seed", f->seed, "Seed of the sequences")->capture_default_str();
-  eval_app->add_flag("--json", f->json, "{\"loss_first_half\", \"loss_second_half\"}");
-  CLI::App* generate_app = model->add_subcommand("generate", std::string(GenerateRequest::kHelp));
-  add_dir(*generate_app, *f);
-  auto generate_flags = std::make_shared<OperationFlags>(*generate_app, describe_operation<GenerateRequest>());
-  generate_app->add_flag("--json", f->json,
-                         "The reply as JSON (docs/operations.md): {\"prompt\", \"generated\": [{\"id\", \"token\", "
-                         "\"probability\", \"cache_tokens\", \"cache_bytes\"}], \"ids\", \"text\"}");
-  CLI::App* heads_app = model->add_subcommand("heads", "Score every head: previous-token, duplicate-token, induction");
-  add_dir(*heads_app, *f);
-  heads_app->add_option("--text", f->text, "Score on this text (default: seeded repeated random sequences)");
-  heads_app->add_option("--ids", f->ids, "Score on these token ids");
-  heads_app->add_option("--seed", f->seed, "Seed of the repeated random sequences")->capture_default_str();
-  heads_app->add_flag("--json", f->json,
-                      "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}");
-  CLI::App* kv_app = model->add_subcommand(
-      "kv", "The model's KV cache measured at each context length, beside the formula and the weights");
-  add_dir(*kv_app, *f);
-  kv_app->add_option("--context", f->context,
-                     "Context lengths, e.g. 16,64,256 (default: 16, 64, 256, ... up to the "
-                     "model's positions, at most 4096)");
-  kv_app->add_option("--dtype", f->dtype, "The cache's storage: f32, f16 or bf16")->capture_default_str();
-  kv_app->add_flag("--json", f->json,
-                   "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "
-                   "\"formula_bytes\", \"used_bytes\", \"reserved_bytes\", \"resident_bytes\"}]}");
+  const auto [eval_app, eval_flags] =
+      add_operation<EvalRequest>(*model, *f, "{\"loss_first_half\", \"loss_second_half\", \"ablated\"}");
+  const auto [generate_app, generate_flags] = add_operation<GenerateRequest>(
+      *model, *f,
+      "{\"prompt\", \"generated\": [{\"id\", \"token\", \"probability\", \"cache_tokens\", \"cache_bytes\"}], \"ids\", "
+      "\"text\"}");
+  const auto [heads_app, heads_flags] = add_operation<HeadsRequest>(
+      *model, *f, "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}");
+  const auto [kv_app, kv_flags] = add_operation<ModelKvRequest>(
+      *model, *f,
+      "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "
+      "\"formula_bytes\", \"used_bytes\", \"reserved_bytes\", \"resident_bytes\"}]}");
   CLI::App* export_app = model->add_subcommand(
       "export", "Write the model as a GGUF file that llama.cpp and Ollama run (GPT-2, Llama, Qwen2, Qwen3)");
   add_dir(*export_app, *f);
@@ -871,78 +757,42 @@ Command model_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   export_app->add_flag("--json", f->json, "{\"file\", \"bytes\", \"tensors\", \"type\", \"kept_f16\", \"tokenizer\"}");
-  // One prediction to explain: the text, where, and which token's logit.
-  const auto add_prediction = [&](CLI::App& app) {
-    add_dir(app, *f);
-    app.add_option("--text", f->text, "The text (tokenized with the model's own tokenizer)");
-    app.add_option("--ids", f->ids, "Token ids instead of text");
-    app.add_option("--position", f->position, "Where the prediction is made (default: the last token)");
-    app.add_option("--target", f->target,
-                   "The token whose logit is explained: its text (one token) or id (default: the top prediction)");
-    app.add_option("--contrast", f->contrast, "Explain target − this token's logit instead");
-  };
-  CLI::App* attribute_app = model->add_subcommand(
-      "attribute", "Direct logit attribution: each head's, MLP's and source token's part in one prediction");
-  add_prediction(*attribute_app);
-  attribute_app->add_flag(
-      "--json", f->json,
-      "{\"position\", \"target\", \"contrast\", \"logit\", \"final_bias\", \"parts\": [{\"kind\", "
-      "\"layer\", \"head\", \"logit\"}], \"heads\" [L][H], \"sources\" [L][H][n], \"by_source\" [n]}");
-  CLI::App* lens_app = model->add_subcommand(
-      "lens", "The logit lens: the residual stream after every block through the final norm and the unembedding");
-  add_dir(*lens_app, *f);
-  lens_app->add_option("--text", f->text, "The text (tokenized with the model's own tokenizer)");
-  lens_app->add_option("--ids", f->ids, "Token ids instead of text");
-  lens_app->add_option("--target", f->target,
-                       "The token whose probability is followed: its text (one token) or id (default: the top "
-                       "prediction at the last token)");
-  lens_app->add_flag("--json", f->json,
-                     "{\"target\", \"rows\": [{\"layer\", \"cells\": [{\"top\", \"top_token\", "
-                     "\"top_probability\", \"target_probability\", \"target_rank\"}]}]}");
-  CLI::App* patch_app = model->add_subcommand(
-      "patch", "Activation patching: how much of the clean run's answer one residual-stream site restores");
-  add_dir(*patch_app, *f);
-  patch_app->add_option("--clean", f->clean, "The clean text");
-  patch_app->add_option("--corrupt", f->corrupt, "The corrupted text, as many tokens as the clean one");
-  patch_app->add_option("--clean-ids", f->clean_ids, "The clean run as token ids");
-  patch_app->add_option("--corrupt-ids", f->corrupt_ids, "The corrupted run as token ids");
-  patch_app->add_option("--target", f->target, "The answer (default: the clean run's top prediction)");
-  patch_app->add_option("--contrast", f->contrast, "The other answer (default: the corrupted run's top prediction)");
-  patch_app->add_flag("--json", f->json,
-                      "{\"target\", \"contrast\", \"clean_metric\", \"corrupt_metric\", \"rows\": [{\"layer\", "
-                      "\"restored\" [n]}], \"heads\" [L][H], \"mlps\" [L]}");
-  CLI::App* verdict_app = model->add_subcommand(
-      "verdict", "Every attribution measure beside the interventions, and how far each agrees with them");
-  add_prediction(*verdict_app);
-  verdict_app->add_option("--texts", f->texts,
-                          "A file of texts, one per line: the agreements' mean and spread over them, each text "
-                          "explained at its last token");
-  verdict_app->add_option("--induction", f->induction,
-                          "Instead of texts, this many of the induction task's repeated sequences [BOS, r, r] "
-                          "(what `attnlab train` teaches; --seed picks them), each cut before its last token");
-  verdict_app->add_option("--seed", f->seed, "The induction sequences' seed")->capture_default_str();
-  verdict_app->add_option("--steps", f->steps, "Integrated gradients' steps")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  verdict_app->add_flag("--json", f->json,
-                        "{\"metric\", \"tokens_measured\": {measure: [n]}, \"tokens_intervened\": {\"erasure\"}, "
-                        "\"heads_measured\": {\"dla\": [L·H]}, \"heads_intervened\", \"agreements\": [{\"measure\", "
-                        "\"intervention\", \"kendall\", \"spearman\"}]}; with --texts {\"texts\": [...], "
-                        "\"agreements\": [{..., \"kendall_mean\", \"kendall_sd\", ...}]}");
-  return {model, [f, generate_flags, info_app, tokenize_app, run_app, eval_app, generate_app, kv_app, export_app,
-                  attribute_app, lens_app, patch_app, verdict_app]() {
-            if (verdict_app->parsed()) return verdict_command(*f);
-            if (attribute_app->parsed()) return attribute(*f);
-            if (patch_app->parsed()) return patch(*f);
-            if (lens_app->parsed()) return lens(*f);
+  const auto [attribute_app, attribute_flags] = add_operation<AttributeRequest>(
+      *model, *f,
+      "{\"position\", \"target\", \"contrast\", \"logit\", \"final_bias\", \"parts\": [{\"kind\", \"layer\", \"head\", "
+      "\"logit\"}], \"heads\" [L][H], \"sources\" [L][H][n], \"by_source\" [n], \"ids\", \"tokens\"}");
+  const auto [lens_app, lens_flags] = add_operation<LensRequest>(
+      *model, *f,
+      "{\"target\", \"rows\": [{\"layer\", \"cells\": [{\"top\", \"top_token\", \"top_probability\", "
+      "\"target_probability\", \"target_rank\"}]}], \"ids\", \"tokens\"}");
+  const auto [patch_app, patch_flags] = add_operation<PatchRequest>(
+      *model, *f,
+      "{\"target\", \"contrast\", \"clean_metric\", \"corrupt_metric\", \"rows\": [{\"layer\", \"restored\" [n]}], "
+      "\"heads\" [L][H], \"mlps\" [L], \"clean\", \"corrupt\"}");
+  const auto [verdict_app, verdict_flags] = add_operation<VerdictRequest>(
+      *model, *f,
+      "{\"metric\", \"tokens_measured\": {measure: [n]}, \"tokens_intervened\": {\"erasure\"}, \"heads_measured\": "
+      "{\"dla\": [L·H]}, \"heads_intervened\", \"agreements\": [{\"measure\", \"intervention\", \"kendall\", "
+      "\"spearman\"}]}; with texts or induction {\"texts\": [...], \"agreements\": [{..., \"kendall_mean\", "
+      "\"kendall_sd\", ...}]}");
+  return {model,
+          [f, info_app, tokenize_app, run_app, export_app, eval_app = eval_app, eval_flags = eval_flags,
+           generate_app = generate_app, generate_flags = generate_flags, heads_app = heads_app,
+           heads_flags = heads_flags, kv_app = kv_app, kv_flags = kv_flags, attribute_app = attribute_app,
+           attribute_flags = attribute_flags, lens_app = lens_app, lens_flags = lens_flags, patch_app = patch_app,
+           patch_flags = patch_flags, verdict_app = verdict_app, verdict_flags = verdict_flags]() {
+            if (verdict_app->parsed()) return verdict_command(*f, *verdict_flags);
+            if (attribute_app->parsed()) return attribute(*f, *attribute_flags);
+            if (patch_app->parsed()) return patch(*f, *patch_flags);
+            if (lens_app->parsed()) return lens(*f, *lens_flags);
             if (export_app->parsed()) return export_gguf(*f);
-            if (kv_app->parsed()) return kv(*f);
+            if (kv_app->parsed()) return kv(*f, *kv_flags);
             if (info_app->parsed()) return info(*f);
             if (tokenize_app->parsed()) return tokenize(*f);
             if (run_app->parsed()) return run(*f);
-            if (eval_app->parsed()) return eval(*f);
+            if (eval_app->parsed()) return eval(*f, *eval_flags);
             if (generate_app->parsed()) return generate(*f, *generate_flags);
-            return heads(*f);
+            return heads(*f, *heads_flags);
           }};
 }
 

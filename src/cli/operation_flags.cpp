@@ -24,6 +24,7 @@ std::string value_name(FieldKind kind) {
     case FieldKind::number: return "X";
     case FieldKind::choice: return "NAME";
     case FieldKind::bytes: return "SIZE";
+    case FieldKind::token: return "TOKEN";
     default: return "TEXT";
   }
 }
@@ -39,6 +40,10 @@ OperationFlags::OperationFlags(CLI::App& app, OperationDescription description) 
       const std::string names = short_flag.empty() ? flag_name(key) : flag_name(key) + "," + std::string(short_flag);
       if (f.kind == FieldKind::flag)
         flag.option = app.add_flag(names, flag.on, line);
+      else if (f.kind == FieldKind::heads)
+        flag.option = app.add_option(names, flag.texts, line + " (repeat the flag, or separate heads by commas)")
+                          ->type_name("L.H")
+                          ->allow_extra_args(false);
       else
         flag.option = app.add_option(names, flag.text, line)->type_name(ids ? "IDS" : value_name(f.kind));
     };
@@ -83,6 +88,24 @@ json parse_ids(std::string_view text, std::string_view flag) {
   return ids;
 }
 
+// A token as the command line writes it: digits are its id, anything else its text.
+json token_json(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos;
+  return digits ? json(std::stoul(text)) : json(text);
+}
+
+// Heads given by repeating the flag, each maybe a list separated by commas ("0.1,1.3").
+json heads_json(const std::vector<std::string>& texts) {
+  json heads = json::array();
+  for (const std::string& text : texts)
+    for (std::size_t start = 0; start <= text.size();) {
+      const std::size_t comma = std::min(text.find(',', start), text.size());
+      heads.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+  return heads;
+}
+
 }  // namespace
 
 json OperationFlags::body() const {
@@ -96,6 +119,8 @@ json OperationFlags::body() const {
       case FieldKind::counts: body[flag.key] = parse_count_list(flag.text, name); break;
       case FieldKind::number: body[flag.key] = parse_number(flag.text, name); break;
       case FieldKind::tokens: body[flag.key] = flag.ids ? parse_ids(flag.text, name) : json(flag.text); break;
+      case FieldKind::token: body[flag.key] = token_json(flag.text); break;
+      case FieldKind::heads: body[flag.key] = heads_json(flag.texts); break;
       case FieldKind::text:
       case FieldKind::choice:
       case FieldKind::bytes: body[flag.key] = flag.text; break;

@@ -32,20 +32,28 @@ class OperationFlags {
     bool ids = false;  // a token field's --ids
     CLI::Option* option = nullptr;
     std::string text;
+    std::vector<std::string> texts;  // a list given by repeating the flag (heads)
     bool on = false;
   };
   OperationDescription description_;
   std::deque<Flag> flags_;  // CLI11 holds pointers into these
 };
 
-// The request the flags ask for, checked; an error names the flag (--top-k).
-template <class Request>
-Request read_flags(const OperationFlags& flags) {
+// What `work` returns, its errors naming the flags rather than the library's fields
+// ("target" -> --target).
+template <class Work>
+auto naming_flags(Work&& work) {
   try {
-    return read_request<Request>(flags.body(), kCommandLine);
+    return work();
   } catch (const InputError& e) {
     throw with_flag_name(e);
   }
+}
+
+// The request the flags ask for, checked; an error names the flag (--top-k).
+template <class Request>
+Request read_flags(const OperationFlags& flags) {
+  return naming_flags([&] { return read_request<Request>(flags.body(), kCommandLine); });
 }
 
 }  // namespace attnlab::cli

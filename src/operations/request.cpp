@@ -51,6 +51,8 @@ std::string_view kind_name(FieldKind kind) {
     case FieldKind::choice: return "choice";
     case FieldKind::bytes: return "bytes";
     case FieldKind::tokens: return "tokens";
+    case FieldKind::token: return "token";
+    case FieldKind::heads: return "heads";
   }
   return "?";
 }
@@ -87,6 +89,12 @@ FieldDescription describe_field(const ByteSize& m, const FieldInfo& info) {
 FieldDescription describe_field(const TokenInput&, const FieldInfo& info) {
   return described(info, FieldKind::tokens, nullptr, true);
 }
+FieldDescription describe_field(const TokenRef&, const FieldInfo& info) {
+  return described(info, FieldKind::token, nullptr, true);
+}
+FieldDescription describe_field(const HeadList& m, const FieldInfo& info) {
+  return described(info, FieldKind::heads, field_json(m));
+}
 
 // ---- read ------------------------------------------------------------------------------------
 
@@ -120,6 +128,27 @@ void read_field(const json& v, const FieldInfo& info, DType& m) {
 void read_field(const json& v, const FieldInfo& info, ByteSize& m) {
   m.bytes = v.is_string() ? parse_byte_size(v.get<std::string>(), info.name) : read_count(v, info.name);
   if (*m.bytes == 0) fail(info.name, "is 0 bytes; give a size such as \"24GiB\" or a number of bytes");
+}
+
+void read_field(const json& v, const FieldInfo& info, TokenRef& m) {
+  if (v.is_string())
+    m.text = v.get<std::string>();
+  else if (v.is_number_integer())
+    m.id = read_count(v, info.name);  // checked against the model's vocabulary when it runs
+  else
+    fail(info.name, fmt::format("expected a token (its text, or its id) but got {}", json_kind(v)));
+}
+void read_field(const json& v, const FieldInfo& info, HeadList& m) {
+  const json list = v.is_array() ? v : json::array({v});  // one head stands for a list of one
+  if (list.size() > info.max_items)
+    fail(info.name, fmt::format("{} heads; give at most {}", list.size(), info.max_items));
+  m.clear();
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    const std::string field = v.is_array() ? fmt::format("{}[{}]", info.name, k) : std::string(info.name);
+    if (!list[k].is_string()) fail(field, "expected a head as \"LAYER.HEAD\", e.g. \"1.3\"");
+    const HeadRef h = parse_head_ref(list[k].get<std::string>(), field);
+    if (std::find(m.begin(), m.end(), h) == m.end()) m.push_back(h);  // once each
+  }
 }
 
 void read_tokens(const json& body, const FieldInfo& info, TokenInput& m) {
@@ -157,6 +186,16 @@ json field_json(const std::string& m) { return m; }
 json field_json(const std::optional<std::string>& m) { return m ? json(*m) : json(nullptr); }
 json field_json(DType m) { return dtype_name(m); }
 json field_json(const ByteSize& m) { return field_json(m.bytes); }
+json field_json(const TokenRef& m) {
+  if (m.id) return *m.id;
+  return m.text ? json(*m.text) : json(nullptr);
+}
+json field_json(const HeadList& m) {
+  json list = json::array();
+  for (const HeadRef& h : m)
+    list.push_back(to_string(h));
+  return list;
+}
 json field_json(const TokenInput& m) {
   if (m.ids) return *m.ids;
   return m.text ? json(*m.text) : json(nullptr);

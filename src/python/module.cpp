@@ -34,6 +34,7 @@
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/operations/capacity.hpp"
 #include "attnlab/operations/generate.hpp"
+#include "attnlab/operations/model.hpp"
 #include "attnlab/operations/operations.hpp"
 #include "attnlab/report/intervention_report.hpp"
 #include "attnlab/report/trace_json.hpp"
@@ -249,19 +250,6 @@ std::vector<int> ids_of(const ModelDir& m, const Tokens& tokens, const char* fie
 }
 
 // A token given as its id or as text that is one token of the model's vocabulary (-1: none).
-int token_of(const ModelDir& m, const std::optional<std::variant<int, std::string>>& token, const char* field) {
-  if (!token) return -1;
-  if (const int* id = std::get_if<int>(&*token)) return *id;
-  const std::string& text = std::get<std::string>(*token);
-  if (!m.tokenizer) fail(field, "the model has no tokenizer to read a token's text with; give its id");
-  const std::vector<TokenId> ids = m.tokenizer->encode(text);
-  if (ids.size() != 1)
-    fail(field, fmt::format("\"{}\" is {} tokens, not one; give one token's text (a leading space is part of it, "
-                            "e.g. \" Paris\") or its id",
-                            text.substr(0, 40), ids.size()));
-  return ids[0];
-}
-
 std::vector<HeadRef> heads_of(const std::vector<std::string>& heads, const char* field) {
   std::vector<HeadRef> out;
   for (const std::string& h : heads)
@@ -498,6 +486,18 @@ PYBIND11_MODULE(_attnlab, mod) {
 
   py::class_<PyModel>(mod, "_Model")
       .def_property_readonly("path", [](const PyModel& m) { return m.dir->dir; })
+      .def(
+          "operation",
+          [](const PyModel& m, const std::string& name, const std::string& arguments) {
+            const json body = arguments_json(arguments);
+            json reply;
+            {
+              py::gil_scoped_release free;
+              reply = run_model_operation(name, *m.dir, body, kPython);
+            }
+            return to_python(reply);
+          },
+          py::arg("name"), py::arg("arguments"))
       .def_property_readonly("config", [](const PyModel& m) { return to_python(config_json(m.config())); })
       .def("describe", [](const PyModel& m) { return describe(m.config()); })
       .def_property_readonly("has_tokenizer", [](const PyModel& m) { return m.dir->tokenizer.has_value(); })
@@ -509,90 +509,7 @@ PYBIND11_MODULE(_attnlab, mod) {
            })
       .def("token_texts", [](const PyModel& m, const std::vector<int>& ids) { return token_texts(*m.dir, ids); })
       .def("run", &run_model, py::arg("tokens"), py::arg("capture"), py::arg("ablate"), py::arg("logits"))
-      .def(
-          "generate",
-          [](const PyModel& m, const std::string& arguments) {
-            const GenerateRequest request = read_request<GenerateRequest>(arguments_json(arguments), kPython);
-            GenerateResult result = price_generate(*m.dir, request);
-            {
-              py::gil_scoped_release free;
-              generate_tokens(*m.dir, result);
-            }
-            return to_python(generate_json(*m.dir, result));
-          },
-          py::arg("arguments"))
-      .def("heads", &head_scores, py::arg("sequences"), py::arg("seed"))
-      .def(
-          "attribute",
-          [](const PyModel& m, const Tokens& tokens, std::optional<std::size_t> position,
-             std::optional<std::variant<int, std::string>> target,
-             std::optional<std::variant<int, std::string>> contrast) {
-            const std::vector<int> ids = ids_of(*m.dir, tokens);
-            const LogitTarget want{position, token_of(*m.dir, target, "target"),
-                                   token_of(*m.dir, contrast, "contrast")};
-            LogitAttribution a;
-            {
-              py::gil_scoped_release free;
-              a = attribute_logit(m.model(), ids, want);
-            }
-            json out = attribution_json(a, m.config().n_head, m.token_text());
-            out["ids"] = ids, out["tokens"] = token_texts(*m.dir, ids);
-            return to_python(out);
-          },
-          py::arg("tokens"), py::arg("position"), py::arg("target"), py::arg("contrast"))
-      .def(
-          "lens",
-          [](const PyModel& m, const Tokens& tokens, std::optional<std::variant<int, std::string>> target) {
-            const std::vector<int> ids = ids_of(*m.dir, tokens);
-            const int t = token_of(*m.dir, target, "target");
-            LogitLens l;
-            {
-              py::gil_scoped_release free;
-              l = logit_lens(m.model(), ids, t);
-            }
-            json out = lens_json(l, m.token_text());
-            out["ids"] = ids, out["tokens"] = token_texts(*m.dir, ids);
-            return to_python(out);
-          },
-          py::arg("tokens"), py::arg("target"))
-      .def(
-          "patch",
-          [](const PyModel& m, const Tokens& clean, const Tokens& corrupt,
-             std::optional<std::variant<int, std::string>> target,
-             std::optional<std::variant<int, std::string>> contrast) {
-            const std::vector<int> c = ids_of(*m.dir, clean, "clean"), x = ids_of(*m.dir, corrupt, "corrupt");
-            const int t = token_of(*m.dir, target, "target"), k = token_of(*m.dir, contrast, "contrast");
-            ResidualPatching p;
-            {
-              py::gil_scoped_release free;
-              p = patch_residual(m.model(), c, x, t, k);
-            }
-            json out = patching_json(p, m.token_text());
-            out["clean"] = {{"ids", c}, {"tokens", token_texts(*m.dir, c)}};
-            out["corrupt"] = {{"ids", x}, {"tokens", token_texts(*m.dir, x)}};
-            return to_python(out);
-          },
-          py::arg("clean"), py::arg("corrupt"), py::arg("target"), py::arg("contrast"))
-      .def(
-          "verdict",
-          [](const PyModel& m, const Tokens& tokens, std::optional<std::size_t> position,
-             std::optional<std::variant<int, std::string>> target,
-             std::optional<std::variant<int, std::string>> contrast, std::size_t steps) {
-            const std::vector<int> ids = ids_of(*m.dir, tokens);
-            VerdictOptions o;
-            o.target = {position, token_of(*m.dir, target, "target"), token_of(*m.dir, contrast, "contrast")};
-            o.steps = steps;
-            Verdict v;
-            {
-              py::gil_scoped_release free;
-              v = verdict(m.model(), ids, o);
-            }
-            json out = verdict_json(v, m.token_text());
-            const std::vector<int> cut(ids.begin(), ids.begin() + std::ptrdiff_t(v.n));
-            out["ids"] = cut, out["tokens"] = token_texts(*m.dir, cut);
-            return to_python(out);
-          },
-          py::arg("tokens"), py::arg("position"), py::arg("target"), py::arg("contrast"), py::arg("steps"));
+      .def("heads", &head_scores, py::arg("sequences"), py::arg("seed"));
   mod.def("_load", &load, py::arg("path"));
 
   // ---- the operations described once (operations/operations.hpp) ----

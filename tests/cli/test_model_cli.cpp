@@ -393,7 +393,7 @@ TEST(ModelCli, EvalGivesBothHalvesLossesAndAblationMovesThem) {
   EXPECT_NE(text.out.find(fmt::format("(chance: ln {} = {:.4f})", vocab - 1, std::log(vocab - 1.0))), std::string::npos)
       << text.out;
   expect_refused("model eval " + kTiny.string() + " --ablate 9.9", "head 9.9 does not exist");
-  expect_refused("model eval " + kTiny.string() + " --ablate x", "--ablate: \"x\" is not a head");
+  expect_refused("model eval " + kTiny.string() + " --ablate x", "--ablate[0]: \"x\" is not a head");
 }
 
 TEST(ModelCli, GenerateRunsEachNewTokenThroughTheCacheAndShowsItsBytes) {
@@ -827,8 +827,9 @@ TEST(AttributeCli, PatchShowsWhatEachSiteRestores) {
   EXPECT_CONTAINS(text.out, "activation patching");
   EXPECT_CONTAINS(text.out, "\"#5\"/\"#10\"") << "the changed position shows both tokens";
   EXPECT_CONTAINS(text.out, "100%");
-  expect_refused("model patch " + tiny + " --clean-ids 3,17,5 --corrupt-ids 3,17", "texts of the same length");
-  expect_refused("model patch " + tiny + " --clean-ids 3,17,5", "--corrupt: give both runs");
+  expect_refused("model patch " + tiny + " --clean-ids 3,17,5 --corrupt-ids 3,17",
+                 "--corrupt-ids: is 2 tokens and the clean run 3; patching compares the same positions");
+  expect_refused("model patch " + tiny + " --clean-ids 3,17,5", "--corrupt: missing; give corrupt or corrupt_ids");
   EXPECT_NE(p["heads"].size(), 0u);
   EXPECT_CONTAINS(text.out, "each head's output and each MLP's");
 }
@@ -887,7 +888,7 @@ TEST(AttributeCli, VerdictPutsEveryMeasureBesideTheInterventions) {
   EXPECT_CONTAINS(run_attnlab("model verdict " + gpt2.string() + " --texts " + texts.string()).out,
                   "mean ± standard deviation");
   expect_refused("model verdict " + gpt2.string() + " --texts " + texts.string() + " --text hi",
-                 "--texts: give --texts or one --text");
+                 "--texts: give texts or one text (or ids), not both");
   expect_refused("model verdict " + gpt2.string() + " --texts " + texts.string() + " --position 1",
                  "--position: is for one text");
   expect_refused("model verdict " + gpt2.string() + " --texts /nonexistent/texts.txt", "/nonexistent/texts.txt");

@@ -264,6 +264,29 @@ def test_attribution_lens_patching_and_verdict_are_the_commands(cli, tiny):
     assert p.heads.shape == (2, 4) and p.clean["ids"] == ids and (p.clean.ids == ids).all()
 
 
+def test_the_command_line_options_python_lacked_are_its_keywords_now(cli, tiny, tmp_path):
+    """Each model operation's fields are Python's keywords (the descriptions are shared): the
+    verdict over the induction task or a file of texts, the evaluation with heads ablated and
+    the KV cache measured, each the command's --json."""
+    m = attnlab.load(tiny)
+    assert m.verdict(induction=2, seed=5, steps=2) == cli("model", "verdict", tiny, "--induction", 2, "--seed", 5,
+                                                          "--steps", 2, "--json")
+    assert m.eval(ablate=["0.1", "1.3"], seed=2) == cli("model", "eval", tiny, "--ablate", "0.1", "--ablate", "1.3",
+                                                        "--seed", 2, "--json")
+    kv = m.kv(context=[4, 8], dtype="f16")
+    want = cli("model", "kv", tiny, "--context", "4,8", "--dtype", "f16", "--json")
+    assert [c["formula_bytes"] for c in kv["contexts"]] == [c["formula_bytes"] for c in want["contexts"]]
+    assert kv["contexts"][1]["formula_bytes"] == 2 * 2 * 4 * 4 * 8 * 2  # 2 × L × H_kv × d_head × tokens × 2 bytes
+    with pytest.raises(ValueError, match=r"^ablate\[0\]: head 2\.0 does not exist"):
+        m.eval(ablate=["2.0"])
+    with pytest.raises(ValueError, match="^steps: 0 is not a whole number from 1 to 256"):
+        m.verdict([3, 4], steps=0)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("#3 #17\n")
+    with pytest.raises(ValueError, match="^texts: "):
+        m.verdict(texts=str(texts))  # no tokenizer to read the texts with
+
+
 def test_text_goes_through_the_models_tokenizer(cli, vocab_model):
     m = attnlab.load(vocab_model)
     text = " Hello world, attention!"

@@ -9,6 +9,7 @@
 
 #include "attnlab/model/generate.hpp"
 #include "attnlab/model/model_dir.hpp"
+#include "attnlab/operations/model.hpp"
 #include "attnlab/operations/request.hpp"
 
 namespace attnlab {
@@ -36,11 +37,6 @@ struct GenerateRequest {
                    "has them): a long prompt about twice as fast, each logit within bf16's rounding"});
   }
 };
-
-// The ids a token field asks for: its text through the model's tokenizer, or its ids, each
-// checked to be in the vocabulary, and no more than the model's positions; InputError names
-// the field ("text", "ids[3]").
-std::vector<int> token_ids(const ModelDir& model, const TokenInput& tokens, std::string_view field);
 
 struct GenerateResult {
   std::vector<int> prompt;

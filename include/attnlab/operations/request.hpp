@@ -32,6 +32,7 @@
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
+#include "attnlab/model/forward.hpp"
 
 namespace attnlab {
 
@@ -49,6 +50,18 @@ struct TokenInput {
 };
 // The key that carries a token field's ids: "text" -> "ids", "clean" -> "clean_ids".
 std::string ids_key(std::string_view token_field);
+
+// One token of the model's vocabulary: its id, or text that the tokenizer makes one token of
+// (JSON: a number or a string; the command line: digits are an id).
+struct TokenRef {
+  std::optional<std::string> text;
+  std::optional<std::uint64_t> id;
+  bool given() const { return text || id; }
+};
+
+// Heads of a model written "L.H" (JSON: a list of such strings; the command line: the flag
+// repeated, or heads separated by commas).
+using HeadList = std::vector<HeadRef>;
 
 // A size in bytes that may be written with a unit ("24GiB", "1.5GB") or as a number.
 struct ByteSize {
@@ -73,8 +86,8 @@ struct FieldInfo {
 // What kind of value a field holds, from its member's type: "flag" (bool), "count"
 // (std::uint64_t, or std::optional of it), "counts" (a list of them), "number" (double),
 // "text" (std::string, std::optional of it), "choice" (a text with choices, or a DType),
-// "bytes" (ByteSize), "tokens" (TokenInput).
-enum class FieldKind { flag, count, counts, number, text, choice, bytes, tokens };
+// "bytes" (ByteSize), "tokens" (TokenInput), "token" (TokenRef), "heads" (HeadList).
+enum class FieldKind { flag, count, counts, number, text, choice, bytes, tokens, token, heads };
 std::string_view kind_name(FieldKind kind);
 
 // A field as the faces read it: its description, its kind and its default as JSON (null
@@ -105,6 +118,8 @@ FieldDescription describe_field(const std::optional<std::string>& member, const 
 FieldDescription describe_field(const DType& member, const FieldInfo& info);
 FieldDescription describe_field(const ByteSize& member, const FieldInfo& info);
 FieldDescription describe_field(const TokenInput& member, const FieldInfo& info);
+FieldDescription describe_field(const TokenRef& member, const FieldInfo& info);
+FieldDescription describe_field(const HeadList& member, const FieldInfo& info);
 
 // Reads `value` (present and not null) into a member of each type, checked against the
 // field's range or choices; InputError names info.name (or "name[k]" for a list's item).
@@ -117,6 +132,8 @@ void read_field(const nlohmann::json& value, const FieldInfo& info, std::string&
 void read_field(const nlohmann::json& value, const FieldInfo& info, std::optional<std::string>& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, DType& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, ByteSize& member);
+void read_field(const nlohmann::json& value, const FieldInfo& info, TokenRef& member);
+void read_field(const nlohmann::json& value, const FieldInfo& info, HeadList& member);
 // A token field reads its own two keys from the whole body (text, or ids; not both).
 void read_tokens(const nlohmann::json& body, const FieldInfo& info, TokenInput& member);
 
@@ -131,6 +148,8 @@ nlohmann::json field_json(const std::optional<std::string>& member);
 nlohmann::json field_json(DType member);
 nlohmann::json field_json(const ByteSize& member);
 nlohmann::json field_json(const TokenInput& member);
+nlohmann::json field_json(const TokenRef& member);
+nlohmann::json field_json(const HeadList& member);
 
 // The JSON keys a field takes (a token field two: text and ids).
 std::vector<std::string> field_keys(const FieldDescription& field);

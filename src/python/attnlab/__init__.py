@@ -254,6 +254,84 @@ def _numeric(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+# ---- operations described once ----------------------------------------------------------
+# Each operation's fields (name, default, help) are listed once in the library
+# (operations/request.hpp); these functions take them as keyword arguments with the same
+# names and defaults as the command's flags and the HTTP API's body (docs/operations.md).
+
+_OPERATIONS = {d["name"]: d for d in _attnlab._operations()["operations"]}
+
+
+def _plain(value):
+    """NumPy numbers and arrays as JSON takes them."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not a number, text or list")
+
+
+class _Operation:
+    """Operation `name` as Python takes it, from its description: `positional` fields may be
+    given by position, every other field by keyword, each defaulting as the description
+    says. A token field takes text or a list of ids under its name (and ids under its ids
+    key). The arguments go to the library as one JSON object, read by the reader every face
+    shares."""
+
+    def __init__(self, name: str, positional: Sequence[str] = ()):
+        described = _OPERATIONS[name]
+        fields = [f for f in described["fields"] if "python" in f["faces"]]
+        params, self._ids_keys = [], {}
+        for f in fields:
+            default = tuple(f["default"]) if isinstance(f["default"], list) else f["default"]
+            if f["name"] in positional:
+                kind = _inspect.Parameter.POSITIONAL_OR_KEYWORD
+                # A token field may come as its ids instead: the library says when neither came.
+                required = f["required"] and f["kind"] != "tokens"
+                default = _inspect.Parameter.empty if required else default
+            else:
+                kind = _inspect.Parameter.KEYWORD_ONLY
+            params.append(_inspect.Parameter(f["name"], kind, default=default))
+            if f["kind"] == "tokens":
+                self._ids_keys[f["name"]] = f["ids"]
+        params += [_inspect.Parameter(ids, _inspect.Parameter.KEYWORD_ONLY, default=None)
+                   for ids in self._ids_keys.values()]
+        params.sort(key=lambda p: p.kind)  # the positional ones first, in the description's order
+        self.signature = _inspect.Signature(params)
+        self.doc = described["help"] + ".\n\n" + "\n".join(
+            f"{f['name']}: {f['help']}" + (f" ({f['unit']})" if f["unit"] else "") for f in fields)
+
+    def arguments(self, *args, **kwargs) -> str:
+        """The arguments as the JSON object the library reads; TypeError for an unknown keyword."""
+        body = {}
+        for key, value in self.signature.bind(*args, **kwargs).arguments.items():
+            if value is None:
+                continue
+            if key in self._ids_keys and not isinstance(value, str):
+                key = self._ids_keys[key]  # a list of ids given where text may go
+            body[key] = list(value) if isinstance(value, tuple) else value
+        return _json.dumps(body, default=_plain)
+
+    def described(self, function, method: bool = False):
+        """`function` with the operation's signature and help."""
+        params = list(self.signature.parameters.values())
+        if method:
+            params.insert(0, _inspect.Parameter("self", _inspect.Parameter.POSITIONAL_ONLY))
+        function.__signature__ = self.signature.replace(parameters=params)
+        function.__doc__ = self.doc
+        return function
+
+
+def _model_method(name: str, positional: Sequence[str] = ()):
+    """Model method for operation `name` ("model attribute" is Model.attribute): the
+    operation's keyword arguments, its reply as the command's --json prints it."""
+    operation = _Operation(name, positional)
+
+    def method(self, *args, **kwargs) -> dict:
+        return Result(self._native.operation(name, operation.arguments(*args, **kwargs)))
+
+    method.__name__ = method.__qualname__ = name.split()[-1]
+    return operation.described(method, method=True)
+
+
 @dataclass(frozen=True)
 class HeadScore:
     """A head's detector scores on the sequences it was run on (docs/models.md)."""
@@ -353,8 +431,9 @@ class Model:
         """The run with heads "L.H" zeroed (``attnlab model run --ablate``)."""
         return self.run(tokens, capture=capture, ablate=heads)
 
-    def generate(self, *args, **kwargs) -> dict:
-        return Result(self._native.generate(_GENERATE.arguments(*args, **kwargs)))
+    generate = _model_method("model generate", ("text", "tokens"))
+    kv = _model_method("model kv")
+    eval = _model_method("model eval")
 
     def heads(self, sequences: Optional[Sequence[Sequence[int]]] = None, *, seed: int = 0) -> list:
         """Every head's previous-token, duplicate-token and induction scores (``model heads``),
@@ -364,25 +443,10 @@ class Model:
                           h["duplicate_token"], h["induction"])
                 for h in self._native.heads(seqs, seed)["heads"]]
 
-    def attribute(self, tokens: Tokens, *, target: Optional[Token] = None, contrast: Optional[Token] = None,
-                  position: Optional[int] = None) -> dict:
-        """Direct logit attribution (``model attribute --json``): what each head, MLP and bias
-        writes along the answer's direction, and each head's part split over its source tokens."""
-        return Result(self._native.attribute(_tokens(tokens), position, target, contrast))
-
-    def lens(self, tokens: Tokens, *, target: Optional[Token] = None) -> dict:
-        """The logit lens (``model lens --json``)."""
-        return Result(self._native.lens(_tokens(tokens), target))
-
-    def patch(self, clean: Tokens, corrupt: Tokens, *, target: Optional[Token] = None,
-              contrast: Optional[Token] = None) -> dict:
-        """Activation patching of the residual stream, heads and MLPs (``model patch --json``)."""
-        return Result(self._native.patch(_tokens(clean), _tokens(corrupt), target, contrast))
-
-    def verdict(self, tokens: Tokens, *, target: Optional[Token] = None, contrast: Optional[Token] = None,
-                position: Optional[int] = None, steps: int = 16) -> dict:
-        """Every attribution measure beside the interventions (``model verdict --json``)."""
-        return Result(self._native.verdict(_tokens(tokens), position, target, contrast, steps))
+    attribute = _model_method("model attribute", ("text",))
+    lens = _model_method("model lens", ("text",))
+    patch = _model_method("model patch", ("clean", "corrupt"))
+    verdict = _model_method("model verdict", ("text",))
 
 
 def load(path: str) -> Model:
@@ -391,75 +455,8 @@ def load(path: str) -> Model:
     return Model(_attnlab._load(str(path)))
 
 
-# ---- operations described once ----------------------------------------------------------
-# Each operation's fields (name, default, help) are listed once in the library
-# (operations/request.hpp); these functions take them as keyword arguments with the same
-# names and defaults as the command's flags and the HTTP API's body (docs/operations.md).
-
-_OPERATIONS = {d["name"]: d for d in _attnlab._operations()["operations"]}
-
-
-def _plain(value):
-    """NumPy numbers and arrays as JSON takes them."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not a number, text or list")
-
-
-class _Operation:
-    """Operation `name` as Python takes it, from its description: `positional` fields may be
-    given by position, every other field by keyword, each defaulting as the description
-    says. A token field takes text or a list of ids under its name (and ids under its ids
-    key). The arguments go to the library as one JSON object, read by the reader every face
-    shares."""
-
-    def __init__(self, name: str, positional: Sequence[str] = ()):
-        described = _OPERATIONS[name]
-        fields = [f for f in described["fields"] if "python" in f["faces"]]
-        params, self._ids_keys = [], {}
-        for f in fields:
-            default = tuple(f["default"]) if isinstance(f["default"], list) else f["default"]
-            if f["name"] in positional:
-                kind = _inspect.Parameter.POSITIONAL_OR_KEYWORD
-                # A token field may come as its ids instead: the library says when neither came.
-                required = f["required"] and f["kind"] != "tokens"
-                default = _inspect.Parameter.empty if required else default
-            else:
-                kind = _inspect.Parameter.KEYWORD_ONLY
-            params.append(_inspect.Parameter(f["name"], kind, default=default))
-            if f["kind"] == "tokens":
-                self._ids_keys[f["name"]] = f["ids"]
-        params += [_inspect.Parameter(ids, _inspect.Parameter.KEYWORD_ONLY, default=None)
-                   for ids in self._ids_keys.values()]
-        params.sort(key=lambda p: p.kind)  # the positional ones first, in the description's order
-        self.signature = _inspect.Signature(params)
-        self.doc = described["help"] + ".\n\n" + "\n".join(
-            f"{f['name']}: {f['help']}" + (f" ({f['unit']})" if f["unit"] else "") for f in fields)
-
-    def arguments(self, *args, **kwargs) -> str:
-        """The arguments as the JSON object the library reads; TypeError for an unknown keyword."""
-        body = {}
-        for key, value in self.signature.bind(*args, **kwargs).arguments.items():
-            if value is None:
-                continue
-            if key in self._ids_keys and not isinstance(value, str):
-                key = self._ids_keys[key]  # a list of ids given where text may go
-            body[key] = list(value) if isinstance(value, tuple) else value
-        return _json.dumps(body, default=_plain)
-
-    def described(self, function, method: bool = False):
-        """`function` with the operation's signature and help."""
-        params = list(self.signature.parameters.values())
-        if method:
-            params.insert(0, _inspect.Parameter("self", _inspect.Parameter.POSITIONAL_ONLY))
-        function.__signature__ = self.signature.replace(parameters=params)
-        function.__doc__ = self.doc
-        return function
-
-
 _COST = _Operation("cost", positional=("tokens",))
 _KV = _Operation("kv", positional=("model",))
-_GENERATE = _Operation("model generate", positional=("text", "tokens"))
 
 
 @_COST.described
@@ -470,9 +467,6 @@ def cost(*args, **kwargs) -> dict:
 @_KV.described
 def kv(*args, **kwargs) -> dict:
     return Result(_attnlab._kv(_KV.arguments(*args, **kwargs)))
-
-
-_GENERATE.described(Model.generate, method=True)
 
 
 def show(model: Union[str, Model], text: Optional[str] = None, *, port: int = 0):

@@ -1,0 +1,267 @@
+// The operations on a loaded model, described once (operations/request.hpp): model kv,
+// model eval, model heads, and the attribution family (model attribute, model lens, model
+// patch, model verdict). Each has its request, a price_* that checks it against the model
+// and its limits before any work, a run_* that computes, and a *_json reply that the
+// command's --json prints, Python returns and the API answers. run_model_operation() runs
+// any of them by name (Python's Model methods, and the faces that take an operation's name).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnlab/analysis/attribution.hpp"
+#include "attnlab/analysis/model_kv.hpp"
+#include "attnlab/model/detectors.hpp"
+#include "attnlab/model/model_dir.hpp"
+#include "attnlab/operations/request.hpp"
+
+namespace attnlab {
+
+// ---- tokens ------------------------------------------------------------------------------
+
+// The ids a token field asks for: its text through the model's tokenizer, or its ids, each
+// checked to be in the vocabulary, and no more than the model's positions; InputError names
+// the field ("text", "ids[3]").
+std::vector<int> token_ids(const ModelDir& model, const TokenInput& tokens, std::string_view field);
+
+// The id of a token field: its id (in the vocabulary), or its text when the tokenizer makes
+// one token of it; -1 when the field was not given.
+int token_id(const ModelDir& model, const TokenRef& token, std::string_view field);
+
+// ---- model kv ----------------------------------------------------------------------------
+
+struct ModelKvRequest {
+  static constexpr std::string_view kName = "model kv";
+  static constexpr std::string_view kHelp =
+      "The model's KV cache at each context: the formula beside the bytes a real cache holds, allocates and adds "
+      "to resident memory";
+
+  std::vector<std::uint64_t> context;  // none: 16, 64, 256, ... up to the model's positions (at most 4096)
+  DType dtype = DType::f32;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(context, {.name = "context",
+                    .help = "Context lengths (default: 16, 64, 256, ... up to the model's positions, at most 4096)",
+                    .unit = "tokens"});
+    field(dtype, {.name = "dtype", .help = "The cache's storage"});
+  }
+};
+
+struct ModelKvResult {
+  ModelConfig config;
+  DType dtype = DType::f32;
+  std::vector<std::uint64_t> contexts;
+  std::vector<ModelKvPoint> points;
+};
+ModelKvResult price_model_kv(const ModelDir& model, const ModelKvRequest& request);
+void run_model_kv(const ModelDir& model, ModelKvResult& result);
+// {"layers", "kv_heads", "heads", "head_dim", "dtype", "weights_bytes", "contexts": [{"tokens",
+// "formula_bytes", "used_bytes", "reserved_bytes", "resident_bytes"}]}.
+nlohmann::json model_kv_json(const ModelKvResult& result);
+
+// ---- model eval --------------------------------------------------------------------------
+
+struct EvalRequest {
+  static constexpr std::string_view kName = "model eval";
+  static constexpr std::string_view kHelp = "Next-token loss on seeded repeated random sequences, heads ablated or not";
+  static constexpr std::string_view kTasks[] = {"induction"};
+
+  std::string task = "induction";
+  HeadList ablate;
+  std::uint64_t seed = 0;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(task, {.name = "task", .help = "The task", .choices = kTasks});
+    field(ablate, {.name = "ablate", .help = "Heads L.H whose output is zeroed"});
+    field(seed, {.name = "seed", .help = "Seed of the sequences"});
+  }
+};
+
+struct EvalResult {
+  HeadList ablate;
+  std::uint64_t seed = 0;
+  std::size_t sequences = 8, longest = 0, shortest = 0;  // [BOS, r_1..r_k, r_1..r_k], k from longest to shortest
+  double loss_first_half = 0, loss_second_half = 0;
+};
+EvalResult price_eval(const ModelDir& model, const EvalRequest& request);
+void run_eval(const ModelDir& model, EvalResult& result);
+// {"loss_first_half", "loss_second_half", "ablated": ["L.H", ...]}.
+nlohmann::json eval_json(const EvalResult& result);
+
+// ---- model heads -------------------------------------------------------------------------
+
+struct HeadsRequest {
+  static constexpr std::string_view kName = "model heads";
+  static constexpr std::string_view kHelp = "Score every head: previous-token, duplicate-token, induction";
+
+  TokenInput text;  // none: seeded repeated random sequences
+  std::uint64_t seed = 0;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text",
+                 .help = "Score on this text (ids: on these token ids; neither: seeded repeated random sequences)"});
+    field(seed, {.name = "seed", .help = "Seed of the repeated random sequences"});
+  }
+};
+
+struct HeadsResult {
+  std::vector<std::vector<int>> sequences;
+  bool given = false;  // the sequence is the request's text or ids
+  std::vector<HeadScores> scores;
+};
+HeadsResult price_heads(const ModelDir& model, const HeadsRequest& request);
+void run_heads(const ModelDir& model, HeadsResult& result);
+// head_scores_json: {"heads": [{"layer", "head", "previous_token", "duplicate_token", "induction"}]}.
+nlohmann::json heads_json(const HeadsResult& result);
+
+// ---- the attribution family --------------------------------------------------------------
+
+// How much attribution a face lets one request work out (the server's limits are smaller
+// than the command's and Python's).
+struct AttributionLimits {
+  double max_numbers = double(1 << 22);  // a head's part per source token (L × H × n), the lens's cells ((L + 1) × n)
+  double max_lens_work = double(1ull << 40);  // (L + 1) × n × vocabulary × d_model multiply-adds
+  std::string_view elsewhere = "use fewer tokens";
+};
+
+struct AttributeRequest {
+  static constexpr std::string_view kName = "model attribute";
+  static constexpr std::string_view kHelp =
+      "Direct logit attribution: each head's, MLP's and bias's part in the prediction, and each source token's";
+
+  TokenInput text;
+  std::optional<std::uint64_t> position;
+  TokenRef target, contrast;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text", .help = "The text (ids: token ids instead)", .required = true});
+    field(position, {.name = "position", .help = "Where the prediction is made (default: the last token)"});
+    field(target, {.name = "target", .help = "The token explained: its text or its id (default: the top prediction)"});
+    field(contrast, {.name = "contrast", .help = "Explain target − this token's logit instead"});
+  }
+};
+
+struct AttributeResult {
+  std::vector<int> ids;
+  LogitTarget target;
+  LogitAttribution attribution;
+};
+AttributeResult price_attribute(const ModelDir& model, const AttributeRequest& request,
+                                const AttributionLimits& limits = {});
+void run_attribute(const ModelDir& model, AttributeResult& result);
+// attribution_json with "ids" and "tokens".
+nlohmann::json attribute_json(const ModelDir& model, const AttributeResult& result);
+
+struct LensRequest {
+  static constexpr std::string_view kName = "model lens";
+  static constexpr std::string_view kHelp =
+      "The logit lens: the residual stream after each block read as if it were the last";
+
+  TokenInput text;
+  TokenRef target;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text", .help = "The text (ids: token ids instead)", .required = true});
+    field(target, {.name = "target",
+                   .help = "The token whose probability each cell shows: its text or its id (default: the model's "
+                           "top prediction at the last position)"});
+  }
+};
+
+struct LensResult {
+  std::vector<int> ids;
+  int target = -1;
+  LogitLens lens;
+};
+LensResult price_lens(const ModelDir& model, const LensRequest& request, const AttributionLimits& limits = {});
+void run_lens(const ModelDir& model, LensResult& result);
+// lens_json with "ids" and "tokens".
+nlohmann::json lens_result_json(const ModelDir& model, const LensResult& result);
+
+struct PatchRequest {
+  static constexpr std::string_view kName = "model patch";
+  static constexpr std::string_view kHelp =
+      "Activation patching: which (layer, position), head and MLP restore the clean answer in the corrupted run";
+
+  TokenInput clean, corrupt;
+  TokenRef target, contrast;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(clean, {.name = "clean", .help = "The clean run's text (clean_ids: its token ids)", .required = true});
+    field(corrupt, {.name = "corrupt",
+                    .help = "The corrupted run's text, as many tokens as the clean one (corrupt_ids: its token ids)",
+                    .required = true});
+    field(target, {.name = "target", .help = "The answer (default: the clean run's top prediction)"});
+    field(contrast, {.name = "contrast", .help = "The other answer (default: the corrupted run's top prediction)"});
+  }
+};
+
+struct PatchResult {
+  std::vector<int> clean, corrupt;
+  int target = -1, contrast = -1;
+  ResidualPatching patching;
+};
+PatchResult price_patch(const ModelDir& model, const PatchRequest& request);
+void run_patch(const ModelDir& model, PatchResult& result, const Progress& progress = {});
+// patching_json with "clean" and "corrupt": {"ids", "tokens"}.
+nlohmann::json patch_json(const ModelDir& model, const PatchResult& result);
+
+struct VerdictRequest {
+  static constexpr std::string_view kName = "model verdict";
+  static constexpr std::string_view kHelp =
+      "Every attribution measure (weights, rollout, ALTI, gradients) ranked against erasure and ablation";
+
+  TokenInput text;
+  std::optional<std::uint64_t> position;
+  TokenRef target, contrast;
+  std::string texts;  // a file of texts, one per line
+  std::uint64_t induction = 0;
+  std::uint64_t seed = 0;
+  std::uint64_t steps = VerdictOptions{}.steps;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text", .help = "The text (ids: token ids instead)"});
+    field(position, {.name = "position", .help = "Where the prediction is made (default: the last token)"});
+    field(target, {.name = "target", .help = "The token explained: its text or its id (default: the top prediction)"});
+    field(contrast, {.name = "contrast", .help = "Explain target − this token's logit instead"});
+    field(texts, {.name = "texts",
+                  .help = "A file of texts, one per line: the agreement's mean and spread over them (each explained "
+                          "at its last token)",
+                  .faces = kCommandLine | kPython});
+    field(induction, {.name = "induction",
+                      .help = "Instead of texts: this many of the induction task's seeded sequences [BOS, r, r], cut "
+                              "before their last token",
+                      .range = {0, 64}});
+    field(seed, {.name = "seed", .help = "The induction sequences' seed"});
+    field(steps, {.name = "steps", .help = "Integrated gradients' steps", .range = {1, 256}});
+  }
+};
+
+struct VerdictResult {
+  std::vector<std::vector<int>> runs;  // the one text, or each of the many
+  bool many = false;                   // texts or induction: the agreement's spread over them
+  VerdictOptions options;
+  std::vector<Verdict> verdicts;
+};
+VerdictResult price_verdict(const ModelDir& model, const VerdictRequest& request);
+void run_verdict(const ModelDir& model, VerdictResult& result, const Progress& progress = {});
+// One text: verdict_json with "ids" and "tokens"; many: {"texts": [each], "agreements": [spread]}.
+nlohmann::json verdict_result_json(const ModelDir& model, const VerdictResult& result);
+
+// ---- any of them by name -----------------------------------------------------------------
+
+// Reads `body` as `face` gives it for model operation `name` (model generate, model kv, model
+// eval, model heads, model attribute, model lens, model patch, model verdict), prices it,
+// runs it on `model` and returns its reply. InputError naming the field, or "operation".
+nlohmann::json run_model_operation(std::string_view name, const ModelDir& model, const nlohmann::json& body, Face face);
+
+}  // namespace attnlab

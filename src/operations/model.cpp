@@ -1,0 +1,367 @@
+// The operations on a loaded model: one check, one entry and one reply each, for every face
+// (operations/model.hpp).
+#include "attnlab/operations/model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "attnlab/analysis/attribution_json.hpp"
+#include "attnlab/core/files.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/train_run.hpp"
+#include "attnlab/operations/generate.hpp"
+
+namespace attnlab {
+
+using nlohmann::json;
+
+namespace {
+
+// A token's text for a reply: the tokenizer's, or "#id" without one.
+TokenText texts_of(const ModelDir& m) {
+  return [&m](int id) { return token_texts(m, {id})[0]; };
+}
+
+json ids_and_tokens(const ModelDir& m, const std::vector<int>& ids) {
+  return {{"ids", ids}, {"tokens", token_texts(m, ids)}};
+}
+
+}  // namespace
+
+// ---- tokens ----------------------------------------------------------------------------------
+
+std::vector<int> token_ids(const ModelDir& m, const TokenInput& tokens, std::string_view field) {
+  const ModelConfig& c = m.model.config;
+  const auto within_positions = [&](std::vector<int> ids, std::string_view named) {
+    if (ids.size() > c.n_positions)
+      fail(named, fmt::format("{} tokens is more than the model's {} positions; give fewer", ids.size(), c.n_positions));
+    return ids;
+  };
+  if (tokens.text) {
+    if (!m.tokenizer)
+      fail(field, fmt::format("this model has no tokenizer (tokenizer.json, or vocab.json and merges.txt); give {} "
+                              "instead",
+                              ids_key(field)));
+    std::vector<int> ids;
+    try {
+      ids = encode_text(m, *tokens.text);
+    } catch (const InputError& e) {
+      throw e.renamed(field);
+    }
+    if (ids.empty()) fail(field, "no tokens; give some text");
+    return within_positions(std::move(ids), field);
+  }
+  const std::string ids_field = ids_key(field);
+  if (!tokens.ids) fail(field, fmt::format("missing; give {} or {}", field, ids_field));
+  if (tokens.ids->empty()) fail(ids_field, "no tokens; give at least one id");
+  for (std::size_t k = 0; k < tokens.ids->size(); ++k)
+    check_token_id(c, (*tokens.ids)[k], fmt::format("{}[{}]", ids_field, k));
+  return within_positions(*tokens.ids, ids_field);
+}
+
+int token_id(const ModelDir& m, const TokenRef& token, std::string_view field) {
+  if (token.id) {
+    if (*token.id >= m.model.config.vocab_size)
+      fail(field, fmt::format("token id {} is outside the vocabulary (0 to {})", *token.id,
+                              m.model.config.vocab_size - 1));
+    return static_cast<int>(*token.id);
+  }
+  if (!token.text) return -1;
+  if (!m.tokenizer) fail(field, "the model has no tokenizer to read a token's text with; give its id");
+  const std::vector<TokenId> ids = m.tokenizer->encode(*token.text);
+  if (ids.size() != 1)
+    fail(field, fmt::format("\"{}\" is {} tokens, not one; give one token's text (a leading space is part of it, "
+                            "e.g. \" Paris\") or its id",
+                            text_excerpt(*token.text, 40), ids.size()));
+  return static_cast<int>(ids[0]);
+}
+
+// ---- model kv --------------------------------------------------------------------------------
+
+ModelKvResult price_model_kv(const ModelDir& m, const ModelKvRequest& r) {
+  const ModelConfig& c = m.model.config;
+  ModelKvResult result{c, r.dtype, r.context, {}};
+  if (result.contexts.empty()) {  // 16, 64, 256, ... up to the model's positions (at most 4096)
+    for (std::uint64_t t = 16; t <= std::min<std::uint64_t>(c.n_positions, 4096); t *= 4)
+      result.contexts.push_back(t);
+    if (result.contexts.empty()) result.contexts.push_back(c.n_positions);
+  }
+  return result;  // measure_model_kv checks each context and the memory before it runs
+}
+
+void run_model_kv(const ModelDir& m, ModelKvResult& result) {
+  result.points = measure_model_kv(m.model, result.contexts, result.dtype);
+}
+
+json model_kv_json(const ModelKvResult& result) {
+  const ModelConfig& c = result.config;
+  json rows = json::array();
+  for (const ModelKvPoint& p : result.points)
+    rows.push_back({{"tokens", p.tokens},
+                    {"formula_bytes", p.formula_bytes},
+                    {"used_bytes", p.used_bytes},
+                    {"reserved_bytes", p.reserved_bytes},
+                    {"resident_bytes", p.resident_bytes ? json(p.resident_bytes) : json(nullptr)}});
+  return {{"layers", c.n_layer},
+          {"kv_heads", c.kv_heads()},
+          {"heads", c.n_head},
+          {"head_dim", c.head_dim()},
+          {"dtype", dtype_name(result.dtype)},
+          {"weights_bytes", std::uint64_t{c.parameters()} * sizeof(float)},
+          {"contexts", std::move(rows)}};
+}
+
+// ---- model eval ------------------------------------------------------------------------------
+
+EvalResult price_eval(const ModelDir& m, const EvalRequest& r) {
+  for (std::size_t k = 0; k < r.ablate.size(); ++k)
+    check_head(m.model.config, r.ablate[k], fmt::format("ablate[{}]", k));
+  EvalResult result{r.ablate, r.seed};
+  // Repeated random sequences [BOS, r_1..r_k, r_1..r_k]: the first half can only be guessed,
+  // the second half can be copied from the first by a model with induction heads.
+  const auto sequences = default_detector_sequences(m.model.config, r.seed, result.sequences);
+  result.longest = (sequences.front().size() - 1) / 2;
+  result.shortest = (sequences.back().size() - 1) / 2;
+  return result;
+}
+
+void run_eval(const ModelDir& m, EvalResult& result) {
+  std::tie(result.loss_first_half, result.loss_second_half) =
+      in_context_losses(m.model, result.seed, result.sequences, result.ablate);
+}
+
+json eval_json(const EvalResult& result) {
+  return {{"loss_first_half", result.loss_first_half},
+          {"loss_second_half", result.loss_second_half},
+          {"ablated", field_json(result.ablate)}};
+}
+
+// ---- model heads -----------------------------------------------------------------------------
+
+HeadsResult price_heads(const ModelDir& m, const HeadsRequest& r) {
+  HeadsResult result;
+  result.given = r.text.given();
+  if (result.given)
+    result.sequences.push_back(token_ids(m, r.text, "text"));
+  else
+    result.sequences = default_detector_sequences(m.model.config, r.seed);
+  return result;
+}
+
+void run_heads(const ModelDir& m, HeadsResult& result) { result.scores = detect_heads(m.model, result.sequences); }
+
+json heads_json(const HeadsResult& result) { return head_scores_json(result.scores); }
+
+// ---- model attribute, model lens -------------------------------------------------------------
+
+namespace {
+
+// The numbers attribution works out over n tokens, against the limits.
+void check_attribution_size(const ModelConfig& c, std::size_t n, const AttributionLimits& limits,
+                            std::string_view field) {
+  if (double(c.n_layer) * double(c.n_head) * double(n) > limits.max_numbers)
+    fail(field, fmt::format("{} tokens × {} layers × {} heads is more per-source contributions than the {} worked "
+                            "out here; {}",
+                            n, c.n_layer, c.n_head, limits.max_numbers, limits.elsewhere));
+}
+
+void check_lens_size(const ModelConfig& c, std::size_t n, const AttributionLimits& limits, std::string_view field) {
+  const double work = double(c.n_layer + 1) * double(n) * double(c.vocab_size) * double(c.n_embd);
+  if (work > limits.max_lens_work || double(c.n_layer + 1) * double(n) > limits.max_numbers)
+    fail(field, fmt::format("the lens over {} tokens is ({} layers + 1) × n × a vocabulary of {} × d_model {} = "
+                            "{:.3g} multiply-adds, more than the {:.3g} done here; {}",
+                            n, c.n_layer, c.vocab_size, c.n_embd, work, limits.max_lens_work, limits.elsewhere));
+}
+
+// The field that carries a token input's tokens, for a message about their number.
+std::string tokens_field(const TokenInput& t, std::string_view name) {
+  return t.ids ? ids_key(name) : std::string(name);
+}
+
+}  // namespace
+
+AttributeResult price_attribute(const ModelDir& m, const AttributeRequest& r, const AttributionLimits& limits) {
+  AttributeResult result;
+  result.ids = token_ids(m, r.text, "text");
+  check_attribution_size(m.model.config, result.ids.size(), limits, tokens_field(r.text, "text"));
+  result.target = {r.position, token_id(m, r.target, "target"), token_id(m, r.contrast, "contrast")};
+  return result;  // the position is checked by attribute_logit before its forward
+}
+
+void run_attribute(const ModelDir& m, AttributeResult& result) {
+  result.attribution = attribute_logit(m.model, result.ids, result.target);
+}
+
+json attribute_json(const ModelDir& m, const AttributeResult& result) {
+  json out = attribution_json(result.attribution, m.model.config.n_head, texts_of(m));
+  out.update(ids_and_tokens(m, result.ids));
+  return out;
+}
+
+LensResult price_lens(const ModelDir& m, const LensRequest& r, const AttributionLimits& limits) {
+  LensResult result;
+  result.ids = token_ids(m, r.text, "text");
+  check_lens_size(m.model.config, result.ids.size(), limits, tokens_field(r.text, "text"));
+  result.target = token_id(m, r.target, "target");
+  return result;
+}
+
+void run_lens(const ModelDir& m, LensResult& result) { result.lens = logit_lens(m.model, result.ids, result.target); }
+
+json lens_result_json(const ModelDir& m, const LensResult& result) {
+  json out = lens_json(result.lens, texts_of(m));
+  out.update(ids_and_tokens(m, result.ids));
+  return out;
+}
+
+// ---- model patch -----------------------------------------------------------------------------
+
+PatchResult price_patch(const ModelDir& m, const PatchRequest& r) {
+  PatchResult result;
+  result.clean = token_ids(m, r.clean, "clean");
+  result.corrupt = token_ids(m, r.corrupt, "corrupt");
+  if (result.corrupt.size() != result.clean.size())
+    fail(tokens_field(r.corrupt, "corrupt"),
+         fmt::format("is {} tokens and the clean run {}; patching compares the same positions, so give runs of the "
+                     "same length in tokens",
+                     result.corrupt.size(), result.clean.size()));
+  result.target = token_id(m, r.target, "target");
+  result.contrast = token_id(m, r.contrast, "contrast");
+  return result;
+}
+
+void run_patch(const ModelDir& m, PatchResult& result, const Progress& progress) {
+  result.patching = patch_residual(m.model, result.clean, result.corrupt, result.target, result.contrast, progress);
+}
+
+json patch_json(const ModelDir& m, const PatchResult& result) {
+  json out = patching_json(result.patching, texts_of(m));
+  out["clean"] = ids_and_tokens(m, result.clean);
+  out["corrupt"] = ids_and_tokens(m, result.corrupt);
+  return out;
+}
+
+// ---- model verdict ---------------------------------------------------------------------------
+
+namespace {
+
+// At most this many texts in a texts file (each priced on its own by the verdict), and bytes.
+constexpr std::size_t kMaxVerdictTexts = 64, kMaxVerdictFileBytes = std::size_t{1} << 20;
+
+// A file of texts, one per line (blank lines skipped), each through the model's tokenizer.
+std::vector<std::vector<int>> texts_of_file(const ModelDir& m, const std::string& path) {
+  const std::string file = read_file_within(path, kMaxVerdictFileBytes, "texts");
+  std::vector<std::vector<int>> runs;
+  for (std::size_t start = 0; start < file.size();) {
+    const std::size_t end = std::min(file.find('\n', start), file.size());
+    std::string line = file.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") != std::string::npos) runs.push_back(token_ids(m, {.text = line}, "texts"));
+    if (runs.size() > kMaxVerdictTexts)
+      fail("texts", fmt::format("{} has more than {} texts, the limit", path, kMaxVerdictTexts));
+    start = end + 1;
+  }
+  if (runs.empty()) fail("texts", fmt::format("{} has no text; write one text per line", path));
+  return runs;
+}
+
+}  // namespace
+
+VerdictResult price_verdict(const ModelDir& m, const VerdictRequest& r) {
+  VerdictResult result;
+  result.options.steps = r.steps;
+  result.options.target = {r.position, token_id(m, r.target, "target"), token_id(m, r.contrast, "contrast")};
+  result.many = !r.texts.empty() || r.induction > 0;
+  if (!result.many) {
+    result.runs.push_back(token_ids(m, r.text, "text"));
+    return result;
+  }
+  const char* many = r.induction ? "induction" : "texts";
+  if (!r.texts.empty() && r.induction) fail("induction", "give texts or induction, not both");
+  if (r.text.given()) fail(many, fmt::format("give {} or one text (or ids), not both", many));
+  if (r.position) fail("position", fmt::format("is for one text; with {} each is explained at its last token", many));
+  if (r.induction) {
+    // The trained model's task, [BOS, r, r], each cut before its last token: the prediction is in the repeat.
+    for (std::vector<int> ids : default_detector_sequences(m.model.config, r.seed, r.induction)) {
+      ids.pop_back();
+      result.runs.push_back(std::move(ids));
+    }
+  } else {
+    result.runs = texts_of_file(m, r.texts);
+  }
+  return result;
+}
+
+void run_verdict(const ModelDir& m, VerdictResult& result, const Progress& progress) {
+  VerdictOptions options = result.options;
+  options.progress = progress;
+  for (std::size_t k = 0; k < result.runs.size(); ++k) {
+    if (progress && result.many) progress("text", k, result.runs.size());
+    result.verdicts.push_back(verdict(m.model, result.runs[k], options));
+  }
+  if (progress && result.many) progress("text", result.runs.size(), result.runs.size());
+}
+
+json verdict_result_json(const ModelDir& m, const VerdictResult& result) {
+  const auto one = [&](std::size_t k) {
+    const Verdict& v = result.verdicts[k];
+    json out = verdict_json(v, texts_of(m));
+    // The text as the verdict read it: cut after the position it explains.
+    out.update(ids_and_tokens(m, std::vector<int>(result.runs[k].begin(), result.runs[k].begin() + std::ptrdiff_t(v.n))));
+    return out;
+  };
+  if (!result.many) return one(0);
+  json each = json::array();
+  for (std::size_t k = 0; k < result.verdicts.size(); ++k)
+    each.push_back(one(k));
+  return {{"texts", std::move(each)}, {"agreements", spread_json(agreement_spread(result.verdicts))}};
+}
+
+// ---- any of them by name ---------------------------------------------------------------------
+
+json run_model_operation(std::string_view name, const ModelDir& m, const json& body, Face face) {
+  if (name == GenerateRequest::kName) {
+    GenerateResult r = price_generate(m, read_request<GenerateRequest>(body, face));
+    generate_tokens(m, r);
+    return generate_json(m, r);
+  }
+  if (name == ModelKvRequest::kName) {
+    ModelKvResult r = price_model_kv(m, read_request<ModelKvRequest>(body, face));
+    run_model_kv(m, r);
+    return model_kv_json(r);
+  }
+  if (name == EvalRequest::kName) {
+    EvalResult r = price_eval(m, read_request<EvalRequest>(body, face));
+    run_eval(m, r);
+    return eval_json(r);
+  }
+  if (name == HeadsRequest::kName) {
+    HeadsResult r = price_heads(m, read_request<HeadsRequest>(body, face));
+    run_heads(m, r);
+    return heads_json(r);
+  }
+  if (name == AttributeRequest::kName) {
+    AttributeResult r = price_attribute(m, read_request<AttributeRequest>(body, face));
+    run_attribute(m, r);
+    return attribute_json(m, r);
+  }
+  if (name == LensRequest::kName) {
+    LensResult r = price_lens(m, read_request<LensRequest>(body, face));
+    run_lens(m, r);
+    return lens_result_json(m, r);
+  }
+  if (name == PatchRequest::kName) {
+    PatchResult r = price_patch(m, read_request<PatchRequest>(body, face));
+    run_patch(m, r);
+    return patch_json(m, r);
+  }
+  if (name == VerdictRequest::kName) {
+    VerdictResult r = price_verdict(m, read_request<VerdictRequest>(body, face));
+    run_verdict(m, r);
+    return verdict_result_json(m, r);
+  }
+  fail("operation", fmt::format("\"{}\" is not an operation on a model", text_excerpt(name, 40)));
+}
+
+}  // namespace attnlab
