@@ -35,7 +35,8 @@ std::vector<int> token_ids(const ModelDir& m, const TokenInput& tokens, std::str
   const ModelConfig& c = m.model.config;
   const auto within_positions = [&](std::vector<int> ids, std::string_view named) {
     if (ids.size() > c.n_positions)
-      fail(named, fmt::format("{} tokens is more than the model's {} positions; give fewer", ids.size(), c.n_positions));
+      fail(named,
+           fmt::format("{} tokens is more than the model's {} positions; give fewer", ids.size(), c.n_positions));
     return ids;
   };
   if (tokens.text) {
@@ -63,8 +64,8 @@ std::vector<int> token_ids(const ModelDir& m, const TokenInput& tokens, std::str
 int token_id(const ModelDir& m, const TokenRef& token, std::string_view field) {
   if (token.id) {
     if (*token.id >= m.model.config.vocab_size)
-      fail(field, fmt::format("token id {} is outside the vocabulary (0 to {})", *token.id,
-                              m.model.config.vocab_size - 1));
+      fail(field,
+           fmt::format("token id {} is outside the vocabulary (0 to {})", *token.id, m.model.config.vocab_size - 1));
     return static_cast<int>(*token.id);
   }
   if (!token.text) return -1;
@@ -308,7 +309,8 @@ json verdict_result_json(const ModelDir& m, const VerdictResult& result) {
     const Verdict& v = result.verdicts[k];
     json out = verdict_json(v, texts_of(m));
     // The text as the verdict read it: cut after the position it explains.
-    out.update(ids_and_tokens(m, std::vector<int>(result.runs[k].begin(), result.runs[k].begin() + std::ptrdiff_t(v.n))));
+    out.update(
+        ids_and_tokens(m, std::vector<int>(result.runs[k].begin(), result.runs[k].begin() + std::ptrdiff_t(v.n))));
     return out;
   };
   if (!result.many) return one(0);

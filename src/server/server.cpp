@@ -10,6 +10,7 @@
 #include "attnlab/server/server.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -456,7 +457,18 @@ void LabServer::set_request_budget(std::chrono::steady_clock::duration budget) {
 int LabServer::bind(const std::string& host, int port) {
   if (port < 0 || port > 65535)
     fail("--port", fmt::format("{} is not a port; use 1 to 65535, or 0 for any free port", port));
+  // cpp-httplib (Debian's, compiled) listens with a backlog of 5: under a burst of new
+  // connections the kernel's accept queue overflows and drops a SYN, whose client then waits
+  // its 1 s retransmission timeout (the soak's one health check in a thousand at ~1.02 s;
+  // /proc/net/netstat's ListenOverflows counted them). The listening socket is taken as it
+  // is made and listened on again with the kernel's largest backlog.
+  int listening = -1;
+  impl_->http.set_socket_options([&listening](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listening = sock;
+  });
   const int bound = port == 0 ? impl_->http.bind_to_any_port(host) : (impl_->http.bind_to_port(host, port) ? port : -1);
+  if (bound >= 0 && listening >= 0) ::listen(listening, SOMAXCONN);
   if (bound < 0)
     throw InputError(
         fmt::format("cannot listen on {}:{} (in use, or not an address of this machine); try --port 0 "

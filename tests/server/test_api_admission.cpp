@@ -96,6 +96,36 @@ TEST(ApiAdmission, SlowClientsHoldingConnectionsDoNotStarveTheHealthCheck) {
     close(sock);
 }
 
+// A burst of new connections finds room in the kernel's accept queue: the server listens
+// with the kernel's largest backlog, not cpp-httplib's 5, whose overflow dropped a SYN now
+// and then under load and left its client waiting its 1 s retransmission timeout. Here the
+// server is bound but accepts nothing yet: every one of 64 connections still completes its
+// handshake (with a backlog of 5, about 6 do and the rest wait).
+TEST(ApiAdmission, ABurstOfConnectionsIsQueuedWholeNotDropped) {
+  attnlab::LabServer server;
+  const int port = server.bind("127.0.0.1", 0);
+  std::vector<int> sockets;
+  for (int k = 0; k < 64; ++k) {
+    const int sock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof address);  // EINPROGRESS, or done at once
+    sockets.push_back(sock);
+  }
+  int connected = 0;
+  for (int sock : sockets) {
+    pollfd p{sock, POLLOUT, 0};
+    int error = -1;
+    socklen_t length = sizeof error;
+    if (poll(&p, 1, 300) == 1 && getsockopt(sock, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0)
+      ++connected;
+    close(sock);
+  }
+  EXPECT_EQ(connected, 64) << "connections dropped from the accept queue";
+}
+
 // ---- stopping the server: work in flight is cancelled ---------------------------------------
 
 namespace {
