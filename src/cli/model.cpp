@@ -42,15 +42,14 @@ using nlohmann::json;
 // tokens is 9.4 million; 1024 tokens would be 151 million, some 1.5 GB of JSON.
 constexpr std::size_t kMaxAttentionNumbers = std::size_t{1} << 24;
 
+// What the subcommands that are not operations yet take, and what every one takes (the
+// model, --json); the operations' own flags come from their descriptions (OperationFlags).
 struct ModelFlags {
   std::string dir;
-  std::string text, ids;
-  std::size_t top_k = 5;
-  std::optional<std::size_t> layer, head, query;
+  std::string text;  // tokenize: the text
   bool json = false;
-  std::vector<std::string> ablate;  // run: "L.H"
-  std::string gguf;                 // export: the file to write
-  std::string type = "f16";         // export: how the matrices are stored
+  std::string gguf;          // export: the file to write
+  std::string type = "f16";  // export: how the matrices are stored
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
@@ -68,30 +67,6 @@ std::pair<CLI::App*, std::shared_ptr<OperationFlags>> add_operation(CLI::App& mo
   auto flags = std::make_shared<OperationFlags>(*app, describe_operation<R>());
   app->add_flag("--json", f.json, "The reply as JSON (docs/operations.md): " + json_help);
   return {app, flags};
-}
-
-// The tokens a command runs on: --text through the tokenizer, or --ids as given.
-std::vector<int> input_ids(const ModelDir& m, const ModelFlags& f) {
-  if (!f.text.empty() && !f.ids.empty()) fail("--ids", "give --text or --ids, not both");
-  if (!f.ids.empty()) {
-    std::vector<int> ids;
-    std::string_view rest = f.ids;
-    while (true) {
-      const std::string_view item = rest.substr(0, rest.find(','));
-      int id = -1;
-      const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), id);
-      if (error != std::errc() || end != item.data() + item.size() || id < 0)
-        fail("--ids", fmt::format("\"{}\" is not a token id; write ids >= 0 separated by commas, e.g. 15496,995",
-                                  item.substr(0, 24)));
-      if (ids.size() >= kMaxModelPositions) fail("--ids", "too many ids");
-      ids.push_back(id);
-      if (item.size() == rest.size()) break;
-      rest.remove_prefix(item.size() + 1);
-    }
-    return ids;
-  }
-  if (f.text.empty()) fail("--text", "give the text to run (or --ids 1,2,3)");
-  return encode_text(m, f.text);
 }
 
 // A token in text output: its display form (valid UTF-8, "�" for a byte that does not
@@ -259,42 +234,30 @@ json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>&
   return out;
 }
 
-int run(const ModelFlags& f) {
+int run(const ModelFlags& f, const OperationFlags& flags) {
+  const RunRequest request = read_flags<RunRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  const std::vector<int> ids = input_ids(m, f);
   const ModelConfig& c = m.model.config;
-  if (f.layer.has_value() != f.head.has_value())
-    fail("--head", "give --layer and --head together (e.g. --layer 5 --head 1)");
-  if (f.top_k < 1 || f.top_k > 100) fail("--top-k", "must be 1 to 100");
+  RunPlan plan = naming_flags([&] { return price_run(m, request); });
+  const std::vector<int>& ids = plan.ids;
   const std::size_t numbers = c.n_layer * c.n_head * ids.size() * ids.size();
-  if (f.json && numbers > kMaxAttentionNumbers)
+  if (f.json && !plan.head && numbers > kMaxAttentionNumbers)
     fail("--json", fmt::format("{} tokens give {} attention weights ({} layers × {} heads × n²), more than the {} "
                                "`model run --json` writes; use fewer tokens",
                                ids.size(), numbers, c.n_layer, c.n_head, kMaxAttentionNumbers));
-  ForwardOptions options{.keep_attention = true};
-  for (const std::string& head : f.ablate)
-    options.ablate.push_back(parse_head_ref(head, "--ablate"));
-  const ForwardResult r = [&] {
-    try {
-      return model_forward(m.model, ids, options);
-    } catch (const InputError& e) {  // the forward's "ablate" is the flag --ablate here
-      if (e.field() == "ablate") throw e.renamed("--ablate");
-      throw;
-    }
-  }();
+  plan.options.keep_attention = true;  // every head in brief, or the one explained
+  const ForwardResult r = model_forward(m.model, ids, plan.options);
   const std::vector<std::string> tokens = token_texts(m, ids);
-  if (f.layer) {  // one head, explained like any scenario's
+  if (plan.head) {  // one head, explained like any scenario's
     std::vector<std::string> texts;
     for (const TokenShown& t : show_tokens(m, ids))
       texts.push_back(t.text);
-    const Scenario s = model_head_scenario(m.model, r, texts, {*f.layer, *f.head});
-    if (f.query && *f.query >= ids.size())
-      fail("--query", fmt::format("token {} does not exist; positions run from 0 to {}", *f.query, ids.size() - 1));
-    fmt::print("{}", explain(s, run_scenario(s), {0, f.query, s.precision}));
+    const Scenario s = model_head_scenario(m.model, r, texts, *plan.head);
+    fmt::print("{}", explain(s, run_scenario(s), {0, plan.query, s.precision}));
     return 0;
   }
   if (f.json) {
-    fmt::print("{}\n", run_json(m, r, ids, f.top_k).dump());
+    fmt::print("{}\n", run_json(m, r, ids, plan.top_k).dump());
     return 0;
   }
   // A plain loop rather than std::views::transform: clang 14 cannot read libstdc++ 12's ranges.
@@ -302,7 +265,7 @@ int run(const ModelFlags& f) {
   for (const std::string& t : tokens)
     quoted.push_back(quoted_token(t));
   fmt::print("{} tokens: {}\n", ids.size(), fmt::join(quoted, " "));
-  print_top_k(m, r, tokens, f.top_k);
+  print_top_k(m, r, tokens, plan.top_k);
   print_heads_in_brief(m, r, tokens);
   return 0;
 }
@@ -722,20 +685,8 @@ Command model_command(CLI::App& parent) {
   add_dir(*tokenize_app, *f);
   tokenize_app->add_option("text", f->text, "The text")->required();
   tokenize_app->add_flag("--json", f->json, "{\"ids\": [...], \"tokens\": [...], \"token_bytes\": [[...]...]}");
-  CLI::App* run_app =
-      model->add_subcommand("run", "Run the model: next-token top-k, every head in brief, or one head explained");
-  add_dir(*run_app, *f);
-  run_app->add_option("--text", f->text, "The text to run (tokenized with the model's own tokenizer)");
-  run_app->add_option("--ids", f->ids, "Token ids instead of text, e.g. 15496,995");
-  run_app->add_option("--top-k", f->top_k, "How many next-token candidates to show at each position")
-      ->capture_default_str();
-  run_app->add_option("--layer", f->layer, "With --head: explain this head (0-based) as `attnlab explain` does");
-  run_app->add_option("--head", f->head, "With --layer: the head (0-based)");
-  run_app->add_option("--query", f->query, "With --layer/--head: the position worked in full (default: the last)");
-  run_app->add_option("--ablate", f->ablate, "Zero head L.H's output before the layer's W_O (repeatable), e.g. 1.3")
-      ->allow_extra_args(false);
-  run_app->add_flag(
-      "--json", f->json,
+  const auto [run_app, run_flags] = add_operation<RunRequest>(
+      *model, *f,
       "{\"ids\", \"tokens\", \"token_bytes\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}");
   const auto [eval_app, eval_flags] =
       add_operation<EvalRequest>(*model, *f, "{\"loss_first_half\", \"loss_second_half\", \"ablated\"}");
@@ -776,8 +727,8 @@ Command model_command(CLI::App& parent) {
       "\"spearman\"}]}; with texts or induction {\"texts\": [...], \"agreements\": [{..., \"kendall_mean\", "
       "\"kendall_sd\", ...}]}");
   return {model,
-          [f, info_app, tokenize_app, run_app, export_app, eval_app = eval_app, eval_flags = eval_flags,
-           generate_app = generate_app, generate_flags = generate_flags, heads_app = heads_app,
+          [f, info_app, tokenize_app, export_app, run_app = run_app, run_flags = run_flags, eval_app = eval_app,
+           eval_flags = eval_flags, generate_app = generate_app, generate_flags = generate_flags, heads_app = heads_app,
            heads_flags = heads_flags, kv_app = kv_app, kv_flags = kv_flags, attribute_app = attribute_app,
            attribute_flags = attribute_flags, lens_app = lens_app, lens_flags = lens_flags, patch_app = patch_app,
            patch_flags = patch_flags, verdict_app = verdict_app, verdict_flags = verdict_flags]() {
@@ -789,7 +740,7 @@ Command model_command(CLI::App& parent) {
             if (kv_app->parsed()) return kv(*f, *kv_flags);
             if (info_app->parsed()) return info(*f);
             if (tokenize_app->parsed()) return tokenize(*f);
-            if (run_app->parsed()) return run(*f);
+            if (run_app->parsed()) return run(*f, *run_flags);
             if (eval_app->parsed()) return eval(*f, *eval_flags);
             if (generate_app->parsed()) return generate(*f, *generate_flags);
             return heads(*f, *heads_flags);

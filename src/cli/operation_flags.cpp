@@ -40,9 +40,9 @@ OperationFlags::OperationFlags(CLI::App& app, OperationDescription description) 
       const std::string names = short_flag.empty() ? flag_name(key) : flag_name(key) + "," + std::string(short_flag);
       if (f.kind == FieldKind::flag)
         flag.option = app.add_flag(names, flag.on, line);
-      else if (f.kind == FieldKind::heads)
-        flag.option = app.add_option(names, flag.texts, line + " (repeat the flag, or separate heads by commas)")
-                          ->type_name("L.H")
+      else if (f.kind == FieldKind::heads || f.kind == FieldKind::choices)
+        flag.option = app.add_option(names, flag.texts, line + " (repeat the flag, or separate them by commas)")
+                          ->type_name(f.kind == FieldKind::heads ? "L.H" : "NAME")
                           ->allow_extra_args(false);
       else
         flag.option = app.add_option(names, flag.text, line)->type_name(ids ? "IDS" : value_name(f.kind));
@@ -94,8 +94,8 @@ json token_json(const std::string& text) {
   return digits ? json(std::stoul(text)) : json(text);
 }
 
-// Heads given by repeating the flag, each maybe a list separated by commas ("0.1,1.3").
-json heads_json(const std::vector<std::string>& texts) {
+// A list given by repeating the flag, each maybe separated by commas ("0.1,1.3").
+json list_json(const std::vector<std::string>& texts) {
   json heads = json::array();
   for (const std::string& text : texts)
     for (std::size_t start = 0; start <= text.size();) {
@@ -120,7 +120,8 @@ json OperationFlags::body() const {
       case FieldKind::number: body[flag.key] = parse_number(flag.text, name); break;
       case FieldKind::tokens: body[flag.key] = flag.ids ? parse_ids(flag.text, name) : json(flag.text); break;
       case FieldKind::token: body[flag.key] = token_json(flag.text); break;
-      case FieldKind::heads: body[flag.key] = heads_json(flag.texts); break;
+      case FieldKind::heads:
+      case FieldKind::choices: body[flag.key] = list_json(flag.texts); break;
       case FieldKind::text:
       case FieldKind::choice:
       case FieldKind::bytes: body[flag.key] = flag.text; break;

@@ -78,6 +78,35 @@ int token_id(const ModelDir& m, const TokenRef& token, std::string_view field) {
   return static_cast<int>(ids[0]);
 }
 
+// ---- model run -------------------------------------------------------------------------------
+
+RunPlan price_run(const ModelDir& m, const RunRequest& r) {
+  const ModelConfig& c = m.model.config;
+  RunPlan plan;
+  plan.ids = token_ids(m, r.text, "text");
+  plan.top_k = r.top_k;
+  plan.options.ablate = r.ablate;
+  for (std::size_t k = 0; k < r.ablate.size(); ++k)
+    check_head(c, r.ablate[k], fmt::format("ablate[{}]", k));
+  if (r.layer.has_value() != r.head.has_value())
+    fail(r.layer ? "head" : "layer", "give layer and head together (e.g. layer 5, head 1)");
+  if (r.layer) {
+    plan.head = HeadRef{*r.layer, *r.head};
+    check_head(c, *plan.head, *r.layer >= c.n_layer ? "layer" : "head");
+  }
+  if (r.query) {
+    if (!plan.head) fail("query", "is the position of a head explained; give layer and head too");
+    if (*r.query >= plan.ids.size())
+      fail("query", fmt::format("token {} does not exist; positions run from 0 to {}", *r.query, plan.ids.size() - 1));
+    plan.query = *r.query;
+  }
+  plan.options.keep_attention =
+      plan.head || std::find(r.capture.begin(), r.capture.end(), "attention") != r.capture.end();
+  plan.options.keep_stream = std::find(r.capture.begin(), r.capture.end(), "stream") != r.capture.end();
+  plan.options.logits = r.logits == "last" ? LogitRows::last : r.logits == "none" ? LogitRows::none : LogitRows::every;
+  return plan;
+}
+
 // ---- model kv --------------------------------------------------------------------------------
 
 ModelKvResult price_model_kv(const ModelDir& m, const ModelKvRequest& r) {

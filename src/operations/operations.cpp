@@ -11,11 +11,11 @@
 namespace attnlab {
 
 std::vector<OperationDescription> operation_descriptions() {
-  return {describe_operation<CostRequest>(),      describe_operation<KvRequest>(),
-          describe_operation<GenerateRequest>(),  describe_operation<ModelKvRequest>(),
-          describe_operation<EvalRequest>(),      describe_operation<HeadsRequest>(),
-          describe_operation<AttributeRequest>(), describe_operation<LensRequest>(),
-          describe_operation<PatchRequest>(),     describe_operation<VerdictRequest>()};
+  return {
+      describe_operation<CostRequest>(),     describe_operation<KvRequest>(),        describe_operation<RunRequest>(),
+      describe_operation<GenerateRequest>(), describe_operation<ModelKvRequest>(),   describe_operation<EvalRequest>(),
+      describe_operation<HeadsRequest>(),    describe_operation<AttributeRequest>(), describe_operation<LensRequest>(),
+      describe_operation<PatchRequest>(),    describe_operation<VerdictRequest>()};
 }
 
 OperationDescription operation_description(std::string_view name) {

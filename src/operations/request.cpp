@@ -53,6 +53,7 @@ std::string_view kind_name(FieldKind kind) {
     case FieldKind::tokens: return "tokens";
     case FieldKind::token: return "token";
     case FieldKind::heads: return "heads";
+    case FieldKind::choices: return "choices";
   }
   return "?";
 }
@@ -94,6 +95,9 @@ FieldDescription describe_field(const TokenRef&, const FieldInfo& info) {
 }
 FieldDescription describe_field(const HeadList& m, const FieldInfo& info) {
   return described(info, FieldKind::heads, field_json(m));
+}
+FieldDescription describe_field(const std::vector<std::string>& m, const FieldInfo& info) {
+  return described(info, FieldKind::choices, field_json(m));
 }
 
 // ---- read ------------------------------------------------------------------------------------
@@ -151,6 +155,20 @@ void read_field(const json& v, const FieldInfo& info, HeadList& m) {
   }
 }
 
+void read_field(const json& v, const FieldInfo& info, std::vector<std::string>& m) {
+  if (!v.is_array()) fail(info.name, fmt::format("expected a list of names but got {}", json_kind(v)));
+  if (v.size() > info.max_items) fail(info.name, fmt::format("{} items; give at most {}", v.size(), info.max_items));
+  m.clear();
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    FieldInfo item = info;
+    const std::string field = fmt::format("{}[{}]", info.name, k);
+    item.name = field;
+    std::string name;
+    read_field(v[k], item, name);  // a text, one of the choices
+    if (std::find(m.begin(), m.end(), name) == m.end()) m.push_back(std::move(name));
+  }
+}
+
 void read_tokens(const json& body, const FieldInfo& info, TokenInput& m) {
   const std::string ids_name = ids_key(info.name);
   const auto text = body.find(info.name), ids = body.find(ids_name);
@@ -196,6 +214,7 @@ json field_json(const HeadList& m) {
     list.push_back(to_string(h));
   return list;
 }
+json field_json(const std::vector<std::string>& m) { return m; }
 json field_json(const TokenInput& m) {
   if (m.ids) return *m.ids;
   return m.text ? json(*m.text) : json(nullptr);

@@ -23,6 +23,7 @@
 #include "attnlab/analysis/cost.hpp"
 #include "attnlab/analysis/experiment.hpp"
 #include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/analysis/model_head.hpp"
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
@@ -237,26 +238,6 @@ std::shared_ptr<TraceResult> run_scenario_with(const Scenario& scenario, const R
 
 // ---- models -------------------------------------------------------------------------------
 
-using Tokens = std::variant<std::string, std::vector<int>>;
-
-std::vector<int> ids_of(const ModelDir& m, const Tokens& tokens, const char* field = "text") {
-  if (const auto* ids = std::get_if<std::vector<int>>(&tokens)) {
-    if (ids->empty()) fail(field, "is empty; give at least one token id (or the text)");
-    return *ids;
-  }
-  const std::string& text = std::get<std::string>(tokens);
-  if (text.empty()) fail(field, "is empty; give the text to run (or a list of token ids)");
-  return encode_text(m, text);
-}
-
-// A token given as its id or as text that is one token of the model's vocabulary (-1: none).
-std::vector<HeadRef> heads_of(const std::vector<std::string>& heads, const char* field) {
-  std::vector<HeadRef> out;
-  for (const std::string& h : heads)
-    out.push_back(parse_head_ref(h, field));
-  return out;
-}
-
 struct PyModel {
   std::shared_ptr<const ModelDir> dir;
   const Model& model() const { return dir->model; }
@@ -271,6 +252,8 @@ struct ModelRun {
   std::shared_ptr<const ModelDir> dir;
   std::vector<int> ids;
   ForwardResult result;
+  std::size_t top_k = 5;                   // the request's, top_k()'s default
+  std::shared_ptr<TraceResult> explained;  // layer.head as a scenario's trace, when asked
 };
 
 PyModel load(const std::string& path) {
@@ -278,31 +261,22 @@ PyModel load(const std::string& path) {
   return PyModel{std::make_shared<const ModelDir>(open_model_dir(path))};
 }
 
-std::shared_ptr<ModelRun> run_model(const PyModel& m, const Tokens& tokens, const std::vector<std::string>& capture,
-                                    const std::vector<std::string>& ablate, const std::string& logits) {
-  ForwardOptions options;
-  if (logits == "last")
-    options.logits = LogitRows::last;
-  else if (logits == "none")
-    options.logits = LogitRows::none;
-  else if (logits != "every")
-    fail("logits", fmt::format("\"{}\" is not a choice; give \"every\" (each position's, [n × vocabulary]), "
-                               "\"last\" (the last position's, [1 × vocabulary]) or \"none\"",
-                               logits));
-  for (const std::string& what : capture) {
-    if (what == "attention")
-      options.keep_attention = true;
-    else if (what == "stream")
-      options.keep_stream = true;
-    else
-      fail("capture", fmt::format("\"{}\" is not something a run keeps; give \"attention\" (every head's weights) "
-                                  "or \"stream\" (the residual stream at every layer)",
-                                  what));
-  }
-  options.ablate = heads_of(ablate, "ablate");
-  auto run = std::make_shared<ModelRun>(ModelRun{m.dir, ids_of(*m.dir, tokens), {}});
+// Model.run: the `model run` operation's request (operations/model.hpp), the forward it asks
+// for, and the head it names explained as `attnlab model run --layer --head` explains it.
+std::shared_ptr<ModelRun> run_model(const PyModel& m, const std::string& arguments) {
+  const RunRequest request = read_request<RunRequest>(arguments_json(arguments), kPython);
+  const RunPlan plan = price_run(*m.dir, request);
+  auto run = std::make_shared<ModelRun>(ModelRun{m.dir, plan.ids, {}, plan.top_k, nullptr});
   py::gil_scoped_release free;
-  run->result = model_forward(m.model(), run->ids, options);
+  run->result = model_forward(m.model(), run->ids, plan.options);
+  if (plan.head) {
+    std::vector<std::string> texts;
+    for (const TokenShown& t : show_tokens(*m.dir, run->ids))
+      texts.push_back(t.text);
+    Scenario s = model_head_scenario(m.model(), run->result, texts, *plan.head);
+    Trace trace = run_scenario(s);
+    run->explained = std::make_shared<TraceResult>(TraceResult{std::move(s), std::move(trace)});
+  }
   return run;
 }
 
@@ -430,6 +404,8 @@ PYBIND11_MODULE(_attnlab, mod) {
 
   py::class_<ModelRun, std::shared_ptr<ModelRun>>(mod, "_ModelRun")
       .def_readonly("ids", &ModelRun::ids)
+      .def_readonly("top_k_default", &ModelRun::top_k)
+      .def_readonly("explained", &ModelRun::explained)
       .def_property_readonly("n", [](const ModelRun& r) { return r.result.n; })
       .def_property_readonly(
           "logits",
@@ -508,7 +484,7 @@ PYBIND11_MODULE(_attnlab, mod) {
              return to_python(out);
            })
       .def("token_texts", [](const PyModel& m, const std::vector<int>& ids) { return token_texts(*m.dir, ids); })
-      .def("run", &run_model, py::arg("tokens"), py::arg("capture"), py::arg("ablate"), py::arg("logits"))
+      .def("run", &run_model, py::arg("arguments"))
       .def("heads", &head_scores, py::arg("sequences"), py::arg("seed"));
   mod.def("_load", &load, py::arg("path"));
 

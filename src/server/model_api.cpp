@@ -25,6 +25,7 @@
 #include "model_api.hpp"
 
 #include "attnlab/operations/generate.hpp"
+#include "attnlab/operations/model.hpp"
 
 namespace attnlab {
 
@@ -197,38 +198,29 @@ std::string api_model_run(const ModelDir* model, const json& request) {
   return api_model_run(models, request);
 }
 
-std::string api_model_run(const ModelSources& models, const json& request) {
-  if (!request.is_object()) fail("body", "expected a JSON object {\"text\": \"...\"} or {\"ids\": [...]}");
-  refuse_unknown_fields(request, {"text", "ids", "ablate", "top_k", "weights", "run", "step"});
-  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(request, ""), "");
+// The operation's own fields of a body that also names the model ("run", "step").
+json operation_fields(const json& body) {
+  if (!body.is_object()) fail("body", fmt::format("expected a JSON object but got {}", json_kind(body)));
+  json fields = body;
+  fields.erase("run");
+  fields.erase("step");
+  return fields;
+}
+
+std::string api_model_run(const ModelSources& models, const json& body) {
+  const json fields = operation_fields(body);
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
   const ModelDir& m = *model;
   const ModelConfig& c = m.model.config;
-  std::size_t k = 5;
-  if (request.contains("top_k")) {
-    k = read_count(request["top_k"], "top_k");
-    if (k < 1 || k > 50) fail("top_k", fmt::format("{} is not in 1 to 50", k));
-  }
-  bool with_weights = true;
-  if (request.contains("weights")) {
-    if (!request["weights"].is_boolean()) fail("weights", "expected true or false");
-    with_weights = request["weights"].get<bool>();
-  }
-  std::vector<HeadRef> ablate;
-  if (request.contains("ablate")) {
-    const json& list = request["ablate"];
-    if (!list.is_array()) fail("ablate", "expected a list of heads, e.g. [\"0.1\", \"1.3\"]");
-    for (std::size_t a = 0; a < list.size(); ++a) {
-      const std::string field = fmt::format("ablate[{}]", a);
-      if (!list[a].is_string()) fail(field, "expected a head as \"LAYER.HEAD\", e.g. \"1.3\"");
-      const HeadRef h = parse_head_ref(list[a].get<std::string>(), field);
-      check_head(c, h, field);
-      if (std::find(ablate.begin(), ablate.end(), h) == ablate.end()) ablate.push_back(h);
-    }
-  }
-  const std::vector<int> ids = requested_ids(m, request, "");
+  const RunRequest request = read_request<RunRequest>(fields, kHttpApi);
+  const RunPlan plan = price_run(m, request);
+  const std::vector<int>& ids = plan.ids;
+  const std::vector<HeadRef>& ablate = plan.options.ablate;
+  const std::size_t k = plan.top_k;
+  const bool with_weights = request.weights;
   const std::size_t n = ids.size(), weights = c.n_layer * c.n_head * n * n;
   if (weights > kMaxApiModelWeights)
-    fail(tokens_field(request, ""),
+    fail(request.text.ids ? "ids" : "text",
          fmt::format("{} layers × {} heads × {}² tokens is {} attention weights; the server runs at most {} "
                      "(use a shorter text, or `attnlab model run` for more)",
                      c.n_layer, c.n_head, n, weights, kMaxApiModelWeights));
@@ -254,23 +246,20 @@ std::string api_model_run(const ModelSources& models, const json& request) {
 
   // The weights go in as text: nlohmann::json would hold each of millions of numbers as
   // a node (GPT-2 small at 256 tokens has 9.4 million).
-  std::string body = reply.dump();
-  body.pop_back();  // the closing brace
-  body += ",\"weights\":";
+  std::string text = reply.dump();
+  text.pop_back();  // the closing brace
+  text += ",\"weights\":";
   if (with_weights)
-    append_weights(body, *r, c.n_head);
+    append_weights(text, *r, c.n_head);
   else
-    body += "null";
-  body += '}';
-  return body;
+    text += "null";
+  text += '}';
+  return text;
 }
 
 json api_model_generate(const ModelSources& models, const json& body) {
-  if (!body.is_object()) fail("body", fmt::format("expected a JSON object but got {}", json_kind(body)));
+  const json request = operation_fields(body);  // which model is the server's to say; the rest is the operation's
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
-  json request = body;  // which model is the server's to say; the rest is the operation's
-  request.erase("run");
-  request.erase("step");
   GenerateResult result = price_generate(*model, read_request<GenerateRequest>(request, kHttpApi));
   admit_work(kHeavyWork);
   generate_tokens(*model, result);

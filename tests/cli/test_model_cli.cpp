@@ -352,7 +352,7 @@ TEST(ModelCli, ALlamaModelWithItsTokenizerJsonTakesTextInEveryCommand) {
 }
 
 TEST(ModelCliBadInput, MissingTextBadIdsAndBrokenFilesExitTwoNamingTheProblem) {
-  expect_refused("model run " + kTiny.string(), "--text: give the text to run");
+  expect_refused("model run " + kTiny.string(), "--text: missing; give text or ids");
   expect_refused("model run " + kTiny.string() + " --text hello",
                  "has no tokenizer (tokenizer.json, or vocab.json and merges.txt)");
   expect_refused("model run " + kTiny.string() + " --ids 1,x", "--ids: \"x\" is not a token id");

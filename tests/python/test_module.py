@@ -311,7 +311,7 @@ def test_model_errors_are_the_commands_messages(cli, tiny, tmp_path):
     with pytest.raises(ValueError) as raised:
         attnlab.load(tmp_path)
     assert code == 2 and stderr.strip() == "attnlab: " + str(raised.value)
-    with pytest.raises(ValueError, match='^capture: "weights" is not something a run keeps'):
+    with pytest.raises(ValueError, match=r'^capture\[0\]: "weights" is not a choice; give one of attention, stream'):
         m.run([1, 2], capture=["weights"])
     with pytest.raises(ValueError, match="^tokens: the prompt's 3 tokens plus 99 new ones"):
         m.generate([1, 2, 3], 99)

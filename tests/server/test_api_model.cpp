@@ -260,8 +260,9 @@ TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {
   expect_field("/api/model/run", {{"ids", json::array()}}, "ids", "no tokens");
   expect_field("/api/model/run", {{"text", "hello"}}, "text", "has no tokenizer");
   expect_field("/api/model/run", json::object(), "text", "missing");
-  expect_field("/api/model/run", {{"ids", {1}}, {"top_k", 0}}, "top_k", "not in 1 to 50");
-  expect_field("/api/model/run", {{"ids", {1}}, {"top_k", 51}}, "top_k", "not in 1 to 50");
+  expect_field("/api/model/run", {{"ids", {1}}, {"top_k", 0}}, "top_k", "0 is not a whole number from 1 to 100");
+  expect_field("/api/model/run", {{"ids", {1}}, {"top_k", 101}}, "top_k", "101 is not a whole number from 1 to 100");
+  expect_field("/api/model/run", {{"ids", {1}}, {"layer", 0}}, "layer", "unknown field");
   expect_field("/api/model/run", {{"ids", {1}}, {"colour", "red"}}, "colour", "unknown field");
   const auto head = [](const json& spec) { return json{{"scenario", {{"model", spec}}}}; };
   expect_field("/api/attention", head({{"ids", kModelIds}, {"layer", 2}, {"head", 0}}), "scenario.model.layer",

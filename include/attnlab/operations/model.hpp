@@ -30,6 +30,59 @@ std::vector<int> token_ids(const ModelDir& model, const TokenInput& tokens, std:
 // one token of it; -1 when the field was not given.
 int token_id(const ModelDir& model, const TokenRef& token, std::string_view field);
 
+// ---- model run ---------------------------------------------------------------------------
+
+struct RunRequest {
+  static constexpr std::string_view kName = "model run";
+  static constexpr std::string_view kHelp =
+      "Run the model: next-token top-k, every head in brief, or one head explained";
+  static constexpr std::string_view kCaptures[] = {"attention", "stream"};
+  static constexpr std::string_view kLogitRows[] = {"every", "last", "none"};
+
+  TokenInput text;
+  std::uint64_t top_k = 5;
+  HeadList ablate;
+  std::optional<std::uint64_t> layer, head, query;
+  std::vector<std::string> capture = {"attention"};
+  std::string logits = "every";
+  bool weights = true;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text", .help = "The text to run (ids: token ids instead)", .required = true});
+    field(top_k, {.name = "top_k", .help = "How many next-token candidates to give", .range = {1, 100}});
+    field(ablate, {.name = "ablate", .help = "Heads L.H whose output is zeroed before the layer's W_O"});
+    field(layer, {.name = "layer",
+                  .help = "With head: this head explained, every step of its attention (0-based)",
+                  .faces = kCommandLine | kPython});
+    field(head, {.name = "head", .help = "With layer: the head (0-based)", .faces = kCommandLine | kPython});
+    field(query, {.name = "query",
+                  .help = "With layer and head: the position worked in full (default: the last)",
+                  .faces = kCommandLine});
+    field(capture, {.name = "capture",
+                    .help = "What the run keeps: attention (every head's weights), stream (the residual stream at "
+                            "every layer)",
+                    .choices = kCaptures,
+                    .faces = kPython});
+    field(logits, {.name = "logits",
+                   .help = "Which positions' logits: every one's [n × vocabulary], the last one's, or none",
+                   .choices = kLogitRows,
+                   .faces = kPython});
+    field(weights, {.name = "weights", .help = "Every head's weights in the reply", .faces = kHttpApi});
+  }
+};
+
+struct RunPlan {
+  std::vector<int> ids;
+  ForwardOptions options;
+  std::optional<HeadRef> head;  // layer.head, to explain
+  std::optional<std::size_t> query;
+  std::size_t top_k = 5;
+};
+// The ids, the heads (ablated, explained) and the positions checked against the model; the
+// forward's options as the request asks (a head explained keeps the attention).
+RunPlan price_run(const ModelDir& model, const RunRequest& request);
+
 // ---- model kv ----------------------------------------------------------------------------
 
 struct ModelKvRequest {

@@ -86,8 +86,9 @@ struct FieldInfo {
 // What kind of value a field holds, from its member's type: "flag" (bool), "count"
 // (std::uint64_t, or std::optional of it), "counts" (a list of them), "number" (double),
 // "text" (std::string, std::optional of it), "choice" (a text with choices, or a DType),
-// "bytes" (ByteSize), "tokens" (TokenInput), "token" (TokenRef), "heads" (HeadList).
-enum class FieldKind { flag, count, counts, number, text, choice, bytes, tokens, token, heads };
+// "bytes" (ByteSize), "tokens" (TokenInput), "token" (TokenRef), "heads" (HeadList),
+// "choices" (std::vector<std::string>, each one of the field's choices).
+enum class FieldKind { flag, count, counts, number, text, choice, bytes, tokens, token, heads, choices };
 std::string_view kind_name(FieldKind kind);
 
 // A field as the faces read it: its description, its kind and its default as JSON (null
@@ -120,6 +121,7 @@ FieldDescription describe_field(const ByteSize& member, const FieldInfo& info);
 FieldDescription describe_field(const TokenInput& member, const FieldInfo& info);
 FieldDescription describe_field(const TokenRef& member, const FieldInfo& info);
 FieldDescription describe_field(const HeadList& member, const FieldInfo& info);
+FieldDescription describe_field(const std::vector<std::string>& member, const FieldInfo& info);
 
 // Reads `value` (present and not null) into a member of each type, checked against the
 // field's range or choices; InputError names info.name (or "name[k]" for a list's item).
@@ -134,6 +136,7 @@ void read_field(const nlohmann::json& value, const FieldInfo& info, DType& membe
 void read_field(const nlohmann::json& value, const FieldInfo& info, ByteSize& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, TokenRef& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, HeadList& member);
+void read_field(const nlohmann::json& value, const FieldInfo& info, std::vector<std::string>& member);
 // A token field reads its own two keys from the whole body (text, or ids; not both).
 void read_tokens(const nlohmann::json& body, const FieldInfo& info, TokenInput& member);
 
@@ -150,6 +153,7 @@ nlohmann::json field_json(const ByteSize& member);
 nlohmann::json field_json(const TokenInput& member);
 nlohmann::json field_json(const TokenRef& member);
 nlohmann::json field_json(const HeadList& member);
+nlohmann::json field_json(const std::vector<std::string>& member);
 
 // The JSON keys a field takes (a token field two: text and ids).
 std::vector<std::string> field_keys(const FieldDescription& field);

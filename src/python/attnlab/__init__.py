@@ -372,10 +372,17 @@ class ModelRun:
             raise ValueError('head: the run kept no attention; run with capture=["attention"]')
         return self.attention[layer][head]
 
-    def top_k(self, position: int = -1, k: int = 5) -> list:
-        """The k most probable next tokens at a position (negative: from the end), as
-        `attnlab model run` lists them: [(id, token, probability)]."""
-        return self._native.top_k(position, k)
+    def top_k(self, position: int = -1, k: Optional[int] = None) -> list:
+        """The k most probable next tokens at a position (default: the last; k: the run's top_k),
+        as (id, token, probability)."""
+        return self._native.top_k(position, self._native.top_k_default if k is None else k)
+
+    @property
+    def explained(self) -> Optional["Trace"]:
+        """With layer and head: that head as a scenario's Trace (every intermediate), as
+        `attnlab model run --layer --head` explains it; None otherwise."""
+        native = self._native.explained
+        return None if native is None else Trace(native)
 
     def __repr__(self):
         return f"<attnlab.ModelRun: {self.n} tokens>"
@@ -417,14 +424,8 @@ class Model:
     def token_texts(self, ids: Sequence[int]) -> list:
         return self._native.token_texts([int(i) for i in ids])
 
-    def run(self, tokens: Tokens, *, capture: Iterable[str] = ("attention",),
-            ablate: Iterable[str] = (), logits: str = "every") -> ModelRun:
-        """One forward pass over text (tokenized) or token ids; capture "attention" (every
-        head's weights) and/or "stream" (the residual stream); logits: "every" position's
-        [n × vocabulary], the "last" one's [1 × vocabulary] (the LM head's work and its n ×
-        vocabulary floats saved on a long text), or "none"; ablate: heads "L.H" whose output
-        is zeroed before the layer's W_O."""
-        return ModelRun(self, self._native.run(_tokens(tokens), list(capture), list(ablate), logits))
+    def run(self, *args, **kwargs) -> "ModelRun":
+        return ModelRun(self, self._native.run(_RUN.arguments(*args, **kwargs)))
 
     def ablate(self, tokens: Tokens, heads: Iterable[str], *,
                capture: Iterable[str] = ("attention",)) -> ModelRun:
@@ -447,6 +448,12 @@ class Model:
     lens = _model_method("model lens", ("text",))
     patch = _model_method("model patch", ("clean", "corrupt"))
     verdict = _model_method("model verdict", ("text",))
+
+
+_RUN = _Operation("model run", ("text",))
+_RUN.described(Model.run, method=True)
+Model.run.__doc__ += ("\n\nA ModelRun: logits, attention[l] [H × n × n] (capture \"attention\"), stream[l] "
+                      "(capture \"stream\"), and with layer and head the head explained as a Trace (explained).")
 
 
 def load(path: str) -> Model:
