@@ -240,8 +240,9 @@ async function follow() {
 async function startJob(kind) {
   const request = modelRequest();
   if (!request) return;
+  // The operation's own fields (docs/operations.md: model verdict, model patch) and which one.
   /** @type {Record<string, unknown>} */
-  const body = { kind, ...request };
+  let body = { kind, ...request };
   if (kind === 'patch') {
     const info = getState().model.info;
     const input = byId('attr-corrupt', HTMLInputElement).value;
@@ -251,7 +252,9 @@ async function startJob(kind) {
       return;
     }
     const corrupt = requestFor(parsed.request, { run: null, step: null });
-    body.corrupt = 'text' in corrupt ? { text: corrupt.text } : { ids: corrupt.ids };
+    const { text, ids, ...model } = /** @type {Record<string, unknown>} */ (request); // the clean run is clean or clean_ids
+    body = { kind, ...model, ...(text !== undefined ? { clean: text } : { clean_ids: ids }),
+      ...('text' in corrupt ? { corrupt: corrupt.text } : { corrupt_ids: corrupt.ids }) };
   }
   try {
     view.job = await api('api/model/analysis', body);

@@ -204,6 +204,12 @@ void check_lens_size(const ModelConfig& c, std::size_t n, const AttributionLimit
                             n, c.n_layer, c.vocab_size, c.n_embd, work, limits.max_lens_work, limits.elsewhere));
 }
 
+// A position asked for among n tokens.
+void check_position(const std::optional<std::uint64_t>& position, std::size_t n) {
+  if (position && *position >= n)
+    fail("position", fmt::format("{} is past the last token (positions 0 to {})", *position, n - 1));
+}
+
 // The field that carries a token input's tokens, for a message about their number.
 std::string tokens_field(const TokenInput& t, std::string_view name) {
   return t.ids ? ids_key(name) : std::string(name);
@@ -214,9 +220,10 @@ std::string tokens_field(const TokenInput& t, std::string_view name) {
 AttributeResult price_attribute(const ModelDir& m, const AttributeRequest& r, const AttributionLimits& limits) {
   AttributeResult result;
   result.ids = token_ids(m, r.text, "text");
+  check_position(r.position, result.ids.size());
   check_attribution_size(m.model.config, result.ids.size(), limits, tokens_field(r.text, "text"));
   result.target = {r.position, token_id(m, r.target, "target"), token_id(m, r.contrast, "contrast")};
-  return result;  // the position is checked by attribute_logit before its forward
+  return result;
 }
 
 void run_attribute(const ModelDir& m, AttributeResult& result) {
@@ -305,6 +312,7 @@ VerdictResult price_verdict(const ModelDir& m, const VerdictRequest& r) {
   result.many = !r.texts.empty() || r.induction > 0;
   if (!result.many) {
     result.runs.push_back(token_ids(m, r.text, "text"));
+    check_position(r.position, result.runs[0].size());
     return result;
   }
   const char* many = r.induction ? "induction" : "texts";

@@ -19,35 +19,13 @@
 #include "attnlab/server/model_sources.hpp"
 #include "model_api.hpp"
 
+#include "attnlab/operations/model.hpp"
+
 namespace attnlab {
 
 using nlohmann::json;
 
 namespace {
-
-// One prediction a request names: the model, the tokens, where and which logit.
-struct Prediction {
-  std::shared_ptr<const ModelDir> model;
-  std::vector<int> ids;
-  LogitTarget target;
-};
-
-int token_id(const json& request, const char* key, const ModelConfig& c) {
-  if (!request.contains(key) || request[key].is_null()) return -1;
-  return static_cast<int>(read_count(request[key], key, {.low = 0, .high = c.vocab_size - 1}));
-}
-
-Prediction prediction(const ModelSources& models, const json& request) {
-  Prediction p;
-  p.model = models.model(ModelSources::choice(request, ""), "");
-  const ModelConfig& c = p.model->model.config;
-  p.ids = requested_ids(*p.model, request, "");
-  if (request.contains("position") && !request["position"].is_null())
-    p.target.position = read_count(request["position"], "position", {.low = 0, .high = p.ids.size() - 1});
-  p.target.target = token_id(request, "target", c);
-  p.target.contrast = token_id(request, "contrast", c);
-  return p;
-}
 
 TokenText texts_of(const ModelDir& m) {
   return [&m](int id) { return token_texts(m, {id})[0]; };
@@ -55,34 +33,36 @@ TokenText texts_of(const ModelDir& m) {
 
 }  // namespace
 
-json api_model_attribute(const ModelSources& models, const json& request) {
-  if (!request.is_object()) fail("body", "expected a JSON object {\"text\": \"...\"} or {\"ids\": [...]}");
-  refuse_unknown_fields(request, {"text", "ids", "position", "target", "contrast", "run", "step"});
-  const Prediction p = prediction(models, request);
-  const ModelConfig& c = p.model->model.config;
-  const double n = double(p.ids.size());
-  const std::string field = tokens_field(request, "");
-  if (double(c.n_layer) * double(c.n_head) * n * n > double(kMaxApiModelWeights) ||
-      double(c.n_layer) * double(c.n_head) * n > kMaxApiSourceNumbers)
-    fail(field, fmt::format("{} tokens is more than the server attributes for this model ({} layers × {} heads); use "
-                            "a shorter text, or `attnlab model attribute`",
-                            p.ids.size(), c.n_layer, c.n_head));
-  const double lens = double(c.n_layer + 1) * n * double(c.vocab_size) * double(c.n_embd);
-  if (lens > kMaxApiLensWork)
-    fail(field, fmt::format("the lens over {} tokens is {:.3g} multiply-adds, more than the server's {:.3g}; use a "
-                            "shorter text, or `attnlab model lens`",
-                            p.ids.size(), lens, kMaxApiLensWork));
-  admit_work(3 * forward_work_bytes(c, p.ids.size()));
-  const LogitAttribution a = attribute_logit(p.model->model, p.ids, p.target);
+// The server's limits on the quick read-outs: the per-source numbers and the lens's work.
+constexpr AttributionLimits kApiAttribution{.max_numbers = kMaxApiSourceNumbers,
+                                            .max_lens_work = kMaxApiLensWork,
+                                            .elsewhere = "use a shorter text, or `attnlab model attribute`"};
+
+json api_model_attribute(const ModelSources& models, const json& body) {
+  const json fields = operation_fields(body);
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
+  const ModelDir& m = *model;
+  const ModelConfig& c = m.model.config;
+  const AttributeRequest request = read_request<AttributeRequest>(fields, kHttpApi);
+  AttributeResult a = price_attribute(m, request, kApiAttribution);
+  (void)price_lens(m, {request.text, request.target}, kApiAttribution);  // the lens read-out, priced alike
+  const double n = double(a.ids.size());
+  if (double(c.n_layer) * double(c.n_head) * n * n > double(kMaxApiModelWeights))  // the mixing's weights
+    fail(request.text.ids ? "ids" : "text",
+         fmt::format("{} tokens is more than the server attributes for this model ({} layers × {} heads); use a "
+                     "shorter text, or `attnlab model attribute`",
+                     a.ids.size(), c.n_layer, c.n_head));
+  admit_work(3 * forward_work_bytes(c, a.ids.size()));
+  run_attribute(m, a);
   ForwardOptions keep;
   keep.keep_stream = true;
   keep.logits = LogitRows::none;  // the mixing reads the stream alone
-  const ContextMixing mixing = context_mixing(p.model->model, model_forward(p.model->model, p.ids, keep), a.position);
-  const TokenText token = texts_of(*p.model);
-  return {{"ids", p.ids},
-          {"tokens", token_texts(*p.model, p.ids)},
-          {"attribution", attribution_json(a, c.n_head, token)},
-          {"lens", lens_json(logit_lens(p.model->model, p.ids, a.target), token)},
+  const ContextMixing mixing = context_mixing(m.model, model_forward(m.model, a.ids, keep), a.attribution.position);
+  const TokenText token = texts_of(m);
+  return {{"ids", a.ids},
+          {"tokens", token_texts(m, a.ids)},
+          {"attribution", attribution_json(a.attribution, c.n_head, token)},
+          {"lens", lens_json(logit_lens(m.model, a.ids, a.attribution.target), token)},
           {"mixing", mixing_json(mixing)}};
 }
 
@@ -115,64 +95,42 @@ AnalysisJobs::AnalysisJobs(const ModelSources& models) : state_(std::make_shared
 
 AnalysisJobs::~AnalysisJobs() { shut_down(); }
 
-json AnalysisJobs::start(const json& request) {
-  if (!request.is_object()) fail("body", "expected a JSON object {\"kind\": \"verdict\" | \"patch\", \"text\": ...}");
-  refuse_unknown_fields(request,
-                        {"kind", "text", "ids", "position", "target", "contrast", "run", "step", "steps", "corrupt"});
-  if (!request.contains("kind") || !request["kind"].is_string() ||
-      (request["kind"] != "verdict" && request["kind"] != "patch"))
+json AnalysisJobs::start(const json& body) {
+  json fields = operation_fields(body);  // the operation's fields, and which one: "kind"
+  if (!fields.contains("kind") || !fields["kind"].is_string() ||
+      (fields["kind"] != "verdict" && fields["kind"] != "patch"))
     fail("kind", "expected \"verdict\" or \"patch\"");
-  const std::string kind = request["kind"];
-  const Prediction p = prediction(state_->models, request);
-  const ModelConfig& c = p.model->model.config;
-  const std::size_t n = p.ids.size();
+  const std::string kind = fields["kind"];
+  fields.erase("kind");
+  const std::shared_ptr<const ModelDir> model = state_->models.model(ModelSources::choice(body, ""), "");
+  const ModelConfig& c = model->model.config;
   std::function<json(const Progress&)> work;
-  const TokenText token = texts_of(*p.model);
+  double flops = 0;
+  std::string tokens_field;  // the field a request too large for the server is about
   if (kind == "verdict") {
-    if (request.contains("corrupt")) fail("corrupt", "is for \"kind\": \"patch\"");
-    VerdictOptions options;
-    options.target = p.target;
-    if (request.contains("steps")) options.steps = read_count(request["steps"], "steps", {.low = 1, .high = 256});
-    const std::size_t cut = p.target.position.value_or(n - 1) + 1;
-    const double flops = verdict_flops(c, cut, options.steps);
-    if (flops > kMaxApiAnalysisFlops)
-      fail(tokens_field(request, ""), fmt::format("the verdict over {} tokens is {:.3g} FLOPs, more than the server's "
-                                                  "{:.3g}; use a shorter text, or `attnlab model verdict`",
-                                                  cut, flops, kMaxApiAnalysisFlops));
-    work = [model = p.model, ids = p.ids, options, token](const Progress& progress) {
-      VerdictOptions o = options;
-      o.progress = progress;
-      const Verdict v = verdict(model->model, ids, o);
-      json out = verdict_json(v, token);
-      const std::vector<int> cut_ids(ids.begin(), ids.begin() + std::ptrdiff_t(v.n));
-      out["ids"] = cut_ids, out["tokens"] = token_texts(*model, cut_ids);
-      return out;
+    const VerdictRequest request = read_request<VerdictRequest>(fields, kHttpApi);
+    VerdictResult verdict = price_verdict(*model, request);
+    for (const std::vector<int>& ids : verdict.runs)
+      flops += verdict_flops(c, verdict.options.target.position.value_or(ids.size() - 1) + 1, verdict.options.steps);
+    tokens_field = request.text.ids ? "ids" : "text";
+    work = [model, verdict](const Progress& progress) mutable {
+      run_verdict(*model, verdict, progress);
+      return verdict_result_json(*model, verdict);
     };
   } else {
-    if (!request.contains("corrupt") || !request["corrupt"].is_object())
-      fail("corrupt", "missing; give the corrupted run as {\"text\": \"...\"} or {\"ids\": [...]}");
-    if (request.contains("steps")) fail("steps", "is for \"kind\": \"verdict\"");
-    if (p.target.position) fail("position", "patching explains the last position; leave \"position\" out");
-    const json& spec = request["corrupt"];
-    refuse_unknown_fields(spec, {"text", "ids"}, "corrupt");
-    const std::vector<int> corrupt = requested_ids(*p.model, spec, "corrupt.");
-    if (corrupt.size() != n)
-      fail(tokens_field(spec, "corrupt."), fmt::format("is {} tokens and the clean run {}; patching compares the "
-                                                       "same positions, so give runs of the same length in tokens",
-                                                       corrupt.size(), n));
-    const double flops = patching_flops(c, n);
-    if (flops > kMaxApiAnalysisFlops)
-      fail(tokens_field(request, ""), fmt::format("patching {} tokens is {:.3g} FLOPs, more than the server's {:.3g}; "
-                                                  "use a shorter text, or `attnlab model patch`",
-                                                  n, flops, kMaxApiAnalysisFlops));
-    work = [model = p.model, clean = p.ids, corrupt, target = p.target, token](const Progress& progress) {
-      const ResidualPatching r = patch_residual(model->model, clean, corrupt, target.target, target.contrast, progress);
-      json out = patching_json(r, token);
-      out["clean"] = {{"ids", clean}, {"tokens", token_texts(*model, clean)}};
-      out["corrupt"] = {{"ids", corrupt}, {"tokens", token_texts(*model, corrupt)}};
-      return out;
+    const PatchRequest request = read_request<PatchRequest>(fields, kHttpApi);
+    PatchResult patch = price_patch(*model, request);
+    flops = patching_flops(c, patch.clean.size());
+    tokens_field = request.clean.ids ? "clean_ids" : "clean";
+    work = [model, patch](const Progress& progress) mutable {
+      run_patch(*model, patch, progress);
+      return patch_json(*model, patch);
     };
   }
+  if (flops > kMaxApiAnalysisFlops)
+    fail(tokens_field, fmt::format("the {} is {:.3g} FLOPs, more than the server's {:.3g}; use a shorter text, or "
+                                   "`attnlab model {}`",
+                                   kind == "verdict" ? "verdict" : "patching", flops, kMaxApiAnalysisFlops, kind));
   std::unique_lock<std::mutex> lock(state_->mutex);
   if (state_->stopped) throw WorkCancelled("the server is shutting down");
   // One job at a time: the new one replaces it (and one another start made while this one

@@ -198,7 +198,6 @@ std::string api_model_run(const ModelDir* model, const json& request) {
   return api_model_run(models, request);
 }
 
-// The operation's own fields of a body that also names the model ("run", "step").
 json operation_fields(const json& body) {
   if (!body.is_object()) fail("body", fmt::format("expected a JSON object but got {}", json_kind(body)));
   json fields = body;

@@ -21,6 +21,10 @@ struct ModelConfig;  // attnlab/model/model.hpp
 // prefix + "text" or prefix + "ids".
 std::vector<int> requested_ids(const ModelDir& m, const nlohmann::json& spec, const std::string& prefix);
 
+// A model request's body without the fields that choose the model ("run", "step"): the
+// operation's own fields, for read_request. InputError naming "body" unless an object.
+nlohmann::json operation_fields(const nlohmann::json& body);
+
 // The field a request gave its tokens in, for errors about how many there are.
 std::string tokens_field(const nlohmann::json& spec, const std::string& prefix);
 

@@ -350,8 +350,10 @@ TEST_F(ModelApi, AttributeGivesDlaTheLensAndTheMixingOfThePrediction) {
   EXPECT_NEAR(rollout, 1.0, 1e-9);
   EXPECT_EQ(mixing["attention"].size(), 2u);
   EXPECT_EQ(mixing["attention"][0].size(), 4u);
-  expect_field("/api/model/attribute", {{"ids", kModelIds}, {"target", 40}}, "target", "whole number from 0 to 39");
-  expect_field("/api/model/attribute", {{"ids", kModelIds}, {"position", 9}}, "position", "from 0 to 8");
+  expect_field("/api/model/attribute", {{"ids", kModelIds}, {"target", 40}}, "target",
+               "token id 40 is outside the vocabulary (0 to 39)");
+  expect_field("/api/model/attribute", {{"ids", kModelIds}, {"position", 9}}, "position",
+               "9 is past the last token (positions 0 to 8)");
   expect_field("/api/model/attribute", {{"ids", kModelIds}, {"layer", 1}}, "layer", "unknown field");
 }
 
@@ -383,7 +385,7 @@ TEST_F(ModelApi, AnalysisRunsTheVerdictAndPatchingAsAJobThePageFollows) {
   std::vector<int> corrupt = kModelIds;
   corrupt[2] = 11;
   const json patch =
-      post_json("/api/model/analysis", {{"kind", "patch"}, {"ids", kModelIds}, {"corrupt", {{"ids", corrupt}}}}, 202);
+      post_json("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", corrupt}}, 202);
   EXPECT_GT(patch["id"].get<int>(), started["id"].get<int>());
   const json patched = finished();
   ASSERT_EQ(patched["state"], "done") << patched.dump().substr(0, 400);
@@ -393,12 +395,16 @@ TEST_F(ModelApi, AnalysisRunsTheVerdictAndPatchingAsAJobThePageFollows) {
   EXPECT_EQ(patched["result"]["rows"][0]["restored"][2].get<double>(), p.restored[2]);
 
   expect_field("/api/model/analysis", {{"ids", kModelIds}}, "kind", "expected \"verdict\" or \"patch\"");
-  expect_field("/api/model/analysis", {{"kind", "patch"}, {"ids", kModelIds}}, "corrupt", "missing");
-  expect_field("/api/model/analysis", {{"kind", "patch"}, {"ids", kModelIds}, {"corrupt", {{"ids", {3, 17}}}}},
-               "corrupt.ids", "give runs of the same length in tokens");
+  expect_field("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}}, "corrupt", "missing");
+  expect_field("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", {3, 17}}},
+               "corrupt_ids", "give runs of the same length in tokens");
   expect_field("/api/model/analysis",
-               {{"kind", "patch"}, {"ids", kModelIds}, {"corrupt", {{"ids", corrupt}}}, {"steps", 4}}, "steps",
-               "is for \"kind\": \"verdict\"");
+               {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", corrupt}, {"steps", 4}}, "steps",
+               "unknown field");
+  expect_field("/api/model/analysis", {{"kind", "verdict"}, {"ids", kModelIds}, {"position", 9}}, "position",
+               "9 is past the last token");
+  expect_field("/api/model/analysis", {{"kind", "verdict"}, {"ids", kModelIds}, {"texts", "/etc/passwd"}}, "texts",
+               "unknown field");
   expect_field("/api/model/analysis", {{"kind", "verdict"}, {"ids", kModelIds}, {"steps", 0}}, "steps",
                "from 1 to 256");
   // A bad request leaves the last job as it was.
