@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import attnlab
+from conftest import ROOT
 
 
 def softmax_attention(q, k, v, causal=False, temperature=1.0, scale=None, window=None):
@@ -426,3 +427,20 @@ def test_a_gguf_file_loads_and_runs_as_the_command_runs_it(cli):
     np.testing.assert_array_equal(r.logits[-1], np.array(want["last_logits"], np.float32))
     for layer, weights in enumerate(r.attention):
         np.testing.assert_array_equal(weights, np.array(want["attention"][layer], np.float32))
+
+
+def test_the_type_stubs_are_the_modules_own():
+    """src/python/attnlab/__init__.pyi is what scripts/python_stubs.py writes from the module now:
+    an option added to an operation's description and not to the stubs fails here (regenerate:
+    PYTHONPATH=build/python /usr/bin/python3 scripts/python_stubs.py > src/python/attnlab/__init__.pyi)."""
+    import ast
+    import subprocess
+    import sys
+    written = subprocess.run([sys.executable, str(ROOT / "scripts" / "python_stubs.py")], capture_output=True,
+                             text=True, check=True).stdout
+    committed = (ROOT / "src" / "python" / "attnlab" / "__init__.pyi").read_text()
+    assert written == committed, "the stubs are out of date: regenerate them"
+    tree = ast.parse(committed)
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    keywords = {a.arg for a in functions["verdict"].args.kwonlyargs}
+    assert {"texts", "induction", "seed", "steps", "ids"} <= keywords

@@ -182,21 +182,29 @@ struct AttributionLimits {
   std::string_view elsewhere = "use fewer tokens";
 };
 
-struct AttributeRequest {
-  static constexpr std::string_view kName = "model attribute";
-  static constexpr std::string_view kHelp =
-      "Direct logit attribution: each head's, MLP's and bias's part in the prediction, and each source token's";
-
+// One prediction to explain, as attribute and verdict take it: the text, where, which token.
+struct Prediction {
   TokenInput text;
   std::optional<std::uint64_t> position;
   TokenRef target, contrast;
 
   template <class Field>
-  void for_each(Field&& field) {
-    field(text, {.name = "text", .help = "The text (ids: token ids instead)", .required = true});
+  void for_each(Field&& field, bool text_required) {
+    field(text, {.name = "text", .help = "The text (ids: token ids instead)", .required = text_required});
     field(position, {.name = "position", .help = "Where the prediction is made (default: the last token)"});
     field(target, {.name = "target", .help = "The token explained: its text or its id (default: the top prediction)"});
     field(contrast, {.name = "contrast", .help = "Explain target − this token's logit instead"});
+  }
+};
+
+struct AttributeRequest : Prediction {
+  static constexpr std::string_view kName = "model attribute";
+  static constexpr std::string_view kHelp =
+      "Direct logit attribution: each head's, MLP's and bias's part in the prediction, and each source token's";
+
+  template <class Field>
+  void for_each(Field&& field) {
+    Prediction::for_each(field, true);
   }
 };
 
@@ -267,14 +275,11 @@ void run_patch(const ModelDir& model, PatchResult& result, const Progress& progr
 // patching_json with "clean" and "corrupt": {"ids", "tokens"}.
 nlohmann::json patch_json(const ModelDir& model, const PatchResult& result);
 
-struct VerdictRequest {
+struct VerdictRequest : Prediction {
   static constexpr std::string_view kName = "model verdict";
   static constexpr std::string_view kHelp =
       "Every attribution measure (weights, rollout, ALTI, gradients) ranked against erasure and ablation";
 
-  TokenInput text;
-  std::optional<std::uint64_t> position;
-  TokenRef target, contrast;
   std::string texts;  // a file of texts, one per line
   std::uint64_t induction = 0;
   std::uint64_t seed = 0;
@@ -282,10 +287,7 @@ struct VerdictRequest {
 
   template <class Field>
   void for_each(Field&& field) {
-    field(text, {.name = "text", .help = "The text (ids: token ids instead)"});
-    field(position, {.name = "position", .help = "Where the prediction is made (default: the last token)"});
-    field(target, {.name = "target", .help = "The token explained: its text or its id (default: the top prediction)"});
-    field(contrast, {.name = "contrast", .help = "Explain target − this token's logit instead"});
+    Prediction::for_each(field, false);  // the text, or texts or induction below
     field(texts, {.name = "texts",
                   .help = "A file of texts, one per line: the agreement's mean and spread over them (each explained "
                           "at its last token)",

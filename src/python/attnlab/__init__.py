@@ -269,6 +269,12 @@ def _plain(value):
     raise TypeError(f"{type(value).__name__} is not a number, text or list")
 
 
+# The Python type each kind of field takes (the kinds of docs/operations.md).
+_KIND_TYPES = {"flag": "bool", "count": "int", "counts": "Union[int, Sequence[int]]", "number": "float",
+               "text": "str", "choice": "str", "bytes": "Union[int, str]", "tokens": "Union[str, Sequence[int]]",
+               "token": "Union[int, str]", "heads": "Sequence[str]", "choices": "Sequence[str]"}
+
+
 class _Operation:
     """Operation `name` as Python takes it, from its description: `positional` fields may be
     given by position, every other field by keyword, each defaulting as the description
@@ -289,11 +295,14 @@ class _Operation:
                 default = _inspect.Parameter.empty if required else default
             else:
                 kind = _inspect.Parameter.KEYWORD_ONLY
-            params.append(_inspect.Parameter(f["name"], kind, default=default))
+            annotation = _KIND_TYPES[f["kind"]]
+            if default is None:
+                annotation = f"Optional[{annotation}]"
+            params.append(_inspect.Parameter(f["name"], kind, default=default, annotation=annotation))
             if f["kind"] == "tokens":
                 self._ids_keys[f["name"]] = f["ids"]
-        params += [_inspect.Parameter(ids, _inspect.Parameter.KEYWORD_ONLY, default=None)
-                   for ids in self._ids_keys.values()]
+        params += [_inspect.Parameter(ids, _inspect.Parameter.KEYWORD_ONLY, default=None,
+                                      annotation="Optional[Sequence[int]]") for ids in self._ids_keys.values()]
         params.sort(key=lambda p: p.kind)  # the positional ones first, in the description's order
         self.signature = _inspect.Signature(params)
         self.doc = described["help"] + ".\n\n" + "\n".join(
@@ -315,7 +324,8 @@ class _Operation:
         params = list(self.signature.parameters.values())
         if method:
             params.insert(0, _inspect.Parameter("self", _inspect.Parameter.POSITIONAL_ONLY))
-        function.__signature__ = self.signature.replace(parameters=params)
+        function.__signature__ = self.signature.replace(
+            parameters=params, return_annotation=function.__annotations__.get("return", _inspect.Signature.empty))
         function.__doc__ = self.doc
         return function
 
