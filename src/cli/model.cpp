@@ -42,14 +42,10 @@ using nlohmann::json;
 // tokens is 9.4 million; 1024 tokens would be 151 million, some 1.5 GB of JSON.
 constexpr std::size_t kMaxAttentionNumbers = std::size_t{1} << 24;
 
-// What the subcommands that are not operations yet take, and what every one takes (the
-// model, --json); the operations' own flags come from their descriptions (OperationFlags).
+// What every model subcommand takes besides its operation's flags: the model, and --json.
 struct ModelFlags {
   std::string dir;
-  std::string text;  // tokenize: the text
   bool json = false;
-  std::string gguf;          // export: the file to write
-  std::string type = "f16";  // export: how the matrices are stored
 };
 
 CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
@@ -57,16 +53,17 @@ CLI::Option* add_dir(CLI::App& app, ModelFlags& f) {
 }
 
 // A subcommand of `model` made from operation R's description ("model kv" is `model kv`):
-// the model, the operation's flags, and --json (`json_help` says what it prints).
+// the model, the operation's flags, and --json (`json_help` says what it prints); `run`
+// runs it.
 template <class R>
-std::pair<CLI::App*, std::shared_ptr<OperationFlags>> add_operation(CLI::App& model, ModelFlags& f,
-                                                                    const std::string& json_help) {
+Command model_operation(CLI::App& model, const std::shared_ptr<ModelFlags>& f,
+                        int (*run)(const ModelFlags&, const OperationFlags&), const std::string& json_help) {
   const std::string name(R::kName.substr(std::string_view("model ").size()));
   CLI::App* app = model.add_subcommand(name, std::string(R::kHelp));
-  add_dir(*app, f);
+  add_dir(*app, *f);
   auto flags = std::make_shared<OperationFlags>(*app, describe_operation<R>());
-  app->add_flag("--json", f.json, "The reply as JSON (docs/operations.md): " + json_help);
-  return {app, flags};
+  app->add_flag("--json", f->json, "The reply as JSON (docs/operations.md): " + json_help);
+  return {app, [f, flags, run] { return run(*f, *flags); }};
 }
 
 // A token in text output: its display form (valid UTF-8, "�" for a byte that does not
@@ -75,69 +72,18 @@ std::string quoted_token(const std::string& bytes) { return fmt::format("\"{}\""
 
 // ---- info ---------------------------------------------------------------------------------
 
-// A tensor's kind: its name without the layer ("blk.3.attn_q.weight" -> "attn_q.weight",
-// "model.layers.3.mlp.up_proj.weight" -> "mlp.up_proj.weight"), so that a model's 200 tensors
-// read as a dozen kinds.
-std::string tensor_kind(std::string_view name) {
-  for (std::string_view layers : {"blk.", "model.layers.", "layers.", "transformer.h.", "h."})
-    if (name.starts_with(layers)) {
-      const std::size_t dot = name.find('.', layers.size());
-      const std::string_view number = name.substr(layers.size(), dot - layers.size());
-      if (dot != std::string_view::npos && !number.empty() &&
-          number.find_first_not_of("0123456789") == std::string_view::npos)
-        return std::string(name.substr(dot + 1));
-    }
-  return std::string(name);
-}
-
-// Each kind of tensor: how many, in which types, and the bytes they take (in file order).
-struct TensorKind {
-  std::string kind;
-  std::map<std::string, std::size_t> types;  // type name -> tensors
-  std::size_t count = 0, bytes = 0;
-};
-std::vector<TensorKind> tensor_kinds(const CheckpointSummary& file) {
-  std::vector<TensorKind> kinds;
-  for (const CheckpointTensor& t : file.tensors) {
-    const std::string kind = tensor_kind(t.name);
-    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const TensorKind& k) { return k.kind == kind; });
-    if (it == kinds.end()) it = kinds.insert(kinds.end(), TensorKind{kind});
-    ++it->types[std::string(ggml_type_name(t.type))];
-    ++it->count;
-    it->bytes += t.bytes;
-  }
-  return kinds;
-}
-
-int info(const ModelFlags& f) {
+int info(const ModelFlags& f, const OperationFlags& flags) {
+  (void)read_flags<InfoRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
   const ModelConfig& c = m.model.config;
-  const CheckpointSummary file = checkpoint_summary(f.dir);
-  const std::vector<TensorKind> kinds = tensor_kinds(file);
-  // Memory: what the weights take as held (quantized and 16-bit blocks read where they lie),
-  // and what they would take widened to f32.
-  const std::size_t weight_bytes = m.model.weight_bytes(), f32_bytes = c.parameters() * sizeof(float);
+  const InfoResult result = run_info(m);
   if (f.json) {
-    json tensors = json::array(), kinds_json = json::array();
-    for (const CheckpointTensor& t : file.tensors)
-      tensors.push_back({{"name", t.name}, {"type", ggml_type_name(t.type)}, {"shape", t.shape}, {"bytes", t.bytes}});
-    for (const TensorKind& k : kinds)
-      kinds_json.push_back({{"kind", k.kind}, {"types", k.types}, {"tensors", k.count}, {"bytes", k.bytes}});
-    json out = config_json(c);
-    out["format"] = file.format;
-    if (!file.architecture.empty()) out["architecture"] = file.architecture;
-    out["file_bytes"] = file.bytes;
-    out["files"] = file.files;
-    out["dtype"] = dtype_name(m.model.stored_dtype);
-    out["stored_type"] = ggml_type_name(m.model.stored_type);
-    out["weight_bytes"] = weight_bytes;
-    out["f32_bytes"] = f32_bytes;
-    out["tokenizer"] = m.tokenizer.has_value();
-    out["tensor_kinds"] = std::move(kinds_json);
-    out["tensors"] = std::move(tensors);
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", info_json(m, result).dump(2));
     return 0;
   }
+  const CheckpointSummary& file = result.file;
+  const std::vector<TensorKind>& kinds = result.kinds;
+  const std::size_t weight_bytes = result.weight_bytes, f32_bytes = result.f32_bytes;
   fmt::print("{}: {}\n", f.dir, describe(c));
   fmt::print("file: {}{}, {} in {} file{}, {} tensors\n", file.format,
              file.architecture.empty() ? "" : fmt::format(" (architecture {})", file.architecture),
@@ -161,16 +107,15 @@ int info(const ModelFlags& f) {
 
 // ---- tokenize -----------------------------------------------------------------------------
 
-int tokenize(const ModelFlags& f) {
+int tokenize(const ModelFlags& f, const OperationFlags& flags) {
+  const TokenizeRequest request = read_flags<TokenizeRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  const std::vector<int> ids = encode_text(m, f.text);
-  const std::vector<std::string> tokens = token_texts(m, ids);
+  const std::vector<int> ids = naming_flags([&] { return run_tokenize(m, request); });
   if (f.json) {
-    json out = {{"ids", ids}};
-    add_tokens_json(out, m, ids);
-    fmt::print("{}\n", out.dump());
+    fmt::print("{}\n", tokenize_json(m, ids).dump());
     return 0;
   }
+  const std::vector<std::string> tokens = token_texts(m, ids);
   fmt::print("{} tokens\n", ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i)
     fmt::print("  {:>4} {:>6}  {}\n", i, ids[i], quoted_token(tokens[i]));
@@ -639,28 +584,19 @@ int verdict_command(const ModelFlags& f, const OperationFlags& flags) {
 
 // ---- export -------------------------------------------------------------------------------
 
-int export_gguf(const ModelFlags& f) {
-  if (f.gguf.empty()) fail("--gguf", "give the file to write, e.g. --gguf model.gguf");
-  std::error_code error;  // equivalent() is false, with an error, when --gguf does not exist yet
-  if (std::filesystem::equivalent(resolve_model_path(f.dir), f.gguf, error))
-    fail("--gguf", "is the model being read; write to another file");
-  const GgmlType type = f.type == "f32" ? GgmlType::f32 : f.type == "q8_0" ? GgmlType::q8_0 : GgmlType::f16;
+int export_gguf(const ModelFlags& f, const OperationFlags& flags) {
+  const ExportRequest request = read_flags<ExportRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  // The writer holds every tensor widened to f32 until the file is written.
-  require_available_memory(m.model.config.parameters() * sizeof(float), "--gguf", "the weights widened to f32",
-                           "export a smaller model, or free memory");
-  const GgufExport out = save_gguf(f.gguf, m.model, type, resolve_model_path(f.dir));
+  ExportResult result = naming_flags([&] { return price_export(m, request); });
+  run_export(m, result);
   if (f.json) {
-    fmt::print("{}\n", json{{"file", f.gguf},
-                            {"bytes", out.bytes},
-                            {"tensors", out.tensors},
-                            {"type", ggml_type_name(type)},
-                            {"kept_f16", out.kept_f16},
-                            {"tokenizer", out.tokenizer}}
-                           .dump());
+    fmt::print("{}\n", export_json(result).dump());
     return 0;
   }
-  fmt::print("{}: {} tensors, {} ({} matrices{})\n", f.gguf, out.tensors, format_bytes(out.bytes), ggml_type_name(type),
+  const GgufExport& out = result.written;
+  const GgmlType type = result.type;
+  fmt::print("{}: {} tensors, {} ({} matrices{})\n", result.file, out.tensors, format_bytes(out.bytes),
+             ggml_type_name(type),
              out.kept_f16 ? fmt::format("; {} whose rows are not whole Q8_0 blocks as F16", out.kept_f16) : "");
   fmt::print("tokenizer: {}\n", out.tokenizer.empty()
                                     ? "none written (the model has no tokenizer files llama.cpp can use); llama.cpp "
@@ -678,72 +614,53 @@ Command model_command(CLI::App& parent) {
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
       "tokenize, run, heads, eval, generate, kv, attribute, lens, patch, verdict, export");
   model->require_subcommand(1);
-  CLI::App* info_app = model->add_subcommand("info", "The checkpoint's config, parameters, bytes, dtypes and tensors");
-  add_dir(*info_app, *f);
-  info_app->add_flag("--json", f->json, "Machine-readable output");
-  CLI::App* tokenize_app = model->add_subcommand("tokenize", "Text as the model's tokens (GPT-2's byte-level BPE)");
-  add_dir(*tokenize_app, *f);
-  tokenize_app->add_option("text", f->text, "The text")->required();
-  tokenize_app->add_flag("--json", f->json, "{\"ids\": [...], \"tokens\": [...], \"token_bytes\": [[...]...]}");
-  const auto [run_app, run_flags] = add_operation<RunRequest>(
-      *model, *f,
-      "{\"ids\", \"tokens\", \"token_bytes\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}");
-  const auto [eval_app, eval_flags] =
-      add_operation<EvalRequest>(*model, *f, "{\"loss_first_half\", \"loss_second_half\", \"ablated\"}");
-  const auto [generate_app, generate_flags] = add_operation<GenerateRequest>(
-      *model, *f,
-      "{\"prompt\", \"generated\": [{\"id\", \"token\", \"probability\", \"cache_tokens\", \"cache_bytes\"}], \"ids\", "
-      "\"text\"}");
-  const auto [heads_app, heads_flags] = add_operation<HeadsRequest>(
-      *model, *f, "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}");
-  const auto [kv_app, kv_flags] = add_operation<ModelKvRequest>(
-      *model, *f,
-      "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "
-      "\"formula_bytes\", \"used_bytes\", \"reserved_bytes\", \"resident_bytes\"}]}");
-  CLI::App* export_app = model->add_subcommand(
-      "export", "Write the model as a GGUF file that llama.cpp and Ollama run (GPT-2, Llama, Qwen2, Qwen3)");
-  add_dir(*export_app, *f);
-  export_app->add_option("--gguf", f->gguf, "The GGUF file to write")->required();
-  export_app->add_option("--type", f->type, "How the matrices are stored: f32, f16 or q8_0 (norms and biases: f32)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
-  export_app->add_flag("--json", f->json, "{\"file\", \"bytes\", \"tensors\", \"type\", \"kept_f16\", \"tokenizer\"}");
-  const auto [attribute_app, attribute_flags] = add_operation<AttributeRequest>(
-      *model, *f,
-      "{\"position\", \"target\", \"contrast\", \"logit\", \"final_bias\", \"parts\": [{\"kind\", \"layer\", \"head\", "
-      "\"logit\"}], \"heads\" [L][H], \"sources\" [L][H][n], \"by_source\" [n], \"ids\", \"tokens\"}");
-  const auto [lens_app, lens_flags] = add_operation<LensRequest>(
-      *model, *f,
-      "{\"target\", \"rows\": [{\"layer\", \"cells\": [{\"top\", \"top_token\", \"top_probability\", "
-      "\"target_probability\", \"target_rank\"}]}], \"ids\", \"tokens\"}");
-  const auto [patch_app, patch_flags] = add_operation<PatchRequest>(
-      *model, *f,
-      "{\"target\", \"contrast\", \"clean_metric\", \"corrupt_metric\", \"rows\": [{\"layer\", \"restored\" [n]}], "
-      "\"heads\" [L][H], \"mlps\" [L], \"clean\", \"corrupt\"}");
-  const auto [verdict_app, verdict_flags] = add_operation<VerdictRequest>(
-      *model, *f,
-      "{\"metric\", \"tokens_measured\": {measure: [n]}, \"tokens_intervened\": {\"erasure\"}, \"heads_measured\": "
-      "{\"dla\": [L·H]}, \"heads_intervened\", \"agreements\": [{\"measure\", \"intervention\", \"kendall\", "
-      "\"spearman\"}]}; with texts or induction {\"texts\": [...], \"agreements\": [{..., \"kendall_mean\", "
-      "\"kendall_sd\", ...}]}");
-  return {model,
-          [f, info_app, tokenize_app, export_app, run_app = run_app, run_flags = run_flags, eval_app = eval_app,
-           eval_flags = eval_flags, generate_app = generate_app, generate_flags = generate_flags, heads_app = heads_app,
-           heads_flags = heads_flags, kv_app = kv_app, kv_flags = kv_flags, attribute_app = attribute_app,
-           attribute_flags = attribute_flags, lens_app = lens_app, lens_flags = lens_flags, patch_app = patch_app,
-           patch_flags = patch_flags, verdict_app = verdict_app, verdict_flags = verdict_flags]() {
-            if (verdict_app->parsed()) return verdict_command(*f, *verdict_flags);
-            if (attribute_app->parsed()) return attribute(*f, *attribute_flags);
-            if (patch_app->parsed()) return patch(*f, *patch_flags);
-            if (lens_app->parsed()) return lens(*f, *lens_flags);
-            if (export_app->parsed()) return export_gguf(*f);
-            if (kv_app->parsed()) return kv(*f, *kv_flags);
-            if (info_app->parsed()) return info(*f);
-            if (tokenize_app->parsed()) return tokenize(*f);
-            if (run_app->parsed()) return run(*f, *run_flags);
-            if (eval_app->parsed()) return eval(*f, *eval_flags);
-            if (generate_app->parsed()) return generate(*f, *generate_flags);
-            return heads(*f, *heads_flags);
+  // Each subcommand is an operation: its flags from the description, the model, --json.
+  const std::vector<Command> subcommands{
+      model_operation<InfoRequest>(
+          *model, f, info,
+          "the config, \"format\", \"file_bytes\", \"weight_bytes\", \"tensor_kinds\", \"tensors\", ..."),
+      model_operation<TokenizeRequest>(*model, f, tokenize,
+                                       "{\"ids\": [...], \"tokens\": [...], \"token_bytes\": [[...]...]}"),
+      model_operation<RunRequest>(
+          *model, f, run,
+          "{\"ids\", \"tokens\", \"token_bytes\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}"),
+      model_operation<HeadsRequest>(
+          *model, f, heads,
+          "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}"),
+      model_operation<EvalRequest>(*model, f, eval, "{\"loss_first_half\", \"loss_second_half\", \"ablated\"}"),
+      model_operation<GenerateRequest>(*model, f, generate,
+                                       "{\"prompt\", \"generated\": [{\"id\", \"token\", \"probability\", "
+                                       "\"cache_tokens\", \"cache_bytes\"}], \"ids\", "
+                                       "\"text\"}"),
+      model_operation<ModelKvRequest>(
+          *model, f, kv,
+          "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "
+          "\"formula_bytes\", \"used_bytes\", \"reserved_bytes\", \"resident_bytes\"}]}"),
+      model_operation<AttributeRequest>(
+          *model, f, attribute,
+          "{\"position\", \"target\", \"contrast\", \"logit\", \"final_bias\", \"parts\": [{\"kind\", \"layer\", "
+          "\"head\", "
+          "\"logit\"}], \"heads\" [L][H], \"sources\" [L][H][n], \"by_source\" [n], \"ids\", \"tokens\"}"),
+      model_operation<LensRequest>(
+          *model, f, lens,
+          "{\"target\", \"rows\": [{\"layer\", \"cells\": [{\"top\", \"top_token\", \"top_probability\", "
+          "\"target_probability\", \"target_rank\"}]}], \"ids\", \"tokens\"}"),
+      model_operation<PatchRequest>(
+          *model, f, patch,
+          "{\"target\", \"contrast\", \"clean_metric\", \"corrupt_metric\", \"rows\": [{\"layer\", \"restored\" [n]}], "
+          "\"heads\" [L][H], \"mlps\" [L], \"clean\", \"corrupt\"}"),
+      model_operation<VerdictRequest>(
+          *model, f, verdict_command,
+          "{\"metric\", \"tokens_measured\": {measure: [n]}, \"tokens_intervened\": {\"erasure\"}, \"heads_measured\": "
+          "{\"dla\": [L·H]}, \"heads_intervened\", \"agreements\": [{\"measure\", \"intervention\", \"kendall\", "
+          "\"spearman\"}]}; with texts or induction {\"texts\": [...], \"agreements\": [{..., \"kendall_mean\", "
+          "\"kendall_sd\", ...}]}"),
+      model_operation<ExportRequest>(*model, f, export_gguf,
+                                     "{\"file\", \"bytes\", \"tensors\", \"type\", \"kept_f16\", \"tokenizer\"}")};
+  return {model, [subcommands] {
+            for (const Command& c : subcommands)
+              if (c.app->parsed()) return c.run();
+            return 2;  // require_subcommand(1): not reached
           }};
 }
 

@@ -37,7 +37,9 @@ OperationFlags::OperationFlags(CLI::App& app, OperationDescription description) 
     const std::string help = field_help_line(f);
     const auto add = [&](const std::string& key, bool ids, std::string_view short_flag, const std::string& line) {
       Flag& flag = flags_.emplace_back(Flag{f.kind, key, ids});
-      const std::string names = short_flag.empty() ? flag_name(key) : flag_name(key) + "," + std::string(short_flag);
+      const std::string names = f.info.positional    ? key
+                                : short_flag.empty() ? flag_name(key)
+                                                     : flag_name(key) + "," + std::string(short_flag);
       if (f.kind == FieldKind::flag)
         flag.option = app.add_flag(names, flag.on, line);
       else if (f.kind == FieldKind::heads || f.kind == FieldKind::choices)

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "attnlab/analysis/attribution_json.hpp"
+#include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/core/files.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/train_run.hpp"
@@ -76,6 +78,94 @@ int token_id(const ModelDir& m, const TokenRef& token, std::string_view field) {
                             "e.g. \" Paris\") or its id",
                             text_excerpt(*token.text, 40), ids.size()));
   return static_cast<int>(ids[0]);
+}
+
+// ---- model info, model tokenize, model export -------------------------------------------------
+
+namespace {
+
+// A tensor's kind: its name without the layer ("blk.3.attn_q.weight" -> "attn_q.weight",
+// "model.layers.3.mlp.up_proj.weight" -> "mlp.up_proj.weight"), so that a model's 200 tensors
+// read as a dozen kinds.
+std::string tensor_kind(std::string_view name) {
+  for (std::string_view layers : {"blk.", "model.layers.", "layers.", "transformer.h.", "h."})
+    if (name.starts_with(layers)) {
+      const std::size_t dot = name.find('.', layers.size());
+      const std::string_view number = name.substr(layers.size(), dot - layers.size());
+      if (dot != std::string_view::npos && !number.empty() &&
+          number.find_first_not_of("0123456789") == std::string_view::npos)
+        return std::string(name.substr(dot + 1));
+    }
+  return std::string(name);
+}
+
+}  // namespace
+
+InfoResult run_info(const ModelDir& m) {
+  InfoResult result{checkpoint_summary(m.dir), {}, m.model.weight_bytes(), m.model.config.parameters() * sizeof(float)};
+  for (const CheckpointTensor& t : result.file.tensors) {
+    const std::string kind = tensor_kind(t.name);
+    auto it =
+        std::find_if(result.kinds.begin(), result.kinds.end(), [&](const TensorKind& k) { return k.kind == kind; });
+    if (it == result.kinds.end()) it = result.kinds.insert(result.kinds.end(), TensorKind{kind});
+    ++it->types[std::string(ggml_type_name(t.type))];
+    ++it->count;
+    it->bytes += t.bytes;
+  }
+  return result;
+}
+
+json info_json(const ModelDir& m, const InfoResult& result) {
+  const CheckpointSummary& file = result.file;
+  json tensors = json::array(), kinds = json::array();
+  for (const CheckpointTensor& t : file.tensors)
+    tensors.push_back({{"name", t.name}, {"type", ggml_type_name(t.type)}, {"shape", t.shape}, {"bytes", t.bytes}});
+  for (const TensorKind& k : result.kinds)
+    kinds.push_back({{"kind", k.kind}, {"types", k.types}, {"tensors", k.count}, {"bytes", k.bytes}});
+  json out = config_json(m.model.config);
+  out["format"] = file.format;
+  if (!file.architecture.empty()) out["architecture"] = file.architecture;
+  out["file_bytes"] = file.bytes;
+  out["files"] = file.files;
+  out["dtype"] = dtype_name(m.model.stored_dtype);
+  out["stored_type"] = ggml_type_name(m.model.stored_type);
+  out["weight_bytes"] = result.weight_bytes;
+  out["f32_bytes"] = result.f32_bytes;
+  out["tokenizer"] = m.tokenizer.has_value();
+  out["tensor_kinds"] = std::move(kinds);
+  out["tensors"] = std::move(tensors);
+  return out;
+}
+
+std::vector<int> run_tokenize(const ModelDir& m, const TokenizeRequest& r) { return encode_text(m, r.text); }
+
+json tokenize_json(const ModelDir& m, const std::vector<int>& ids) {
+  json out = {{"ids", ids}};
+  add_tokens_json(out, m, ids);
+  return out;
+}
+
+ExportResult price_export(const ModelDir& m, const ExportRequest& r) {
+  std::error_code error;  // equivalent() is false, with an error, when the file does not exist yet
+  if (std::filesystem::equivalent(resolve_model_path(m.dir), r.gguf, error))
+    fail("gguf", "is the model being read; write to another file");
+  // The writer holds every tensor widened to f32 until the file is written.
+  require_available_memory(m.model.config.parameters() * sizeof(float), "gguf", "the weights widened to f32",
+                           "export a smaller model, or free memory");
+  return {r.gguf, r.type == "f32" ? GgmlType::f32 : r.type == "q8_0" ? GgmlType::q8_0 : GgmlType::f16, {}};
+}
+
+void run_export(const ModelDir& m, ExportResult& result) {
+  result.written = save_gguf(result.file, m.model, result.type, resolve_model_path(m.dir));
+}
+
+json export_json(const ExportResult& result) {
+  return {{"file", result.file},
+          {"bytes", result.written.bytes},
+          {"tensors", result.written.tensors},
+          {"type", ggml_type_name(result.type)},
+          {"kept_f16", result.written.kept_f16},
+          {"tokenizer", result.written.tokenizer}};
 }
 
 // ---- model run -------------------------------------------------------------------------------
@@ -360,6 +450,17 @@ json verdict_result_json(const ModelDir& m, const VerdictResult& result) {
 // ---- any of them by name ---------------------------------------------------------------------
 
 json run_model_operation(std::string_view name, const ModelDir& m, const json& body, Face face) {
+  if (name == InfoRequest::kName) {
+    (void)read_request<InfoRequest>(body, face);  // no fields: refuses any
+    return info_json(m, run_info(m));
+  }
+  if (name == TokenizeRequest::kName)
+    return tokenize_json(m, run_tokenize(m, read_request<TokenizeRequest>(body, face)));
+  if (name == ExportRequest::kName) {
+    ExportResult r = price_export(m, read_request<ExportRequest>(body, face));
+    run_export(m, r);
+    return export_json(r);
+  }
   if (name == GenerateRequest::kName) {
     GenerateResult r = price_generate(m, read_request<GenerateRequest>(body, face));
     generate_tokens(m, r);

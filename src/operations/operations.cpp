@@ -12,10 +12,11 @@ namespace attnlab {
 
 std::vector<OperationDescription> operation_descriptions() {
   return {
-      describe_operation<CostRequest>(),     describe_operation<KvRequest>(),        describe_operation<RunRequest>(),
-      describe_operation<GenerateRequest>(), describe_operation<ModelKvRequest>(),   describe_operation<EvalRequest>(),
-      describe_operation<HeadsRequest>(),    describe_operation<AttributeRequest>(), describe_operation<LensRequest>(),
-      describe_operation<PatchRequest>(),    describe_operation<VerdictRequest>()};
+      describe_operation<CostRequest>(),      describe_operation<KvRequest>(),    describe_operation<InfoRequest>(),
+      describe_operation<TokenizeRequest>(),  describe_operation<RunRequest>(),   describe_operation<GenerateRequest>(),
+      describe_operation<ModelKvRequest>(),   describe_operation<EvalRequest>(),  describe_operation<HeadsRequest>(),
+      describe_operation<AttributeRequest>(), describe_operation<LensRequest>(),  describe_operation<PatchRequest>(),
+      describe_operation<VerdictRequest>(),   describe_operation<ExportRequest>()};
 }
 
 OperationDescription operation_description(std::string_view name) {
@@ -66,7 +67,9 @@ std::string operations_markdown() {
     out += fmt::format("### {}\n\n{}.\n\n", d.name, d.help);
     out += "| field (JSON, Python) | command line | kind | default | help |\n|---|---|---|---|---|\n";
     for (const FieldDescription& f : d.fields) {
-      std::string name = fmt::format("`{}`", f.info.name), flag = fmt::format("`{}`", flag_name(f.info.name));
+      std::string name = fmt::format("`{}`", f.info.name),
+                  flag = f.info.positional ? fmt::format("`{}` (after the model)", f.info.name)
+                                           : fmt::format("`{}`", flag_name(f.info.name));
       if (f.kind == FieldKind::tokens) {
         name += fmt::format(" or `{}`", ids_key(f.info.name));
         flag += fmt::format(" or `{}`", flag_name(ids_key(f.info.name)));

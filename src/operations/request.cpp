@@ -253,9 +253,11 @@ json description_json(const OperationDescription& d) {
     if (f.info.faces & kCommandLine) faces.push_back("cli");
     if (f.info.faces & kHttpApi) faces.push_back("api");
     if (f.info.faces & kPython) faces.push_back("python");
-    json field = {{"name", f.info.name},       {"kind", kind_name(f.kind)},     {"default", f.default_value},
-                  {"help", f.info.help},       {"unit", f.info.unit},           {"required", f.info.required},
-                  {"faces", std::move(faces)}, {"flag", flag_name(f.info.name)}};
+    json field = {
+        {"name", f.info.name},        {"kind", kind_name(f.kind)},
+        {"default", f.default_value}, {"help", f.info.help},
+        {"unit", f.info.unit},        {"required", f.info.required},
+        {"faces", std::move(faces)},  {"flag", f.info.positional ? std::string(f.info.name) : flag_name(f.info.name)}};
     if (f.kind == FieldKind::tokens) field["ids"] = ids_key(f.info.name);
     if (f.kind == FieldKind::count || f.kind == FieldKind::counts) {
       field["min"] = f.info.range.low;

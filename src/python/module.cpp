@@ -477,12 +477,6 @@ PYBIND11_MODULE(_attnlab, mod) {
       .def_property_readonly("config", [](const PyModel& m) { return to_python(config_json(m.config())); })
       .def("describe", [](const PyModel& m) { return describe(m.config()); })
       .def_property_readonly("has_tokenizer", [](const PyModel& m) { return m.dir->tokenizer.has_value(); })
-      .def("tokenize",
-           [](const PyModel& m, const std::string& text) {
-             json out = {{"ids", encode_text(*m.dir, text)}};
-             add_tokens_json(out, *m.dir, out["ids"].get<std::vector<int>>());
-             return to_python(out);
-           })
       .def("token_texts", [](const PyModel& m, const std::vector<int>& ids) { return token_texts(*m.dir, ids); })
       .def("run", &run_model, py::arg("arguments"))
       .def("heads", &head_scores, py::arg("sequences"), py::arg("seed"));

@@ -6,6 +6,7 @@
 // any of them by name (Python's Model methods, and the faces that take an operation's name).
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -29,6 +30,80 @@ std::vector<int> token_ids(const ModelDir& model, const TokenInput& tokens, std:
 // The id of a token field: its id (in the vocabulary), or its text when the tokenizer makes
 // one token of it; -1 when the field was not given.
 int token_id(const ModelDir& model, const TokenRef& token, std::string_view field);
+
+// ---- model info, model tokenize, model export ----------------------------------------------
+
+struct InfoRequest {
+  static constexpr std::string_view kName = "model info";
+  static constexpr std::string_view kHelp = "The checkpoint's config, parameters, bytes, dtypes and tensors";
+
+  template <class Field>
+  void for_each(Field&&) {}  // the model alone
+};
+
+// Each kind of tensor (its name without the layer: "blk.3.attn_q.weight" -> "attn_q.weight"):
+// how many, in which types, and the bytes they take, in file order.
+struct TensorKind {
+  std::string kind;
+  std::map<std::string, std::size_t> types;  // type name -> tensors
+  std::size_t count = 0, bytes = 0;
+};
+struct InfoResult {
+  CheckpointSummary file;
+  std::vector<TensorKind> kinds;
+  std::size_t weight_bytes = 0, f32_bytes = 0;  // the weights as held (quantized blocks where they lie), widened
+};
+InfoResult run_info(const ModelDir& model);
+// config_json with "format", "architecture", "file_bytes", "files", "dtype", "stored_type",
+// "weight_bytes", "f32_bytes", "tokenizer", "tensor_kinds", "tensors".
+nlohmann::json info_json(const ModelDir& model, const InfoResult& result);
+
+struct TokenizeRequest {
+  static constexpr std::string_view kName = "model tokenize";
+  static constexpr std::string_view kHelp = "Text as the model's tokens";
+
+  std::string text;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text", .help = "The text", .required = true, .positional = true});
+  }
+};
+// The text through the model's tokenizer (as every operation that takes text reads it).
+std::vector<int> run_tokenize(const ModelDir& model, const TokenizeRequest& request);
+// {"ids", "tokens", "token_bytes"}.
+nlohmann::json tokenize_json(const ModelDir& model, const std::vector<int>& ids);
+
+struct ExportRequest {
+  static constexpr std::string_view kName = "model export";
+  static constexpr std::string_view kHelp =
+      "Write the model as a GGUF file that llama.cpp and Ollama run (GPT-2, Llama, Qwen2, Qwen3)";
+  static constexpr std::string_view kTypes[] = {"f32", "f16", "q8_0"};
+
+  std::string gguf;
+  std::string type = "f16";
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(gguf, {.name = "gguf",
+                 .help = "The GGUF file to write",
+                 .required = true,
+                 .faces = kCommandLine | kPython,
+                 .example = "model.gguf"});
+    field(type, {.name = "type", .help = "How the matrices are stored (norms and biases: f32)", .choices = kTypes});
+  }
+};
+struct ExportResult {
+  std::string file;
+  GgmlType type = GgmlType::f16;
+  GgufExport written;
+};
+// The file is not the model read, and the memory the writer holds (every tensor widened to
+// f32) is there.
+ExportResult price_export(const ModelDir& model, const ExportRequest& request);
+void run_export(const ModelDir& model, ExportResult& result);
+// {"file", "bytes", "tensors", "type", "kept_f16", "tokenizer"}.
+nlohmann::json export_json(const ExportResult& result);
 
 // ---- model run ---------------------------------------------------------------------------
 

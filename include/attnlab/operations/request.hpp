@@ -80,6 +80,7 @@ struct FieldInfo {
   bool required = false;
   unsigned faces = kEveryFace;
   std::string_view short_flag = "";  // the command line's one-letter form, "-n"
+  bool positional = false;           // the command line takes it without a flag, after the model
   std::string_view example = "";     // how to write it, for the message when it is missing
 };
 

@@ -428,8 +428,12 @@ class Model:
         return f"<attnlab.Model {self.path}: {self._native.describe()}>"
 
     def tokenize(self, text: str) -> list:
-        """The text's token ids, as the model's own tokenizer gives them (BOS where it adds one)."""
-        return self._native.tokenize(text)["ids"]
+        """The text's token ids, as the model's own tokenizer gives them (BOS where it adds one):
+        the "ids" of `attnlab model tokenize --json`."""
+        return self._native.operation("model tokenize", _json.dumps({"text": text}))["ids"]
+
+    info = _model_method("model info")
+    export = _model_method("model export")
 
     def token_texts(self, ids: Sequence[int]) -> list:
         return self._native.token_texts([int(i) for i in ids])
