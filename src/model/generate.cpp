@@ -21,7 +21,7 @@ double probability_of(std::span<const float> logits, int id) {
 
 }  // namespace
 
-int next_token(std::span<const float> logits, double temperature, std::size_t k, SplitMix64& rng) {
+int next_token(std::span<const float> logits, double temperature, std::size_t k, double top_p, SplitMix64& rng) {
   if (temperature == 0) return top_k(logits, 1)[0].id;
   // (logit − the largest) / T: at a tiny T the others go to −inf and the largest stays 0,
   // where logit / T would overflow every one of them to ±inf.
@@ -29,10 +29,15 @@ int next_token(std::span<const float> logits, double temperature, std::size_t k,
   std::vector<float> scaled(logits.size());
   for (std::size_t v = 0; v < logits.size(); ++v)
     scaled[v] = static_cast<float>((double(logits[v]) - largest) / temperature);
-  const std::vector<TokenProbability> candidates = top_k(scaled, k == 0 ? scaled.size() : k);
+  std::vector<TokenProbability> candidates = top_k(scaled, k == 0 ? scaled.size() : k);  // most probable first
   double total = 0;
-  for (const TokenProbability& t : candidates)
-    total += t.probability;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    total += candidates[i].probability;
+    if (top_p < 1 && total >= top_p) {  // the nucleus: the fewest whose probabilities reach p
+      candidates.resize(i + 1);
+      break;
+    }
+  }
   double u = rng.uniform() * total;
   for (const TokenProbability& t : candidates)
     if ((u -= t.probability) <= 0) return t.id;
@@ -41,6 +46,7 @@ int next_token(std::span<const float> logits, double temperature, std::size_t k,
 
 void check_generate(const ModelConfig& c, std::size_t prompt_tokens, const GenerateOptions& o) {
   if (!(o.temperature >= 0) || o.temperature > 100) fail("temperature", "must be 0 (greedy) to 100");
+  if (!(o.top_p > 0) || o.top_p > 1) fail("top_p", "must be more than 0 and at most 1 (1: every token)");
   if (o.tokens < 1 || prompt_tokens + o.tokens > c.n_positions)
     fail("tokens", fmt::format("the prompt's {} tokens plus {} new ones must fit the model's {} positions",
                                prompt_tokens, o.tokens, c.n_positions));
@@ -61,7 +67,7 @@ std::vector<GeneratedToken> generate(const Model& model, std::span<const int> pr
   std::vector<GeneratedToken> out;
   for (std::size_t step = 0; step < o.tokens; ++step) {
     GeneratedToken t;
-    t.id = next_token(logits, o.temperature, o.top_k, rng);
+    t.id = next_token(logits, o.temperature, o.top_k, o.top_p, rng);
     t.probability = probability_of(logits, t.id);
     logits = decoder.step(std::vector<int>{t.id});
     t.cache_tokens = decoder.length();

@@ -389,6 +389,14 @@ def test_a_seeded_generation_is_the_same_in_python_and_the_command(cli, tiny):
     assert g == cli("model", "generate", tiny, "--ids", "3,17,5", "--tokens", 8, "--temperature", 1, "--seed", 3,
                     "--json")
     assert m.generate(ids=[3, 17, 5], tokens=8, temperature=1, seed=3) == g
+    nucleus = m.generate([3, 17, 5], 8, temperature=1, top_p=0.3, seed=3)
+    assert nucleus == cli("model", "generate", tiny, "--ids", "3,17,5", "--tokens", 8, "--temperature", 1, "--top-p",
+                          0.3, "--seed", 3, "--json")
+    code, stderr = cli("model", "generate", tiny, "--ids", "3", "--temperature", 1, "--top-p", 0, check=False)
+    with pytest.raises(ValueError) as raised:
+        m.generate([3], 2, temperature=1, top_p=0)
+    # the same message, the field as each face spells it
+    assert code == 2 and stderr.strip() == "attnlab: --top-p" + str(raised.value).removeprefix("top_p")
     with pytest.raises(ValueError, match=r"^ids\[1\]: token id 99 is outside the vocabulary"):
         m.generate([3, 99], 2)
     with pytest.raises(ValueError, match="^temperature: "):

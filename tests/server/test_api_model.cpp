@@ -241,6 +241,8 @@ TEST_F(ModelApi, GenerateAnswersAsTheOperationDoesAndNamesBadFields) {
             attnlab::generation_json(*model_, prompt, attnlab::generate(model_->model, prompt, options), options));
   EXPECT_EQ(reply["generated"].size(), 6u);
   expect_field("/api/model/generate", {{"ids", {3, 40}}}, "ids[1]", "outside the vocabulary");
+  expect_field("/api/model/generate", {{"ids", {3}}, {"temperature", 1}, {"top_p", 0}}, "top_p",
+               "must be more than 0 and at most 1");
   expect_field("/api/model/generate", {{"ids", {3}}, {"top_k", -1}}, "top_k", "expected a whole number");
   expect_field("/api/model/generate", {{"ids", {3}}, {"tokens", 16}}, "tokens", "must fit the model's 16 positions");
   expect_field("/api/model/generate", {{"ids", {3}}, {"temperature", "hot"}}, "temperature", "expected a number");

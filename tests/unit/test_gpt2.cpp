@@ -16,8 +16,10 @@
 #include <string>
 
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
+#include "attnlab/model/generate.hpp"
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/safetensors.hpp"
@@ -324,6 +326,37 @@ TEST(Decoder, GreedyGenerationThroughTheCacheEqualsRerunningTheFullForward) {
     rerun.push_back(top_k(std::span<const float>(full.logits).last(vocab), 1)[0].id);
   }
   EXPECT_EQ(cached, rerun);
+}
+
+// Nucleus sampling by its definition: logits 3, 2, 1, 0 give probabilities 0.644, 0.237,
+// 0.087, 0.032 (T = 1). top_p 0.5 keeps the first token alone (0.644 ≥ 0.5); 0.8 the first
+// two (0.644 < 0.8 ≤ 0.881), drawn in proportion 0.644 : 0.237; 1 all four.
+TEST(Generate, TopPKeepsTheFewestMostProbableTokensWhoseProbabilitiesReachP) {
+  const std::vector<float> logits{1.0f, 3.0f, 0.0f, 2.0f};  // token 1 first, then 3, 0, 2
+  std::vector<double> p{std::exp(1.0), std::exp(3.0), 1.0, std::exp(2.0)};
+  const double sum = p[0] + p[1] + p[2] + p[3];
+  for (double& x : p)
+    x /= sum;
+  const auto draws = [&](double top_p) {
+    SplitMix64 rng(7);
+    std::vector<int> counts(4, 0);
+    for (int k = 0; k < 4000; ++k)
+      ++counts[static_cast<std::size_t>(next_token(logits, 1.0, 0, top_p, rng))];
+    return counts;
+  };
+  EXPECT_EQ(draws(0.5), (std::vector<int>{0, 4000, 0, 0}));
+  const std::vector<int> two = draws(0.8);
+  EXPECT_EQ(two[0] + two[2], 0) << "outside the nucleus";
+  EXPECT_NEAR(two[1] / 4000.0, p[1] / (p[1] + p[3]), 0.03);  // 0.731; 4000 draws: sd 0.007
+  const std::vector<int> all = draws(1.0);
+  for (std::size_t t = 0; t < 4; ++t)
+    EXPECT_NEAR(all[t] / 4000.0, p[t], 0.03) << "token " << t;
+  EXPECT_EQ(draws(1.0), all) << "seeded";
+  const Model model = load_gpt2((kFixtures / "tiny-f32").string());
+  for (double bad : {0.0, -0.5, 1.5})
+    EXPECT_ERROR_CONTAINS(
+        test::error_of_call([&] { generate(model, std::vector<int>{3}, {.temperature = 1, .top_p = bad}); }),
+        "top_p: must be more than 0 and at most 1");
 }
 
 TEST(Gpt2, NextTokenLossIsTheCrossEntropyOfNumPysLogits) {

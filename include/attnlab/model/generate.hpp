@@ -17,6 +17,7 @@ struct GenerateOptions {
   std::size_t tokens = 20;  // new tokens
   double temperature = 0;   // 0: greedy; up to 100
   std::size_t top_k = 0;    // sample among the k most probable (0: all)
+  double top_p = 1;         // then among the most probable whose probabilities reach p (nucleus; 1: all)
   std::uint64_t seed = 0;   // of the sampling (splitmix64)
   bool bf16 = false;        // the prompt's products in bf16 (attnlab/model/blas.hpp's Bf16Products)
 };
@@ -27,7 +28,7 @@ struct GeneratedToken {
   std::size_t cache_tokens = 0, cache_bytes = 0;  // the KV cache after the token went in
 };
 
-// Throws InputError naming "temperature" (outside 0 to 100), "tokens" (none, or more than
+// Throws InputError naming "temperature" (outside 0 to 100), "top_p" (outside (0, 1]), "tokens" (none, or more than
 // the model's positions leave after the prompt) or "bf16" (asked where the CPU has no bf16 units).
 void check_generate(const ModelConfig& config, std::size_t prompt_tokens, const GenerateOptions& options);
 
@@ -37,7 +38,8 @@ std::vector<GeneratedToken> generate(const Model& model, std::span<const int> pr
                                      const std::function<void(const GeneratedToken&)>& each = {});
 
 // The next token from a position's logits: the most probable at temperature 0, else drawn
-// from softmax(logits / T) over the top k (all when k is 0) by `rng`.
-int next_token(std::span<const float> logits, double temperature, std::size_t k, SplitMix64& rng);
+// by `rng` from softmax(logits / T) over the top k (all when k is 0), cut to the fewest most
+// probable whose probabilities sum to at least top_p (Holtzman et al. 2020; 1: no cut).
+int next_token(std::span<const float> logits, double temperature, std::size_t k, double top_p, SplitMix64& rng);
 
 }  // namespace attnlab

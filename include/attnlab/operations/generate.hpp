@@ -30,6 +30,8 @@ struct GenerateRequest {
     field(options.tokens, {.name = "tokens", .help = "New tokens to generate", .unit = "tokens"});
     field(options.temperature, {.name = "temperature", .help = "0: the most probable token each step; > 0: sample"});
     field(options.top_k, {.name = "top_k", .help = "Sample among the k most probable (0: all)"});
+    field(options.top_p,
+          {.name = "top_p", .help = "Then among the fewest most probable whose probabilities reach p (1: all)"});
     field(options.seed, {.name = "seed", .help = "Seed of the sampling"});
     field(options.bf16,
           {.name = "bf16",
