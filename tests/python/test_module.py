@@ -458,3 +458,25 @@ def test_the_type_stubs_are_the_modules_own():
     functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
     keywords = {a.arg for a in functions["verdict"].args.kwonlyargs}
     assert {"texts", "induction", "seed", "steps", "ids"} <= keywords
+
+
+def test_the_tour_notebook_runs_and_shows_what_it_says():
+    """docs/notebooks/tour.ipynb executed as a user would (Debian's nbclient and ipykernel):
+    the worked head's numbers digit for digit, a model's heads, and attribution's parts adding
+    up to the logit."""
+    import nbclient
+    import nbformat
+    notebook = nbformat.read(ROOT / "docs" / "notebooks" / "tour.ipynb", as_version=4)
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT / "docs" / "notebooks")}}).execute()
+    printed = "".join(out.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                      for out in cell.outputs)
+    errors = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs
+              if out.output_type == "error"]
+    assert not errors, errors
+    assert "scores of t3: [3. 1. 4.]" in printed
+    assert "weights of t3: [0.31 0.07 0.62]" in printed
+    assert "output of t3: [0.69 0.93]" in printed
+    assert "(4, 8, 8) = heads × n × n" in printed and "rows sum to one: True" in printed
+    assert "strongest induction head: " in printed
+    assert "the parts add up to the logit: True" in printed and "measures weighed: 9" in printed
