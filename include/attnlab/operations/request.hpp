@@ -1,5 +1,5 @@
-// An operation's request, described once. Each request type (cost.hpp, kv.hpp,
-// generate.hpp, ...) lists its fields in one `for_each`, each with its name, help, unit,
+// An operation's request, described once. Each request type (capacity.hpp, generate.hpp,
+// model.hpp) lists its fields in one `for_each`, each with its name, help, unit,
 // range or choices and the faces that offer it; the default is the member's own initial
 // value. From that one list come the command's flags, the HTTP body's reader and its
 // errors, Python's keyword arguments, the defaults the page shows and docs/operations.md
