@@ -110,7 +110,7 @@ int info(const ModelFlags& f, const OperationFlags& flags) {
 int tokenize(const ModelFlags& f, const OperationFlags& flags) {
   const TokenizeRequest request = read_flags<TokenizeRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
-  const std::vector<int> ids = naming_flags([&] { return run_tokenize(m, request); });
+  const std::vector<int> ids = run_tokenize(m, request);  // its errors name the positional text
   if (f.json) {
     fmt::print("{}\n", tokenize_json(m, ids).dump());
     return 0;

@@ -110,6 +110,12 @@ json list_json(const std::vector<std::string>& texts) {
 
 }  // namespace
 
+InputError OperationFlags::named(const InputError& error) const {
+  for (const FieldDescription& f : description_.fields)
+    if (f.info.positional && error.field() == f.info.name) return error;
+  return with_flag_name(error);
+}
+
 json OperationFlags::body() const {
   json body = json::object();
   for (const Flag& flag : flags_) {

@@ -25,6 +25,10 @@ class OperationFlags {
   // of its kind.
   nlohmann::json body() const;
 
+  // The error with its field as the command line spells it: --d-model for a flag, the
+  // positional's own name for a positional (text).
+  InputError named(const InputError& error) const;
+
  private:
   struct Flag {
     FieldKind kind;
@@ -53,7 +57,11 @@ auto naming_flags(Work&& work) {
 // The request the flags ask for, checked; an error names the flag (--top-k).
 template <class Request>
 Request read_flags(const OperationFlags& flags) {
-  return naming_flags([&] { return read_request<Request>(flags.body(), kCommandLine); });
+  try {
+    return read_request<Request>(flags.body(), kCommandLine);
+  } catch (const InputError& e) {
+    throw flags.named(e);
+  }
 }
 
 }  // namespace attnlab::cli

@@ -261,11 +261,19 @@ json eval_json(const EvalResult& result) {
 
 HeadsResult price_heads(const ModelDir& m, const HeadsRequest& r) {
   HeadsResult result;
-  result.given = r.text.given();
-  if (result.given)
-    result.sequences.push_back(token_ids(m, r.text, "text"));
-  else
-    result.sequences = default_detector_sequences(m.model.config, r.seed);
+  if (r.text.given() && !r.sequences.empty()) fail("sequences", "give text (or ids) or sequences, not both");
+  result.given = r.text.given() || !r.sequences.empty();
+  if (r.text.given()) result.sequences.push_back(token_ids(m, r.text, "text"));
+  for (std::size_t k = 0; k < r.sequences.size(); ++k) {
+    const std::vector<int>& ids = r.sequences[k];
+    const std::string field = fmt::format("sequences[{}]", k);
+    if (ids.empty() || ids.size() > m.model.config.n_positions)
+      fail(field, fmt::format("{} tokens; give 1 to the model's {} positions", ids.size(), m.model.config.n_positions));
+    for (std::size_t j = 0; j < ids.size(); ++j)
+      check_token_id(m.model.config, ids[j], fmt::format("{}[{}]", field, j));
+    result.sequences.push_back(ids);
+  }
+  if (!result.given) result.sequences = default_detector_sequences(m.model.config, r.seed);
   return result;
 }
 

@@ -54,6 +54,7 @@ std::string_view kind_name(FieldKind kind) {
     case FieldKind::token: return "token";
     case FieldKind::heads: return "heads";
     case FieldKind::choices: return "choices";
+    case FieldKind::sequences: return "sequences";
   }
   return "?";
 }
@@ -98,6 +99,9 @@ FieldDescription describe_field(const HeadList& m, const FieldInfo& info) {
 }
 FieldDescription describe_field(const std::vector<std::string>& m, const FieldInfo& info) {
   return described(info, FieldKind::choices, field_json(m));
+}
+FieldDescription describe_field(const IdSequences& m, const FieldInfo& info) {
+  return described(info, FieldKind::sequences, m.empty() ? json(nullptr) : json(m), true);
 }
 
 // ---- read ------------------------------------------------------------------------------------
@@ -169,6 +173,18 @@ void read_field(const json& v, const FieldInfo& info, std::vector<std::string>& 
   }
 }
 
+void read_field(const json& v, const FieldInfo& info, IdSequences& m) {
+  if (!v.is_array()) fail(info.name, fmt::format("expected a list of token-id lists but got {}", json_kind(v)));
+  if (v.size() > info.max_items)
+    fail(info.name, fmt::format("{} sequences; give at most {}", v.size(), info.max_items));
+  m.clear();
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    TokenInput ids;
+    read_tokens({{"ids", v[k]}}, {.name = "text"}, ids);  // each checked as a token field's ids
+    m.push_back(*ids.ids);
+  }
+}
+
 void read_tokens(const json& body, const FieldInfo& info, TokenInput& m) {
   const std::string ids_name = ids_key(info.name);
   const auto text = body.find(info.name), ids = body.find(ids_name);
@@ -215,6 +231,7 @@ json field_json(const HeadList& m) {
   return list;
 }
 json field_json(const std::vector<std::string>& m) { return m; }
+json field_json(const IdSequences& m) { return m; }
 json field_json(const TokenInput& m) {
   if (m.ids) return *m.ids;
   return m.text ? json(*m.text) : json(nullptr);

@@ -288,16 +288,6 @@ py::list layer_views(const std::vector<std::vector<float>>& vectors, std::vector
   return out;
 }
 
-py::object head_scores(const PyModel& m, const std::optional<std::vector<std::vector<int>>>& sequences,
-                       std::uint64_t seed) {
-  std::vector<HeadScores> scores;
-  {
-    py::gil_scoped_release free;
-    scores = detect_heads(m.model(), sequences ? *sequences : default_detector_sequences(m.config(), seed));
-  }
-  return to_python(head_scores_json(scores));
-}
-
 }  // namespace
 }  // namespace attnlab
 
@@ -478,8 +468,7 @@ PYBIND11_MODULE(_attnlab, mod) {
       .def("describe", [](const PyModel& m) { return describe(m.config()); })
       .def_property_readonly("has_tokenizer", [](const PyModel& m) { return m.dir->tokenizer.has_value(); })
       .def("token_texts", [](const PyModel& m, const std::vector<int>& ids) { return token_texts(*m.dir, ids); })
-      .def("run", &run_model, py::arg("arguments"))
-      .def("heads", &head_scores, py::arg("sequences"), py::arg("seed"));
+      .def("run", &run_model, py::arg("arguments"));
   mod.def("_load", &load, py::arg("path"));
 
   // ---- the operations described once (operations/operations.hpp) ----

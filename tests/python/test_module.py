@@ -242,6 +242,11 @@ def test_ablation_generation_and_heads_are_the_commands(cli, tiny):
     assert [(s.layer, s.index, s.previous_token, s.duplicate_token, s.induction) for s in scores] == [
         (h["layer"], h["head"], h["previous_token"], h["duplicate_token"], h["induction"]) for h in want]
     assert scores[5].head == "1.1"
+    on_ids = cli("model", "heads", tiny, "--ids", "3,17,5,3,17,5", "--json")["heads"]
+    for given in (m.heads(ids=[3, 17, 5, 3, 17, 5]), m.heads([[3, 17, 5, 3, 17, 5]])):
+        assert [s.induction for s in given] == [h["induction"] for h in on_ids]
+    with pytest.raises(ValueError, match=r"^sequences\[0\]\[1\]: token id 99 is outside the vocabulary"):
+        m.heads([[3, 99]])
 
 
 def test_attribution_lens_patching_and_verdict_are_the_commands(cli, tiny):

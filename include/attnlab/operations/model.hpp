@@ -226,13 +226,16 @@ struct HeadsRequest {
   static constexpr std::string_view kName = "model heads";
   static constexpr std::string_view kHelp = "Score every head: previous-token, duplicate-token, induction";
 
-  TokenInput text;  // none: seeded repeated random sequences
+  TokenInput text;  // none (and no sequences): seeded repeated random sequences
+  IdSequences sequences;
   std::uint64_t seed = 0;
 
   template <class Field>
   void for_each(Field&& field) {
     field(text, {.name = "text",
                  .help = "Score on this text (ids: on these token ids; neither: seeded repeated random sequences)"});
+    field(sequences,
+          {.name = "sequences", .help = "Score on these token-id sequences, averaged", .faces = kHttpApi | kPython});
     field(seed, {.name = "seed", .help = "Seed of the repeated random sequences"});
   }
 };

@@ -63,6 +63,9 @@ struct TokenRef {
 // repeated, or heads separated by commas).
 using HeadList = std::vector<HeadRef>;
 
+// Several token sequences, each a list of ids (JSON and Python: a list of lists).
+using IdSequences = std::vector<std::vector<int>>;
+
 // A size in bytes that may be written with a unit ("24GiB", "1.5GB") or as a number.
 struct ByteSize {
   std::optional<std::uint64_t> bytes;
@@ -88,8 +91,9 @@ struct FieldInfo {
 // (std::uint64_t, or std::optional of it), "counts" (a list of them), "number" (double),
 // "text" (std::string, std::optional of it), "choice" (a text with choices, or a DType),
 // "bytes" (ByteSize), "tokens" (TokenInput), "token" (TokenRef), "heads" (HeadList),
-// "choices" (std::vector<std::string>, each one of the field's choices).
-enum class FieldKind { flag, count, counts, number, text, choice, bytes, tokens, token, heads, choices };
+// "choices" (std::vector<std::string>, each one of the field's choices), "sequences"
+// (IdSequences: lists of token ids).
+enum class FieldKind { flag, count, counts, number, text, choice, bytes, tokens, token, heads, choices, sequences };
 std::string_view kind_name(FieldKind kind);
 
 // A field as the faces read it: its description, its kind and its default as JSON (null
@@ -123,6 +127,7 @@ FieldDescription describe_field(const TokenInput& member, const FieldInfo& info)
 FieldDescription describe_field(const TokenRef& member, const FieldInfo& info);
 FieldDescription describe_field(const HeadList& member, const FieldInfo& info);
 FieldDescription describe_field(const std::vector<std::string>& member, const FieldInfo& info);
+FieldDescription describe_field(const IdSequences& member, const FieldInfo& info);
 
 // Reads `value` (present and not null) into a member of each type, checked against the
 // field's range or choices; InputError names info.name (or "name[k]" for a list's item).
@@ -138,6 +143,7 @@ void read_field(const nlohmann::json& value, const FieldInfo& info, ByteSize& me
 void read_field(const nlohmann::json& value, const FieldInfo& info, TokenRef& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, HeadList& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, std::vector<std::string>& member);
+void read_field(const nlohmann::json& value, const FieldInfo& info, IdSequences& member);
 // A token field reads its own two keys from the whole body (text, or ids; not both).
 void read_tokens(const nlohmann::json& body, const FieldInfo& info, TokenInput& member);
 
@@ -155,6 +161,7 @@ nlohmann::json field_json(const TokenInput& member);
 nlohmann::json field_json(const TokenRef& member);
 nlohmann::json field_json(const HeadList& member);
 nlohmann::json field_json(const std::vector<std::string>& member);
+nlohmann::json field_json(const IdSequences& member);
 
 // The JSON keys a field takes (a token field two: text and ids).
 std::vector<std::string> field_keys(const FieldDescription& field);

@@ -247,6 +247,13 @@ class Result(dict):
     def __dir__(self):
         return list(self) + dir(dict)
 
+    def to_dict(self) -> dict:
+        """A plain dict (a copy): exactly what the command's --json prints."""
+        return _json.loads(_json.dumps(self))
+
+    def __repr__(self):
+        return f"<attnlab.Result: {', '.join(self)}>"
+
 
 def _numeric(value) -> bool:
     while isinstance(value, list) and value:
@@ -272,7 +279,8 @@ def _plain(value):
 # The Python type each kind of field takes (the kinds of docs/operations.md).
 _KIND_TYPES = {"flag": "bool", "count": "int", "counts": "Union[int, Sequence[int]]", "number": "float",
                "text": "str", "choice": "str", "bytes": "Union[int, str]", "tokens": "Union[str, Sequence[int]]",
-               "token": "Union[int, str]", "heads": "Sequence[str]", "choices": "Sequence[str]"}
+               "token": "Union[int, str]", "heads": "Sequence[str]", "choices": "Sequence[str]",
+               "sequences": "Sequence[Sequence[int]]"}
 
 
 class _Operation:
@@ -450,13 +458,10 @@ class Model:
     kv = _model_method("model kv")
     eval = _model_method("model eval")
 
-    def heads(self, sequences: Optional[Sequence[Sequence[int]]] = None, *, seed: int = 0) -> list:
-        """Every head's previous-token, duplicate-token and induction scores (``model heads``),
-        on the given token sequences or on seeded repeated random ones."""
-        seqs = None if sequences is None else [[int(t) for t in s] for s in sequences]
+    def heads(self, *args, **kwargs) -> list:
         return [HeadScore(f"{h['layer']}.{h['head']}", h["layer"], h["head"], h["previous_token"],
                           h["duplicate_token"], h["induction"])
-                for h in self._native.heads(seqs, seed)["heads"]]
+                for h in self._native.operation("model heads", _HEADS.arguments(*args, **kwargs))["heads"]]
 
     attribute = _model_method("model attribute", ("text",))
     lens = _model_method("model lens", ("text",))
@@ -464,6 +469,9 @@ class Model:
     verdict = _model_method("model verdict", ("text",))
 
 
+_HEADS = _Operation("model heads", ("sequences",))
+_HEADS.described(Model.heads, method=True)
+Model.heads.__doc__ += "\n\nA list of HeadScore, one per head (L.H), as `model heads --json` scores them."
 _RUN = _Operation("model run", ("text",))
 _RUN.described(Model.run, method=True)
 Model.run.__doc__ += ("\n\nA ModelRun: logits, attention[l] [H × n × n] (capture \"attention\"), stream[l] "
