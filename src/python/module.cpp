@@ -305,6 +305,11 @@ PYBIND11_MODULE(_attnlab, mod) {
   });
 
   py::class_<HeadTrace>(mod, "HeadTrace", "One head's every intermediate: arrays that are views of the trace")
+      .def("__repr__",
+           [](const HeadTrace& h) {
+             return fmt::format("<attnlab.HeadTrace {}: n={}, m={}, d_k={}, d_v={}>", h.name, h.weights.rows,
+                                h.weights.cols, h.d_k, h.d_v);
+           })
       .def_readonly("name", &HeadTrace::name)
       .def_readonly("d_k", &HeadTrace::d_k)
       .def_readonly("d_v", &HeadTrace::d_v)
@@ -393,6 +398,12 @@ PYBIND11_MODULE(_attnlab, mod) {
       py::arg("mask_tokens"), py::arg("ablate_heads"), py::arg("scale_heads"), py::arg("kernel"));
 
   py::class_<ModelRun, std::shared_ptr<ModelRun>>(mod, "_ModelRun")
+      .def("__repr__",
+           [](const ModelRun& r) {
+             return fmt::format("<attnlab._ModelRun: {} tokens, logits from position {}{}{}>", r.result.n,
+                                r.result.logits_from, r.result.attention.empty() ? "" : ", attention kept",
+                                r.result.stream.empty() ? "" : ", stream kept");
+           })
       .def_readonly("ids", &ModelRun::ids)
       .def_readonly("top_k_default", &ModelRun::top_k)
       .def_readonly("explained", &ModelRun::explained)
@@ -451,6 +462,8 @@ PYBIND11_MODULE(_attnlab, mod) {
       });
 
   py::class_<PyModel>(mod, "_Model")
+      .def("__repr__",
+           [](const PyModel& m) { return fmt::format("<attnlab._Model {}: {}>", m.dir->dir, describe(m.config())); })
       .def_property_readonly("path", [](const PyModel& m) { return m.dir->dir; })
       .def(
           "operation",

@@ -416,6 +416,7 @@ def test_traces_and_heads_show_as_the_labs_heatmap():
     assert "rgb(8,48,107)" in page, "a weight of 1 in the page's darkest blue (web/colour.js)"
     assert t.heads[0]._repr_html_().count("<td") == 9
     assert "HeadTrace" in repr(t.heads[0]) and "Trace" in repr(t)
+    assert repr(t.heads[0]).startswith("<attnlab.HeadTrace ") and "d_k=" in repr(t.heads[0])  # the binding's
     assert "softmax" in attnlab.attend.__doc__
 
 

@@ -98,8 +98,6 @@ def _head_html(self, rows=None, columns=None, title=""):
 
 
 HeadTrace._repr_html_ = lambda self: _head_html(self)
-HeadTrace.__repr__ = lambda self: (f"<attnlab.HeadTrace {self.name}: n={self.weights.shape[0]}, "
-                                   f"m={self.weights.shape[1]}, d_k={self.d_k}, d_v={self.d_v}>")
 
 
 # ---- the engine ---------------------------------------------------------------------------
