@@ -15,8 +15,10 @@
 #include "attnlab/core/files.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/train_run.hpp"
+#include "attnlab/operations/train.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
+#include "operation_flags.hpp"
 
 namespace attnlab::cli {
 
@@ -63,16 +65,15 @@ std::shared_ptr<const TextCorpus> load_corpus(const std::string& file, const std
 }  // namespace
 
 Command train_command(CLI::App& parent) {
+  // The run's settings come from the train operation's description (operations/train.hpp);
+  // where the run goes and what it reads are the command's own.
   struct State {
-    std::string out, tokenizer, arch = "gpt2";
+    std::string out, tokenizer;
     std::vector<std::string> task{"induction"};
-    TrainSettings s;
     bool force = false;
   };
   auto state = std::make_shared<State>();
-  TrainSettings& s = state->s;
-  CLI::App* app =
-      parent.add_subcommand("train", "Train a small GPT-2 or Llama-style model here and watch its heads form");
+  CLI::App* app = parent.add_subcommand("train", std::string(TrainRequest::kHelp));
   app->add_option("--out", state->out, "Directory for the model, its checkpoints and train.json")->required();
   app->add_option("--task", state->task,
                   "induction (random tokens with a repeated stretch), or text FILE (one token per byte, or GPT-2's "
@@ -81,53 +82,19 @@ Command train_command(CLI::App& parent) {
       ->capture_default_str();
   app->add_option("--tokenizer", state->tokenizer,
                   "With --task text: a directory with GPT-2's vocab.json and merges.txt (default: bytes)");
-  // Each setting's range is kTrainLimits', checked with the rest by check_train_settings.
-  const TrainLimits& L = kTrainLimits;
-  app->add_option("--arch", state->arch,
-                  "gpt2 (LayerNorm, learned positions, GELU) or llama (RMSNorm, rotary positions, grouped-query "
-                  "attention, SwiGLU)")
-      ->capture_default_str();
-  app->add_option("--layers", s.layers, fmt::format("Layers L, 1 to {}", L.max_layers))->capture_default_str();
-  app->add_option("--heads", s.heads, fmt::format("Heads per layer H, 1 to {}", L.max_heads))->capture_default_str();
-  app->add_option("--kv-heads", s.kv_heads, "With --arch llama: KV heads H_kv, dividing --heads (default: --heads)");
-  app->add_option("--d-model", s.d_model, fmt::format("Width d_model, {} to {}", L.min_d_model, L.max_d_model))
-      ->capture_default_str();
-  app->add_option("--context", s.context, fmt::format("Positions per sequence, {} to {}", L.min_context, L.max_context))
-      ->capture_default_str();
-  CLI::Option* vocab =
-      app->add_option("--vocab", s.vocab,
-                      fmt::format("Vocabulary of the induction task, BOS included, {} to {}", L.min_vocab, L.max_vocab))
-          ->capture_default_str();
-  app->add_option("--steps", s.steps, fmt::format("Optimiser steps, 1 to {}", L.max_steps))->capture_default_str();
-  app->add_option("--batch", s.batch, fmt::format("Sequences per step, 1 to {}", L.max_batch))->capture_default_str();
-  app->add_option("--lr", s.learning_rate,
-                  fmt::format("AdamW's learning rate (after warm-up), {} to {}", L.min_lr, L.max_lr))
-      ->capture_default_str();
-  app->add_option("--warmup", s.warmup, "Steps of linear learning-rate warm-up")->capture_default_str();
-  app->add_option("--seed", s.seed, "Seed of the weights and the data")->capture_default_str();
-  app->add_option("--log-every", s.log_every, "Steps between logged evaluations")->capture_default_str();
-  app->add_option("--checkpoint-every", s.checkpoint_every, "Steps between checkpoints (DIR/checkpoints/step-N)")
-      ->capture_default_str();
-  CLI::Option* prev_token_steps =
-      app->add_option("--prev-token-steps", s.prev_token_steps,
-                      "Induction task: the first N steps train layer 0 alone on look-back sequences (token i+1 is "
-                      "token i-1 plus 7), so previous-token heads form; then layer 0 is kept, its outputs scaled by "
-                      "1/20, and the other layers learn the task (0: one phase, every layer throughout)")
-          ->capture_default_str();
-  app->add_flag("--attn-only", s.attention_only, "No MLPs (their weights stay zero in the checkpoint)");
-  app->add_flag("--bf16", s.bf16,
-                "Every product of the forward and the backward in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where "
-                "the CPU has them); the weights, the gradients' sums and AdamW stay f32 (docs/training.md)");
+  auto flags = std::make_shared<OperationFlags>(*app, describe_operation<TrainRequest>());
   app->add_flag("--force", state->force, "Write into DIR even when it is not empty");
   return {
-      app, [state, vocab, prev_token_steps]() {
-        TrainSettings& s = state->s;
-        s.architecture = parse_train_architecture(state->arch, "--arch");
+      app, [state, flags]() {
+        const nlohmann::json body = flags->body();
+        const TrainRequest request = read_flags<TrainRequest>(*flags);
+        TrainSettings s = naming_flags([&] { return request.train_settings(); });
         const std::vector<std::string>& task = state->task;
         if (task[0] == "text") {
           if (task.size() != 2) fail("--task", "text needs the file to train on: --task text FILE");
-          if (vocab->count()) fail("--vocab", "the text task takes its vocabulary from the text; leave --vocab out");
-          if (prev_token_steps->count() && s.prev_token_steps > 0)
+          if (body.contains("vocab"))
+            fail("--vocab", "the text task takes its vocabulary from the text; leave --vocab out");
+          if (body.contains("prev_token_steps") && s.prev_token_steps > 0)
             fail("--prev-token-steps", "only the induction task has the previous-token phase; leave it out");
           s.text = load_corpus(task[1], state->tokenizer);
         } else if (task[0] != "induction" || task.size() != 1) {
@@ -135,7 +102,7 @@ Command train_command(CLI::App& parent) {
         } else if (!state->tokenizer.empty()) {
           fail("--tokenizer", "is for --task text FILE");
         }
-        if (s.layers == 1 && prev_token_steps->count() && s.prev_token_steps > 0)
+        if (s.layers == 1 && body.contains("prev_token_steps") && s.prev_token_steps > 0)
           fail("--prev-token-steps",
                "a one-layer model has no later layer to learn after layer 0; give --layers 2 "
                "or more, or leave it out");

@@ -107,9 +107,15 @@ FieldDescription describe_field(const IdSequences& m, const FieldInfo& info) {
 // ---- read ------------------------------------------------------------------------------------
 
 void read_field(const json& v, const FieldInfo& info, bool& m) { m = read_flag(v, info.name); }
-void read_field(const json& v, const FieldInfo& info, std::uint64_t& m) { m = read_count(v, info.name, info.range); }
+namespace {
+CountRange reader_range(const FieldInfo& info) { return info.range_checked_later ? CountRange{} : info.range; }
+}  // namespace
+
+void read_field(const json& v, const FieldInfo& info, std::uint64_t& m) {
+  m = read_count(v, info.name, reader_range(info));
+}
 void read_field(const json& v, const FieldInfo& info, std::optional<std::uint64_t>& m) {
-  m = read_count(v, info.name, info.range);
+  m = read_count(v, info.name, reader_range(info));
 }
 void read_field(const json& v, const FieldInfo& info, std::vector<std::uint64_t>& m) {
   // One count stands for a list of one.
@@ -119,7 +125,8 @@ void read_field(const json& v, const FieldInfo& info, std::vector<std::uint64_t>
 }
 void read_field(const json& v, const FieldInfo& info, double& m) {
   m = read_number(v, info.name);
-  if (m < info.low || m > info.high) fail(info.name, fmt::format("{} is outside {} to {}", m, info.low, info.high));
+  if (!info.range_checked_later && (m < info.low || m > info.high))
+    fail(info.name, fmt::format("{} is outside {} to {}", m, info.low, info.high));
 }
 void read_field(const json& v, const FieldInfo& info, std::string& m) {
   m = read_string(v, info.name);

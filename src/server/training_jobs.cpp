@@ -20,6 +20,7 @@
 #include "attnlab/core/deadline.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/model/training.hpp"
+#include "attnlab/operations/train.hpp"
 #include "attnlab/server/model_sources.hpp"
 
 namespace attnlab {
@@ -29,12 +30,6 @@ using nlohmann::json;
 constexpr const TrainLimits& L = kLabTrainLimits;
 
 namespace {
-
-// request[key] as a whole number, or `fallback` when absent (its range checked with the rest,
-// check_train_settings).
-std::size_t whole(const json& request, const char* key, std::size_t fallback) {
-  return request.contains(key) ? read_count(request[key], key) : fallback;
-}
 
 // "run-N", N one more than the largest there, created (and so taken) here.
 std::pair<std::string, fs::path> new_run_dir(const fs::path& runs) {
@@ -74,39 +69,8 @@ json log_since(const std::vector<json>& log, std::size_t since) {
 }  // namespace
 
 TrainSettings requested_train_settings(const json& request) {
-  if (!request.is_object()) fail("body", "expected a JSON object of settings, e.g. {\"steps\": 400} or {}");
-  refuse_unknown_fields(
-      request, {"task", "arch", "layers", "heads", "kv_heads", "d_model", "context", "vocab", "steps", "batch", "lr",
-                "warmup", "seed", "attn_only", "log_every", "checkpoint_every", "prev_token_steps"});
-  if (request.contains("task") && request["task"] != "induction")
-    fail("task", fmt::format("{} is not a task; the one task is \"induction\"", describe_json(request["task"])));
-  TrainSettings s;
-  if (request.contains("arch")) {
-    s.architecture = parse_train_architecture(read_string(request["arch"], "arch"), "arch");
-  }
-  s.layers = whole(request, "layers", s.layers);
-  s.heads = whole(request, "heads", s.heads);
-  s.kv_heads = whole(request, "kv_heads", s.kv_heads);
-  s.d_model = whole(request, "d_model", s.d_model);
-  s.context = whole(request, "context", s.context);
-  s.vocab = whole(request, "vocab", s.vocab);
-  s.steps = whole(request, "steps", s.steps);
-  s.prev_token_steps = whole(request, "prev_token_steps", s.prev_token_steps);
-  s.batch = whole(request, "batch", s.batch);
-  s.warmup = whole(request, "warmup", s.warmup);
-  s.seed = whole(request, "seed", s.seed);
-  s.log_every = whole(request, "log_every", s.log_every);
-  s.checkpoint_every = whole(request, "checkpoint_every", s.checkpoint_every);
-  if (request.contains("lr")) {
-    const json& lr = request["lr"];
-    if (!lr.is_number() || !std::isfinite(lr.get<double>()) || lr.get<double>() <= 0 || lr.get<double>() > 1)
-      fail("lr", fmt::format("{} is not a learning rate; give a number in (0, 1], e.g. 0.003", describe_json(lr)));
-    s.learning_rate = lr.get<double>();
-  }
-  if (request.contains("attn_only")) {
-    if (!request["attn_only"].is_boolean()) fail("attn_only", "expected true or false");
-    s.attention_only = request["attn_only"].get<bool>();
-  }
+  // The train operation's request (operations/train.hpp), held to the lab's limits.
+  const TrainSettings s = read_request<TrainRequest>(request, kHttpApi).train_settings();
   check_train_settings(s, &L);  // each setting within the lab's limits, the shape, the work, the memory
   return s;
 }

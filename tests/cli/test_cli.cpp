@@ -258,6 +258,8 @@ TEST(Cli, EachOperationsFlagsAndDefaultsComeFromItsDescription) {
     for (const nlohmann::json& field : op["fields"]) {
       const std::vector<std::string> faces = field["faces"];
       const bool offered = std::find(faces.begin(), faces.end(), "cli") != faces.end();
+      // train's task is the API's choice of one; the command's own --task also takes text FILE.
+      if (!offered && op["name"] == "train" && field["name"] == "task") continue;
       if (!offered) {
         EXPECT_EQ(help.out.find(field["flag"].get<std::string>() + " "), std::string::npos) << "not the command's";
         continue;

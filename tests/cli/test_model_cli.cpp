@@ -584,7 +584,8 @@ TEST(TrainCli, ALlamaStyleModelLearnsTheRecipeAndIsAFolderTheModelCommandsRead) 
   expect_refused("train --out " + out.string() + "-2 --kv-heads 1", "--kv-heads: GPT-2 has one KV head");
   expect_refused("train --out " + out.string() + "-2 --arch llama --heads 4 --kv-heads 3",
                  "--kv-heads: 3 does not divide");
-  expect_refused("train --out " + out.string() + "-2 --arch mamba", "--arch: \"mamba\" is not an architecture");
+  expect_refused("train --out " + out.string() + "-2 --arch mamba",
+                 "--arch: \"mamba\" is not a choice; give one of gpt2, llama");
   // Each setting's range, in the words the API uses for its own (one check, check_train_settings).
   expect_refused("train --out " + out.string() + "-2 --layers 13", "--layers: 13 is not a whole number from 1 to 12");
   expect_refused("train --out " + out.string() + "-2 --context 8", "--context: 8 is not a whole number from 12 to 256");

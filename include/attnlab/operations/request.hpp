@@ -84,7 +84,10 @@ struct FieldInfo {
   unsigned faces = kEveryFace;
   std::string_view short_flag = "";  // the command line's one-letter form, "-n"
   bool positional = false;           // the command line takes it without a flag, after the model
-  std::string_view example = "";     // how to write it, for the message when it is missing
+  // The range is the command's, shown in its help and the docs; the operation's own check
+  // holds each face to its limits (the lab's are narrower), so the reader does not check it.
+  bool range_checked_later = false;
+  std::string_view example = "";  // how to write it, for the message when it is missing
 };
 
 // What kind of value a field holds, from its member's type: "flag" (bool), "count"
