@@ -30,39 +30,50 @@ struct TrainRequest {
       info.range_checked_later = true;
       return info;
     };
-    field(task, {.name = "task",
-                 .help = "The task: induction (random tokens with a repeated stretch; the command also takes text FILE)",
-                 .choices = kTasks, .faces = kHttpApi});
+    field(task,
+          {.name = "task",
+           .help = "The task: induction (random tokens with a repeated stretch; the command also takes text FILE)",
+           .choices = kTasks,
+           .faces = kHttpApi});
     field(arch, {.name = "arch",
                  .help = "gpt2 (LayerNorm, learned positions, GELU) or llama (RMSNorm, rotary positions, grouped-query "
                          "attention, SwiGLU)",
-                 .choices = kArchitectures, .faces = kFaces});
+                 .choices = kArchitectures,
+                 .faces = kFaces});
     field(s.layers, setting({.name = "layers", .help = "Layers L", .range = {1, L.max_layers}}));
     field(s.heads, setting({.name = "heads", .help = "Heads per layer H", .range = {1, L.max_heads}}));
     field(s.kv_heads, setting({.name = "kv_heads",
                                .help = "With arch llama: KV heads H_kv, dividing heads (0: as many as heads)",
                                .range = {0, L.max_heads}}));
     field(s.d_model, setting({.name = "d_model", .help = "Width d_model", .range = {L.min_d_model, L.max_d_model}}));
-    field(s.context, setting({.name = "context", .help = "Positions per sequence", .unit = "tokens",
+    field(s.context, setting({.name = "context",
+                              .help = "Positions per sequence",
+                              .unit = "tokens",
                               .range = {L.min_context, L.max_context}}));
-    field(s.vocab, setting({.name = "vocab", .help = "Vocabulary of the induction task, BOS included",
+    field(s.vocab, setting({.name = "vocab",
+                            .help = "Vocabulary of the induction task, BOS included",
                             .range = {L.min_vocab, L.max_vocab}}));
     field(s.steps, setting({.name = "steps", .help = "Optimiser steps", .range = {1, L.max_steps}}));
     field(s.batch, setting({.name = "batch", .help = "Sequences per step", .range = {1, L.max_batch}}));
     field(s.learning_rate,
           setting({.name = "lr", .help = "AdamW's learning rate (after warm-up)", .low = L.min_lr, .high = L.max_lr}));
-    field(s.warmup, setting({.name = "warmup", .help = "Steps of linear learning-rate warm-up", .range = {0, L.max_warmup}}));
+    field(s.warmup,
+          setting({.name = "warmup", .help = "Steps of linear learning-rate warm-up", .range = {0, L.max_warmup}}));
     field(s.seed, setting({.name = "seed", .help = "Seed of the weights and the data"}));
-    field(s.log_every, setting({.name = "log_every", .help = "Steps between logged evaluations", .range = {1, L.max_steps}}));
-    field(s.checkpoint_every, setting({.name = "checkpoint_every", .help = "Steps between checkpoints (checkpoints/step-N)",
+    field(s.log_every,
+          setting({.name = "log_every", .help = "Steps between logged evaluations", .range = {1, L.max_steps}}));
+    field(s.checkpoint_every, setting({.name = "checkpoint_every",
+                                       .help = "Steps between checkpoints (checkpoints/step-N)",
                                        .range = {1, L.max_steps}}));
-    field(s.prev_token_steps,
-          setting({.name = "prev_token_steps",
-                   .help = "Induction task: the first N steps train layer 0 alone on look-back sequences (token i+1 is "
-                           "token i-1 plus 7), so previous-token heads form; then layer 0 is kept, its outputs scaled by "
-                           "1/20, and the other layers learn the task (0: one phase, every layer throughout)",
-                   .range = {0, L.max_steps}}));
-    field(s.attention_only, setting({.name = "attn_only", .help = "No MLPs (their weights stay zero in the checkpoint)"}));
+    field(
+        s.prev_token_steps,
+        setting({.name = "prev_token_steps",
+                 .help = "Induction task: the first N steps train layer 0 alone on look-back sequences (token i+1 is "
+                         "token i-1 plus 7), so previous-token heads form; then layer 0 is kept, its outputs scaled by "
+                         "1/20, and the other layers learn the task (0: one phase, every layer throughout)",
+                 .range = {0, L.max_steps}}));
+    field(s.attention_only,
+          setting({.name = "attn_only", .help = "No MLPs (their weights stay zero in the checkpoint)"}));
     field(s.bf16, {.name = "bf16",
                    .help = "Every product of the forward and the backward in bf16 with f32 sums (AVX-512 BF16, or AMX "
                            "tiles where the CPU has them); the weights, the gradients' sums and AdamW stay f32",
