@@ -20,11 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-// A token's text for a reply: the tokenizer's, or "#id" without one.
-TokenText texts_of(const ModelDir& m) {
-  return [&m](int id) { return token_texts(m, {id})[0]; };
-}
-
 json ids_and_tokens(const ModelDir& m, const std::vector<int>& ids) {
   return {{"ids", ids}, {"tokens", token_texts(m, ids)}};
 }
@@ -32,6 +27,10 @@ json ids_and_tokens(const ModelDir& m, const std::vector<int>& ids) {
 }  // namespace
 
 // ---- tokens ----------------------------------------------------------------------------------
+
+TokenText texts_of(const ModelDir& m) {
+  return [&m](int id) { return token_texts(m, {id})[0]; };
+}
 
 std::vector<int> token_ids(const ModelDir& m, const TokenInput& tokens, std::string_view field) {
   const ModelConfig& c = m.model.config;

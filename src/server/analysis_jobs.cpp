@@ -25,14 +25,6 @@ namespace attnlab {
 
 using nlohmann::json;
 
-namespace {
-
-TokenText texts_of(const ModelDir& m) {
-  return [&m](int id) { return token_texts(m, {id})[0]; };
-}
-
-}  // namespace
-
 // The server's limits on the quick read-outs: the per-source numbers and the lens's work.
 constexpr AttributionLimits kApiAttribution{.max_numbers = kMaxApiSourceNumbers,
                                             .max_lens_work = kMaxApiLensWork,

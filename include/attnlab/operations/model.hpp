@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attnlab/analysis/attribution.hpp"
+#include "attnlab/analysis/attribution_json.hpp"
 #include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/model_dir.hpp"
@@ -26,6 +27,10 @@ namespace attnlab {
 // checked to be in the vocabulary, and no more than the model's positions; InputError names
 // the field ("text", "ids[3]").
 std::vector<int> token_ids(const ModelDir& model, const TokenInput& tokens, std::string_view field);
+
+// A token id's text for a reply: the model's tokenizer's, or "#id" without one (the
+// attribution replies' TokenText, analysis/attribution_json.hpp).
+TokenText texts_of(const ModelDir& model);
 
 // The id of a token field: its id (in the vocabulary), or its text when the tokenizer makes
 // one token of it; -1 when the field was not given.
