@@ -133,6 +133,7 @@ json OperationFlags::body() const {
       case FieldKind::text:
       case FieldKind::choice:
       case FieldKind::bytes: body[flag.key] = flag.text; break;
+      case FieldKind::sequences: break;  // offered to the API and Python only: never a flag
     }
   }
   return body;

@@ -11,7 +11,8 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/files.hpp"
 #include "attnlab/core/json.hpp"
-#include "config_json.hpp"
+#include "attnlab/model/tensor_names.hpp"
+#include "formats/config_json.hpp"
 
 namespace attnlab {
 
@@ -34,7 +35,11 @@ std::vector<ParameterTensor> parameter_tensors(const ModelConfig& c) {
   const bool layer_norm = c.norm == NormKind::layer_norm;  // RMSNorm has no bias
   std::vector<ParameterTensor> out;
   std::size_t offset = 0;
-  const auto add = [&](std::string name, std::vector<std::size_t> shape, TensorSlot slot, std::size_t layer) {
+  // The slot's tensor (named as tensor_names() says, with its block's number), when present.
+  const auto add = [&](TensorSlot slot, std::vector<std::size_t> shape, std::size_t layer, bool present = true) {
+    if (!present) return;
+    std::string name(tensor_names(slot).attnlab);
+    if (layer != kNotInABlock) name.replace(name.find('#'), 1, std::to_string(layer));
     std::size_t size = 1;
     for (std::size_t s : shape)
       size *= s;
@@ -42,33 +47,29 @@ std::vector<ParameterTensor> parameter_tensors(const ModelConfig& c) {
     offset += size;
   };
   using S = TensorSlot;
-  add("wte.weight", {c.vocab_size, d}, S::wte, kNotInABlock);
-  if (!c.rotary) add("wpe.weight", {c.n_positions, d}, S::wpe, kNotInABlock);
+  add(S::wte, {c.vocab_size, d}, kNotInABlock);
+  add(S::wpe, {c.n_positions, d}, kNotInABlock, !c.rotary);
   for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const std::string h = fmt::format("h.{}.", l);
-    const auto block = [&](const char* name, std::vector<std::size_t> shape, TensorSlot slot, bool present = true) {
-      if (present) add(h + name, std::move(shape), slot, l);
-    };
-    block("ln_1.weight", {d}, S::ln_1_weight);
-    block("ln_1.bias", {d}, S::ln_1_bias, layer_norm);
-    block("attn.c_attn.weight", {d, c.qkv_width()}, S::attn_weight);
-    block("attn.c_attn.bias", {c.qkv_width()}, S::attn_bias, c.qkv_bias);
-    block("attn.q_norm.weight", {hd}, S::q_norm_weight, c.qk_norm);
-    block("attn.k_norm.weight", {hd}, S::k_norm_weight, c.qk_norm);
-    block("attn.c_proj.weight", {c.attention_width(), d}, S::attn_proj_weight);
-    block("attn.c_proj.bias", {d}, S::attn_proj_bias, c.out_bias);
-    block("post_attn_norm.weight", {d}, S::post_attn_norm_weight, c.sandwich_norms);
-    block("ln_2.weight", {d}, S::ln_2_weight);
-    block("ln_2.bias", {d}, S::ln_2_bias, layer_norm);
-    block("mlp.c_fc.weight", {d, c.fc_width()}, S::mlp_fc_weight);
-    block("mlp.c_fc.bias", {c.fc_width()}, S::mlp_fc_bias, c.mlp_bias);
-    block("mlp.c_proj.weight", {c.n_inner, d}, S::mlp_proj_weight);
-    block("mlp.c_proj.bias", {d}, S::mlp_proj_bias, c.mlp_bias);
-    block("post_mlp_norm.weight", {d}, S::post_mlp_norm_weight, c.sandwich_norms);
+    add(S::ln_1_weight, {d}, l);
+    add(S::ln_1_bias, {d}, l, layer_norm);
+    add(S::attn_weight, {d, c.qkv_width()}, l);
+    add(S::attn_bias, {c.qkv_width()}, l, c.qkv_bias);
+    add(S::q_norm_weight, {hd}, l, c.qk_norm);
+    add(S::k_norm_weight, {hd}, l, c.qk_norm);
+    add(S::attn_proj_weight, {c.attention_width(), d}, l);
+    add(S::attn_proj_bias, {d}, l, c.out_bias);
+    add(S::post_attn_norm_weight, {d}, l, c.sandwich_norms);
+    add(S::ln_2_weight, {d}, l);
+    add(S::ln_2_bias, {d}, l, layer_norm);
+    add(S::mlp_fc_weight, {d, c.fc_width()}, l);
+    add(S::mlp_fc_bias, {c.fc_width()}, l, c.mlp_bias);
+    add(S::mlp_proj_weight, {c.n_inner, d}, l);
+    add(S::mlp_proj_bias, {d}, l, c.mlp_bias);
+    add(S::post_mlp_norm_weight, {d}, l, c.sandwich_norms);
   }
-  add("ln_f.weight", {d}, S::ln_f_weight, kNotInABlock);
-  if (layer_norm) add("ln_f.bias", {d}, S::ln_f_bias, kNotInABlock);
-  if (!c.tied) add("lm_head.weight", {c.vocab_size, d}, S::lm_head, kNotInABlock);
+  add(S::ln_f_weight, {d}, kNotInABlock);
+  add(S::ln_f_bias, {d}, kNotInABlock, layer_norm);
+  add(S::lm_head, {c.vocab_size, d}, kNotInABlock, !c.tied);
   return out;
 }
 
@@ -313,7 +314,7 @@ Model load_model(const std::string& spec, const LoadOptions& options) {
   // config.json read once; its family decides the weights' reader.
   const ModelConfig config =
       parse_model_config(read_config_document(path, "a model directory holds config.json and model.safetensors"), path);
-  Model model = config.family == Family::gpt2 ? gpt2_weights(dir, config) : hf_family_weights(dir, config);
+  Model model = hf_weights(dir, config);
   if (options.f32) widen_to_f32(model);
   return model;
 }

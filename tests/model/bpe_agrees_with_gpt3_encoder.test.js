@@ -1,4 +1,4 @@
-// attnlab's GPT-2 tokenizer (C++, src/model/bpe.cpp) gives the same ids as the npm package
+// attnlab's GPT-2 tokenizer (C++, src/model/tokenizers/bpe.cpp) gives the same ids as the npm package
 // gpt-3-encoder on a few hundred varied strings (gpt3_encoder_vectors.js makes them), and
 // where they differ (the two pre-tokenizing patterns disagree about \s), attnlab gives
 // the ids of GPT-2's own Python encoder.

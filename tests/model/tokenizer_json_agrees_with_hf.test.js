@@ -1,4 +1,4 @@
-// attnlab's tokenizer.json reader (C++, src/model/tokenizer_json.cpp and bpe.cpp) gives the
+// attnlab's tokenizer.json reader (C++, src/model/tokenizers/tokenizer_json.cpp and bpe.cpp) gives the
 // same ids as @huggingface/tokenizers (Hugging Face's own JavaScript implementation of the
 // format) on real files: Llama 3 and Qwen3 (byte-level BPE with a pattern of their own),
 // a Llama-2-style file and Gemma 3 (SentencePiece-style BPE with byte fallback), shipped by

@@ -79,7 +79,7 @@
 namespace attnlab {
 
 namespace bpe_detail {
-struct BpeRecipe;  // what the loaders read (src/model/bpe_recipe.hpp)
+struct BpeRecipe;  // what the loaders read (src/model/tokenizers/bpe_recipe.hpp)
 }
 class GgufFile;  // attnlab/model/gguf.hpp
 
@@ -141,7 +141,7 @@ class BpeTokenizer {
 
   // The tokenizer a GGUF file carries in its metadata (tokenizer.ggml.*: "gpt2" byte-level
   // BPE with merges and a named pre-tokenizer, or "llama" SentencePiece with scores), the
-  // same ids as the tokenizer.json it was converted from (src/model/gguf_tokenizer.cpp says
+  // same ids as the tokenizer.json it was converted from (src/model/tokenizers/gguf_tokenizer.cpp says
   // how). Throws InputError naming the file and the metadata key when the metadata is not a
   // tokenizer attnlab reads.
   static BpeTokenizer from_gguf(const GgufFile& file);

@@ -137,8 +137,8 @@ struct Model {
 // order, with attnlab's own name for it (GPT-2's names, which every family shares: a family
 // without a tensor, RMSNorm's bias say, has no entry), its shape as attnlab holds it (the
 // row-vector convention above) and where it lives in a Model. Counting, flattening for the
-// optimiser, GPT-2's reader and writer and the training code's views all walk this table;
-// the Hugging Face reader and writer map each entry to transformers' names.
+// optimiser, the training code's views and every reader and writer of weight files walk
+// this table; tensor_names.hpp says what each slot is called in each kind of file.
 enum class TensorSlot {
   wte,
   wpe,
@@ -262,7 +262,7 @@ void save_gpt2(const std::string& dir, const Model& model, DType dtype = DType::
 void save_hf_family(const std::string& dir, const Model& model, DType dtype = DType::f32);
 
 // Writes a GPT-2, Llama, Qwen2 or Qwen3 model as the GGUF file llama.cpp's converter would
-// write (src/model/gguf_write.cpp says how): the matrices as `type` (F32, F16 or Q8_0; a
+// write (src/model/formats/gguf_write.cpp says how): the matrices as `type` (F32, F16 or Q8_0; a
 // matrix whose rows are not whole Q8_0 blocks as F16), norms and biases as F32, and the
 // tokenizer of `tokenizer_source` as tokenizer.ggml.*: a folder's tokenizer.json or vocab.json +
 // merges.txt (with the eos_token_id its generation_config.json or config.json names), or a

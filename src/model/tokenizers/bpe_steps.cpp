@@ -14,7 +14,7 @@
 #include <stdexcept>
 
 #include "attnlab/core/error.hpp"
-#include "bpe_recipe.hpp"
+#include "tokenizers/bpe_recipe.hpp"
 
 namespace attnlab::bpe_detail {
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "attnlab/core/error.hpp"
-#include "transformer.hpp"
+#include "transformer/transformer.hpp"
 
 namespace attnlab {
 

@@ -1,12 +1,7 @@
 // Writing a model as a GGUF file (save_gguf, attnlab/model/model.hpp): what llama.cpp's
-// converter writes for the architecture, so that llama.cpp and Ollama run it.
-//
-//   gpt2:  token_embd, position_embd, blk.N.attn_norm (+ bias), attn_qkv (+ bias),
-//          attn_output (+ bias), ffn_norm (+ bias), ffn_up (+ bias), ffn_down (+ bias),
-//          output_norm (+ bias); the LM head is the embedding
-//   llama, qwen2, qwen3: token_embd, blk.N.attn_norm, attn_q/k/v (+ bias: Qwen2),
-//          attn_q_norm/attn_k_norm (Qwen3), attn_output, ffn_norm, ffn_gate/up/down,
-//          output_norm, output (when not tied), rope_freqs (Llama 3's scaling)
+// converter writes for the architecture, so that llama.cpp and Ollama run it, each tensor
+// named as tensor_names.hpp's table says (GPT-2's q|k|v fused as attn_qkv, its MLP ungated;
+// a llama's, Qwen2's and Qwen3's split), plus rope_freqs for Llama 3's scaling.
 //
 // Every matrix is written [out, in] (a row per output, ggml's dims {in, out}); a llama
 // model's q and k rows are reordered so that each head's rotary pairs are adjacent, as
@@ -41,8 +36,9 @@
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/gguf.hpp"
 #include "attnlab/model/model.hpp"
-#include "bpe_recipe.hpp"
-#include "config_json.hpp"
+#include "attnlab/model/tensor_names.hpp"
+#include "formats/config_json.hpp"
+#include "tokenizers/bpe_recipe.hpp"
 
 namespace attnlab {
 
@@ -408,7 +404,8 @@ GgufExport save_gguf(const std::string& path, const Model& m, GgmlType type, con
       (!gpt2 && (c.mlp != MlpKind::swiglu || c.out_bias || c.mlp_bias)))
     fail(path, fmt::format("attnlab writes GGUF for GPT-2, Llama, Qwen2 and Qwen3 models; this is {}", describe(c)));
   const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
-  const std::size_t qkv = c.qkv_width();
+  if (c.qkv_bias && arch == std::string_view("llama"))
+    fail(path, "a llama model with q/k/v biases has no GGUF layout attnlab writes");
 
   GgufExport report;
   std::vector<Out> tensors;
@@ -420,9 +417,6 @@ GgufExport save_gguf(const std::string& path, const Model& m, GgmlType type, con
       ++report.kept_f16;
     }
     tensors.push_back({std::move(name), {in, rows}, t, std::move(values)});
-  };
-  const auto vector = [&](std::string name, std::vector<float> values) {
-    tensors.push_back({std::move(name), {values.size()}, GgmlType::f32, std::move(values)});
   };
   // Columns [first, first + out) of attnlab's [in × width] matrix as [out, in] rows; with
   // `heads`, each head's rows reordered from split-half pairs to adjacent ones (llama).
@@ -438,63 +432,30 @@ GgufExport save_gguf(const std::string& path, const Model& m, GgmlType type, con
     }
     return r;
   };
-  const auto slice = [](const Tensor& t, std::size_t first, std::size_t n) {
-    const std::vector<float> all = t.to_f32();
-    return std::vector<float>(all.begin() + std::ptrdiff_t(first), all.begin() + std::ptrdiff_t(first + n));
-  };
 
-  matrix("token_embd.weight", d, c.vocab_size, m.wte.to_f32());
-  if (gpt2) matrix("position_embd.weight", d, c.n_positions, m.wpe.to_f32());
+  // Each tensor of the parameter table as the file's tensors that tensor_names.hpp names.
   const bool permuted = std::string_view(arch) == "llama";  // llama.cpp rotates a llama's adjacent pairs
-  for (std::size_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = fmt::format("blk.{}.", l);
-    const Block& b = m.blocks[l];
-    const std::vector<float> qkv_w = b.attn_weight.to_f32(), out_w = b.attn_proj_weight.to_f32(),
-                             fc_w = b.mlp_fc_weight.to_f32(), proj_w = b.mlp_proj_weight.to_f32();
-    vector(p + "attn_norm.weight", b.ln_1_weight.to_f32());
-    if (gpt2) {
-      vector(p + "attn_norm.bias", b.ln_1_bias.to_f32());
-      matrix(p + "attn_qkv.weight", d, qkv, rows_of(qkv_w, d, qkv, 0, qkv, 0));
-      vector(p + "attn_qkv.bias", b.attn_bias.to_f32());
-      matrix(p + "attn_output.weight", d, d, rows_of(out_w, d, d, 0, d, 0));
-      vector(p + "attn_output.bias", b.attn_proj_bias.to_f32());
-      vector(p + "ffn_norm.weight", b.ln_2_weight.to_f32());
-      vector(p + "ffn_norm.bias", b.ln_2_bias.to_f32());
-      matrix(p + "ffn_up.weight", d, I, rows_of(fc_w, d, I, 0, I, 0));
-      vector(p + "ffn_up.bias", b.mlp_fc_bias.to_f32());
-      matrix(p + "ffn_down.weight", I, d, rows_of(proj_w, I, d, 0, d, 0));
-      vector(p + "ffn_down.bias", b.mlp_proj_bias.to_f32());
-      continue;
+  for (const ParameterTensor& t : parameter_tensors(c)) {
+    const std::vector<float> values = tensor_of(m, t).to_f32();
+    for (const StoredTensor& part : stored_tensors(t, c, WeightFormat::kGguf)) {
+      if (t.shape.size() == 1) {  // norms and biases as F32
+        const auto from = values.begin() + std::ptrdiff_t(part.first);
+        tensors.push_back({part.name, {part.width}, GgmlType::f32, {from, from + std::ptrdiff_t(part.width)}});
+      } else if (stored_as_rows(t.slot)) {
+        matrix(part.name, t.shape[1], t.shape[0], values);
+      } else {
+        matrix(part.name, t.shape[0], part.width,
+               rows_of(values, t.shape[0], t.shape[1], part.first, part.width, permuted ? part.rotary_heads : 0));
+      }
     }
-    matrix(p + "attn_q.weight", d, H * hd, rows_of(qkv_w, d, qkv, 0, H * hd, permuted ? H : 0));
-    matrix(p + "attn_k.weight", d, Hkv * hd, rows_of(qkv_w, d, qkv, H * hd, Hkv * hd, permuted ? Hkv : 0));
-    matrix(p + "attn_v.weight", d, Hkv * hd, rows_of(qkv_w, d, qkv, (H + Hkv) * hd, Hkv * hd, 0));
-    if (c.qkv_bias) {
-      if (permuted) fail(path, "a llama model with q/k/v biases has no GGUF layout attnlab writes");
-      vector(p + "attn_q.bias", slice(b.attn_bias, 0, H * hd));
-      vector(p + "attn_k.bias", slice(b.attn_bias, H * hd, Hkv * hd));
-      vector(p + "attn_v.bias", slice(b.attn_bias, (H + Hkv) * hd, Hkv * hd));
-    }
-    if (c.qk_norm) {
-      vector(p + "attn_q_norm.weight", b.q_norm_weight.to_f32());
-      vector(p + "attn_k_norm.weight", b.k_norm_weight.to_f32());
-    }
-    matrix(p + "attn_output.weight", H * hd, d, rows_of(out_w, H * hd, d, 0, d, 0));
-    vector(p + "ffn_norm.weight", b.ln_2_weight.to_f32());
-    matrix(p + "ffn_gate.weight", d, I, rows_of(fc_w, d, 2 * I, 0, I, 0));
-    matrix(p + "ffn_up.weight", d, I, rows_of(fc_w, d, 2 * I, I, I, 0));
-    matrix(p + "ffn_down.weight", I, d, rows_of(proj_w, I, d, 0, d, 0));
   }
-  vector("output_norm.weight", m.ln_f_weight.to_f32());
-  if (gpt2) vector("output_norm.bias", m.ln_f_bias.to_f32());
-  if (!c.tied) matrix("output.weight", d, c.vocab_size, m.lm_head.to_f32());
   // The divisor of each frequency: Llama 3's scaling, or a GGUF file's own rope_freqs.
   if (!gpt2 && (c.rope.scaling == RopeScaling::llama3 || !c.rope.divisors.empty())) {
     const std::vector<double> f = rope_frequencies(c, 0);
     std::vector<float> divisors(f.size());
     for (std::size_t i = 0; i < f.size(); ++i)
       divisors[i] = static_cast<float>(std::pow(c.rope.theta, -2.0 * double(i) / double(hd)) / f[i]);
-    vector("rope_freqs.weight", std::move(divisors));
+    tensors.push_back({"rope_freqs.weight", {divisors.size()}, GgmlType::f32, std::move(divisors)});
   }
 
   std::vector<std::pair<std::string, Value>> meta;

@@ -1,17 +1,11 @@
 // A model from a GGUF file (attnlab/model/model.hpp's load_model on FILE.gguf): the
 // architectures `llama` (Llama 2 and 3, SmolLM2, TinyLlama, Mistral as llama.cpp writes
 // them), `qwen2`, `qwen3`, `gemma3` and `gpt2`, mapped onto the one transformer. The metadata becomes the config
-// Hugging Face's config.json would give, checked by the same reader; the tensors are viewed
-// where they lie, quantized as they are:
-//
-//   token_embd.weight            [ne0 = d, ne1 = V]       the embedding, rows of d
-//   blk.N.attn_norm.weight       [d]
-//   blk.N.attn_{q,k,v}.weight    [d, H·hd | H_kv·hd]      nn.Linear's [out, in], rows of d (+ .bias: Qwen2)
-//   blk.N.attn_{q,k}_norm.weight [hd]                     Qwen3
-//   blk.N.attn_output.weight     [H·hd, d]
-//   blk.N.ffn_norm.weight        [d]
-//   blk.N.ffn_{gate,up}.weight   [d, I];  blk.N.ffn_down.weight [I, d]
-//   output_norm.weight [d];  output.weight [d, V] (absent: tied);  rope_freqs.weight [rot/2] (Llama 3)
+// Hugging Face's config.json would give, checked by the same reader; the tensors, named as
+// tensor_names.hpp's table says, are viewed where they lie, quantized as they are. ggml
+// writes a tensor's dims row length first: token_embd.weight [ne0 = d, ne1 = V] holds a row
+// of d per token, and a linear layer's weight is nn.Linear's [out, in], a row of `in` per
+// output (blk.N.attn_q.weight [d, H·hd]).
 //
 // llama.cpp's converter reorders the rows of a `llama` model's q and k so that each head's
 // rotary pairs are adjacent (x_2i, x_2i+1); attnlab pairs split halves (x_i, x_{i+hd/2}) as
@@ -26,7 +20,8 @@
 #include "attnlab/core/json.hpp"
 #include "attnlab/model/gguf.hpp"
 #include "attnlab/model/model.hpp"
-#include "config_json.hpp"
+#include "attnlab/model/tensor_names.hpp"
+#include "formats/config_json.hpp"
 
 namespace attnlab {
 
@@ -192,7 +187,7 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
     throw with_metadata_key(e, arch->name);
   }
   ModelConfig& c = m.config;
-  const std::size_t d = c.n_embd, hd = c.head_dim(), H = c.n_head, Hkv = c.kv_heads(), I = c.n_inner;
+  const std::size_t d = c.n_embd, hd = c.head_dim();
   // Tensor `name` with `dims` as ggml writes them (a row's length first).
   const auto find = [&](const std::string& name, std::vector<std::uint64_t> dims) -> const GgufTensor& {
     const GgufTensor* t = f.find(name);
@@ -206,8 +201,8 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
     dequantize(t.type, f.bytes(t).data(), n, values.data());
     return values;
   };
-  // The nn.Linear weights `names` ([out_i, in] rows) side by side as attnlab's [in × out];
-  // `heads` > 0: the rows of that many heads of hd put back from adjacent to split-half pairs.
+  // The nn.Linear weight `name` ([out, in] rows) as a piece of attnlab's [in × out]; `heads`
+  // > 0: the rows of that many heads of hd put back from adjacent to split-half pairs.
   const auto piece = [&](const std::string& name, std::size_t out, std::size_t in, std::size_t heads) {
     const GgufTensor& t = find(name, {in, out});
     const std::byte* data = f.bytes(t).data();
@@ -227,82 +222,40 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
     const GgufTensor& t = find(name, {cols, rows});
     return Tensor::view(rows, cols, {{cols, t.type, false, f.bytes(t).data()}}, mapped);
   };
-  if (gpt2) {
-    m.wte = matrix("token_embd.weight", c.vocab_size, d);
-    m.wpe = matrix("position_embd.weight", c.n_positions, d);
-    const auto linear = [&](const std::string& name, std::size_t in, std::size_t out) {
-      return Tensor::view(in, out, {piece(name, out, in, 0)}, mapped);
-    };
-    for (std::size_t l = 0; l < c.n_layer; ++l) {
-      const std::string p = fmt::format("blk.{}.", l);
-      Block b;
-      b.ln_1_weight = vector(p + "attn_norm.weight", d);
-      b.ln_1_bias = vector(p + "attn_norm.bias", d);
-      b.attn_weight = linear(p + "attn_qkv.weight", d, 3 * d);
-      b.attn_bias = vector(p + "attn_qkv.bias", 3 * d);
-      b.attn_proj_weight = linear(p + "attn_output.weight", d, d);
-      b.attn_proj_bias = vector(p + "attn_output.bias", d);
-      b.ln_2_weight = vector(p + "ffn_norm.weight", d);
-      b.ln_2_bias = vector(p + "ffn_norm.bias", d);
-      b.mlp_fc_weight = linear(p + "ffn_up.weight", d, I);
-      b.mlp_fc_bias = vector(p + "ffn_up.bias", I);
-      b.mlp_proj_weight = linear(p + "ffn_down.weight", I, d);
-      b.mlp_proj_bias = vector(p + "ffn_down.bias", d);
-      m.blocks.push_back(std::move(b));
-    }
-    m.ln_f_weight = vector("output_norm.weight", d);
-    m.ln_f_bias = vector("output_norm.bias", d);
-    // llama.cpp's converter writes GPT-2's head, the embedding, again as output.weight.
-    if (const GgufTensor* head = f.find("output.weight")) {
-      const GgufTensor& embedding = find("token_embd.weight", {d, c.vocab_size});
-      const std::span<const std::byte> a = f.bytes(*head), b = f.bytes(embedding);
-      if (head->type != embedding.type || !std::equal(a.begin(), a.end(), b.begin(), b.end()))
-        fail(path, "tensor \"output.weight\" is not the embedding; attnlab reads GPT-2 with its LM head tied");
-    }
-  } else {
-    if (f.find("rope_freqs.weight")) {  // Llama 3's scaling, as a divisor of each frequency
-      const std::vector<float> divisors = vector("rope_freqs.weight", (c.rope.rotated ? c.rope.rotated : hd) / 2);
-      c.rope.divisors.assign(divisors.begin(), divisors.end());
-    }
-    m.wte = matrix("token_embd.weight", c.vocab_size, d);
-    for (std::size_t l = 0; l < c.n_layer; ++l) {
-      const std::string p = fmt::format("blk.{}.", l);
-      Block b;
-      b.ln_1_weight = vector(p + "attn_norm.weight", d);
-      b.attn_weight =
-          Tensor::view(d, c.qkv_width(),
-                       {piece(p + "attn_q.weight", H * hd, d, H), piece(p + "attn_k.weight", Hkv * hd, d, Hkv),
-                        piece(p + "attn_v.weight", Hkv * hd, d, 0)},
-                       mapped);
-      if (c.qkv_bias) {
-        std::vector<float> bias = vector(p + "attn_q.bias", H * hd);
-        for (const char* name : {"attn_k.bias", "attn_v.bias"}) {
-          const std::vector<float> part = vector(p + name, Hkv * hd);
-          bias.insert(bias.end(), part.begin(), part.end());
-        }
-        b.attn_bias = std::move(bias);
-      }
-      b.attn_proj_weight = Tensor::view(H * hd, d, {piece(p + "attn_output.weight", d, H * hd, 0)}, mapped);
-      if (c.qk_norm) {
-        b.q_norm_weight = vector(p + "attn_q_norm.weight", hd);
-        b.k_norm_weight = vector(p + "attn_k_norm.weight", hd);
-      }
-      b.ln_2_weight = vector(p + "ffn_norm.weight", d);
-      if (c.sandwich_norms) {  // Gemma 3: the attention's and the MLP's outputs normed again
-        b.post_attn_norm_weight = vector(p + "post_attention_norm.weight", d);
-        b.post_mlp_norm_weight = vector(p + "post_ffw_norm.weight", d);
-      }
-      b.mlp_fc_weight =
-          Tensor::view(d, 2 * I, {piece(p + "ffn_gate.weight", I, d, 0), piece(p + "ffn_up.weight", I, d, 0)}, mapped);
-      b.mlp_proj_weight = Tensor::view(I, d, {piece(p + "ffn_down.weight", d, I, 0)}, mapped);
-      m.blocks.push_back(std::move(b));
-    }
-    m.ln_f_weight = vector("output_norm.weight", d);
-    if (!c.tied) m.lm_head = matrix("output.weight", c.vocab_size, d);
-    // llama.cpp's converter stores Gemma's norm weights as 1 + w, the factor they apply:
-    // read as they are, and applied as they are.
-    c.norm_plus_one = false;
+  if (!gpt2 && f.find("rope_freqs.weight")) {  // Llama 3's scaling, as a divisor of each frequency
+    const std::vector<float> divisors = vector("rope_freqs.weight", (c.rope.rotated ? c.rope.rotated : hd) / 2);
+    c.rope.divisors.assign(divisors.begin(), divisors.end());
   }
+  // Each tensor of the parameter table from the file's tensors that tensor_names.hpp names.
+  m.blocks.resize(c.n_layer);
+  for (const ParameterTensor& t : parameter_tensors(c)) {
+    const std::vector<StoredTensor> parts = stored_tensors(t, c, WeightFormat::kGguf);
+    if (t.shape.size() == 1) {  // a norm's weight, a bias (q | k | v's side by side)
+      std::vector<float> values;
+      for (const StoredTensor& part : parts) {
+        const std::vector<float> v = vector(part.name, part.width);
+        values.insert(values.end(), v.begin(), v.end());
+      }
+      tensor_of(m, t) = std::move(values);
+    } else if (stored_as_rows(t.slot)) {
+      tensor_of(m, t) = matrix(parts.at(0).name, t.shape[0], t.shape[1]);
+    } else {
+      std::vector<Tensor::Piece> pieces;
+      for (const StoredTensor& part : parts)
+        pieces.push_back(piece(part.name, part.width, t.shape[0], part.rotary_heads));
+      tensor_of(m, t) = Tensor::view(t.shape[0], t.shape[1], std::move(pieces), mapped);
+    }
+  }
+  // llama.cpp's converter writes GPT-2's head, the embedding, again as output.weight.
+  if (const GgufTensor* head = f.find("output.weight"); head && gpt2) {
+    const GgufTensor& embedding = find("token_embd.weight", {d, c.vocab_size});
+    const std::span<const std::byte> a = f.bytes(*head), b = f.bytes(embedding);
+    if (head->type != embedding.type || !std::equal(a.begin(), a.end(), b.begin(), b.end()))
+      fail(path, "tensor \"output.weight\" is not the embedding; attnlab reads GPT-2 with its LM head tied");
+  }
+  // llama.cpp's converter stores Gemma's norm weights as 1 + w, the factor they apply: read as
+  // they are, and applied as they are.
+  c.norm_plus_one = false;
   const GgmlType stored = m.blocks.empty() ? m.wte.type() : m.blocks[0].mlp_fc_weight.type();
   m.stored_dtype = stored == GgmlType::f16 ? DType::f16 : stored == GgmlType::bf16 ? DType::bf16 : DType::f32;
   m.stored_type = stored;

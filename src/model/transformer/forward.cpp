@@ -21,7 +21,7 @@
 #include "attnlab/kernels/matvec.hpp"
 #include "attnlab/kernels/team.hpp"
 #include "attnlab/model/blas.hpp"
-#include "transformer.hpp"
+#include "transformer/transformer.hpp"
 
 namespace attnlab {
 

@@ -19,7 +19,7 @@
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/bpe.hpp"
-#include "bpe_recipe.hpp"
+#include "tokenizers/bpe_recipe.hpp"
 
 namespace attnlab {
 

@@ -38,7 +38,7 @@
 #include "attnlab/core/json.hpp"
 #include "attnlab/model/bpe.hpp"
 #include "attnlab/model/gguf.hpp"
-#include "bpe_recipe.hpp"
+#include "tokenizers/bpe_recipe.hpp"
 
 namespace attnlab {
 

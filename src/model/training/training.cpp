@@ -19,7 +19,7 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/threads.hpp"
-#include "transformer.hpp"
+#include "transformer/transformer.hpp"
 
 namespace attnlab {
 

@@ -12,16 +12,18 @@ namespace attnlab {
 // file otherwise, with `what` saying what the file should be.
 nlohmann::json read_config_document(const std::string& path, std::string_view what);
 
-// Each family's config.json read into the family-neutral config (gpt2.cpp, hf_families.cpp).
+// Each family's config.json read into the family-neutral config (gpt2_config.cpp,
+// hf_config.cpp), and written for a model attnlab saves.
 struct ModelConfig;
 ModelConfig gpt2_config(const nlohmann::json& config, const std::string& path);
 ModelConfig hf_family_config(const nlohmann::json& config, const std::string& path);
+nlohmann::json gpt2_config_json(const ModelConfig& config);
+nlohmann::json llama_config_json(const ModelConfig& config);
 
-// Each family's weights from a folder whose config.json is already read into `config`
-// (load_model reads it once, then calls the family's reader).
+// A Hugging Face folder's weights, its config.json already read into `config` (load_model
+// reads it once, then the tensors: hf_checkpoint.cpp).
 struct Model;
-Model gpt2_weights(const std::string& dir, const ModelConfig& config);
-Model hf_family_weights(const std::string& dir, const ModelConfig& config);
+Model hf_weights(const std::string& dir, const ModelConfig& config);
 
 // config[key] as a whole number from 1 to `limit`; when absent, `fallback` (0: the key is
 // required, and its absence is refused naming it and `family`).

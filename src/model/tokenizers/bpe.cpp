@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "attnlab/core/error.hpp"
-#include "bpe_recipe.hpp"
+#include "tokenizers/bpe_recipe.hpp"
 
 namespace attnlab {
 
