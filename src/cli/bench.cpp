@@ -22,107 +22,25 @@
 #include "attnlab/model/threads.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/model/training.hpp"
+#include "attnlab/operations/bench.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
+#include "operation_flags.hpp"
 
 namespace attnlab::cli {
 
 namespace {
 
-struct BenchFlags {
-  bool quick = false, json = false, causal = false, decode = false;
-  std::size_t cache = 32768, new_tokens = 1;
-  std::string cache_dtype = "f16";
-  std::size_t n = 0, heads = 16, kv_heads = 0, d_k = 128;
-  std::string dtype = "f32", kernel = "tiled";
-  int threads = 0, repeats = 5;
-  std::string model;          // a model directory: time its forward pass instead of the kernels
-  bool f32 = false;           // with --model: widen 16-bit weights to f32 first
-  bool bf16 = false;          // with --model or --train: the products in bf16 (Bf16Products)
-  std::size_t tokens = 1024;  // with --model: tokens per forward pass
-  std::size_t generate = 0;   // with --model: then time this many new tokens after those, one at a time
-  bool train = false;         // time training steps instead (the shape below, --heads shared)
-  bool attribute = false;     // with --model: time the attribution of one prediction instead
-  TrainSettings shape{.steps = 20};
-  CLI::Option* heads_flag = nullptr;
+// The request (operations/bench.hpp), and the command's own --json.
+struct BenchFlags : BenchRequest {
+  bool json = false;
 };
-
-void add_bench_flags(CLI::App& app, BenchFlags& f) {
-  app.add_flag("--quick", f.quick, "A subset that runs in about a minute");
-  app.add_flag("--json", f.json, "Machine-readable output");
-  app.add_option("--n", f.n, "One case: n = m tokens (default: the standard case list)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 22));
-  f.heads_flag =
-      app.add_option("--heads", f.heads, "One case: query heads H (with --train: heads per layer, default 2)")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 1024));
-  app.add_option("--kv-heads", f.kv_heads, "One case: key/value heads H_kv (default H)")->check(CLI::Range(1, 1024));
-  app.add_option("--d-k", f.d_k, "One case: head width d_k = d_v")->capture_default_str()->check(CLI::Range(1, 1024));
-  app.add_flag("--causal", f.causal, "One case: causal mask");
-  app.add_option("--dtype", f.dtype, "One case: f32 or bf16")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "bf16"}));
-  app.add_option("--kernel", f.kernel, "One case: tiled or reference")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"tiled", "reference"}));
-  app.add_flag("--decode", f.decode, "One case: decode new tokens against a KV cache (instead of prefill)");
-  app.add_option("--cache", f.cache, "Decode: cached tokens")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 22));
-  app.add_option("--new-tokens", f.new_tokens, "Decode: new tokens per step, 1 to 8")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 8));
-  app.add_option("--cache-dtype", f.cache_dtype, "Decode: the cache's storage, f32, f16 or bf16")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
-  app.add_option("--threads", f.threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
-  app.add_option("--model", f.model,
-                 "Time this model's forward pass instead, and measure its memory (a folder, a .gguf file or "
-                 "ollama:NAME; docs/models.md)")
-      ->check(kModelPath);
-  app.add_option("--tokens", f.tokens, "With --model: tokens per forward pass (at most the model's positions)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
-  app.add_flag("--f32", f.f32, "With --model: widen 16-bit weights to f32 in memory first");
-  app.add_flag("--bf16", f.bf16,
-               "With --model or --train: multiply in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU "
-               "has them): the forward's and the prompt's products, not generation's, or the training step's; with "
-               "--model timed against the bf16 peak too");
-  app.add_option("--generate", f.generate,
-                 "With --model: also time generating this many tokens, one at a time through the KV cache, after "
-                 "--tokens of prompt (tokens/s, and bytes read per token against the read bandwidth)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 16));
-  app.add_flag("--attribute", f.attribute,
-               "With --model: time attributing the prediction at the last of --tokens (DLA, the lens, context "
-               "mixing, the gradient, one patching site) as multiples of one forward pass");
-  app.add_flag("--train", f.train, "Time training steps of a small GPT-2 instead (attnlab train's model and task)");
-  app.add_option("--layers", f.shape.layers, "With --train: layers")->capture_default_str()->check(CLI::Range(1, 48));
-  app.add_option("--d-model", f.shape.d_model, "With --train: width")
-      ->capture_default_str()
-      ->check(CLI::Range(4, 4096));
-  app.add_option("--context", f.shape.context, "With --train: positions per sequence")
-      ->capture_default_str()
-      ->check(CLI::Range(12, 4096));
-  app.add_option("--vocab", f.shape.vocab, "With --train: vocabulary, BOS included")
-      ->capture_default_str()
-      ->check(CLI::Range(8, 65536));
-  app.add_option("--batch", f.shape.batch, "With --train: sequences per step")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--steps", f.shape.steps, "With --train: timed steps per run")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  app.add_flag("--attn-only", f.shape.attention_only, "With --train: no MLPs");
-  app.add_option("--repeats", f.repeats, "Timed runs per case (median reported)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-}
 
 // H_kv as given (default H), checked to divide H.
 std::size_t kv_heads_of(const BenchFlags& f) {
-  const std::size_t kv = f.kv_heads ? f.kv_heads : f.heads;
-  if (f.heads % kv != 0)
-    fail("--kv-heads", fmt::format("{} must divide --heads {} (grouped-query attention)", kv, f.heads));
+  const std::size_t heads = f.heads_or_default(), kv = f.kv_heads.value_or(heads);
+  if (heads % kv != 0)
+    fail("--kv-heads", fmt::format("{} must divide --heads {} (grouped-query attention)", kv, heads));
   return kv;
 }
 
@@ -131,16 +49,18 @@ std::vector<BenchCase> cases_from_flags(const BenchFlags& f) {
   if (f.decode) {
     if (f.cache < f.new_tokens) fail("--cache", "must be at least --new-tokens");
     const std::size_t kv = kv_heads_of(f);
-    BenchCase c{fmt::format("decode cache={} H={} H_kv={} d={} {}", f.cache, f.heads, kv, f.d_k, f.cache_dtype),
-                {f.heads, kv, f.new_tokens, f.cache, f.d_k, f.d_k}};
+    BenchCase c{
+        fmt::format("decode cache={} H={} H_kv={} d={} {}", f.cache, f.heads_or_default(), kv, f.d_k, f.cache_dtype),
+        {f.heads_or_default(), kv, f.new_tokens, f.cache, f.d_k, f.d_k}};
     c.decode = true;
     c.cache_dtype = parse_dtype(f.cache_dtype, "--cache-dtype");
     return {c};
   }
-  if (f.n > 0) {
+  if (f.n) {
+    const std::size_t n = *f.n;
     const std::size_t kv = kv_heads_of(f);
-    BenchCase c{fmt::format("n={} H={} H_kv={} d={}{}", f.n, f.heads, kv, f.d_k, f.causal ? " causal" : ""),
-                {f.heads, kv, f.n, f.n, f.d_k, f.d_k}};
+    BenchCase c{fmt::format("n={} H={} H_kv={} d={}{}", n, f.heads_or_default(), kv, f.d_k, f.causal ? " causal" : ""),
+                {f.heads_or_default(), kv, n, n, f.d_k, f.d_k}};
     c.options.causal = f.causal;
     c.options.precision = f.dtype == "bf16" ? Precision::bf16 : Precision::f32;
     c.kernel = kernel_named(f.kernel, "--kernel");
@@ -228,10 +148,10 @@ void print_result(const BenchResult& r) {
 }
 
 // `run` once to warm up, then `repeats` timed runs: the median's seconds.
-double median_seconds(int repeats, const std::function<void()>& run) {
+double median_seconds(std::size_t repeats, const std::function<void()>& run) {
   run();
   std::vector<double> times;
-  for (int rep = 0; rep < repeats; ++rep) {
+  for (std::size_t rep = 0; rep < repeats; ++rep) {
     const auto start = std::chrono::steady_clock::now();
     run();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -253,15 +173,16 @@ void print_blas_machine(const MachinePeaks& peaks) {
 // forward's own buffers. The goal is resident ≤ file + 10% + buffers: the weights are read where the mapped file holds
 // them.
 int bench_model(const BenchFlags& f) {
+  const std::size_t generate = f.generate.value_or(0);
   const std::size_t resident_before = memory::resident_bytes();
   // Mapped, not read: what the weights will take in memory is priced before anything is widened.
   Model model = load_model(f.model);
   const ModelConfig& c = model.config;
   if (f.tokens > c.n_positions)
     fail("--tokens", fmt::format("{} is more than the model's {} positions", f.tokens, c.n_positions));
-  if (f.tokens + f.generate > c.n_positions)
+  if (f.tokens + generate > c.n_positions)
     fail("--generate", fmt::format("{} prompt tokens and {} new ones are more than the model's {} positions", f.tokens,
-                                   f.generate, c.n_positions));
+                                   generate, c.n_positions));
   require_available_memory(forward_buffer_bytes(c, f.tokens), "--tokens", "the forward's buffers",
                            "give fewer --tokens");
   if (f.f32) {
@@ -270,7 +191,7 @@ int bench_model(const BenchFlags& f) {
     widen_to_f32(model);
   }
   fmt::print(stderr, "measuring this machine's peaks...\n");
-  const MachinePeaks peaks = measure_peaks(f.threads);
+  const MachinePeaks peaks = measure_peaks(int(f.threads));
   release_free_heap();  // the peak probes' buffers are not the model's
   reset_peak_rss();
   SplitMix64 rng(1);
@@ -286,22 +207,22 @@ int bench_model(const BenchFlags& f) {
   // token reads every weight once and the whole cache: that traffic over the measured read
   // bandwidth is what the step could take at best.
   nlohmann::json generation;
-  if (f.generate) {
+  if (generate) {
     Decoder decoder(model);
     std::vector<float> logits = decoder.step(ids);
     const auto start = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < f.generate; ++i) {
+    for (std::size_t i = 0; i < generate; ++i) {
       const int next = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       logits = decoder.step(std::span<const int>(&next, 1));
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double per_token = seconds / double(f.generate);
+    const double per_token = seconds / double(generate);
     // The cache read at the middle step: 2 × L × H_kv × d_head × length × 4 bytes (f32).
     const double cache_bytes = 2.0 * double(c.n_layer * c.kv_heads() * c.head_dim()) *
-                               (double(f.tokens) + double(f.generate) / 2) * sizeof(float);
+                               (double(f.tokens) + double(generate) / 2) * sizeof(float);
     const double bytes = double(model.weight_bytes()) + cache_bytes;
     generation = {{"prompt_tokens", f.tokens},
-                  {"new_tokens", f.generate},
+                  {"new_tokens", generate},
                   {"tokens_per_second", 1 / per_token},
                   {"bytes_per_token", bytes},
                   {"gbps", bytes / per_token / 1e9},
@@ -330,7 +251,7 @@ int bench_model(const BenchFlags& f) {
                          {"resident_peak_bytes", resident},
                          {"goal_bytes", goal},
                          {"goal_met", double(resident) <= goal}}}};
-    if (f.generate) out["generation"] = generation;
+    if (generate) out["generation"] = generation;
     if (f.bf16) {
       out["bf16_isa"] = bf16_products_isa();
       const double peak = bf16_products_peak(peaks);  // 0 where no probe measured that unit
@@ -356,11 +277,11 @@ int bench_model(const BenchFlags& f) {
       f.f32 ? " widened to f32" : ", read where the mapped file holds them", format_bytes(buffers),
       format_bytes(resident), format_bytes(static_cast<std::uint64_t>(goal)),
       double(resident) <= goal ? "met" : "NOT met");
-  if (f.generate)
+  if (generate)
     fmt::print(
         "generation: {} tokens after {} of prompt, {:.1f} tokens/s; {} read per token, {:.1f} GB/s ({:.0f}% of "
         "the measured read bandwidth)\n",
-        f.generate, f.tokens, generation["tokens_per_second"].get<double>(),
+        generate, f.tokens, generation["tokens_per_second"].get<double>(),
         format_bytes(static_cast<std::uint64_t>(generation["bytes_per_token"].get<double>())),
         generation["gbps"].get<double>(), generation["percent_of_read_bandwidth"].get<double>());
   return 0;
@@ -429,7 +350,7 @@ int bench_attribute(const BenchFlags& f) {
 // the median run gives tokens/s and GFLOP/s (training_flops) as a share of the f32 peak.
 int bench_train(const BenchFlags& f) {
   TrainSettings s = f.shape;
-  s.heads = f.heads_flag->count() ? f.heads : 2;
+  s.heads = f.heads_or_default();
   try {
     check_train_settings(s);  // checked and priced as `attnlab train` does, before anything is allocated
   } catch (const InputError& e) {
@@ -450,7 +371,7 @@ int bench_train(const BenchFlags& f) {
     adam.step(p, g, 1e-3);
   };
   fmt::print(stderr, "measuring this machine's peaks...\n");
-  const MachinePeaks peaks = measure_peaks(f.threads);
+  const MachinePeaks peaks = measure_peaks(int(f.threads));
   const double seconds = median_seconds(f.repeats,
                                         [&] {
                                           for (std::size_t k = 0; k < s.steps; ++k)
@@ -494,20 +415,23 @@ int bench_train(const BenchFlags& f) {
 }  // namespace
 
 Command bench_command(CLI::App& parent) {
-  auto flags = std::make_shared<BenchFlags>();
-  CLI::App* app =
-      parent.add_subcommand("bench", "Measure this machine's peaks, then time attention kernels as a share of them");
-  add_bench_flags(*app, *flags);
-  return {app, [flags]() {
+  CLI::App* app = parent.add_subcommand("bench", std::string(BenchRequest::kHelp));
+  auto described = std::make_shared<OperationFlags>(*app, describe_operation<BenchRequest>());
+  auto json_output = std::make_shared<bool>(false);
+  app->add_flag("--json", *json_output, "Machine-readable output");
+  return {app, [described, json_output]() {
+            const auto flags = std::make_shared<BenchFlags>();
+            static_cast<BenchRequest&>(*flags) = read_flags<BenchRequest>(*described);
+            flags->json = *json_output;
             // --threads: the OpenMP threads the kernels and the shared products use (model/threads.hpp)
             std::optional<ThreadBudget> budget;
-            if (flags->threads > 0) budget.emplace(flags->threads);
+            if (flags->threads > 0) budget.emplace(int(flags->threads));
             if (!flags->model.empty()) return flags->attribute ? bench_attribute(*flags) : bench_model(*flags);
             if (flags->attribute) fail("--attribute", "times a model's attribution; give --model too");
             if (flags->train) return bench_train(*flags);
             const std::vector<BenchCase> cases = cases_from_flags(*flags);
             fmt::print(stderr, "measuring this machine's peaks...\n");
-            const MachinePeaks peaks = measure_peaks(flags->threads);
+            const MachinePeaks peaks = measure_peaks(int(flags->threads));
             if (!flags->json) print_header(peaks);
             nlohmann::json results = nlohmann::json::array();
             for (std::size_t k = 0; k < cases.size(); ++k) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "attnlab/operations/bench.hpp"
 #include "attnlab/operations/capacity.hpp"
 #include "attnlab/operations/generate.hpp"
 #include "attnlab/operations/model.hpp"
@@ -19,7 +20,7 @@ std::vector<OperationDescription> operation_descriptions() {
           describe_operation<HeadsRequest>(),   describe_operation<AttributeRequest>(),
           describe_operation<LensRequest>(),    describe_operation<PatchRequest>(),
           describe_operation<VerdictRequest>(), describe_operation<ExportRequest>(),
-          describe_operation<TrainRequest>()};
+          describe_operation<TrainRequest>(),   describe_operation<BenchRequest>()};
 }
 
 OperationDescription operation_description(std::string_view name) {
