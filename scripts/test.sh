@@ -45,6 +45,6 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 # run above, which runs them: under the sanitizers the flash kernel's sweep of shapes, masks,
 # tiles, threads and instruction sets takes about 200 s, each seeded training run (GPT-2's
 # recipe, the Llama-style one) about 130 s, the text task's 58 s and bench --train's 15 s;
-# the rest of the run, fuzz targets included, about 250 s on 2 cores (docs/testing.md).
+# the rest of the run, fuzz targets included, about 250 s on 2 cores (docs/performance/test-run-times.md).
 slow='^(FlashAttention\.SweepOfShapesMasksTilesThreadsAndInstructionSets|TrainCli\.(TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatNeeds|ALlamaStyleModelLearnsTheRecipeAndIsAFolderTheModelCommandsRead|TheTextTaskTrainsOnAFilesBytesAndWritesATokenizerTheModelCommandsRead|BenchTrainTimesWholeStepsAndCountsTheirFlops))$'
 (cd build-fuzz && ctest --output-on-failure --timeout 600 -j"$(nproc)" -L '^(unit|cli|api|fuzz)$' -E "$slow")

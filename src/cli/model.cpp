@@ -149,36 +149,6 @@ void print_heads_in_brief(const ModelDir& m, const ForwardResult& r, const std::
   }
 }
 
-json run_json(const ModelDir& m, const ForwardResult& r, const std::vector<int>& ids, std::size_t k) {
-  const std::size_t n = r.n, heads = m.model.config.n_head;
-  json attention = json::array();
-  for (const std::vector<float>& layer : r.attention) {
-    json layer_json = json::array();
-    for (std::size_t h = 0; h < heads; ++h) {
-      json rows = json::array();
-      for (std::size_t i = 0; i < n; ++i)
-        rows.push_back(std::vector<float>(layer.begin() + static_cast<std::ptrdiff_t>((h * n + i) * n),
-                                          layer.begin() + static_cast<std::ptrdiff_t>((h * n + i + 1) * n)));
-      layer_json.push_back(std::move(rows));
-    }
-    attention.push_back(std::move(layer_json));
-  }
-  json top = json::array();
-  for (std::size_t i = 0; i < n; ++i) {
-    json position = json::array();
-    for (const TokenProbability& t : top_k(r.logits_at(i), k))
-      position.push_back(candidate_json(m, t.id, t.probability));
-    top.push_back(std::move(position));
-  }
-  const std::span<const float> last_logits = r.logits_at(n - 1);
-  json out = {{"ids", ids},
-              {"attention", std::move(attention)},
-              {"last_logits", std::vector<float>(last_logits.begin(), last_logits.end())},
-              {"top_k", std::move(top)}};
-  add_tokens_json(out, m, ids);
-  return out;
-}
-
 int run(const ModelFlags& f, const OperationFlags& flags) {
   const RunRequest request = read_flags<RunRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
@@ -190,10 +160,10 @@ int run(const ModelFlags& f, const OperationFlags& flags) {
     fail("--json", fmt::format("{} tokens give {} attention weights ({} layers × {} heads × n²), more than the {} "
                                "`model run --json` writes; use fewer tokens",
                                ids.size(), numbers, c.n_layer, c.n_head, kMaxAttentionNumbers));
-  plan.options.keep_attention = true;  // every head in brief, or the one explained
-  const ForwardResult r = model_forward(m.model, ids, plan.options);
-  const std::vector<std::string> tokens = token_texts(m, ids);
-  if (plan.head) {  // one head, explained like any scenario's
+  ForwardOptions options = plan.options;
+  options.keep_attention = true;
+  if (plan.head) {  // one head, explained like any scenario's (in the run with the heads ablated, if any)
+    const ForwardResult r = model_forward(m.model, ids, options);
     std::vector<std::string> texts;
     for (const TokenShown& t : show_tokens(m, ids))
       texts.push_back(t.text);
@@ -201,16 +171,33 @@ int run(const ModelFlags& f, const OperationFlags& flags) {
     fmt::print("{}", explain(s, run_scenario(s), {0, plan.query, s.precision}));
     return 0;
   }
+  // Every head from the run as it is; with heads ablated, that run's next token beside it.
+  // The reply needs the last position's logits only, computed as the server computes them.
+  options.ablate.clear();
+  if (f.json) options.logits = LogitRows::last;
+  const ForwardResult r = model_forward(m.model, ids, options);
+  std::optional<ForwardResult> ablated;
+  if (!plan.options.ablate.empty())
+    ablated = model_forward(m.model, ids, {.logits = LogitRows::last, .ablate = plan.options.ablate});
   if (f.json) {
-    fmt::print("{}\n", run_json(m, r, ids, plan.top_k).dump());
+    fmt::print("{}\n", run_json(m, plan, r, ablated ? &*ablated : nullptr, true, WeightDigits::every));
     return 0;
   }
+  const std::vector<std::string> tokens = token_texts(m, ids);
   // A plain loop rather than std::views::transform: clang 14 cannot read libstdc++ 12's ranges.
   std::vector<std::string> quoted;
   for (const std::string& t : tokens)
     quoted.push_back(quoted_token(t));
   fmt::print("{} tokens: {}\n", ids.size(), fmt::join(quoted, " "));
   print_top_k(m, r, tokens, plan.top_k);
+  if (ablated) {
+    std::vector<std::string> heads, guesses;
+    for (const HeadRef& h : plan.options.ablate)
+      heads.push_back(to_string(h));
+    for (const TokenProbability& t : top_k(ablated->logits_at(ablated->n - 1), plan.top_k))
+      guesses.push_back(fmt::format("{} {:.3f}", quoted_token(token_texts(m, {t.id})[0]), t.probability));
+    fmt::print("with {} ablated, the next token → {}\n", fmt::join(heads, ", "), fmt::join(guesses, ", "));
+  }
   print_heads_in_brief(m, r, tokens);
   return 0;
 }

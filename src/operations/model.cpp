@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "attnlab/analysis/attribution_json.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/core/files.hpp"
+#include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/operations/generate.hpp"
@@ -194,6 +196,98 @@ RunPlan price_run(const ModelDir& m, const RunRequest& r) {
   plan.options.keep_stream = std::find(r.capture.begin(), r.capture.end(), "stream") != r.capture.end();
   plan.options.logits = r.logits == "last" ? LogitRows::last : r.logits == "none" ? LogitRows::none : LogitRows::every;
   return plan;
+}
+
+namespace {
+
+// Appends a weight in [0, 1] rounded to 4 decimals, written as JSON writes the double
+// nearest to it ("0.1234", "0.05", "0", "1"): millions of them, so without a formatter.
+void append_rounded_weight(std::string& out, float w) {
+  const long k = std::lround(std::clamp(static_cast<double>(w), 0.0, 1.0) * 1e4);
+  if (k == 0) {
+    out += '0';
+    return;
+  }
+  if (k >= 10000) {
+    out += '1';
+    return;
+  }
+  char digits[4] = {static_cast<char>('0' + k / 1000), static_cast<char>('0' + k / 100 % 10),
+                    static_cast<char>('0' + k / 10 % 10), static_cast<char>('0' + k % 10)};
+  int last = 3;
+  while (digits[last] == '0')
+    --last;
+  out += "0.";
+  out.append(digits, static_cast<std::size_t>(last + 1));
+}
+
+// [layer][head][n][n]: each weight rounded to 4 decimals, or as the float it is.
+void append_weights(std::string& out, const ForwardResult& r, std::size_t heads, WeightDigits digits) {
+  const std::size_t n = r.n;
+  out.reserve(out.size() + r.attention.size() * heads * n * n * (digits == WeightDigits::four ? 7 : 14));
+  out += '[';
+  for (std::size_t l = 0; l < r.attention.size(); ++l) {
+    out += l ? ",[" : "[";
+    for (std::size_t h = 0; h < heads; ++h) {
+      out += h ? ",[" : "[";
+      for (std::size_t i = 0; i < n; ++i) {
+        out += i ? ",[" : "[";
+        const float* row = r.attention[l].data() + (h * n + i) * n;
+        for (std::size_t j = 0; j < n; ++j) {
+          if (j) out += ',';
+          if (digits == WeightDigits::four)
+            append_rounded_weight(out, row[j]);
+          else
+            out += json(row[j]).dump();
+        }
+        out += ']';
+      }
+      out += ']';
+    }
+    out += ']';
+  }
+  out += ']';
+}
+
+// The next-token distribution at the last position, as the reply writes it.
+json last_top_k_json(const ModelDir& m, const ForwardResult& r, std::size_t k) {
+  json out = json::array();
+  for (const TokenProbability& t : top_k(r.logits_at(r.n - 1), k))
+    out.push_back(candidate_json(m, t.id, t.probability));
+  return out;
+}
+
+}  // namespace
+
+std::string run_json(const ModelDir& m, const RunPlan& plan, const ForwardResult& run, const ForwardResult* ablated,
+                     bool with_weights, WeightDigits digits) {
+  const ForwardResult& asked = ablated ? *ablated : run;
+  const std::span<const float> last_logits = asked.logits_at(asked.n - 1);
+  json reply = {{"ids", plan.ids},
+                {"top_k", last_top_k_json(m, run, plan.top_k)},
+                {"ablated", json::array()},
+                {"top_k_ablated", nullptr},
+                // The detectors on this text: the weights the run kept, scored as detect_heads scores
+                // each of its sequences.
+                {"heads", head_scores_json(score_heads(run, plan.ids))["heads"]},
+                {"last_logits", std::vector<float>(last_logits.begin(), last_logits.end())}};
+  add_tokens_json(reply, m, plan.ids);
+  if (ablated) {
+    for (const HeadRef& h : plan.options.ablate)
+      reply["ablated"].push_back(to_string(h));
+    reply["top_k_ablated"] = last_top_k_json(m, *ablated, plan.top_k);
+  }
+  // The weights go in as text: nlohmann::json would hold each of millions of numbers as a
+  // node (GPT-2 small at 256 tokens has 9.4 million).
+  std::string text = reply.dump();
+  text.pop_back();  // the closing brace
+  text += ",\"weights\":";
+  if (with_weights)
+    append_weights(text, run, m.model.config.n_head, digits);
+  else
+    text += "null";
+  text += '}';
+  return text;
 }
 
 // ---- model kv --------------------------------------------------------------------------------

@@ -89,60 +89,6 @@ std::shared_ptr<const ForwardResult> forward_with_weights(const std::shared_ptr<
   return result;
 }
 
-// The next-token distribution at the last position, as the reply writes it.
-json top_k_json(const ModelDir& m, const ForwardResult& r, std::size_t k) {
-  json out = json::array();
-  for (const TokenProbability& t : top_k(r.logits_at(r.n - 1), k))
-    out.push_back(candidate_json(m, t.id, t.probability));
-  return out;
-}
-
-// Appends a weight in [0, 1] rounded to 4 decimals, written as JSON writes the double
-// nearest to it ("0.1234", "0.05", "0", "1"): millions of them, so without a formatter.
-void append_weight(std::string& out, float w) {
-  const long k = std::lround(std::clamp(static_cast<double>(w), 0.0, 1.0) * 1e4);
-  if (k == 0) {
-    out += '0';
-    return;
-  }
-  if (k >= 10000) {
-    out += '1';
-    return;
-  }
-  char digits[4] = {static_cast<char>('0' + k / 1000), static_cast<char>('0' + k / 100 % 10),
-                    static_cast<char>('0' + k / 10 % 10), static_cast<char>('0' + k % 10)};
-  int last = 3;
-  while (digits[last] == '0')
-    --last;
-  out += "0.";
-  out.append(digits, static_cast<std::size_t>(last + 1));
-}
-
-// [layer][head][n][n], each weight to 4 decimals.
-void append_weights(std::string& out, const ForwardResult& r, std::size_t heads) {
-  const std::size_t n = r.n;
-  out.reserve(out.size() + r.attention.size() * heads * n * n * 7);
-  out += '[';
-  for (std::size_t l = 0; l < r.attention.size(); ++l) {
-    out += l ? ",[" : "[";
-    for (std::size_t h = 0; h < heads; ++h) {
-      out += h ? ",[" : "[";
-      for (std::size_t i = 0; i < n; ++i) {
-        out += i ? ",[" : "[";
-        const float* row = r.attention[l].data() + (h * n + i) * n;
-        for (std::size_t j = 0; j < n; ++j) {
-          if (j) out += ',';
-          append_weight(out, row[j]);
-        }
-        out += ']';
-      }
-      out += ']';
-    }
-    out += ']';
-  }
-  out += ']';
-}
-
 }  // namespace
 
 Scenario model_head_request(const ModelSources& models, const json& spec, const std::string& field) {
@@ -214,9 +160,6 @@ std::string api_model_run(const ModelSources& models, const json& body) {
   const RunRequest request = read_request<RunRequest>(fields, kHttpApi);
   const RunPlan plan = price_run(m, request);
   const std::vector<int>& ids = plan.ids;
-  const std::vector<HeadRef>& ablate = plan.options.ablate;
-  const std::size_t k = plan.top_k;
-  const bool with_weights = request.weights;
   const std::size_t n = ids.size(), weights = c.n_layer * c.n_head * n * n;
   if (weights > kMaxApiModelWeights)
     fail(request.text.ids ? "ids" : "text",
@@ -225,35 +168,12 @@ std::string api_model_run(const ModelSources& models, const json& body) {
                      c.n_layer, c.n_head, n, weights, kMaxApiModelWeights));
 
   const std::shared_ptr<const ForwardResult> r = forward_with_weights(model, ids);
-  json reply = {{"ids", ids}, {"top_k", top_k_json(m, *r, k)}, {"top_k_ablated", nullptr}};
-  add_tokens_json(reply, m, ids);
-  if (!ablate.empty()) {
+  std::optional<ForwardResult> ablated;
+  if (!plan.options.ablate.empty()) {
     admit_work(forward_work_bytes(c, ids.size()));
-    const ForwardResult ablated = model_forward(m.model, ids, {.logits = LogitRows::last, .ablate = ablate});
-    reply["top_k_ablated"] = top_k_json(m, ablated, k);
-    json heads = json::array();
-    for (const HeadRef& h : ablate)
-      heads.push_back(to_string(h));
-    reply["ablated"] = heads;
-  } else {
-    reply["ablated"] = json::array();
+    ablated = model_forward(m.model, ids, {.logits = LogitRows::last, .ablate = plan.options.ablate});
   }
-
-  // The detectors on this text: the weights the pass above kept, scored as detect_heads
-  // scores each of its sequences.
-  reply["heads"] = head_scores_json(score_heads(*r, ids))["heads"];
-
-  // The weights go in as text: nlohmann::json would hold each of millions of numbers as
-  // a node (GPT-2 small at 256 tokens has 9.4 million).
-  std::string text = reply.dump();
-  text.pop_back();  // the closing brace
-  text += ",\"weights\":";
-  if (with_weights)
-    append_weights(text, *r, c.n_head);
-  else
-    text += "null";
-  text += '}';
-  return text;
+  return run_json(m, plan, *r, ablated ? &*ablated : nullptr, request.weights, WeightDigits::four);
 }
 
 json api_model_generate(const ModelSources& models, const json& body) {

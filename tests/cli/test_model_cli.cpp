@@ -68,13 +68,13 @@ TEST(ModelCli, RunGivesEveryHeadsWeightsAndTheLogitsNumPyComputed) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json reply = json::parse(r.out);
   const std::size_t n = ids.size();
-  ASSERT_EQ(reply["attention"].size(), 2u);
-  ASSERT_EQ(reply["attention"][1].size(), 4u);
+  ASSERT_EQ(reply["weights"].size(), 2u);
+  ASSERT_EQ(reply["weights"][1].size(), 4u);
   for (std::size_t l = 0; l < 2; ++l)
     for (std::size_t h = 0; h < 4; ++h)
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = 0; j < n; ++j)
-          EXPECT_NEAR(reply["attention"][l][h][i][j].get<double>(), expected["attention"][l][h][i][j].get<double>(),
+          EXPECT_NEAR(reply["weights"][l][h][i][j].get<double>(), expected["attention"][l][h][i][j].get<double>(),
                       2e-5);
   const json& last = expected["logits"][n - 1];
   ASSERT_EQ(reply["last_logits"].size(), 40u);
@@ -83,8 +83,8 @@ TEST(ModelCli, RunGivesEveryHeadsWeightsAndTheLogitsNumPyComputed) {
     EXPECT_NEAR(reply["last_logits"][v].get<double>(), last[v].get<double>(), 1e-4);
     if (last[v].get<double>() > last[best].get<double>()) best = v;
   }
-  EXPECT_EQ(reply["top_k"][n - 1][0]["id"], best) << "the most probable next token is the largest logit";
-  EXPECT_EQ(reply["top_k"][n - 1].size(), 3u);
+  EXPECT_EQ(reply["top_k"][0]["id"], best) << "the most probable next token is the largest logit";
+  EXPECT_EQ(reply["top_k"].size(), 3u);
 }
 
 TEST(ModelCli, OneHeadIsExplainedLikeAnyScenariosWithItsBiases) {
@@ -164,7 +164,7 @@ TEST(ModelCli, TextInEveryScriptKeepsItsBytesAndEveryTokenIsShownAsValidUtf8) {
     const json ran = json::parse(run.out);
     EXPECT_EQ(ran["token_bytes"], reply["token_bytes"]);
     EXPECT_EQ(ran["tokens"], reply["tokens"]);
-    for (const json& candidate : ran["top_k"].back())
+    for (const json& candidate : ran["top_k"])
       EXPECT_TRUE(candidate.contains("bytes") && candidate["bytes"].is_array());
     const Result plain = run_attnlab_argv({"model", "run", dir.string(), "--text", text});
     EXPECT_EQ(plain.exit_code, 0) << text << ": " << plain.err;
@@ -195,7 +195,7 @@ TEST(ModelCli, GenerateSpeaksJsonAndEachGreedyTokenIsTheFullForwardsLargestLogit
     const Result full =
         run_attnlab(fmt::format("model run {} --ids {} --json --top-k 1", kTiny.string(), fmt::join(prefix, ",")));
     ASSERT_EQ(full.exit_code, 0) << full.err;
-    const json expected = json::parse(full.out)["top_k"].back()[0];
+    const json expected = json::parse(full.out)["top_k"][0];
     EXPECT_EQ(g["id"], expected["id"]) << "step " << step;
     EXPECT_NEAR(g["probability"].get<double>(), expected["probability"].get<double>(), 1e-4);
     EXPECT_EQ(reply["ids"][3 + step], g["id"]);

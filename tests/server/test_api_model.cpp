@@ -252,6 +252,39 @@ TEST_F(ModelApi, GenerateAnswersAsTheOperationDoesAndNamesBadFields) {
   expect_field("/api/model/generate", {{"ids", {3}}, {"plot", "x.svg"}}, "plot", "unknown field");
 }
 
+// The same request from the command and from the API: one reply (run_json writes both), the
+// weights to the 4 decimals the server rounds them to, every other field equal. The same
+// for a seeded, sampled generation.
+TEST_F(ModelApi, TheCommandsJsonIsTheApisReply) {
+  const std::string tiny = std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/tiny-f32";
+  const auto command = [&](const std::string& operation, const std::string& args) {
+    const std::string line = std::string(ATTNLAB_BIN) + " model " + operation + " " + tiny + " " + args + " 2>&1";
+    std::string out;
+    FILE* pipe = popen(line.c_str(), "r");
+    char buffer[65536];
+    for (std::size_t got; pipe && (got = fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+      out.append(buffer, got);
+    EXPECT_EQ(pipe ? pclose(pipe) : -1, 0) << out.substr(0, 400);
+    return json::parse(out);
+  };
+  json cli = command("run", "--ids 3,17,5,9,3,17 --ablate 0.1 --ablate 1.3 --top-k 3 --json");
+  json api = post_json("/api/model/run", {{"ids", {3, 17, 5, 9, 3, 17}}, {"ablate", {"0.1", "1.3"}}, {"top_k", 3}});
+  const json cli_weights = cli["weights"], api_weights = api["weights"];
+  cli.erase("weights");
+  api.erase("weights");
+  EXPECT_EQ(cli, api);
+  EXPECT_EQ(api["ablated"], (json{"0.1", "1.3"}));
+  ASSERT_EQ(cli_weights.size(), api_weights.size());
+  for (std::size_t l = 0; l < cli_weights.size(); ++l)
+    for (std::size_t h = 0; h < cli_weights[l].size(); ++h)
+      for (std::size_t i = 0; i < 6; ++i)
+        for (std::size_t j = 0; j < 6; ++j)
+          ASSERT_NEAR(cli_weights[l][h][i][j].get<double>(), api_weights[l][h][i][j].get<double>(), 0.5e-4 + 1e-9);
+  EXPECT_EQ(command("generate", "--ids 3,17,5 --tokens 5 --temperature 0.9 --top-k 8 --seed 4 --json"),
+            post_json("/api/model/generate",
+                      {{"ids", {3, 17, 5}}, {"tokens", 5}, {"temperature", 0.9}, {"top_k", 8}, {"seed", 4}}));
+}
+
 TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {
   const std::vector<int> too_long(17, 1);
   expect_field("/api/model/run", {{"ids", kModelIds}, {"ablate", {"2.0"}}}, "ablate[0]", "head 2.0 does not exist");

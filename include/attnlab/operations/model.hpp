@@ -163,6 +163,19 @@ struct RunPlan {
 // forward's options as the request asks (a head explained keeps the attention).
 RunPlan price_run(const ModelDir& model, const RunRequest& request);
 
+// The reply of `model run`, the command's --json and POST /api/model/run's: {"ids", "tokens",
+// "top_k": the next token's candidates [{"id", "token", "probability"}], "ablated": ["L.H",
+// ...], "top_k_ablated": the candidates with those heads ablated (null: none were), "heads":
+// the detectors' scores on this text, "last_logits": the last position's logits [vocabulary]
+// (the ablated run's when heads were ablated), "weights": every head's weights
+// [layer][head][n][n] (null without with_weights)}. `run` kept its attention; `ablated` is
+// the run with the plan's heads ablated, or null. The server rounds each weight to 4
+// decimals (the page draws them; the reply is about half as long); the command writes each
+// float as it is.
+enum class WeightDigits { four, every };
+std::string run_json(const ModelDir& model, const RunPlan& plan, const ForwardResult& run, const ForwardResult* ablated,
+                     bool with_weights, WeightDigits digits);
+
 // ---- model kv ----------------------------------------------------------------------------
 
 struct ModelKvRequest {
