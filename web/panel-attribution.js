@@ -10,9 +10,9 @@
 // Every number is the server's, the same as `attnlab model attribute | lens | verdict |
 // patch --json`; each cell carries it in data-value.
 //
-// The panel keeps its own state (what it last asked, and the answers) and draws itself when
-// an answer comes; the page's render calls renderAttribution to show or hide it with the
-// model panel.
+// The panel's state (what it last asked, the answers, the job it follows) is the store's
+// `attribution` part: each answer is an update(), and the page's render calls
+// renderAttribution, which draws the panel from the state it is given.
 
 import { api, messageOf } from './api.js';
 import { LUT_RGB, css, lutIndex } from './colour.js';
@@ -20,24 +20,17 @@ import { $, byId, setAttr, setFlag, setHtml, setText } from './dom.js';
 import { formatNumber } from './format.js';
 import { html } from './html.js';
 import { parseModelInput, requestFor, visibleToken } from './panel-model.js';
-import { getState } from './state.js';
+import { getState, update } from './state.js';
 
 /**
  * @typedef {import('./types.js').State} State
- * @typedef {{state: string, kind: string | null, id: number, stage: string, done: number, total: number,
- *   result: any, error: string | null}} AnalysisJob
+ * @typedef {import('./types.js').AttributionState} AttributionState
  */
 
-const view = {
-  /** @type {any} POST api/model/attribute's reply */
-  quick: null,
-  /** @type {AnalysisJob | null} */
-  job: null,
-  status: '',
-  error: false,
-  /** @type {string | null} the model request the answers are for (JSON) */
-  key: null,
-};
+/** The state's attribution part, patched. @param {Partial<AttributionState>} patch */
+function patchAttribution(patch) {
+  update({ attribution: { ...getState().attribution, ...patch } });
+}
 
 // ---- colours and cells -------------------------------------------------------------------
 
@@ -196,9 +189,7 @@ function modelRequest() {
 
 /** @param {string} text @param {boolean} [error] */
 function say(text, error = false) {
-  view.status = text;
-  view.error = error;
-  draw();
+  patchAttribution({ status: text, error });
 }
 
 async function attribute() {
@@ -206,29 +197,31 @@ async function attribute() {
   if (!request) return;
   say('attributing…');
   try {
-    view.quick = await api('api/model/attribute', request);
-    view.key = JSON.stringify(request);
-    say('');
+    const quick = await api('api/model/attribute', request);
+    patchAttribution({ quick, key: JSON.stringify(request), status: '', error: false });
   } catch (e) {
     say(messageOf(e), true);
   }
 }
 
 let polling = false;
-/** @type {any} the read-outs drawn now */
+// What is drawn now (the page renders on every update; these redraw when their answer changes).
+/** @type {any} the read-outs */
 let drawn = null;
+/** @type {any} the job's result */
+let drawnResult = null;
 
 /** Follows the job until it ends, drawing its progress. */
 async function follow() {
   if (polling) return;
   polling = true;
   try {
-    while (view.job && view.job.state === 'running') {
+    for (let job = getState().attribution.job; job && job.state === 'running'; job = getState().attribution.job) {
       await new Promise((resolve) => setTimeout(resolve, 150));
-      view.job = await api('api/model/analysis');
-      draw();
+      patchAttribution({ job: await api('api/model/analysis') });
     }
-    if (view.job) say(view.job.state === 'failed' ? `failed: ${view.job.error}` : view.job.state === 'cancelled' ? 'cancelled' : '', view.job.state === 'failed');
+    const job = getState().attribution.job;
+    if (job) say(job.state === 'failed' ? `failed: ${job.error}` : job.state === 'cancelled' ? 'cancelled' : '', job.state === 'failed');
   } catch (e) {
     say(messageOf(e), true);
   } finally {
@@ -257,9 +250,8 @@ async function startJob(kind) {
       ...('text' in corrupt ? { corrupt: corrupt.text } : { corrupt_ids: corrupt.ids }) };
   }
   try {
-    view.job = await api('api/model/analysis', body);
-    view.key = JSON.stringify(request);
-    say(`${kind === 'verdict' ? 'the verdict' : 'patching'}: started`);
+    patchAttribution({ job: await api('api/model/analysis', body), key: JSON.stringify(request),
+      status: `${kind === 'verdict' ? 'the verdict' : 'patching'}: started`, error: false });
     await follow();
   } catch (e) {
     say(messageOf(e), true);
@@ -268,8 +260,7 @@ async function startJob(kind) {
 
 async function cancelJob() {
   try {
-    view.job = await api('api/model/analysis/cancel', {});
-    draw();
+    patchAttribution({ job: await api('api/model/analysis/cancel', {}) });
   } catch (e) {
     say(messageOf(e), true);
   }
@@ -306,7 +297,8 @@ function drawMaps(q) {
   }
 }
 
-function draw() {
+/** @param {AttributionState} view */
+function draw(view) {
   const status = $('attr-status');
   setText(status, view.status);
   status.classList.toggle('error', view.error);
@@ -328,7 +320,10 @@ function draw() {
     drawn = q;
   }
   const result = job && job.state === 'done' ? job.result : null;
-  setHtml($('attr-job'), !result ? html`` : job && job.kind === 'verdict' ? verdictMarkup(result) : patchMarkup(result));
+  if (result !== drawnResult) {
+    setHtml($('attr-job'), !result ? html`` : job && job.kind === 'verdict' ? verdictMarkup(result) : patchMarkup(result));
+    drawnResult = result;
+  }
 }
 
 /** @param {State} s */
@@ -336,14 +331,13 @@ export function renderAttribution(s) {
   const info = s.model.info;
   setFlag($('attribution-section'), 'hidden', !info || !info.loaded);
   // Another text or model: the answers shown were for the one before.
+  const a = s.attribution;
   const key = s.model.request ? JSON.stringify(s.model.request) : null;
-  if (view.key !== null && key !== view.key && !(view.job && view.job.state === 'running')) {
-    view.key = null;
-    view.quick = null;
-    view.job = null;
-    view.status = '';
-    draw();
+  if (a.key !== null && key !== a.key && !(a.job && a.job.state === 'running')) {
+    patchAttribution({ key: null, quick: null, job: null, status: '', error: false });
+    return;  // the update renders again with the cleared state
   }
+  draw(a);
 }
 
 export function bindAttribution() {

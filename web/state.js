@@ -59,6 +59,7 @@ function initialState() {
       sort: 'head', status: 'idle', message: '',
     },
     training: { job: null, view: null, form: {}, attnOnly: false, arch: 'gpt2', status: 'idle', message: '' },
+    attribution: { quick: null, job: null, status: '', error: false, key: null },
   };
 }
 

@@ -319,6 +319,21 @@
  */
 
 /**
+ * A job of POST api/model/analysis (the verdict, patching), as GET api/model/analysis says.
+ * @typedef {{state: string, kind: string | null, id: number, stage: string, done: number, total: number,
+ *   result: any, error: string | null}} AnalysisJob
+ */
+/**
+ * The attribution panel's part of the state.
+ * @typedef {object} AttributionState
+ * @property {any} quick                    POST api/model/attribute's reply
+ * @property {AnalysisJob | null} job        the verdict's or patching's job, followed until it ends
+ * @property {string} status
+ * @property {boolean} error
+ * @property {string | null} key            the model request the answers are for (JSON)
+ */
+
+/**
  * The probe panel's part of the state.
  * @typedef {object} ProbeState
  * @property {string} readout            the readout picked ('' for the scenario's default)
@@ -399,6 +414,7 @@
  * @property {KvState} kv
  * @property {ModelState} model
  * @property {TrainingState} training
+ * @property {AttributionState} attribution
  * @property {string | null} costError     the cost and KV panels' error line
  */
 
