@@ -65,10 +65,76 @@ py::array view(const std::vector<double>& v, py::handle owner) {
 }
 
 // JSON as the CLI prints it, read by Python's json module: the same numbers, the same keys.
-py::object to_python(const json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+// A JSON value as Python's own, node by node (no text between them): what json.loads would
+// give for the command's --json, a number that is not finite as None (JSON's null).
+py::object to_python(const json& j) {
+  switch (j.type()) {
+    case json::value_t::boolean: return py::bool_(j.get<bool>());
+    case json::value_t::number_integer: return py::int_(j.get<std::int64_t>());
+    case json::value_t::number_unsigned: return py::int_(j.get<std::uint64_t>());
+    case json::value_t::number_float: {
+      const double x = j.get<double>();
+      return std::isfinite(x) ? py::object(py::float_(x)) : py::object(py::none());
+    }
+    case json::value_t::string: return py::str(j.get_ref<const std::string&>());
+    case json::value_t::array: {
+      py::list out(j.size());
+      for (std::size_t i = 0; i < j.size(); ++i)
+        out[i] = to_python(j[i]);
+      return out;
+    }
+    case json::value_t::object: {
+      py::dict out;
+      for (const auto& [key, value] : j.items())
+        out[py::str(key)] = to_python(value);
+      return out;
+    }
+    default: return py::none();
+  }
+}
 
-// A function's keyword arguments as attnlab/__init__.py sends them: one JSON object.
-json arguments_json(const std::string& text) { return parse_json_document(text, "arguments"); }
+// A function's keyword arguments as attnlab/__init__.py sends them (a dict of numbers, text,
+// lists, NumPy arrays and scalars) as the JSON object the operation's reader reads. What is
+// not one of those is refused naming its place ("arguments.ablate[2]"), as is nesting past 16.
+json from_python(py::handle value, const std::string& where, int depth = 0) {
+  if (depth > 16) fail(where, "nests deeper than 16 levels");
+  if (value.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
+  if (py::isinstance<py::int_>(value)) {
+    if (value.cast<py::int_>() < py::int_(0)) return value.cast<std::int64_t>();
+    return value.cast<std::uint64_t>();
+  }
+  if (py::isinstance<py::float_>(value)) return value.cast<double>();
+  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  if (py::isinstance<py::dict>(value)) {
+    json out = json::object();
+    for (const auto& [key, item] : value.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(key)) fail(where, "has a key that is not text");
+      const std::string name = key.cast<std::string>();
+      out[name] = from_python(item, where + "." + name, depth + 1);
+    }
+    return out;
+  }
+  if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    json out = json::array();
+    std::size_t k = 0;
+    for (const py::handle item : value)
+      out.push_back(from_python(item, fmt::format("{}[{}]", where, k++), depth + 1));
+    return out;
+  }
+  if (py::hasattr(value, "tolist")) return from_python(value.attr("tolist")(), where, depth + 1);  // NumPy's
+  fail(where, fmt::format("{} is not a number, text or list", py::str(py::type::of(value).attr("__name__"))
+                                                                  .cast<std::string>()));
+}
+
+json arguments_json(const py::dict& arguments) {
+  json out = json::object();
+  for (const auto& [key, value] : arguments) {
+    const std::string name = key.cast<std::string>();
+    out[name] = from_python(value, name);
+  }
+  return out;
+}
 
 using Array = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
@@ -263,7 +329,7 @@ PyModel load(const std::string& path) {
 
 // Model.run: the `model run` operation's request (operations/model.hpp), the forward it asks
 // for, and the head it names explained as `attnlab model run --layer --head` explains it.
-std::shared_ptr<ModelRun> run_model(const PyModel& m, const std::string& arguments) {
+std::shared_ptr<ModelRun> run_model(const PyModel& m, const py::dict& arguments) {
   const RunRequest request = read_request<RunRequest>(arguments_json(arguments), kPython);
   const RunPlan plan = price_run(*m.dir, request);
   auto run = std::make_shared<ModelRun>(ModelRun{m.dir, plan.ids, {}, plan.top_k, nullptr});
@@ -467,7 +533,7 @@ PYBIND11_MODULE(_attnlab, mod) {
       .def_property_readonly("path", [](const PyModel& m) { return m.dir->dir; })
       .def(
           "operation",
-          [](const PyModel& m, const std::string& name, const std::string& arguments) {
+          [](const PyModel& m, const std::string& name, const py::dict& arguments) {
             const json body = arguments_json(arguments);
             json reply;
             {
@@ -490,7 +556,7 @@ PYBIND11_MODULE(_attnlab, mod) {
   mod.def("_operations", [] { return to_python(operations_json()); });
   mod.def(
       "_cost",
-      [](const std::string& arguments) {
+      [](const py::dict& arguments) {
         const CostRequest request = read_request<CostRequest>(arguments_json(arguments), kPython);
         CostResult result = price_cost(request);
         {
@@ -502,7 +568,7 @@ PYBIND11_MODULE(_attnlab, mod) {
       py::arg("arguments"));
   mod.def(
       "_kv",
-      [](const std::string& arguments) {
+      [](const py::dict& arguments) {
         const KvRequest request = read_request<KvRequest>(arguments_json(arguments), kPython);
         KvResult result = price_kv(request);
         {

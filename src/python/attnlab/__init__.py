@@ -267,13 +267,6 @@ def _numeric(value) -> bool:
 _OPERATIONS = {d["name"]: d for d in _attnlab._operations()["operations"]}
 
 
-def _plain(value):
-    """NumPy numbers and arrays as JSON takes them."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not a number, text or list")
-
-
 # The Python type each kind of field takes (the kinds of docs/operations.md).
 _KIND_TYPES = {"flag": "bool", "count": "int", "counts": "Union[int, Sequence[int]]", "number": "float",
                "text": "str", "choice": "str", "bytes": "Union[int, str]", "tokens": "Union[str, Sequence[int]]",
@@ -285,7 +278,7 @@ class _Operation:
     """Operation `name` as Python takes it, from its description: `positional` fields may be
     given by position, every other field by keyword, each defaulting as the description
     says. A token field takes text or a list of ids under its name (and ids under its ids
-    key). The arguments go to the library as one JSON object, read by the reader every face
+    key). The arguments go to the library as one dict, read as JSON by the reader every face
     shares."""
 
     def __init__(self, name: str, positional: Sequence[str] = ()):
@@ -314,8 +307,8 @@ class _Operation:
         self.doc = described["help"] + ".\n\n" + "\n".join(
             f"{f['name']}: {f['help']}" + (f" ({f['unit']})" if f["unit"] else "") for f in fields)
 
-    def arguments(self, *args, **kwargs) -> str:
-        """The arguments as the JSON object the library reads; TypeError for an unknown keyword."""
+    def arguments(self, *args, **kwargs) -> dict:
+        """The arguments as the object the library reads; TypeError for an unknown keyword."""
         body = {}
         for key, value in self.signature.bind(*args, **kwargs).arguments.items():
             if value is None:
@@ -323,7 +316,7 @@ class _Operation:
             if key in self._ids_keys and not isinstance(value, str):
                 key = self._ids_keys[key]  # a list of ids given where text may go
             body[key] = list(value) if isinstance(value, tuple) else value
-        return _json.dumps(body, default=_plain)
+        return body
 
     def described(self, function, method: bool = False):
         """`function` with the operation's signature and help."""
@@ -436,7 +429,7 @@ class Model:
     def tokenize(self, text: str) -> list:
         """The text's token ids, as the model's own tokenizer gives them (BOS where it adds one):
         the "ids" of `attnlab model tokenize --json`."""
-        return self._native.operation("model tokenize", _json.dumps({"text": text}))["ids"]
+        return self._native.operation("model tokenize", {"text": text})["ids"]
 
     info = _model_method("model info")
     export = _model_method("model export")
