@@ -23,6 +23,7 @@ import { bindCost, renderCost, syncCost } from './panel-cost.js';
 import { bindInterventions, renderInterventions } from './panel-interventions.js';
 import { bindKv, loadModels, renderKv, syncKv } from './panel-kv.js';
 import { bindAttribution, renderAttribution } from './panel-attribution.js';
+import { loadOperations } from './options.js';
 import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
 import { bindTraining, loadTraining, renderTraining } from './panel-training.js';
@@ -179,6 +180,7 @@ function init() {
   bindTraining();
   loadModels();
   loadModel();
+  loadOperations();
   loadTraining();
   update({});
   Object.defineProperty(window, 'attnlab', { value: hook, configurable: true });

@@ -9,6 +9,7 @@ import { api, coalesced, messageOf } from './api.js';
 import { $, byId, setAttr, setFlag, setHtml, setText, setValue } from './dom.js';
 import { formatCount, formatCountBytes } from './format.js';
 import { html } from './html.js';
+import { bindOptions, optionFields, renderOptions } from './options.js';
 import { isCross, liveTrace } from './selectors.js';
 import { getState, update } from './state.js';
 
@@ -65,8 +66,11 @@ function costBody(s) {
   const t = liveTrace(s);
   const tokens = t ? [t.tokens.length] : [];
   if (!tokens.includes(c.n)) tokens.push(c.n);
-  return { tokens, ...body };
+  return { tokens, ...body, ...optionFields(s, 'cost', COST_FIELDS) };
 }
+
+/** The fields of `cost` the panel sets itself; the rest are its "More options". */
+const COST_FIELDS = ['tokens', 'd_model', 'heads', 'layers', 'dtype', 'window'];
 
 /**
  * What is wrong with the shape as typed, or null (shown in the error line while it lasts).
@@ -170,6 +174,7 @@ const shown = new WeakMap();
 /** @param {State} s */
 export function renderCost(s) {
   const c = s.cost;
+  renderOptions(s, 'cost-options', 'cost', COST_FIELDS);
   const slider = byId('cost-n', HTMLInputElement);
   if (document.activeElement !== slider) setValue(slider, String(nToSlider(c.n)));
   setText($('cost-n-value'), formatCount(c.n));
@@ -201,6 +206,7 @@ function setCostN(n) {
 const patchCost = (patch) => update({ cost: { ...getState().cost, ...patch } });
 
 export function bindCost() {
+  bindOptions('cost-options', 'cost');
   for (const [id, field] of SHAPE) {
     const input = byId(id, HTMLInputElement);
     input.addEventListener('change', () => patchCost({ [field]: input.value }));

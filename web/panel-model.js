@@ -18,6 +18,7 @@ import { $, byId, setAttr, setFlag, setHtml, setText, setValue } from './dom.js'
 import { formatNumber } from './format.js';
 import { html } from './html.js';
 import { bar } from './panel-interventions.js';
+import { bindOptions, optionFields, renderOptions } from './options.js';
 import { getState, update } from './state.js';
 import { loadModelHead } from './traces.js';
 
@@ -171,6 +172,9 @@ const asked = {
   ablated: null,  // the key of the last ablation asked for
 };
 
+/** The fields of `model run` the panel sets itself; the rest are its "More options". */
+export const RUN_FIELDS = ['text', 'ids', 'ablate', 'weights'];
+
 /** Runs the model on the state's request (one at a time: api.js, coalesced). */
 const runs = coalesced(async () => {
   const s = getState();
@@ -179,7 +183,7 @@ const runs = coalesced(async () => {
   const key = JSON.stringify(request);
   try {
     /** @type {ModelRun} */
-    const run = await api('api/model/run', request);
+    const run = await api('api/model/run', { ...request, ...optionFields(s, 'model run', RUN_FIELDS) });
     if (runs.superseded()) return;
     patchModel({ run, runKey: key, status: 'done', message: '' });
     // the head shown follows the new text (or checkpoint), if the model has it
@@ -203,7 +207,8 @@ const ablations = coalesced(async () => {
   const key = ablationKey(m);
   try {
     /** @type {ModelRun} */
-    const reply = await api('api/model/run', { ...JSON.parse(m.runKey), ablate: m.ablate.slice().sort(), weights: false });
+    const reply = await api('api/model/run', { ...JSON.parse(m.runKey), ...optionFields(getState(), 'model run', RUN_FIELDS),
+      ablate: m.ablate.slice().sort(), weights: false });
     if (ablations.superseded()) return;
     patchModel({ ablated: { key, topK: reply.top_k_ablated || [] }, message: '' });
   } catch (e) {
@@ -229,7 +234,8 @@ function inputOf(h) {
 export function syncModel(s) {
   const m = s.model;
   if (!m.info || !m.info.loaded) return;
-  const runKey = m.request ? JSON.stringify(m.request) : null;
+  // the request and its options: either changed, the model runs again
+  const runKey = m.request ? JSON.stringify([m.request, optionFields(s, 'model run', RUN_FIELDS)]) : null;
   if (runKey !== null && runKey !== asked.run) {
     asked.run = runKey;
     runs.run();
@@ -376,6 +382,7 @@ export function renderModel(s) {
   const info = m.info;
   setFlag(section, 'hidden', !info || !info.loaded);
   if (!info || !info.loaded) return;
+  renderOptions(s, 'model-options', 'model run', RUN_FIELDS);
   setText($('model-shape'), info.description
     ? `${sourceName(info, m.source)}: ${info.description}`
     : `${sourceName(info, m.source)}: ${info.n_layer} layers × ${info.n_head} heads, d_model ${info.n_embd}, ` +
@@ -433,6 +440,7 @@ ${m.ablate.length ? html`<div><h4>with ${picked} ablated</h4>${after ? topKList(
 // ---- input -----------------------------------------------------------------------------------
 
 export function bindModel() {
+  bindOptions('model-options', 'model run');
   const input = byId('model-input', HTMLInputElement);
   input.addEventListener('input', () => patchModel({ input: input.value }));
   $('model-form').addEventListener('submit', (e) => {

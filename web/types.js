@@ -319,6 +319,26 @@
  */
 
 /**
+ * A field of an operation, as GET api/operations describes it (docs/operations.md).
+ * @typedef {object} OperationField
+ * @property {string} name
+ * @property {string} kind                 flag, count, counts, number, text, choice, bytes, tokens, token, heads, choices, sequences
+ * @property {unknown} default
+ * @property {string} help
+ * @property {string} unit
+ * @property {boolean} required
+ * @property {string[]} faces               "cli", "api", "python"
+ * @property {string} flag
+ * @property {string} [ids]                 a token field's ids key
+ * @property {number | null} [min]
+ * @property {number | null} [max]
+ * @property {string[]} [choices]
+ */
+/**
+ * An operation's one description (GET api/operations).
+ * @typedef {{name: string, help: string, fields: OperationField[]}} OperationDescription
+ */
+/**
  * A job of POST api/model/analysis (the verdict, patching), as GET api/model/analysis says.
  * @typedef {{state: string, kind: string | null, id: number, stage: string, done: number, total: number,
  *   result: any, error: string | null}} AnalysisJob
@@ -415,6 +435,8 @@
  * @property {ModelState} model
  * @property {TrainingState} training
  * @property {AttributionState} attribution
+ * @property {Record<string, OperationDescription>} operations  every operation's description, from the server
+ * @property {Record<string, Record<string, string>>} options   "More options" as typed, by operation and field
  * @property {string | null} costError     the cost and KV panels' error line
  */
 

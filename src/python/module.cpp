@@ -123,8 +123,8 @@ json from_python(py::handle value, const std::string& where, int depth = 0) {
     return out;
   }
   if (py::hasattr(value, "tolist")) return from_python(value.attr("tolist")(), where, depth + 1);  // NumPy's
-  fail(where, fmt::format("{} is not a number, text or list", py::str(py::type::of(value).attr("__name__"))
-                                                                  .cast<std::string>()));
+  fail(where, fmt::format("{} is not a number, text or list",
+                          py::str(py::type::of(value).attr("__name__")).cast<std::string>()));
 }
 
 json arguments_json(const py::dict& arguments) {

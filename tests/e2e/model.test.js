@@ -114,6 +114,39 @@ test('model source: the grid of 2 × 4 heads, head 1.2 in the heatmap as /api/mo
     await page.close();
   });
 
+// "More options": the fields of `model run` the panel has no control for, from the
+// operation's one description (GET /api/operations), with its defaults as placeholders; a
+// value typed goes into the run, and a bad one comes back from the server naming the field.
+test('model source: More options are the operation\'s other fields; top_k typed changes the run, a bad one is named',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1400 });
+    await page.waitForSelector('[data-testid="model"]:not([hidden])');
+    await page.fill('[data-testid="model-input"]', IDS.join(' '));
+    await page.click('[data-testid="model-run"]');
+    await ranOn(page, IDS);
+    const operations = await (await fetch(`${browser.url}/api/operations`)).json();
+    const run = operations.operations.find((d) => d.name === 'model run');
+    const offered = run.fields.filter((f) => f.faces.includes('api') && !['text', 'ids', 'ablate', 'weights'].includes(f.name));
+    await page.waitForSelector('[data-testid="model-options"]:not([hidden])');
+    await page.click('[data-testid="model-options"] summary');
+    for (const f of offered) {
+      assert.equal(await page.getAttribute(`[data-testid="option-${f.name}"]`, 'placeholder'), String(f.default), f.name);
+    }
+    assert.ok(offered.some((f) => f.name === 'top_k'), 'top_k is one of them');
+    assert.equal((await topK(page, 'model-topk-before')).length, 5);
+    await page.fill('[data-testid="option-top_k"]', '3');
+    await page.press('[data-testid="option-top_k"]', 'Enter');
+    await page.waitForFunction(() => window.attnlab.state.model.run && window.attnlab.state.model.run.top_k.length === 3);
+    await settled(page);
+    assert.equal((await topK(page, 'model-topk-before')).length, 3);
+    assert.match(await page.textContent('[data-testid="model-options"] summary'), /1 set/);
+    await page.fill('[data-testid="option-top_k"]', '0');
+    await page.press('[data-testid="option-top_k"]', 'Enter');
+    await page.waitForFunction(() => window.attnlab.state.model.status === 'error');
+    assert.match(await page.textContent('[data-testid="model-status"]'), /top_k: 0 is not a whole number from 1 to /);
+    await page.close();
+  });
+
 // Why this prediction: the quick read-outs and both jobs, each cell the server's number.
 test('attribution panel: DLA, the lens and the mixing as /api/model/attribute gives them; the verdict and patching as jobs',
   { skip: SKIP }, async () => {
