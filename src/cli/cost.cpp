@@ -33,9 +33,10 @@ std::string print_costs(const std::vector<GridCost>& costs, const CostShape& sha
       "A cell is one query-key dot product. FLOPs per cell per head: 4·d_k (2·d_k for q·k, 2·d_v for weight·v).\n\n",
       shape.d_model, shape.heads, shape.d_k(), shape.layers, dtype_name(shape.dtype), dtype_bytes(shape.dtype));
 
-  std::vector<std::vector<std::string>> cells{{"n", "dense n²", "causal n(n+1)/2",
-                                               fmt::format("window w={}", format_count(shape.window)),
-                                               "strided √n (Child)", "stride l"}};
+  std::vector<std::vector<std::string>> cells{
+      {"n", "dense n²", "causal n(n+1)/2", fmt::format("window w={}", format_count(shape.window)),
+       shape.stride ? fmt::format("strided l={} (Child)", shape.stride) : std::string("strided √n (Child)"),
+       "stride l"}};
   std::vector<std::vector<std::string>> flops{{"n", "dense", "causal",
                                                fmt::format("window w={}", format_count(shape.window)), "strided",
                                                fmt::format("dense, all {} layers", shape.layers)}};

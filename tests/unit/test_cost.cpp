@@ -103,6 +103,19 @@ TEST(Cost, StridedCountsEqualThePatternsDefinition) {
   }
 }
 
+TEST(Cost, AStrideGivenIsThePatternsStrideAtEveryLength) {
+  for (const std::uint64_t stride : {1u, 2u, 7u, 64u, 500u}) {
+    const CostShape shape{.stride = stride};
+    for (std::uint64_t n = 1; n <= 300; n += (n < 40 ? 1 : 17)) {
+      const GridCost c = grid_cost(n, shape);
+      EXPECT_EQ(c.strided_stride, stride) << n;
+      EXPECT_EQ(c.strided_cells, strided_by_definition(n, stride)) << "n " << n << ", l " << stride;
+    }
+  }
+  EXPECT_EQ(grid_cost(300, CostShape{.stride = 1}).strided_cells, grid_cost(300, CostShape{}).causal_cells)
+      << "a stride of 1 sees every earlier key";
+}
+
 TEST(Cost, StridedGrowsAsNRootNAndCutsTheGridAtLongContext) {
   const GridCost c = grid_cost(100'000, CostShape{});
   const double n_root_n = 100'000.0 * std::sqrt(100'000.0);

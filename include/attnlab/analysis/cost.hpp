@@ -8,7 +8,7 @@
 //   dense                    n²
 //   causal                   n(n+1)/2                 query i sees keys j <= i
 //   sliding window w         Σ_i min(i+1, w)          causal, the last w keys (i-w < j <= i)
-//   strided (Child et al.)   Σ_i |A1(i) ∪ A2(i)|      causal, stride l = ⌈√n⌉:
+//   strided (Child et al.)   Σ_i |A1(i) ∪ A2(i)|      causal, stride l = ⌈√n⌉ (or as given):
 //                            A1(i) = {max(0, i-l), ..., i}, A2(i) = {j <= i : (i-j) mod l = 0};
 //                            about 1.5·n·√n cells, the O(n·√n) of the paper
 // FLOPs: each cell costs 2·d_k for its dot product q·k and 2·d_v for adding weight·v to
@@ -32,6 +32,7 @@ struct CostShape {
   std::uint64_t layers = 32;
   DType dtype = DType::f16;
   std::uint64_t window = 4096;  // w, keys per query in the sliding-window pattern
+  std::uint64_t stride = 0;     // l of the strided pattern; 0: ⌈√n⌉ for each n, the paper's choice
 
   std::uint64_t d_k() const { return d_model / heads; }
 };
@@ -46,7 +47,7 @@ struct GridCost {
   std::uint64_t dense_cells = 0;
   std::uint64_t causal_cells = 0;
   std::uint64_t window_cells = 0;
-  std::uint64_t strided_stride = 0;  // l = ⌈√n⌉
+  std::uint64_t strided_stride = 0;  // l = ⌈√n⌉, or the shape's stride
   std::uint64_t strided_cells = 0;
   // FLOPs of one layer's attention (H heads): 4·cells·d_k·H
   std::uint64_t flops_layer_dense = 0;

@@ -52,6 +52,8 @@ struct CostRequest {
     field(shape.layers, {.name = "layers", .help = "Layers L"});
     field(shape.dtype, {.name = "dtype", .help = "The dtype of a grid cell"});
     field(shape.window, {.name = "window", .help = "Keys per query in the sliding-window pattern", .unit = "tokens"});
+    field(shape.stride,
+          {.name = "stride", .help = "The strided pattern's stride l (0: ⌈√n⌉ for each n)", .range = {0, 1ull << 32}});
     field(measure, {.name = "measure",
                     .help = "Time attnlab's kernel on one head at doubling lengths up to the largest n, with memory "
                             "and the fitted exponent"});

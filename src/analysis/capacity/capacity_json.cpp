@@ -31,7 +31,8 @@ json cost_shape_json(const CostShape& shape) {
           {"layers", shape.layers},
           {"dtype", dtype_name(shape.dtype)},
           {"dtype_bytes", dtype_bytes(shape.dtype)},
-          {"window", shape.window}};
+          {"window", shape.window},
+          {"stride", shape.stride}};
 }
 
 json model_shape_json(const ModelShape& model) {

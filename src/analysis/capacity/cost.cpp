@@ -51,7 +51,7 @@ GridCost compute(std::uint64_t n, const CostShape& s) {
   c.window_cells = n <= w ? c.causal_cells : add(triangle(w), mul(n - w, w));
   // Strided: query i < l sees keys 0..i (i+1 cells); query i >= l sees l + ⌊i/l⌋ cells
   // (l+1 local keys, ⌊i/l⌋+1 strided keys, two of them, i and i-l, in both sets).
-  const std::uint64_t l = ceil_sqrt(n);
+  const std::uint64_t l = s.stride ? s.stride : ceil_sqrt(n);
   c.strided_stride = l;
   c.strided_cells = n <= l ? c.causal_cells : add(add(triangle(l), mul(n - l, l)), sum_floor_div(n, l));
 
