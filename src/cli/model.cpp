@@ -392,6 +392,62 @@ int attribute(const ModelFlags& f, const OperationFlags& flags) {
   return 0;
 }
 
+// ---- qk: a head's score taken apart ---------------------------------------------------------
+
+int qk(const ModelFlags& f, const OperationFlags& flags) {
+  const QkRequest request = read_flags<QkRequest>(flags);
+  const ModelDir m = open_model_dir(f.dir);
+  QkResult result = naming_flags([&] {
+    QkResult priced = price_qk(m, request);
+    run_qk(m, priced);
+    return priced;
+  });
+  if (f.json) {
+    fmt::print("{}\n", qk_json(m, result).dump());
+    return 0;
+  }
+  const QkDecomposition& q = result.decomposition;
+  const std::vector<std::string> tokens = token_texts(m, result.ids);
+  fmt::print("head {}: query {} ({}) on key {} ({}): score {:.4f}, weight {:.4f}\n", to_string(q.head), q.query,
+             quoted_token(tokens[q.query]), q.key, quoted_token(tokens[q.key]), q.score, q.weight);
+  fmt::print(
+      "the score as pairs (query side × key side) of what the residual stream holds, the input norm's scale "
+      "frozen (they add up to the score){}:\n",
+      q.rotary ? "; beside each, the pair unrotated (position taken out)" : "");
+  const std::size_t shown = result.top == 0 ? q.pairs.size() : std::min<std::size_t>(result.top, q.pairs.size());
+  std::vector<std::vector<std::string>> rows{{"query side", "key side", "score"}};
+  if (q.rotary) rows[0].push_back("unrotated");
+  double rest = 0, unrotated = 0;
+  for (std::size_t k = 0; k < q.pairs.size(); ++k) {
+    const QkPair& p = q.pairs[k];
+    unrotated += p.unrotated;
+    if (k >= shown) {
+      rest += p.score;
+      continue;
+    }
+    rows.push_back({p.query_side, p.key_side, fmt::format("{:+.4f}", p.score)});
+    if (q.rotary) rows.back().push_back(fmt::format("{:+.4f}", p.unrotated));
+  }
+  if (shown < q.pairs.size())
+    rows.push_back({"the other", fmt::format("{} pairs", q.pairs.size() - shown), fmt::format("{:+.4f}", rest)});
+  fmt::print("{}", format_table(rows, true));
+  const auto marginal = [](const std::vector<QkSide>& sides, std::size_t k) {
+    std::vector<QkSide> top = sides;
+    std::stable_sort(top.begin(), top.end(),
+                     [](const QkSide& a, const QkSide& b) { return std::abs(a.score) > std::abs(b.score); });
+    std::vector<std::string> cells;
+    for (std::size_t i = 0; i < std::min(k, top.size()); ++i)
+      cells.push_back(fmt::format("{} {:+.3f}", top[i].name, top[i].score));
+    return fmt::format("{}", fmt::join(cells, ", "));
+  };
+  fmt::print("query side (each part with the whole key): {}\n", marginal(q.query_sides, 6));
+  fmt::print("key side (the whole query with each part): {}\n", marginal(q.key_sides, 6));
+  if (q.rotary)
+    fmt::print("unrotated, the score would be {:.4f}: the rotation by the offset {} makes {:+.4f} of it\n", unrotated,
+               q.query - q.key, q.score - unrotated);
+  return 0;
+}
+
 int lens(const ModelFlags& f, const OperationFlags& flags) {
   const LensRequest request = read_flags<LensRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
@@ -599,7 +655,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* model = parent.add_subcommand(
       "model",
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
-      "tokenize, run, heads, eval, generate, kv, attribute, lens, patch, verdict, export");
+      "tokenize, run, heads, eval, generate, kv, attribute, qk, lens, patch, verdict, export");
   model->require_subcommand(1);
   // Each subcommand is an operation: its flags from the description, the model, --json.
   const std::vector<Command> subcommands{
@@ -610,7 +666,8 @@ Command model_command(CLI::App& parent) {
                                        "{\"ids\": [...], \"tokens\": [...], \"token_bytes\": [[...]...]}"),
       model_operation<RunRequest>(
           *model, f, run,
-          "{\"ids\", \"tokens\", \"token_bytes\", \"attention\" [layer][head][n][n], \"last_logits\", \"top_k\"}"),
+          "POST /api/model/run's reply: {\"ids\", \"tokens\", \"token_bytes\", \"top_k\", \"ablated\", "
+          "\"top_k_ablated\", \"heads\", \"last_logits\", \"weights\" [layer][head][n][n]}"),
       model_operation<HeadsRequest>(
           *model, f, heads,
           "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}"),
@@ -628,6 +685,10 @@ Command model_command(CLI::App& parent) {
           "{\"position\", \"target\", \"contrast\", \"logit\", \"final_bias\", \"parts\": [{\"kind\", \"layer\", "
           "\"head\", "
           "\"logit\"}], \"heads\" [L][H], \"sources\" [L][H][n], \"by_source\" [n], \"ids\", \"tokens\"}"),
+      model_operation<QkRequest>(*model, f, qk,
+                                 "{\"head\", \"query\", \"key\", \"score\", \"weight\", \"rotary\", "
+                                 "\"unrotated_score\", \"parts\": [{\"query_side\", \"key_side\", \"score\", "
+                                 "\"unrotated\"}], \"query_sides\", \"key_sides\", \"ids\", \"tokens\"}"),
       model_operation<LensRequest>(
           *model, f, lens,
           "{\"target\", \"rows\": [{\"layer\", \"cells\": [{\"top\", \"top_token\", \"top_probability\", "

@@ -57,22 +57,34 @@ std::vector<double> Rope::pair_frequencies(std::size_t d) const {
   return f;
 }
 
-void rotate_rope(Matrix& rows, const Rope& rope, bool inverse) {
-  // Pairs over the first 2·half columns (all of them unless the frequencies say fewer: a
-  // partially rotated head), the rest passed through.
-  const std::size_t d = rows.cols;
-  const std::vector<double> frequencies = rope.pair_frequencies(d);
+namespace {
+
+// Row `row` rotated as at `position` by these pair frequencies: over the first 2·half
+// columns (all of them unless the frequencies say fewer: a partially rotated head), the rest
+// passed through.
+void rotate(std::span<double> row, std::size_t position, std::span<const double> frequencies, bool split_half,
+            bool inverse) {
   const std::size_t half = frequencies.size();
-  assert(d % 2 == 0 && 2 * half <= d);
+  assert(row.size() % 2 == 0 && 2 * half <= row.size());
+  for (std::size_t i = 0; i < half; ++i) {
+    const double theta = (inverse ? -1.0 : 1.0) * static_cast<double>(position) * frequencies[i];
+    const std::size_t first = split_half ? i : 2 * i, second = split_half ? i + half : 2 * i + 1;
+    const double a = row[first], b = row[second];
+    row[first] = a * std::cos(theta) - b * std::sin(theta);
+    row[second] = a * std::sin(theta) + b * std::cos(theta);
+  }
+}
+
+}  // namespace
+
+void rotate_rope_row(std::span<double> row, std::size_t position, const Rope& rope, bool inverse) {
+  rotate(row, position, rope.pair_frequencies(row.size()), rope.split_half, inverse);
+}
+
+void rotate_rope(Matrix& rows, const Rope& rope, bool inverse) {
+  const std::vector<double> frequencies = rope.pair_frequencies(rows.cols);
   for (std::size_t p = 0; p < rows.rows; ++p)
-    for (std::size_t i = 0; i < half; ++i) {
-      const double f = frequencies[i];
-      const double theta = (inverse ? -1.0 : 1.0) * static_cast<double>(p) * f;
-      const std::size_t first = rope.split_half ? i : 2 * i, second = rope.split_half ? i + half : 2 * i + 1;
-      const double a = rows(p, first), b = rows(p, second);
-      rows(p, first) = a * std::cos(theta) - b * std::sin(theta);
-      rows(p, second) = a * std::sin(theta) + b * std::cos(theta);
-    }
+    rotate(std::span<double>(rows.data.data() + p * rows.cols, rows.cols), p, frequencies, rope.split_half, inverse);
 }
 
 }  // namespace attnlab

@@ -427,6 +427,90 @@ json attribute_json(const ModelDir& m, const AttributeResult& result) {
   return out;
 }
 
+// ---- model qk --------------------------------------------------------------------------------
+
+QkResult price_qk(const ModelDir& m, const QkRequest& r, const AttributionLimits& limits) {
+  const ModelConfig& c = m.model.config;
+  QkResult result;
+  result.ids = token_ids(m, r.text, "text");
+  const std::size_t n = result.ids.size();
+  if (r.head.size() != 1) fail("head", fmt::format("give one head, L.H (got {})", r.head.size()));
+  result.head = r.head.front();
+  check_head(c, result.head, "head");
+  if (r.query && *r.query >= n)
+    fail("query", fmt::format("{} is past the last token (positions 0 to {})", *r.query, n - 1));
+  const std::size_t query = r.query ? std::size_t(*r.query) : n - 1;
+  if (r.key && *r.key > query)
+    fail("key", fmt::format("{} is after the query {}: a causal head's query sees keys 0 to {}", *r.key, query, query));
+  // The run keeps every head's weights and the stream: L × H × n² weights.
+  const double weights = double(c.n_layer) * double(c.n_head) * double(n) * double(n);
+  if (weights > limits.max_weights)
+    fail(tokens_field(r.text, "text"),
+         fmt::format("{} tokens keep {} layers × {} heads × n² = {:.3g} attention weights, more than the {:.3g} kept "
+                     "here; {}",
+                     n, c.n_layer, c.n_head, weights, limits.max_weights, limits.elsewhere));
+  result.query = query;
+  if (r.key) result.key = std::size_t(*r.key);
+  result.top = r.top;
+  return result;
+}
+
+void run_qk(const ModelDir& m, QkResult& result) {
+  ForwardOptions keep;
+  keep.keep_attention = true;
+  keep.keep_stream = true;
+  keep.logits = LogitRows::none;
+  const ForwardResult run = model_forward(m.model, result.ids, keep);
+  const std::size_t n = run.n, query = *result.query;
+  std::size_t key = 0;
+  if (result.key) {
+    key = *result.key;
+  } else {  // the key the head weighs most from this query
+    const float* row = run.attention[result.head.layer].data() + (result.head.head * n + query) * n;
+    key = std::size_t(std::max_element(row, row + query + 1) - row);
+  }
+  result.decomposition = qk_decomposition(m.model, result.ids, run, result.head, query, key);
+}
+
+json qk_json(const ModelDir& m, const QkResult& result) {
+  const QkDecomposition& q = result.decomposition;
+  json parts = json::array();
+  double rest = 0, rest_unrotated = 0, unrotated = 0;
+  for (std::size_t k = 0; k < q.pairs.size(); ++k) {
+    const QkPair& p = q.pairs[k];
+    unrotated += p.unrotated;
+    if (result.top == 0 || k < result.top)
+      parts.push_back(
+          {{"query_side", p.query_side}, {"key_side", p.key_side}, {"score", p.score}, {"unrotated", p.unrotated}});
+    else
+      rest += p.score, rest_unrotated += p.unrotated;
+  }
+  if (result.top != 0 && q.pairs.size() > result.top)
+    parts.push_back({{"query_side", "rest"},
+                     {"key_side", "rest"},
+                     {"score", rest},
+                     {"unrotated", rest_unrotated},
+                     {"pairs", q.pairs.size() - result.top}});
+  const auto sides = [](const std::vector<QkSide>& list) {
+    json out = json::array();
+    for (const QkSide& s : list)
+      out.push_back({{"name", s.name}, {"score", s.score}});
+    return out;
+  };
+  json out = ids_and_tokens(m, result.ids);
+  out.update({{"head", to_string(q.head)},
+              {"query", q.query},
+              {"key", q.key},
+              {"score", q.score},
+              {"weight", q.weight},
+              {"rotary", q.rotary},
+              {"unrotated_score", unrotated},
+              {"parts", std::move(parts)},
+              {"query_sides", sides(q.query_sides)},
+              {"key_sides", sides(q.key_sides)}});
+  return out;
+}
+
 LensResult price_lens(const ModelDir& m, const LensRequest& r, const AttributionLimits& limits) {
   LensResult result;
   result.ids = token_ids(m, r.text, "text");
@@ -586,6 +670,11 @@ json run_model_operation(std::string_view name, const ModelDir& m, const json& b
     AttributeResult r = price_attribute(m, read_request<AttributeRequest>(body, face));
     run_attribute(m, r);
     return attribute_json(m, r);
+  }
+  if (name == QkRequest::kName) {
+    QkResult r = price_qk(m, read_request<QkRequest>(body, face));
+    run_qk(m, r);
+    return qk_json(m, r);
   }
   if (name == LensRequest::kName) {
     LensResult r = price_lens(m, read_request<LensRequest>(body, face));

@@ -18,9 +18,10 @@ std::vector<OperationDescription> operation_descriptions() {
           describe_operation<RunRequest>(),     describe_operation<GenerateRequest>(),
           describe_operation<ModelKvRequest>(), describe_operation<EvalRequest>(),
           describe_operation<HeadsRequest>(),   describe_operation<AttributeRequest>(),
-          describe_operation<LensRequest>(),    describe_operation<PatchRequest>(),
-          describe_operation<VerdictRequest>(), describe_operation<ExportRequest>(),
-          describe_operation<TrainRequest>(),   describe_operation<BenchRequest>()};
+          describe_operation<QkRequest>(),      describe_operation<LensRequest>(),
+          describe_operation<PatchRequest>(),   describe_operation<VerdictRequest>(),
+          describe_operation<ExportRequest>(),  describe_operation<TrainRequest>(),
+          describe_operation<BenchRequest>()};
 }
 
 OperationDescription operation_description(std::string_view name) {

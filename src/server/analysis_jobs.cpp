@@ -30,6 +30,16 @@ constexpr AttributionLimits kApiAttribution{.max_numbers = kMaxApiSourceNumbers,
                                             .max_lens_work = kMaxApiLensWork,
                                             .elsewhere = "use a shorter text, or `attnlab model attribute`"};
 
+json api_model_qk(const ModelSources& models, const json& body) {
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
+  const AttributionLimits limits{.max_weights = double(kMaxApiModelWeights),
+                                 .elsewhere = "use a shorter text, or `attnlab model qk`"};
+  QkResult result = price_qk(*model, read_request<QkRequest>(operation_fields(body), kHttpApi), limits);
+  admit_work(2 * forward_work_bytes(model->model.config, result.ids.size()));
+  run_qk(*model, result);
+  return qk_json(*model, result);
+}
+
 json api_model_attribute(const ModelSources& models, const json& body) {
   const json fields = operation_fields(body);
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");

@@ -380,6 +380,8 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
   impl.post("/api/model/attribute", [m](const json& request, httplib::Response& res) {
     reply_json(res, 200, api_model_attribute(*m, request));
   });
+  impl.post("/api/model/qk",
+            [m](const json& request, httplib::Response& res) { reply_json(res, 200, api_model_qk(*m, request)); });
   impl.post("/api/model/analysis", [analysis](const json& request, httplib::Response& res) {
     reply_json(res, 202, analysis->start(request));
   });

@@ -69,9 +69,9 @@ TEST(GgufCli, RunOnTheFileGivesTheFoldersHeadsAndLogits) {
   ASSERT_EQ(file["last_logits"].size(), folder["last_logits"].size());
   for (std::size_t i = 0; i < file["last_logits"].size(); ++i)
     EXPECT_NEAR(file["last_logits"][i].get<double>(), folder["last_logits"][i].get<double>(), 1e-5) << i;
-  EXPECT_EQ(file["attention"].size(), folder["attention"].size());
-  const json& a = file["attention"][1][3];
-  const json& b = folder["attention"][1][3];  // layer 1, head 3
+  EXPECT_EQ(file["weights"].size(), folder["weights"].size());
+  const json& a = file["weights"][1][3];
+  const json& b = folder["weights"][1][3];  // layer 1, head 3
   for (std::size_t i = 0; i < a.size(); ++i)
     for (std::size_t j = 0; j < a[i].size(); ++j)
       EXPECT_NEAR(a[i][j].get<double>(), b[i][j].get<double>(), 1e-6);

@@ -87,6 +87,30 @@ TEST(ModelCli, RunGivesEveryHeadsWeightsAndTheLogitsNumPyComputed) {
   EXPECT_EQ(reply["top_k"].size(), 3u);
 }
 
+// `model qk`: a head's score taken apart, in text and as JSON whose parts add up to the score;
+// a bad head or key exits 2 naming the flag (tests/python/test_qk.py checks every pair against NumPy).
+TEST(ModelCli, QkTakesAHeadsScoreApartIntoPairsThatAddUp) {
+  const std::string tiny = kTiny.string();
+  const Result text = run_attnlab("model qk " + tiny + " --ids 3,17,5,9,3,17,5,9,22 --head 1.2 --top 5");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_CONTAINS(text.out, "head 1.2: query 8 (\"#22\") on key ");
+  EXPECT_CONTAINS(text.out, "query side");
+  EXPECT_CONTAINS(text.out, "the other");
+  const Result r = run_attnlab("model qk " + tiny + " --ids 3,17,5,9,3,17,5,9,22 --head 1.2 --query 6 --key 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json q = json::parse(r.out);
+  EXPECT_EQ(q["query"], 6);
+  EXPECT_EQ(q["key"], 2);
+  double sum = 0;
+  for (const json& p : q["parts"])
+    sum += p["score"].get<double>();
+  EXPECT_NEAR(sum, q["score"].get<double>(), 1e-4);
+  EXPECT_EQ(q["parts"].back()["query_side"], "rest") << "20 pairs listed, then the rest";
+  expect_refused("model qk " + tiny + " --ids 3,17,5 --head 2.0", "--head: head 2.0 does not exist");
+  expect_refused("model qk " + tiny + " --ids 3,17,5 --head 1.0 --key 2 --query 1", "--key: 2 is after the query 1");
+  expect_refused("model qk " + tiny + " --ids 3,17,5", "--head: missing");
+}
+
 TEST(ModelCli, OneHeadIsExplainedLikeAnyScenariosWithItsBiases) {
   const Result r = run_attnlab("model run " + kTiny.string() + " --ids 3,17,5 --layer 1 --head 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -522,6 +546,24 @@ TEST(TrainCli, TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatN
   EXPECT_EQ(std::max(order[0], order[1]), 6u);
   EXPECT_LT(erasure[6], -0.8 * v["metric"].get<double>());
   EXPECT_LT(std::abs(erasure[order[2]]), 0.25 * std::abs(erasure[6]));
+  // Why 1.0 attends where it does (docs/circuits.md): at the second "1" it weighs the token after
+  // the first "1" most, and the largest pair of its score is the query's own token (its
+  // embedding) against what the previous-token head 0.0 wrote at the key ("the token before me
+  // was 1"); 0.0's own score on the token before is position against position.
+  const Result induction = run_attnlab("model qk " + out.string() + " --ids " + ids + " --head 1.0 --json");
+  ASSERT_EQ(induction.exit_code, 0) << induction.err;
+  const json qk = json::parse(induction.out);
+  EXPECT_EQ(qk["key"], 6);
+  EXPECT_EQ(qk["parts"][0]["query_side"], "embedding");
+  EXPECT_EQ(qk["parts"][0]["key_side"], "0.0");
+  EXPECT_GT(qk["parts"][0]["score"].get<double>(), 0.5 * qk["score"].get<double>());
+  const Result previous = run_attnlab("model qk " + out.string() + " --ids " + ids + " --head 0.0 --query 6 --json");
+  ASSERT_EQ(previous.exit_code, 0) << previous.err;
+  const json prev = json::parse(previous.out);
+  EXPECT_EQ(prev["key"], 5) << "the previous token";
+  EXPECT_EQ(prev["parts"][0]["query_side"], "positions");
+  EXPECT_EQ(prev["parts"][0]["key_side"], "positions");
+  EXPECT_GT(prev["parts"][0]["score"].get<double>(), 0.8 * prev["score"].get<double>());
   // Patching the induction head's output from the clean run into the corrupted one restores the answer.
   const Result patched =
       run_attnlab("model patch " + out.string() + " --clean-ids " + ids + " --corrupt-ids " + corrupt + " --json");

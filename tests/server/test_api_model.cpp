@@ -280,6 +280,10 @@ TEST_F(ModelApi, TheCommandsJsonIsTheApisReply) {
       for (std::size_t i = 0; i < 6; ++i)
         for (std::size_t j = 0; j < 6; ++j)
           ASSERT_NEAR(cli_weights[l][h][i][j].get<double>(), api_weights[l][h][i][j].get<double>(), 0.5e-4 + 1e-9);
+  EXPECT_EQ(command("qk", "--ids 3,17,5,9,3,17 --head 1.2 --key 1 --json"),
+            post_json("/api/model/qk", {{"ids", {3, 17, 5, 9, 3, 17}}, {"head", "1.2"}, {"key", 1}}));
+  expect_field("/api/model/qk", {{"ids", {3, 17, 5}}, {"head", "1.2"}, {"key", 4}}, "key", "is after the query 2");
+  expect_field("/api/model/qk", {{"ids", {3, 17, 5}}}, "head", "missing");
   EXPECT_EQ(command("generate", "--ids 3,17,5 --tokens 5 --temperature 0.9 --top-k 8 --seed 4 --json"),
             post_json("/api/model/generate",
                       {{"ids", {3, 17, 5}}, {"tokens", 5}, {"temperature", 0.9}, {"top_k", 8}, {"seed", 4}}));

@@ -2,6 +2,7 @@
 // (sin pω, cos pω) pair, or rotary embeddings. Positions p count from 0.
 #pragma once
 #include <cstddef>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,5 +56,7 @@ Matrix apply_positions(const Matrix& embeddings, const Positions& positions);
 // `inverse` rotates by −θ (the transpose: a gradient carried back through the rotation).
 // A rope with frequencies needs d/2 of them (Scenario validation checks it).
 void rotate_rope(Matrix& rows, const Rope& rope = {}, bool inverse = false);
+// One row at `position`, as rotate_rope rotates row `position` of a matrix.
+void rotate_rope_row(std::span<double> row, std::size_t position, const Rope& rope = {}, bool inverse = false);
 
 }  // namespace attnlab

@@ -15,6 +15,7 @@
 #include "attnlab/analysis/attribution.hpp"
 #include "attnlab/analysis/attribution_json.hpp"
 #include "attnlab/analysis/model_kv.hpp"
+#include "attnlab/analysis/qk.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/operations/request.hpp"
@@ -275,6 +276,7 @@ nlohmann::json heads_json(const HeadsResult& result);
 struct AttributionLimits {
   double max_numbers = double(1 << 22);  // a head's part per source token (L × H × n), the lens's cells ((L + 1) × n)
   double max_lens_work = double(1ull << 40);  // (L + 1) × n × vocabulary × d_model multiply-adds
+  double max_weights = double(1ull << 28);    // a run's attention weights kept (L × H × n²)
   std::string_view elsewhere = "use fewer tokens";
 };
 
@@ -341,6 +343,45 @@ LensResult price_lens(const ModelDir& model, const LensRequest& request, const A
 void run_lens(const ModelDir& model, LensResult& result);
 // lens_json with "ids" and "tokens".
 nlohmann::json lens_result_json(const ModelDir& model, const LensResult& result);
+
+// ---- model qk: why a head attends where it does ------------------------------------------
+
+struct QkRequest {
+  static constexpr std::string_view kName = "model qk";
+  static constexpr std::string_view kHelp =
+      "Why a head attends where it does: its score of a query on a key taken apart into pairs of stream parts "
+      "(embedding, positions, earlier heads and MLPs, biases)";
+
+  TokenInput text;
+  HeadList head;
+  std::optional<std::uint64_t> query, key;
+  std::uint64_t top = 20;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text", .help = "The text (ids: token ids instead)", .required = true});
+    field(head, {.name = "head", .help = "The head, L.H", .max_items = 1, .required = true, .example = "1.0"});
+    field(query, {.name = "query", .help = "The query's position (default: the last token)"});
+    field(key, {.name = "key", .help = "The key's position (default: the key the head weighs most from the query)"});
+    field(top, {.name = "top",
+                .help = "How many pairs to list, the largest first (0: every pair); the rest are summed as one"});
+  }
+};
+
+struct QkResult {
+  std::vector<int> ids;
+  HeadRef head;
+  std::optional<std::size_t> query, key;  // as asked; the decomposition says which were used
+  std::size_t top = 20;
+  QkDecomposition decomposition;
+};
+QkResult price_qk(const ModelDir& model, const QkRequest& request, const AttributionLimits& limits = {});
+void run_qk(const ModelDir& model, QkResult& result);
+// {"ids", "tokens", "head": "L.H", "query", "key", "score", "weight", "rotary", "unrotated_score",
+//  "parts": [{"query_side", "key_side", "score", "unrotated"}, ...] (the `top` largest, then
+//  {"query_side": "rest", "key_side": "rest", ...} with the others' sum; they add up to score),
+//  "query_sides": [{"name", "score"}], "key_sides": [...]}.
+nlohmann::json qk_json(const ModelDir& model, const QkResult& result);
 
 struct PatchRequest {
   static constexpr std::string_view kName = "model patch";

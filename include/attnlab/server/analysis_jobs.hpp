@@ -23,6 +23,10 @@ inline constexpr double kMaxApiAnalysisFlops = double(1ull << 40), kMaxApiLensWo
 // "attribution" (DLA), "lens", "mixing" (attention, value norms, rollout, ALTI at the position)}.
 nlohmann::json api_model_attribute(const ModelSources& models, const nlohmann::json& request);
 
+// POST /api/model/qk: a head's score taken apart (the `model qk` operation), at once, within
+// the server's limits on the weights a run keeps.
+nlohmann::json api_model_qk(const ModelSources& models, const nlohmann::json& request);
+
 class AnalysisJobs {
  public:
   explicit AnalysisJobs(const ModelSources& models);  // `models` must outlive this

@@ -455,6 +455,7 @@ class Model:
                 for h in self._native.operation("model heads", _HEADS.arguments(*args, **kwargs))["heads"]]
 
     attribute = _model_method("model attribute", ("text",))
+    qk = _model_method("model qk", ("text",))
     lens = _model_method("model lens", ("text",))
     patch = _model_method("model patch", ("clean", "corrupt"))
     verdict = _model_method("model verdict", ("text",))

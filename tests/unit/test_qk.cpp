@@ -1,0 +1,90 @@
+// A head's score taken apart (analysis/qk.hpp): on every family's fixture the pairs add up to
+// the score, which is the score the engine's reference attention computes for that head from
+// the same run (core's attend_head, another path); the marginals add up too; a rotary
+// head's unrotated pairs are the dot products without the rotation. tests/python/test_qk.py
+// checks each pair against NumPy.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <string>
+
+#include "attnlab/analysis/qk.hpp"
+#include "attnlab/core/attention.hpp"
+#include "attnlab/core/error.hpp"
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/model.hpp"
+#include "compare.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace attnlab;
+
+const fs::path kFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
+
+ForwardResult kept_run(const Model& model, const std::vector<int>& ids) {
+  return model_forward(model, ids, {.logits = LogitRows::none, .keep_attention = true, .keep_stream = true});
+}
+
+TEST(Qk, ThePairsAddUpToTheScoreTheReferenceComputesInEveryFamily) {
+  const std::vector<int> ids = {1, 5, 9, 2, 5, 9, 30, 4};
+  for (const char* fixture :
+       {"tiny-f32", "llama-f32", "mistral-f32", "qwen2-f16", "qwen3-f32-sharded", "gemma3-f32", "smollm-bf16"}) {
+    SCOPED_TRACE(fixture);
+    const Model model = load_model((kFixtures / fixture).string());
+    const ModelConfig& c = model.config;
+    const ForwardResult run = kept_run(model, ids);
+    for (std::size_t layer = 0; layer < c.n_layer; ++layer) {
+      const HeadRef head{layer, c.n_head - 1};
+      const Trace reference = attend(head_attention_input(model, run, head));
+      const std::size_t query = 7, key = c.window(layer) ? 5 : 2;
+      const QkDecomposition q = qk_decomposition(model, ids, run, head, query, key);
+      const double scale = c.query_scale != 0 ? c.query_scale : 1.0 / std::sqrt(double(c.head_dim()));
+      EXPECT_NEAR(q.score, reference.heads[0].scores(query, key) * scale, 1e-4) << "layer " << layer;
+      double pairs = 0, unrotated = 0;
+      for (const QkPair& p : q.pairs)
+        pairs += p.score, unrotated += p.unrotated;
+      EXPECT_NEAR(pairs, q.score, 2e-4 * std::max(1.0, std::abs(q.score))) << "layer " << layer;
+      const auto total = [](const std::vector<QkSide>& sides) {
+        return std::accumulate(sides.begin(), sides.end(), 0.0, [](double s, const QkSide& x) { return s + x.score; });
+      };
+      EXPECT_NEAR(total(q.query_sides), pairs, 1e-9 * std::max(1.0, std::abs(pairs)));
+      EXPECT_NEAR(total(q.key_sides), pairs, 1e-9 * std::max(1.0, std::abs(pairs)));
+      // (2 + L·(H + 1)) parts a side, positions for learned ones only
+      const std::size_t parts = 1 + (c.rotary ? 0 : 1) + layer * (c.n_head + 1) + 1;
+      EXPECT_EQ(q.query_sides.size(), parts);
+      EXPECT_EQ(q.pairs.size(), parts * parts);
+      EXPECT_NEAR(q.weight, run.attention[layer][((c.n_head - 1) * ids.size() + query) * ids.size() + key], 0);
+      EXPECT_EQ(q.rotary, c.rotary);
+      if (!c.rotary) EXPECT_NEAR(unrotated, pairs, 1e-12);
+      for (std::size_t k = 1; k < q.pairs.size(); ++k)
+        ASSERT_GE(std::abs(q.pairs[k - 1].score), std::abs(q.pairs[k].score)) << "largest first";
+    }
+  }
+}
+
+TEST(Qk, AKeyTheQueryCannotSeeIsRefusedNamingIt) {
+  const Model model = load_model((kFixtures / "mistral-f32").string());  // a sliding window of 4 on every layer
+  const std::vector<int> ids = {1, 5, 9, 2, 5, 9, 30, 4};
+  const ForwardResult run = kept_run(model, ids);
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
+                          qk_decomposition(model, ids, run, {1, 0}, 3, 5);
+                        }),
+                        "key: 5 is after the query 3");
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
+                          qk_decomposition(model, ids, run, {1, 0}, 7, 2);
+                        }),
+                        "key: 2 is outside head 1.0's sliding window of 4 keys (keys 4 to 7 for query 7)");
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
+                          qk_decomposition(model, ids, run, {1, 0}, 8, 2);
+                        }),
+                        "query: 8 is past the last token");
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] {
+                          qk_decomposition(model, ids, run, {2, 0}, 7, 6);
+                        }),
+                        "head 2.0 does not exist");
+}
+
+}  // namespace
