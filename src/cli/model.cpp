@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 
 #include "attnlab/analysis/attribution.hpp"
 #include "attnlab/analysis/attribution_json.hpp"
@@ -448,6 +449,52 @@ int qk(const ModelFlags& f, const OperationFlags& flags) {
   return 0;
 }
 
+// ---- circuits: every head's QK and OV circuits, and the composition between heads ---------------
+
+int circuits(const ModelFlags& f, const OperationFlags& flags) {
+  const CircuitsRequest request = read_flags<CircuitsRequest>(flags);
+  const ModelDir m = open_model_dir(f.dir);
+  CircuitsResult result = naming_flags([&] { return price_circuits(m, request); });
+  run_circuits(m, result, [](std::size_t done, std::size_t total) {
+    if (total >= 10) fmt::print(stderr, "\rcomposition: layer pairs {}/{}", done, total);
+    if (total >= 10 && done == total) fmt::print(stderr, "\n");
+  });
+  if (f.json) {
+    fmt::print("{}\n", circuits_json(result).dump());
+    return 0;
+  }
+  const Circuits& c = result.circuits;
+  fmt::print("every head's circuits, its input norm's γ folded in (docs/circuits.md)\n");
+  std::vector<std::vector<std::string>> rows{{"head", "OV copying", "QK σ1, σ2, σ3", "OV σ1, σ2, σ3"}};
+  const auto top3 = [](const std::vector<double>& s) {
+    std::vector<std::string> cells;
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, s.size()); ++i)
+      cells.push_back(fmt::format("{:.3g}", s[i]));
+    return fmt::format("{}", fmt::join(cells, ", "));
+  };
+  for (std::size_t i = 0; i < c.heads.size(); ++i)
+    rows.push_back({to_string(c.heads[i]), fmt::format("{:+.3f}", c.ov_copying[i]), top3(c.qk_singular[i]),
+                    top3(c.ov_singular[i])});
+  fmt::print("{}", format_table(rows, true));
+  const auto largest = [&](const char* kind, const std::vector<std::vector<double>>& scores, double baseline) {
+    std::vector<std::tuple<double, std::size_t, std::size_t>> all;
+    for (std::size_t a = 0; a < scores.size(); ++a)
+      for (std::size_t b = 0; b < scores.size(); ++b)
+        if (!std::isnan(scores[a][b])) all.emplace_back(scores[a][b], a, b);
+    std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return std::get<0>(x) > std::get<0>(y); });
+    std::vector<std::string> cells;
+    for (std::size_t i = 0; i < std::min<std::size_t>(5, all.size()); ++i)
+      cells.push_back(fmt::format("{} → {} {:.3f}", to_string(c.heads[std::get<1>(all[i])]),
+                                  to_string(c.heads[std::get<2>(all[i])]), std::get<0>(all[i])));
+    fmt::print("{}-composition, largest (random matrices: {:.3f}): {}\n", kind, baseline,
+               all.empty() ? std::string("none (one layer)") : fmt::format("{}", fmt::join(cells, ", ")));
+  };
+  largest("Q", c.q, c.baseline_q);
+  largest("K", c.k, c.baseline_k);
+  largest("V", c.v, c.baseline_v);
+  return 0;
+}
+
 int lens(const ModelFlags& f, const OperationFlags& flags) {
   const LensRequest request = read_flags<LensRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
@@ -655,7 +702,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* model = parent.add_subcommand(
       "model",
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
-      "tokenize, run, heads, eval, generate, kv, attribute, qk, lens, patch, verdict, export");
+      "tokenize, run, heads, eval, generate, kv, attribute, qk, circuits, lens, patch, verdict, export");
   model->require_subcommand(1);
   // Each subcommand is an operation: its flags from the description, the model, --json.
   const std::vector<Command> subcommands{
@@ -689,6 +736,9 @@ Command model_command(CLI::App& parent) {
                                  "{\"head\", \"query\", \"key\", \"score\", \"weight\", \"rotary\", "
                                  "\"unrotated_score\", \"parts\": [{\"query_side\", \"key_side\", \"score\", "
                                  "\"unrotated\"}], \"query_sides\", \"key_sides\", \"ids\", \"tokens\"}"),
+      model_operation<CircuitsRequest>(*model, f, circuits,
+                                       "{\"heads\", \"composition\": {\"q\", \"k\", \"v\"} [a][b], \"baseline\", "
+                                       "\"ov_copying\", \"qk_singular_values\", \"ov_singular_values\"}"),
       model_operation<LensRequest>(
           *model, f, lens,
           "{\"target\", \"rows\": [{\"layer\", \"cells\": [{\"top\", \"top_token\", \"top_probability\", "

@@ -511,6 +511,55 @@ json qk_json(const ModelDir& m, const QkResult& result) {
   return out;
 }
 
+// ---- model circuits --------------------------------------------------------------------------
+
+CircuitsResult price_circuits(const ModelDir& m, const CircuitsRequest& r, const AttributionLimits& limits) {
+  const ModelConfig& c = m.model.config;
+  const double work = circuits_work(c);
+  if (work > limits.max_circuit_work)
+    fail("model", fmt::format("the circuits of {} layers × {} heads (d_model {}, d_k {}, vocabulary {}) are {:.3g} "
+                              "multiply-adds, more than the {:.3g} done here; {}",
+                              c.n_layer, c.n_head, c.n_embd, c.head_dim(), c.vocab_size, work, limits.max_circuit_work,
+                              limits.elsewhere));
+  return {r.singular_values, r.seed, {}};
+}
+
+void run_circuits(const ModelDir& m, CircuitsResult& result,
+                  const std::function<void(std::size_t, std::size_t)>& progress) {
+  result.circuits = model_circuits(m.model, result.seed, progress);
+}
+
+json circuits_json(const CircuitsResult& result) {
+  const Circuits& c = result.circuits;
+  json heads = json::array();
+  for (const HeadRef& h : c.heads)
+    heads.push_back(to_string(h));
+  const auto matrix = [](const std::vector<std::vector<double>>& m) {
+    json out = json::array();
+    for (const std::vector<double>& row : m) {
+      json cells = json::array();
+      for (double x : row)
+        cells.push_back(std::isnan(x) ? json(nullptr) : json(x));
+      out.push_back(std::move(cells));
+    }
+    return out;
+  };
+  const auto first = [&](const std::vector<std::vector<double>>& values) {
+    json out = json::array();
+    for (const std::vector<double>& v : values) {
+      const std::size_t k = result.singular_values == 0 ? v.size() : std::min(v.size(), result.singular_values);
+      out.push_back(std::vector<double>(v.begin(), v.begin() + std::ptrdiff_t(k)));
+    }
+    return out;
+  };
+  return {{"heads", std::move(heads)},
+          {"composition", {{"q", matrix(c.q)}, {"k", matrix(c.k)}, {"v", matrix(c.v)}}},
+          {"baseline", {{"q", c.baseline_q}, {"k", c.baseline_k}, {"v", c.baseline_v}}},
+          {"ov_copying", c.ov_copying},
+          {"qk_singular_values", first(c.qk_singular)},
+          {"ov_singular_values", first(c.ov_singular)}};
+}
+
 LensResult price_lens(const ModelDir& m, const LensRequest& r, const AttributionLimits& limits) {
   LensResult result;
   result.ids = token_ids(m, r.text, "text");
@@ -670,6 +719,11 @@ json run_model_operation(std::string_view name, const ModelDir& m, const json& b
     AttributeResult r = price_attribute(m, read_request<AttributeRequest>(body, face));
     run_attribute(m, r);
     return attribute_json(m, r);
+  }
+  if (name == CircuitsRequest::kName) {
+    CircuitsResult r = price_circuits(m, read_request<CircuitsRequest>(body, face));
+    run_circuits(m, r);
+    return circuits_json(r);
   }
   if (name == QkRequest::kName) {
     QkResult r = price_qk(m, read_request<QkRequest>(body, face));

@@ -40,6 +40,16 @@ json api_model_qk(const ModelSources& models, const json& body) {
   return qk_json(*model, result);
 }
 
+json api_model_circuits(const ModelSources& models, const json& body) {
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
+  const AttributionLimits limits{.max_circuit_work = kMaxApiAnalysisFlops, .elsewhere = "use `attnlab model circuits`"};
+  CircuitsResult result =
+      price_circuits(*model, read_request<CircuitsRequest>(operation_fields(body), kHttpApi), limits);
+  admit_work(kHeavyWork);
+  run_circuits(*model, result);
+  return circuits_json(result);
+}
+
 json api_model_attribute(const ModelSources& models, const json& body) {
   const json fields = operation_fields(body);
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");

@@ -111,6 +111,30 @@ TEST(ModelCli, QkTakesAHeadsScoreApartIntoPairsThatAddUp) {
   expect_refused("model qk " + tiny + " --ids 3,17,5", "--head: missing");
 }
 
+// `model circuits`: every head's circuits and the composition table, in text and JSON
+// (tests/python/test_circuits.py checks every number against NumPy at full size).
+TEST(ModelCli, CircuitsGiveEveryHeadsCircuitsAndTheCompositionBetweenLayers) {
+  const Result text = run_attnlab("model circuits " + kTiny.string());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_CONTAINS(text.out, "OV copying");
+  EXPECT_CONTAINS(text.out, "K-composition, largest (random matrices: ");
+  const Result r = run_attnlab("model circuits " + kTiny.string() + " --json --singular-values 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json c = json::parse(r.out);
+  ASSERT_EQ(c["heads"].size(), 8u);
+  EXPECT_EQ(c["qk_singular_values"][0].size(), 2u);
+  for (std::size_t a = 0; a < 8; ++a)
+    for (std::size_t b = 0; b < 8; ++b) {
+      const json& k = c["composition"]["k"][a][b];
+      if (a < 4 && b >= 4) {
+        EXPECT_TRUE(k.get<double>() > 0 && k.get<double>() < 1) << a << " into " << b;
+      } else {
+        EXPECT_TRUE(k.is_null()) << "no composition from " << a << " into " << b;
+      }
+    }
+  expect_refused("model circuits " + kTiny.string() + " --seed -1", "--seed");
+}
+
 TEST(ModelCli, OneHeadIsExplainedLikeAnyScenariosWithItsBiases) {
   const Result r = run_attnlab("model run " + kTiny.string() + " --ids 3,17,5 --layer 1 --head 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -564,6 +588,16 @@ TEST(TrainCli, TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatN
   EXPECT_EQ(prev["parts"][0]["query_side"], "positions");
   EXPECT_EQ(prev["parts"][0]["key_side"], "positions");
   EXPECT_GT(prev["parts"][0]["score"].get<double>(), 0.8 * prev["score"].get<double>());
+  // From the weights alone (model circuits): the induction head copies what it attends to, and
+  // of the three ways 1.0 can read 0.0, its keys read it most, above random matrices'.
+  const Result circuits = run_attnlab("model circuits " + out.string() + " --json");
+  ASSERT_EQ(circuits.exit_code, 0) << circuits.err;
+  const json c = json::parse(circuits.out);
+  EXPECT_GT(c["ov_copying"][1].get<double>(), 0.8);
+  const double k_composition = c["composition"]["k"][0][1];
+  EXPECT_GT(k_composition, c["composition"]["q"][0][1].get<double>());
+  EXPECT_GT(k_composition, c["composition"]["v"][0][1].get<double>());
+  EXPECT_GT(k_composition, c["baseline"]["k"].get<double>());
   // Patching the induction head's output from the clean run into the corrupted one restores the answer.
   const Result patched =
       run_attnlab("model patch " + out.string() + " --clean-ids " + ids + " --corrupt-ids " + corrupt + " --json");

@@ -284,6 +284,8 @@ TEST_F(ModelApi, TheCommandsJsonIsTheApisReply) {
             post_json("/api/model/qk", {{"ids", {3, 17, 5, 9, 3, 17}}, {"head", "1.2"}, {"key", 1}}));
   expect_field("/api/model/qk", {{"ids", {3, 17, 5}}, {"head", "1.2"}, {"key", 4}}, "key", "is after the query 2");
   expect_field("/api/model/qk", {{"ids", {3, 17, 5}}}, "head", "missing");
+  EXPECT_EQ(command("circuits", "--json"), post_json("/api/model/circuits", json::object()));
+  expect_field("/api/model/circuits", {{"seed", "x"}}, "seed", "expected a whole number");
   EXPECT_EQ(command("generate", "--ids 3,17,5 --tokens 5 --temperature 0.9 --top-k 8 --seed 4 --json"),
             post_json("/api/model/generate",
                       {{"ids", {3, 17, 5}}, {"tokens", 5}, {"temperature", 0.9}, {"top_k", 8}, {"seed", 4}}));

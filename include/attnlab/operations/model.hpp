@@ -14,6 +14,7 @@
 
 #include "attnlab/analysis/attribution.hpp"
 #include "attnlab/analysis/attribution_json.hpp"
+#include "attnlab/analysis/circuits.hpp"
 #include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/analysis/qk.hpp"
 #include "attnlab/model/detectors.hpp"
@@ -277,6 +278,7 @@ struct AttributionLimits {
   double max_numbers = double(1 << 22);  // a head's part per source token (L × H × n), the lens's cells ((L + 1) × n)
   double max_lens_work = double(1ull << 40);  // (L + 1) × n × vocabulary × d_model multiply-adds
   double max_weights = double(1ull << 28);    // a run's attention weights kept (L × H × n²)
+  double max_circuit_work = 1e14;             // model circuits' multiply-adds (circuits_work)
   std::string_view elsewhere = "use fewer tokens";
 };
 
@@ -382,6 +384,39 @@ void run_qk(const ModelDir& model, QkResult& result);
 //  {"query_side": "rest", "key_side": "rest", ...} with the others' sum; they add up to score),
 //  "query_sides": [{"name", "score"}], "key_sides": [...]}.
 nlohmann::json qk_json(const ModelDir& model, const QkResult& result);
+
+// ---- model circuits: every head's QK and OV circuits, and the composition between heads ----
+
+struct CircuitsRequest {
+  static constexpr std::string_view kName = "model circuits";
+  static constexpr std::string_view kHelp =
+      "Every head's QK and OV circuits (singular values, the OV copying score) and the Q-, K- and V-composition "
+      "of every earlier head into every later one, beside random matrices of the same shapes";
+
+  std::uint64_t singular_values = 8;
+  std::uint64_t seed = 0;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(singular_values,
+          {.name = "singular_values", .help = "How many of each circuit's singular values to give (0: all)"});
+    field(seed, {.name = "seed", .help = "Seed of the baseline's random matrices"});
+  }
+};
+
+struct CircuitsResult {
+  std::size_t singular_values = 8;
+  std::uint64_t seed = 0;
+  Circuits circuits;
+};
+CircuitsResult price_circuits(const ModelDir& model, const CircuitsRequest& request,
+                              const AttributionLimits& limits = {});
+void run_circuits(const ModelDir& model, CircuitsResult& result,
+                  const std::function<void(std::size_t, std::size_t)>& progress = {});
+// {"heads": ["0.0", ...], "composition": {"q": M, "k": M, "v": M} (M[a][b]: heads[a] into heads[b],
+//  null unless a's layer is below b's), "baseline": {"q", "k", "v"}, "ov_copying": [per head],
+//  "qk_singular_values": [[...] per head], "ov_singular_values": [[...] per head]}.
+nlohmann::json circuits_json(const CircuitsResult& result);
 
 struct PatchRequest {
   static constexpr std::string_view kName = "model patch";

@@ -456,6 +456,7 @@ class Model:
 
     attribute = _model_method("model attribute", ("text",))
     qk = _model_method("model qk", ("text",))
+    circuits = _model_method("model circuits")
     lens = _model_method("model lens", ("text",))
     patch = _model_method("model patch", ("clean", "corrupt"))
     verdict = _model_method("model verdict", ("text",))
