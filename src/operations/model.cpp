@@ -521,6 +521,14 @@ CircuitsResult price_circuits(const ModelDir& m, const CircuitsRequest& r, const
                               "multiply-adds, more than the {:.3g} done here; {}",
                               c.n_layer, c.n_head, c.n_embd, c.head_dim(), c.vocab_size, work, limits.max_circuit_work,
                               limits.elsewhere));
+  if (c.head_dim() > c.n_embd)
+    fail("model", fmt::format("head_dim {} is wider than d_model {}: the circuits' factors need d_k ≤ d_model",
+                              c.head_dim(), c.n_embd));
+  if (const double bytes = circuits_bytes(c); bytes > limits.max_circuit_bytes)
+    fail("model", fmt::format("the circuits of {} layers × {} heads hold {:.3g} GiB of factors at once, more than the "
+                              "{:.3g} GiB allowed here; {}",
+                              c.n_layer, c.n_head, bytes / double(1ull << 30),
+                              limits.max_circuit_bytes / double(1ull << 30), limits.elsewhere));
   return {r.singular_values, r.seed, {}};
 }
 

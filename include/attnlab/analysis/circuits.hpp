@@ -46,6 +46,8 @@ struct Circuits {
 // The multiply-adds model_circuits does for this config: the compositions' products, and the
 // unembedding's W_Uᵀ W_E for the copying scores.
 double circuits_work(const ModelConfig& config);
+// The bytes it holds at once: every head's factors and their small-side forms, in double.
+double circuits_bytes(const ModelConfig& config);
 
 // Every head's circuits and every pair's composition; `progress(done, total)` after each pair
 // of layers. `seed` draws the baseline's matrices.

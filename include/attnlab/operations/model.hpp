@@ -276,9 +276,10 @@ nlohmann::json heads_json(const HeadsResult& result);
 // than the command's and Python's).
 struct AttributionLimits {
   double max_numbers = double(1 << 22);  // a head's part per source token (L × H × n), the lens's cells ((L + 1) × n)
-  double max_lens_work = double(1ull << 40);  // (L + 1) × n × vocabulary × d_model multiply-adds
-  double max_weights = double(1ull << 28);    // a run's attention weights kept (L × H × n²)
-  double max_circuit_work = 1e14;             // model circuits' multiply-adds (circuits_work)
+  double max_lens_work = double(1ull << 40);      // (L + 1) × n × vocabulary × d_model multiply-adds
+  double max_weights = double(1ull << 28);        // a run's attention weights kept (L × H × n²)
+  double max_circuit_work = 1e14;                 // model circuits' multiply-adds (circuits_work)
+  double max_circuit_bytes = double(8ull << 30);  // and the bytes it holds (circuits_bytes)
   std::string_view elsewhere = "use fewer tokens";
 };
 

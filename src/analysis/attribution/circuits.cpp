@@ -238,6 +238,11 @@ double circuits_work(const ModelConfig& c) {
   return 3 * layer_pairs * (H * r) * (H * r) * d + double(c.vocab_size) * d * d + L * H * 8 * d * r * r;
 }
 
+double circuits_bytes(const ModelConfig& c) {
+  return double(c.n_layer) * double(c.n_head) * 8 * double(c.n_embd) * double(c.head_dim()) * sizeof(double) +
+         double(c.n_embd) * double(c.n_embd) * sizeof(double);
+}
+
 Circuits model_circuits(const Model& model, std::uint64_t seed,
                         const std::function<void(std::size_t, std::size_t)>& progress) {
   const ModelConfig& c = model.config;
