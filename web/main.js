@@ -23,6 +23,7 @@ import { bindCost, renderCost, syncCost } from './panel-cost.js';
 import { bindInterventions, renderInterventions } from './panel-interventions.js';
 import { bindKv, loadModels, renderKv, syncKv } from './panel-kv.js';
 import { bindAttribution, renderAttribution } from './panel-attribution.js';
+import { bindWhy, renderWhy } from './panel-why.js';
 import { loadOperations } from './options.js';
 import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
@@ -63,6 +64,7 @@ function render(state) {
   renderControls(s);
   renderModel(s);
   renderAttribution(s);
+  renderWhy(s);
   renderTraining(s);
   renderTokens(s);
   renderThumbnails(s);
@@ -177,6 +179,7 @@ function init() {
   bindKv();
   bindModel();
   bindAttribution();
+  bindWhy();
   bindTraining();
   loadModels();
   loadModel();

@@ -221,7 +221,7 @@ const ablations = coalesced(async () => {
  * @param {import('./types.js').ModelHead} h
  * @returns {ModelInput}
  */
-function inputOf(h) {
+export function inputOf(h) {
   const { layer, head, ...input } = h; // layer and head go; the order of the rest is the request's
   return input;
 }

@@ -354,6 +354,15 @@
  */
 
 /**
+ * The "Why here?" panel's part of the state.
+ * @typedef {object} WhyState
+ * @property {any} reply                    POST api/model/qk's reply
+ * @property {string} status
+ * @property {boolean} error
+ * @property {string | null} key            the request the reply is for (JSON)
+ */
+
+/**
  * The probe panel's part of the state.
  * @typedef {object} ProbeState
  * @property {string} readout            the readout picked ('' for the scenario's default)
@@ -435,6 +444,7 @@
  * @property {ModelState} model
  * @property {TrainingState} training
  * @property {AttributionState} attribution
+ * @property {WhyState} why
  * @property {Record<string, OperationDescription>} operations  every operation's description, from the server
  * @property {Record<string, Record<string, string>>} options   "More options" as typed, by operation and field
  * @property {string | null} costError     the cost and KV panels' error line

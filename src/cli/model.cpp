@@ -340,7 +340,7 @@ std::string percent(double share) { return fmt::format("{:.0f}%", std::round(100
 
 std::string part_name(const PartContribution& p) {
   switch (p.kind) {
-    case PartKind::head: return fmt::format("head {}", to_string({p.layer, p.head}));
+    case PartKind::head: return fmt::format("head {}", to_string(HeadRef{p.layer, p.head}));
     case PartKind::attention_bias: return fmt::format("attention bias {}", p.layer);
     case PartKind::mlp: return fmt::format("mlp {}", p.layer);
     default: return part_kind_name(p.kind);
@@ -460,7 +460,7 @@ int circuits(const ModelFlags& f, const OperationFlags& flags) {
     if (total >= 10 && done == total) fmt::print(stderr, "\n");
   });
   if (f.json) {
-    fmt::print("{}\n", circuits_json(result).dump());
+    fmt::print("{}\n", circuits_json(m, result).dump());
     return 0;
   }
   const Circuits& c = result.circuits;
@@ -492,6 +492,16 @@ int circuits(const ModelFlags& f, const OperationFlags& flags) {
   largest("Q", c.q, c.baseline_q);
   largest("K", c.k, c.baseline_k);
   largest("V", c.v, c.baseline_v);
+  if (!c.qk_token_pairs.empty()) {
+    fmt::print("the QK circuit on the token embeddings, its largest entries (query token → key token):\n");
+    for (std::size_t i = 0; i < c.heads.size(); ++i) {
+      std::vector<std::string> cells;
+      for (const TokenPair& p : c.qk_token_pairs[i])
+        cells.push_back(fmt::format("{} → {} {:.3g}", quoted_token(token_texts(m, {p.query})[0]),
+                                    quoted_token(token_texts(m, {p.key})[0]), p.score));
+      fmt::print("  {}: {}\n", to_string(c.heads[i]), fmt::join(cells, ", "));
+    }
+  }
   return 0;
 }
 
@@ -580,6 +590,13 @@ int patch(const ModelFlags& f, const OperationFlags& flags) {
     components.push_back(std::move(row));
   }
   fmt::print("{}", format_table(components, true));
+  for (std::size_t k = 0; k < p.paths.size(); ++k)
+    fmt::print("path {}: head {}'s clean output into head {}'s {} alone restores {}\n", to_string(p.paths[k]),
+               to_string(p.paths[k].sender), to_string(p.paths[k].receiver),
+               p.paths[k].input == 'q'   ? "query"
+               : p.paths[k].input == 'k' ? "key"
+                                         : "value",
+               percent(p.paths_restored[k]));
   return 0;
 }
 

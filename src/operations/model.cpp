@@ -515,7 +515,7 @@ json qk_json(const ModelDir& m, const QkResult& result) {
 
 CircuitsResult price_circuits(const ModelDir& m, const CircuitsRequest& r, const AttributionLimits& limits) {
   const ModelConfig& c = m.model.config;
-  const double work = circuits_work(c);
+  const double work = circuits_work(c, r.token_pairs);
   if (work > limits.max_circuit_work)
     fail("model", fmt::format("the circuits of {} layers × {} heads (d_model {}, d_k {}, vocabulary {}) are {:.3g} "
                               "multiply-adds, more than the {:.3g} done here; {}",
@@ -529,15 +529,15 @@ CircuitsResult price_circuits(const ModelDir& m, const CircuitsRequest& r, const
                               "{:.3g} GiB allowed here; {}",
                               c.n_layer, c.n_head, bytes / double(1ull << 30),
                               limits.max_circuit_bytes / double(1ull << 30), limits.elsewhere));
-  return {r.singular_values, r.seed, {}};
+  return {r.singular_values, r.token_pairs, r.seed, {}};
 }
 
 void run_circuits(const ModelDir& m, CircuitsResult& result,
                   const std::function<void(std::size_t, std::size_t)>& progress) {
-  result.circuits = model_circuits(m.model, result.seed, progress);
+  result.circuits = model_circuits(m.model, result.seed, result.token_pairs, progress);
 }
 
-json circuits_json(const CircuitsResult& result) {
+json circuits_json(const ModelDir& m, const CircuitsResult& result) {
   const Circuits& c = result.circuits;
   json heads = json::array();
   for (const HeadRef& h : c.heads)
@@ -560,12 +560,28 @@ json circuits_json(const CircuitsResult& result) {
     }
     return out;
   };
+  const TokenText token = texts_of(m);
+  const auto token_pairs = [&](const std::vector<std::vector<TokenPair>>& per_head) {
+    json out = json::array();
+    for (const std::vector<TokenPair>& pairs : per_head) {
+      json list = json::array();
+      for (const TokenPair& p : pairs)
+        list.push_back({{"query", p.query},
+                        {"key", p.key},
+                        {"query_token", token(p.query)},
+                        {"key_token", token(p.key)},
+                        {"score", p.score}});
+      out.push_back(std::move(list));
+    }
+    return out;
+  };
   return {{"heads", std::move(heads)},
           {"composition", {{"q", matrix(c.q)}, {"k", matrix(c.k)}, {"v", matrix(c.v)}}},
           {"baseline", {{"q", c.baseline_q}, {"k", c.baseline_k}, {"v", c.baseline_v}}},
           {"ov_copying", c.ov_copying},
           {"qk_singular_values", first(c.qk_singular)},
-          {"ov_singular_values", first(c.ov_singular)}};
+          {"ov_singular_values", first(c.ov_singular)},
+          {"qk_token_pairs", token_pairs(c.qk_token_pairs)}};
 }
 
 LensResult price_lens(const ModelDir& m, const LensRequest& r, const AttributionLimits& limits) {
@@ -597,11 +613,14 @@ PatchResult price_patch(const ModelDir& m, const PatchRequest& r) {
                      result.corrupt.size(), result.clean.size()));
   result.target = token_id(m, r.target, "target");
   result.contrast = token_id(m, r.contrast, "contrast");
+  for (std::size_t k = 0; k < r.path.size(); ++k)
+    result.paths.push_back(parse_patch_path(r.path[k], m.model.config, fmt::format("path[{}]", k)));
   return result;
 }
 
 void run_patch(const ModelDir& m, PatchResult& result, const Progress& progress) {
-  result.patching = patch_residual(m.model, result.clean, result.corrupt, result.target, result.contrast, progress);
+  result.patching =
+      patch_residual(m.model, result.clean, result.corrupt, result.target, result.contrast, progress, result.paths);
 }
 
 json patch_json(const ModelDir& m, const PatchResult& result) {
@@ -731,7 +750,7 @@ json run_model_operation(std::string_view name, const ModelDir& m, const json& b
   if (name == CircuitsRequest::kName) {
     CircuitsResult r = price_circuits(m, read_request<CircuitsRequest>(body, face));
     run_circuits(m, r);
-    return circuits_json(r);
+    return circuits_json(m, r);
   }
   if (name == QkRequest::kName) {
     QkResult r = price_qk(m, read_request<QkRequest>(body, face));

@@ -47,7 +47,7 @@ json api_model_circuits(const ModelSources& models, const json& body) {
       price_circuits(*model, read_request<CircuitsRequest>(operation_fields(body), kHttpApi), limits);
   admit_work(kHeavyWork);
   run_circuits(*model, result);
-  return circuits_json(result);
+  return circuits_json(*model, result);
 }
 
 json api_model_attribute(const ModelSources& models, const json& body) {

@@ -598,6 +598,19 @@ TEST(TrainCli, TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatN
   EXPECT_GT(k_composition, c["composition"]["q"][0][1].get<double>());
   EXPECT_GT(k_composition, c["composition"]["v"][0][1].get<double>());
   EXPECT_GT(k_composition, c["baseline"]["k"].get<double>());
+  // Path patching: with the earlier "1" (position 5) corrupted, the key at position 6 no longer
+  // says "the token before me was 1". Feeding 0.0's clean output into 1.0's key alone restores
+  // the answer; into its query or its value, nothing.
+  const std::string earlier = "27,3,14,7,20,16,9,25,12,3,14,7,20,1";
+  const Result paths = run_attnlab("model patch " + out.string() + " --clean-ids " + ids + " --corrupt-ids " + earlier +
+                                   " --path 0.0:1.0:k --path 0.0:1.0:q --path 0.0:1.0:v --json");
+  ASSERT_EQ(paths.exit_code, 0) << paths.err;
+  const json routes = json::parse(paths.out)["paths"];
+  ASSERT_EQ(routes.size(), 3u);
+  EXPECT_EQ(routes[0]["path"], "0.0:1.0:k");
+  EXPECT_GT(routes[0]["restored"].get<double>(), 0.8);
+  EXPECT_LT(std::abs(routes[1]["restored"].get<double>()), 0.05);
+  EXPECT_LT(std::abs(routes[2]["restored"].get<double>()), 0.05);
   // Patching the induction head's output from the clean run into the corrupted one restores the answer.
   const Result patched =
       run_attnlab("model patch " + out.string() + " --clean-ids " + ids + " --corrupt-ids " + corrupt + " --json");

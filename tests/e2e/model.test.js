@@ -78,6 +78,15 @@ test('model source: the grid of 2 × 4 heads, head 1.2 in the heatmap as /api/mo
       assert.equal(c.masked, c.col > c.row, `cell ${c.row},${c.col} masked`); // a GPT-2 head is causal
     }
     assert.ok(await page.$('[data-testid="model-head"][data-head-ref="1.2"].selected'));
+    // "Why here?": the query's score on the key it weighs most, taken apart as /api/model/qk gives it
+    await page.waitForSelector('[data-testid="why"]:not([hidden])');
+    await page.click('[data-testid="why-run"]');
+    await page.waitForSelector('[data-testid="why-pair"]');
+    const query = await page.evaluate(() => window.attnlab.state.query);
+    const why = await postApi(browser.url, '/api/model/qk', { ids: IDS, head: '1.2', query, top: 12 });
+    const bars = await page.$$eval('[data-testid="why-pair"]', (rows) => rows.map((r) => Number(r.dataset.value)));
+    assert.deepEqual(bars, why.parts.map((p) => p.score));
+    assert.match(await page.textContent('[data-testid="why-summary"]'), new RegExp(`^query ${query} .* on key ${why.key} `));
     // the rest of the lab works on it: the probe, and the temperature recomputed in the page
     await page.waitForSelector('[data-testid="probe"][data-state="done"][data-scenario="head 1.2"]');
     await page.evaluate(() => window.attnlab.setTemperature(0.5));

@@ -48,16 +48,18 @@ def numpy_circuits(folder):
             return q, k, v, o
 
         final = np.diag(gain(w["model.norm.weight"]))
+        scale = np.sqrt(d) if gemma else 1.0
         unembed = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else w["lm_head.weight"]
         embed = w["model.embed_tokens.weight"]
     if cfg["model_type"] == "gpt2":
-        embed = w["wte.weight"]
-    qk, ov = [], []
+        embed, scale = w["wte.weight"], 1.0
+    qk, ov, token_qk = [], [], []
     for layer in range(L):
         for h in range(H):
             q, k, v, o = factors(layer, h)
             qk.append(q @ k.T)
             ov.append(v @ o)
+            token_qk.append((scale * embed) @ qk[-1] @ (scale * embed).T)  # the QK circuit on tokens, V × V
     n = L * H
     comp = {kind: np.full((n, n), np.nan) for kind in "qkv"}
     norm = np.linalg.norm
@@ -72,13 +74,13 @@ def numpy_circuits(folder):
         lam = np.linalg.eigvals(embed @ m @ final @ unembed.T)
         copying.append(lam.real.sum() / np.abs(lam).sum())
     sv = lambda m: np.linalg.svd(m, compute_uv=False)[:hd]  # noqa: E731
-    return comp, copying, [sv(m) for m in qk], [sv(m) for m in ov]
+    return comp, copying, [sv(m) for m in qk], [sv(m) for m in ov], token_qk
 
 
 @pytest.mark.parametrize("fixture", ["tiny-f32", "llama-f32", "qwen2-f16", "gemma3-f32"])
 def test_every_circuit_and_composition_is_numpys_at_full_size(fixture):
-    got = attnlab.load(FIXTURES / fixture).circuits(singular_values=0)
-    comp, copying, qk_sv, ov_sv = numpy_circuits(FIXTURES / fixture)
+    got = attnlab.load(FIXTURES / fixture).circuits(singular_values=0, token_pairs=5)
+    comp, copying, qk_sv, ov_sv, token_qk = numpy_circuits(FIXTURES / fixture)
     for kind in "qkv":
         mine = np.array([[np.nan if x is None else x for x in row] for row in got["composition"][kind]])
         np.testing.assert_array_equal(np.isnan(mine), np.isnan(comp[kind]), f"{kind}: composed pairs")
@@ -89,6 +91,11 @@ def test_every_circuit_and_composition_is_numpys_at_full_size(fixture):
         np.testing.assert_allclose(mine, want, rtol=1e-7, atol=1e-9)
     for mine, want in zip(got["ov_singular_values"], ov_sv):
         np.testing.assert_allclose(mine, want, rtol=1e-7, atol=1e-9)
+    for mine, whole in zip(got["qk_token_pairs"], token_qk):  # the 5 largest entries of the V × V matrix
+        largest = np.sort(whole.ravel())[::-1][:5]
+        np.testing.assert_allclose([p["score"] for p in mine], largest, rtol=1e-7, atol=1e-9)
+        for p in mine:
+            assert whole[p["query"], p["key"]] == pytest.approx(p["score"], rel=1e-7)
 
 
 def test_the_commands_json_is_pythons_and_the_baseline_is_seeded(cli):
@@ -99,3 +106,6 @@ def test_the_commands_json_is_pythons_and_the_baseline_is_seeded(cli):
     assert len(got["qk_singular_values"][0]) == 4  # d_k = 4: all of them, fewer than the default 8
     assert m.circuits(seed=1)["baseline"] != got["baseline"]
     assert m.circuits(seed=1)["composition"] == got["composition"]
+    assert got["qk_token_pairs"] == [], "none unless asked"
+    with pytest.raises(ValueError, match="^token_pairs: 1001 is not a whole number from 0 to 1000"):
+        m.circuits(token_pairs=1001)

@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace attnlab;
 
-const fs::path kFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
+const fs::path kQkFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
 
 ForwardResult kept_run(const Model& model, const std::vector<int>& ids) {
   return model_forward(model, ids, {.logits = LogitRows::none, .keep_attention = true, .keep_stream = true});
@@ -33,7 +33,7 @@ TEST(Qk, ThePairsAddUpToTheScoreTheReferenceComputesInEveryFamily) {
   for (const char* fixture :
        {"tiny-f32", "llama-f32", "mistral-f32", "qwen2-f16", "qwen3-f32-sharded", "gemma3-f32", "smollm-bf16"}) {
     SCOPED_TRACE(fixture);
-    const Model model = load_model((kFixtures / fixture).string());
+    const Model model = load_model((kQkFixtures / fixture).string());
     const ModelConfig& c = model.config;
     const ForwardResult run = kept_run(model, ids);
     for (std::size_t layer = 0; layer < c.n_layer; ++layer) {
@@ -66,7 +66,7 @@ TEST(Qk, ThePairsAddUpToTheScoreTheReferenceComputesInEveryFamily) {
 }
 
 TEST(Qk, AKeyTheQueryCannotSeeIsRefusedNamingIt) {
-  const Model model = load_model((kFixtures / "mistral-f32").string());  // a sliding window of 4 on every layer
+  const Model model = load_model((kQkFixtures / "mistral-f32").string());  // a sliding window of 4 on every layer
   const std::vector<int> ids = {1, 5, 9, 2, 5, 9, 30, 4};
   const ForwardResult run = kept_run(model, ids);
   EXPECT_ERROR_CONTAINS(test::error_of_call([&] {

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace attnlab;
 
-const fs::path kFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
+const fs::path kNameFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
 
 std::set<std::string> table_names(const ModelConfig& c, WeightFormat format) {
   std::set<std::string> out;
@@ -45,15 +45,15 @@ TEST(TensorNames, AreTheNamesInHuggingFaceFoldersOfEveryFamily) {
   for (const char* fixture :
        {"tiny-f32", "llama-f32", "mistral-f32", "qwen2-f16", "qwen3-f32-sharded", "gemma3-f32", "smollm-bf16"}) {
     SCOPED_TRACE(fixture);
-    const ModelConfig c = load_model((kFixtures / fixture).string()).config;
-    EXPECT_EQ(table_names(c, WeightFormat::kHuggingFace), file_names(kFixtures / fixture, "transformer."));
+    const ModelConfig c = load_model((kNameFixtures / fixture).string()).config;
+    EXPECT_EQ(table_names(c, WeightFormat::kHuggingFace), file_names(kNameFixtures / fixture, "transformer."));
   }
 }
 
 TEST(TensorNames, AreTheNamesInGgufFilesOfEveryArchitecture) {
   for (const char* fixture : {"llama-f32", "mistral-f32", "qwen2-f16", "qwen3-f32", "gemma3-f32"}) {
     SCOPED_TRACE(fixture);
-    const fs::path path = kFixtures / "gguf" / (std::string(fixture) + ".gguf");
+    const fs::path path = kNameFixtures / "gguf" / (std::string(fixture) + ".gguf");
     const ModelConfig c = load_model(path.string()).config;
     std::set<std::string> in_file = file_names(path, "");
     in_file.erase("rope_freqs.weight");  // Llama 3's frequencies: not a weight of the table
@@ -62,7 +62,7 @@ TEST(TensorNames, AreTheNamesInGgufFilesOfEveryArchitecture) {
 }
 
 TEST(TensorNames, SplitSlotsAsTheFilesDoAndMarkTheRotaryRows) {
-  const ModelConfig c = load_model((kFixtures / "llama-f32").string()).config;
+  const ModelConfig c = load_model((kNameFixtures / "llama-f32").string()).config;
   const std::size_t hd = c.head_dim();
   for (const ParameterTensor& t : parameter_tensors(c)) {
     if (t.slot != TensorSlot::attn_weight || t.layer != 1) continue;

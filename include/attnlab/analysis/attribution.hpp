@@ -89,6 +89,19 @@ LogitLens logit_lens(const Model& model, std::span<const int> ids, int target = 
 // The components too: each head's output at every position (z_h, before W_O) and each MLP's
 // output, one at a time, taken from the clean run (L·H + L more reruns from the site's layer).
 inline constexpr double kMaxPatchingFlops = double(1ull << 42);
+// A path: head `sender`'s clean output fed only into head `receiver`'s query, key or value
+// input, every other input reading the corrupted run (path patching; Wang et al. 2022). The
+// receiver's output then flows on as the model computes it. A grouped-query receiver's key and
+// value are its KV head's, which the heads sharing it read too.
+struct PatchPath {
+  HeadRef sender, receiver;
+  char input = 'k';  // 'q', 'k' or 'v'
+};
+std::string to_string(const PatchPath& path);  // "0.0:1.0:k"
+// "S:R:c" (sender L.H, receiver L.H, c one of q, k, v; the sender's layer below the
+// receiver's); InputError naming `field` otherwise.
+PatchPath parse_patch_path(std::string_view text, const ModelConfig& config, std::string_view field);
+
 struct ResidualPatching {
   std::size_t rows = 0, n = 0, layers = 0, heads = 0;
   int target = 0, contrast = 0;
@@ -96,9 +109,12 @@ struct ResidualPatching {
   std::vector<double> restored;        // [rows × n] the stream at (row, position)
   std::vector<double> heads_restored;  // [L × H] head L.H's output at every position
   std::vector<double> mlps_restored;   // [L] layer L's MLP output at every position
+  std::vector<PatchPath> paths;        // the paths asked for
+  std::vector<double> paths_restored;  // each one's share
 };
 ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
-                                int target = -1, int contrast = -1, const Progress& progress = {});
+                                int target = -1, int contrast = -1, const Progress& progress = {},
+                                const std::vector<PatchPath>& paths = {});
 // Its price: every residual site's rerun ((L + 1)/2 · n forwards' worth) and every head's and MLP's.
 double patching_flops(const ModelConfig& config, std::size_t n);
 

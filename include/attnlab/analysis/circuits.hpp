@@ -22,6 +22,8 @@
 // The OV circuit on tokens, W_E W_OV W_Uᵀ [V × V] (the final norm's γ folded into W_U): what
 // attending to token s makes the head write for token t. Its copying score is Σλ / Σ|λ| over
 // its eigenvalues, 1 for a head that copies what it attends to, −1 for one that suppresses it.
+// The QK circuit on tokens, W_E W_QK W_Eᵀ [V × V]: which query token matches which key token
+// most through this head's weights alone (the token_pairs largest entries of it, when asked).
 // Every computation is on the small side: a product of factors d × d_k is taken through d_k ×
 // d_k matrices (QR factors, Gram matrices), never formed at d × d or V × V.
 #pragma once
@@ -34,6 +36,11 @@
 
 namespace attnlab {
 
+struct TokenPair {
+  int query = 0, key = 0;  // token ids
+  double score = 0;        // e_query · W_QK · e_keyᵀ
+};
+
 struct Circuits {
   std::vector<HeadRef> heads;                    // layer by layer
   std::vector<std::vector<double>> qk_singular;  // per head, largest first (d_k of them)
@@ -41,17 +48,19 @@ struct Circuits {
   std::vector<double> ov_copying;                         // per head, in [−1, 1]
   std::vector<std::vector<double>> q, k, v;               // [a][b]: a into b; NaN unless a's layer is below b's
   double baseline_q = 0, baseline_k = 0, baseline_v = 0;  // mean over Gaussian draws of the same shapes
+  std::vector<std::vector<TokenPair>> qk_token_pairs;     // per head, the largest first (empty: not asked)
 };
 
-// The multiply-adds model_circuits does for this config: the compositions' products, and the
-// unembedding's W_Uᵀ W_E for the copying scores.
-double circuits_work(const ModelConfig& config);
+// The multiply-adds model_circuits does for this config: the compositions' products, the
+// unembedding's W_Uᵀ W_E for the copying scores, and with token pairs every head's V × V × d_k.
+double circuits_work(const ModelConfig& config, std::size_t token_pairs = 0);
 // The bytes it holds at once: every head's factors and their small-side forms, in double.
 double circuits_bytes(const ModelConfig& config);
 
-// Every head's circuits and every pair's composition; `progress(done, total)` after each pair
-// of layers. `seed` draws the baseline's matrices.
-Circuits model_circuits(const Model& model, std::uint64_t seed = 0,
+// Every head's circuits and every pair's composition, and each head's `token_pairs` largest
+// entries of its QK circuit on tokens (0: none); `progress(done, total)` after each pair of
+// layers. `seed` draws the baseline's matrices.
+Circuits model_circuits(const Model& model, std::uint64_t seed = 0, std::size_t token_pairs = 0,
                         const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 }  // namespace attnlab

@@ -52,9 +52,6 @@ struct QkDecomposition {
   std::vector<QkSide> query_sides, key_sides;  // the marginals, in stream order
 };
 
-// The parts of the stream a head of layer `layer` reads (the names above), in stream order.
-std::vector<std::string> qk_part_names(const ModelConfig& config, std::size_t layer);
-
 // Head `head`'s score of query `query` on key `key` taken apart. `run` is a forward over
 // `ids` that kept the attention and the stream; InputError naming "query" or "key" for a
 // position past the tokens or a key the query cannot see.

@@ -45,6 +45,14 @@ struct MlpReplacement {
   std::size_t layer = 0;
   std::vector<float> added;  // [n × d] what the block's MLP adds to the stream instead
 };
+// One head's query, key or value read from another residual stream (path patching): the head's
+// q (or its KV head's k or v, which the heads sharing it read too) is computed from `x` [n × d],
+// normed and projected as the block does it; every other input reads the stream itself.
+struct InputReplacement {
+  HeadRef head;
+  char input = 'q';      // 'q', 'k' or 'v'
+  std::vector<float> x;  // [n × d] the stream that input reads
+};
 
 // Which positions' logits a forward computes. The LM head is a large share of a forward's
 // work (29% of GPT-2 small's over 1,024 tokens), and its n × vocab floats its largest buffer.
@@ -61,6 +69,7 @@ struct ForwardOptions {
   std::vector<HeadRef> ablate;  // heads whose output is zeroed before c_proj
   std::vector<HeadReplacement> replace_heads;
   std::vector<MlpReplacement> replace_mlps;
+  std::vector<InputReplacement> replace_inputs;
   // Token j hidden as a key from every query of every layer (its weight 0, the rest
   // renormalised); a query left with no other key (j's own at the first position, or in a
   // window of one) still sees it. The token's own row still carries it up the stream.

@@ -39,6 +39,10 @@ struct StreamPart {
 std::vector<StreamPart> stream_parts(const Model& model, std::span<const int> ids, const ForwardResult& result,
                                      std::size_t position);
 
+// Head L.H's part of the stream at every position [n × d] (z_h · W_O_h, sandwich-scaled): what
+// stream_parts gives for it, position by position.
+std::vector<float> head_output(const Model& model, const ForwardResult& result, HeadRef head);
+
 // Head L.H's part at `position` per source token j: a_h[p, j] · (v_h[j] · W_O_h) (the OV path,
 // sandwich-scaled), [n × d] rows j, zero past the position. The rows add up to the head's part.
 std::vector<float> head_source_parts(const Model& model, const ForwardResult& result, HeadRef head,

@@ -395,18 +395,23 @@ struct CircuitsRequest {
       "of every earlier head into every later one, beside random matrices of the same shapes";
 
   std::uint64_t singular_values = 8;
+  std::uint64_t token_pairs = 0;
   std::uint64_t seed = 0;
 
   template <class Field>
   void for_each(Field&& field) {
     field(singular_values,
           {.name = "singular_values", .help = "How many of each circuit's singular values to give (0: all)"});
+    field(token_pairs, {.name = "token_pairs",
+                        .help = "How many of each head's largest QK-circuit entries on the token embeddings to list "
+                                "(which query token matches which key token; 0: none, as it costs V² × d_k a head)",
+                        .range = {0, 1000}});
     field(seed, {.name = "seed", .help = "Seed of the baseline's random matrices"});
   }
 };
 
 struct CircuitsResult {
-  std::size_t singular_values = 8;
+  std::size_t singular_values = 8, token_pairs = 0;
   std::uint64_t seed = 0;
   Circuits circuits;
 };
@@ -416,8 +421,9 @@ void run_circuits(const ModelDir& model, CircuitsResult& result,
                   const std::function<void(std::size_t, std::size_t)>& progress = {});
 // {"heads": ["0.0", ...], "composition": {"q": M, "k": M, "v": M} (M[a][b]: heads[a] into heads[b],
 //  null unless a's layer is below b's), "baseline": {"q", "k", "v"}, "ov_copying": [per head],
-//  "qk_singular_values": [[...] per head], "ov_singular_values": [[...] per head]}.
-nlohmann::json circuits_json(const CircuitsResult& result);
+//  "qk_singular_values": [[...] per head], "ov_singular_values": [[...] per head], and with
+//  token_pairs "qk_token_pairs": [[{"query", "key", "query_token", "key_token", "score"}] per head]}.
+nlohmann::json circuits_json(const ModelDir& model, const CircuitsResult& result);
 
 struct PatchRequest {
   static constexpr std::string_view kName = "model patch";
@@ -426,6 +432,7 @@ struct PatchRequest {
 
   TokenInput clean, corrupt;
   TokenRef target, contrast;
+  std::vector<std::string> path;
 
   template <class Field>
   void for_each(Field&& field) {
@@ -435,12 +442,18 @@ struct PatchRequest {
                     .required = true});
     field(target, {.name = "target", .help = "The answer (default: the clean run's top prediction)"});
     field(contrast, {.name = "contrast", .help = "The other answer (default: the corrupted run's top prediction)"});
+    field(path, {.name = "path",
+                 .help = "Also a path: SENDER:RECEIVER:INPUT, the sender head's clean output fed only into the "
+                         "receiver's q, k or v (e.g. 0.0:1.0:k)",
+                 .max_items = 16,
+                 .example = "0.0:1.0:k"});
   }
 };
 
 struct PatchResult {
   std::vector<int> clean, corrupt;
   int target = -1, contrast = -1;
+  std::vector<PatchPath> paths;
   ResidualPatching patching;
 };
 PatchResult price_patch(const ModelDir& model, const PatchRequest& request);

@@ -105,6 +105,9 @@ json lens_json(const LogitLens& l, const TokenText& token) {
 }
 
 json patching_json(const ResidualPatching& p, const TokenText& token) {
+  json paths = json::array();
+  for (std::size_t k = 0; k < p.paths.size(); ++k)
+    paths.push_back({{"path", to_string(p.paths[k])}, {"restored", p.paths_restored[k]}});
   json rows = json::array();
   for (std::size_t r = 0; r < p.rows; ++r)
     rows.push_back({{"layer", patching_row_name(r, p.rows)},
@@ -118,7 +121,8 @@ json patching_json(const ResidualPatching& p, const TokenText& token) {
           {"corrupt_metric", p.corrupt},
           {"rows", rows},
           {"heads", rows_of(p.heads_restored, p.heads)},
-          {"mlps", p.mlps_restored}};
+          {"mlps", p.mlps_restored},
+          {"paths", paths}};
 }
 
 json mixing_json(const ContextMixing& m) {

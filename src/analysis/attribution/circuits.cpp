@@ -230,12 +230,56 @@ Matrix gaussian(std::size_t rows, std::size_t cols, SplitMix64& rng) {
   return m;
 }
 
+// W_E [V × d] in double, the embedding's scale (Gemma's √d) applied as the forward applies it.
+Matrix embedding_matrix(const Model& model) {
+  const std::size_t d = model.config.n_embd, V = model.config.vocab_size;
+  Matrix e(V, d);
+  std::vector<float> row(d);
+  for (std::size_t t = 0; t < V; ++t) {
+    model.wte.row(t, d, row.data());
+    for (std::size_t k = 0; k < d; ++k)
+      e(t, k) = double(row[k]) * model.config.embedding_scale;
+  }
+  return e;
+}
+
+// The `count` largest entries of a · bᵀ [V × V] (a, b [V × r]), the largest first, without
+// holding it: a block of rows at a time, a bounded heap of the best so far.
+std::vector<TokenPair> largest_entries(const Matrix& a, const Matrix& b, std::size_t count) {
+  const std::size_t V = a.rows, r = a.cols;
+  constexpr std::size_t kRows = 256;
+  const auto smaller = [](const TokenPair& x, const TokenPair& y) { return x.score > y.score; };  // a min-heap
+  std::vector<TokenPair> best;
+  Matrix block(kRows, V);
+  for (std::size_t first = 0; first < V; first += kRows) {
+    const std::size_t rows = std::min(kRows, V - first);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(V), int(r), 1.0, a.data.data() + first * r,
+                int(r), b.data.data(), int(r), 0.0, block.data.data(), int(V));
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < V; ++j) {
+        const double x = block(i, j);
+        if (best.size() < count) {
+          best.push_back({int(first + i), int(j), x});
+          std::push_heap(best.begin(), best.end(), smaller);
+        } else if (x > best.front().score) {
+          std::pop_heap(best.begin(), best.end(), smaller);
+          best.back() = {int(first + i), int(j), x};
+          std::push_heap(best.begin(), best.end(), smaller);
+        }
+      }
+  }
+  std::sort_heap(best.begin(), best.end(), smaller);  // the largest first
+  return best;
+}
+
 }  // namespace
 
-double circuits_work(const ModelConfig& c) {
-  const double d = double(c.n_embd), r = double(c.head_dim()), H = double(c.n_head), L = double(c.n_layer);
+double circuits_work(const ModelConfig& c, std::size_t token_pairs) {
+  const double d = double(c.n_embd), r = double(c.head_dim()), H = double(c.n_head), L = double(c.n_layer),
+               V = double(c.vocab_size);
   const double layer_pairs = L * (L - 1) / 2;
-  return 3 * layer_pairs * (H * r) * (H * r) * d + double(c.vocab_size) * d * d + L * H * 8 * d * r * r;
+  const double tokens = token_pairs ? L * H * (V * V * r + 2 * V * d * r) : 0;
+  return 3 * layer_pairs * (H * r) * (H * r) * d + V * d * d + L * H * 8 * d * r * r + tokens;
 }
 
 double circuits_bytes(const ModelConfig& c) {
@@ -243,7 +287,7 @@ double circuits_bytes(const ModelConfig& c) {
          double(c.n_embd) * double(c.n_embd) * sizeof(double);
 }
 
-Circuits model_circuits(const Model& model, std::uint64_t seed,
+Circuits model_circuits(const Model& model, std::uint64_t seed, std::size_t token_pairs,
                         const std::function<void(std::size_t, std::size_t)>& progress) {
   const ModelConfig& c = model.config;
   const std::size_t d = c.n_embd, r = c.head_dim(), L = c.n_layer, H = c.n_head, V = c.vocab_size;
@@ -336,6 +380,14 @@ Circuits model_circuits(const Model& model, std::uint64_t seed,
   for (std::size_t l = 0; l < L; ++l)
     for (std::size_t h = 0; h < H; ++h)
       out.ov_copying.push_back(copying_score(product(product(heads[l][h].o, g), heads[l][h].v)));
+
+  if (token_pairs) {
+    const Matrix embedding = embedding_matrix(model);
+    for (std::size_t l = 0; l < L; ++l)
+      for (std::size_t h = 0; h < H; ++h)
+        out.qk_token_pairs.push_back(
+            largest_entries(product(embedding, heads[l][h].q), product(embedding, heads[l][h].k), token_pairs));
+  }
   return out;
 }
 

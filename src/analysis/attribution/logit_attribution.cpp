@@ -7,6 +7,8 @@
 #include "attnlab/analysis/attribution.hpp"
 #include "attnlab/core/deadline.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/json.hpp"  // text_excerpt
+#include "attnlab/model/stream.hpp"
 
 namespace attnlab {
 
@@ -102,7 +104,8 @@ double patching_flops(const ModelConfig& c, std::size_t n) {
 }
 
 ResidualPatching patch_residual(const Model& model, std::span<const int> clean, std::span<const int> corrupt,
-                                int target, int contrast, const Progress& progress) {
+                                int target, int contrast, const Progress& progress,
+                                const std::vector<PatchPath>& paths) {
   const ModelConfig& c = model.config;
   const std::size_t n = clean.size(), d = c.n_embd, V = c.vocab_size, L = c.n_layer;
   if (corrupt.size() != n)
@@ -173,7 +176,46 @@ ResidualPatching patch_residual(const Model& model, std::span<const int> clean, 
     out.mlps_restored.push_back(restored(l, b.stream[l].x_in, patched));
     if (progress) progress("components", l + 1, L);
   }
+  // Each path: the receiver's input reads the corrupted stream with the sender's part of it
+  // swapped for the clean run's, x' = x_corrupt + (sender_clean − sender_corrupt); the rest of
+  // the corrupted run reruns from the receiver's layer.
+  for (const PatchPath& path : paths) {
+    const std::vector<float> clean_part = head_output(model, a, path.sender),
+                             corrupt_part = head_output(model, b, path.sender);
+    std::vector<float> x = b.stream[path.receiver.layer].x_in;
+    for (std::size_t k = 0; k < x.size(); ++k)
+      x[k] += clean_part[k] - corrupt_part[k];
+    ForwardOptions patched;
+    patched.replace_inputs = {{path.receiver, path.input, std::move(x)}};
+    out.paths.push_back(path);
+    out.paths_restored.push_back(restored(path.receiver.layer, b.stream[path.receiver.layer].x_in, patched));
+  }
   return out;
+}
+
+std::string to_string(const PatchPath& path) {
+  return fmt::format("{}:{}:{}", to_string(path.sender), to_string(path.receiver), path.input);
+}
+
+PatchPath parse_patch_path(std::string_view text, const ModelConfig& c, std::string_view field) {
+  const std::size_t first = text.find(':'),
+                    second = first == std::string_view::npos ? first : text.find(':', first + 1);
+  const auto refuse = [&](std::string_view why) {
+    fail(field, fmt::format("\"{}\" {}; write SENDER:RECEIVER:INPUT, e.g. 0.0:1.0:k (the input q, k or v)",
+                            text_excerpt(text, 40), why));
+  };
+  if (second == std::string_view::npos || text.size() != second + 2) refuse("is not a path");
+  PatchPath path;
+  path.sender = parse_head_ref(text.substr(0, first), field);
+  path.receiver = parse_head_ref(text.substr(first + 1, second - first - 1), field);
+  path.input = text[second + 1];
+  if (path.input != 'q' && path.input != 'k' && path.input != 'v') refuse("names no input");
+  check_head(c, path.sender, field);
+  check_head(c, path.receiver, field);
+  if (path.sender.layer >= path.receiver.layer)
+    refuse(fmt::format("does not go forward: the sender's layer {} is not below the receiver's {}", path.sender.layer,
+                       path.receiver.layer));
+  return path;
 }
 
 }  // namespace attnlab

@@ -149,18 +149,6 @@ std::vector<double> own_vector(const ForwardResult& run, std::size_t layer, std:
 
 }  // namespace
 
-std::vector<std::string> qk_part_names(const ModelConfig& c, std::size_t layer) {
-  std::vector<std::string> names{"embedding"};
-  if (!c.rotary) names.push_back("positions");
-  for (std::size_t l = 0; l < layer; ++l) {
-    for (std::size_t h = 0; h < c.n_head; ++h)
-      names.push_back(to_string(HeadRef{l, h}));
-    names.push_back(fmt::format("mlp {}", l));
-  }
-  names.push_back("bias");
-  return names;
-}
-
 QkDecomposition qk_decomposition(const Model& model, std::span<const int> ids, const ForwardResult& run, HeadRef head,
                                  std::size_t query, std::size_t key) {
   const ModelConfig& c = model.config;

@@ -196,6 +196,14 @@ void check_interventions(const ModelConfig& c, const ForwardOptions& options, st
     if (r.layer >= c.n_layer || r.added.size() != n * c.n_embd)
       fail("replace_mlps", fmt::format("layer {}'s replacement of {} numbers is not [n × d] = {} in layers 0 to {}",
                                        r.layer, r.added.size(), n * c.n_embd, c.n_layer - 1));
+  for (const InputReplacement& r : options.replace_inputs) {
+    check_head(c, r.head, "replace_inputs");
+    if (r.input != 'q' && r.input != 'k' && r.input != 'v')
+      fail("replace_inputs", fmt::format("head {}: input '{}' is not q, k or v", to_string(r.head), r.input));
+    if (r.x.size() != n * c.n_embd)
+      fail("replace_inputs", fmt::format("head {}'s stream is {} numbers; it takes [n × d] = {}", to_string(r.head),
+                                         r.x.size(), n * c.n_embd));
+  }
   if (options.hidden_key && *options.hidden_key >= n)
     fail("hidden_key", fmt::format("{} is past the last token (positions 0 to {})", *options.hidden_key, n - 1));
 }
@@ -240,7 +248,35 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
     Heads at = heads_of(c, l);
     if (options.hidden_key) at.hidden = *options.hidden_key;
-    const HeadsStep<float> causal_heads = [&](const float* qkv, float* z) {
+    // Inputs read from other streams (path patching): each one's columns of q | k | v, computed
+    // from its stream by the same block's attention half.
+    struct Columns {
+      std::size_t first = 0;
+      std::vector<float> qkv;  // [n × width] of that stream; the replaced head's columns are read
+    };
+    std::vector<Columns> replaced;
+    for (const InputReplacement& r : options.replace_inputs) {
+      if (r.head.layer != l) continue;
+      Columns& columns = replaced.emplace_back();
+      columns.first = r.input == 'q'   ? at.q(r.head.head)
+                      : r.input == 'k' ? at.k(at.kv_of(r.head.head))
+                                       : at.v(at.kv_of(r.head.head));
+      std::vector<float> stream = r.x;
+      BlockActivations<float> scratch;
+      const HeadsStep<float> capture = [&](const float* qkv, float*) { columns.qkv.assign(qkv, qkv + n * at.width); };
+      block_forward(c, l, model.blocks[l], n, 0, stream, scratch, capture, /*attention_only=*/true);
+    }
+    const HeadsStep<float> causal_heads = [&](const float* own, float* z) {
+      const float* qkv = own;
+      std::vector<float> patched;  // the layer's own q | k | v but for the replaced inputs' columns
+      if (!replaced.empty()) {
+        patched.assign(own, own + n * at.width);
+        for (const Columns& columns : replaced)
+          for (std::size_t i = 0; i < n; ++i)
+            std::copy_n(columns.qkv.data() + i * at.width + columns.first, at.hd,
+                        patched.data() + i * at.width + columns.first);
+        qkv = patched.data();
+      }
       if (keep_attention || options.hidden_key) {   // the reference, every weight written out
         std::vector<float> weights(heads * n * n);  // [H × n × n]
         attention_forward(at, qkv, n, weights.data(), z);

@@ -96,6 +96,19 @@ std::vector<StreamPart> stream_parts(const Model& model, std::span<const int> id
   return parts;
 }
 
+std::vector<float> head_output(const Model& model, const ForwardResult& result, HeadRef head) {
+  const ModelConfig& c = model.config;
+  check_kept(model, result, 0);
+  check_head(c, head, "head");
+  const std::size_t n = result.n, d = c.n_embd, hd = c.head_dim(), Z = c.attention_width();
+  const LayerStream& s = result.stream[head.layer];
+  std::vector<float> out(n * d);
+  for (std::size_t p = 0; p < n; ++p)
+    through_w_o(model, head.layer, s.z.data() + p * Z + head.head * hd, head.head * hd, hd,
+                sandwich_scale(model, s, head.layer, p), out.data() + p * d);
+  return out;
+}
+
 std::vector<float> head_source_parts(const Model& model, const ForwardResult& result, HeadRef head,
                                      std::size_t position) {
   const ModelConfig& c = model.config;
