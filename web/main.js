@@ -24,6 +24,7 @@ import { bindInterventions, renderInterventions } from './panel-interventions.js
 import { bindKv, loadModels, renderKv, syncKv } from './panel-kv.js';
 import { bindAttribution, renderAttribution } from './panel-attribution.js';
 import { bindWhy, renderWhy } from './panel-why.js';
+import { bindCircuits, renderCircuits } from './panel-circuits.js';
 import { loadOperations } from './options.js';
 import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
@@ -65,6 +66,7 @@ function render(state) {
   renderModel(s);
   renderAttribution(s);
   renderWhy(s);
+  renderCircuits(s);
   renderTraining(s);
   renderTokens(s);
   renderThumbnails(s);
@@ -180,6 +182,7 @@ function init() {
   bindModel();
   bindAttribution();
   bindWhy();
+  bindCircuits();
   bindTraining();
   loadModels();
   loadModel();

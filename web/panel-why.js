@@ -1,6 +1,6 @@
 // @ts-check
 // "Why here?" (docs/circuits.md): for the model's head shown in the views and the query
-// picked, the head's score on the key it weighs most, taken apart by POST api/model/qk into
+// picked, the head's score on the key it weighs most (or the key typed), taken apart by POST api/model/qk into
 // pairs of what the query and the key read from the residual stream (the token embedding,
 // positions, each earlier head, each earlier MLP, the biases). Each pair is a signed bar;
 // for a rotary head the same pair unrotated stands beside it, so that what position makes of
@@ -8,7 +8,7 @@
 // --json`; each bar carries it in data-value. The panel's state is the store's `why` part.
 
 import { api, messageOf } from './api.js';
-import { $, setFlag, setHtml, setText } from './dom.js';
+import { $, byId, setFlag, setHtml, setText, setValue } from './dom.js';
 import { formatNumber } from './format.js';
 import { html } from './html.js';
 import { inputOf } from './panel-model.js';
@@ -27,11 +27,19 @@ function patchWhy(patch) {
   update({ why: { ...getState().why, ...patch } });
 }
 
-/** The request for the head and query the views show, or null when no model head is shown. @param {State} s */
+/**
+ * The request for the head and query the views show (and the key typed, if any), or null when
+ * no model head is shown.
+ * @param {State} s
+ */
 function whyRequest(s) {
   const h = s.modelHead;
   if (!h) return null;
-  return { ...inputOf(h), head: `${h.layer}.${h.head}`, query: s.query, top: TOP };
+  /** @type {Record<string, unknown>} */
+  const body = { ...inputOf(h), head: `${h.layer}.${h.head}`, query: s.query, top: TOP };
+  const key = s.why.keyInput.trim();
+  if (key !== '') body.key = /^\d+$/.test(key) ? Number(key) : key;  // the server names a bad one
+  return body;
 }
 
 async function ask() {
@@ -85,6 +93,8 @@ export function renderWhy(s) {
     return;  // the update renders again with the cleared state
   }
   setText($('why-head'), `${s.modelHead.layer}.${s.modelHead.head}`);
+  const keyBox = byId('why-key', HTMLInputElement);
+  if (document.activeElement !== keyBox) setValue(keyBox, w.keyInput);
   const status = $('why-status');
   setText(status, w.status);
   status.classList.toggle('error', w.error);
@@ -93,4 +103,7 @@ export function renderWhy(s) {
 
 export function bindWhy() {
   $('why-run').addEventListener('click', () => { void ask(); });
+  byId('why-key', HTMLInputElement).addEventListener('change', (e) => {
+    patchWhy({ keyInput: /** @type {HTMLInputElement} */ (e.target).value });
+  });
 }

@@ -60,7 +60,8 @@ function initialState() {
     },
     training: { job: null, view: null, form: {}, attnOnly: false, arch: 'gpt2', status: 'idle', message: '' },
     attribution: { quick: null, job: null, status: '', error: false, key: null },
-    why: { reply: null, status: '', error: false, key: null },
+    why: { reply: null, keyInput: '', status: '', error: false, key: null },
+    circuits: { reply: null, kind: 'k', status: '', error: false, key: null },
     operations: {},
     options: {},
   };

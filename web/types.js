@@ -357,9 +357,20 @@
  * The "Why here?" panel's part of the state.
  * @typedef {object} WhyState
  * @property {any} reply                    POST api/model/qk's reply
+ * @property {string} keyInput              the key box, as typed ('' for the key weighed most)
  * @property {string} status
  * @property {boolean} error
  * @property {string | null} key            the request the reply is for (JSON)
+ */
+
+/**
+ * The circuits panel's part of the state.
+ * @typedef {object} CircuitsState
+ * @property {any} reply                    POST api/model/circuits's reply
+ * @property {'q' | 'k' | 'v'} kind         the composition drawn as arrows
+ * @property {string} status
+ * @property {boolean} error
+ * @property {string | null} key            the model source the reply is for (JSON)
  */
 
 /**
@@ -445,6 +456,7 @@
  * @property {TrainingState} training
  * @property {AttributionState} attribution
  * @property {WhyState} why
+ * @property {CircuitsState} circuits
  * @property {Record<string, OperationDescription>} operations  every operation's description, from the server
  * @property {Record<string, Record<string, string>>} options   "More options" as typed, by operation and field
  * @property {string | null} costError     the cost and KV panels' error line

@@ -87,6 +87,15 @@ test('model source: the grid of 2 × 4 heads, head 1.2 in the heatmap as /api/mo
     const bars = await page.$$eval('[data-testid="why-pair"]', (rows) => rows.map((r) => Number(r.dataset.value)));
     assert.deepEqual(bars, why.parts.map((p) => p.score));
     assert.match(await page.textContent('[data-testid="why-summary"]'), new RegExp(`^query ${query} .* on key ${why.key} `));
+    // another key, typed: its score taken apart instead
+    const other = why.key === 0 ? 1 : 0;
+    await page.fill('[data-testid="why-key"]', String(other));
+    await page.press('[data-testid="why-key"]', 'Enter');
+    await page.click('[data-testid="why-run"]');
+    await page.waitForFunction((k) => { const w = window.attnlab.state.why; return w.reply && w.reply.key === k; }, other);
+    const typed = await postApi(browser.url, '/api/model/qk', { ids: IDS, head: '1.2', query, key: other, top: 12 });
+    assert.deepEqual(await page.$$eval('[data-testid="why-pair"]', (rows) => rows.map((r) => Number(r.dataset.value))),
+      typed.parts.map((p) => p.score));
     // the rest of the lab works on it: the probe, and the temperature recomputed in the page
     await page.waitForSelector('[data-testid="probe"][data-state="done"][data-scenario="head 1.2"]');
     await page.evaluate(() => window.attnlab.setTemperature(0.5));
@@ -153,6 +162,26 @@ test('model source: More options are the operation\'s other fields; top_k typed 
     await page.press('[data-testid="option-top_k"]', 'Enter');
     await page.waitForFunction(() => window.attnlab.state.model.status === 'error');
     assert.match(await page.textContent('[data-testid="model-status"]'), /top_k: 0 is not a whole number from 1 to /);
+    await page.close();
+  });
+
+// Every head's circuits: the copying grid and the composition arrows as /api/model/circuits gives them.
+test('model source: the circuits panel shows each head\'s copying score and the largest compositions as arrows',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1400 });
+    await page.waitForSelector('[data-testid="circuits"]:not([hidden])');
+    await page.click('[data-testid="circuits-run"]');
+    await page.waitForSelector('[data-testid="circuits-copying"]');
+    const want = await postApi(browser.url, '/api/model/circuits', {});
+    const copying = await page.$$eval('[data-testid="circuits-copying"]', (cells) => cells.map((c) => Number(c.dataset.value)));
+    assert.deepEqual(copying, want.ov_copying);
+    const largest = (kind) => want.composition[kind].flat().filter((x) => x !== null).sort((a, b) => b - a).slice(0, 12);
+    const arrows = () => page.$$eval('[data-testid="circuits-arrow"]', (lines) => lines.map((l) => Number(l.dataset.value)));
+    assert.deepEqual(await arrows(), largest('k'));
+    await page.selectOption('[data-testid="circuits-kind"]', 'q');
+    await page.waitForFunction(() => window.attnlab.state.circuits.kind === 'q');
+    assert.deepEqual(await arrows(), largest('q'));
+    assertNoErrors(page);
     await page.close();
   });
 

@@ -15,6 +15,7 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/scenario/scenario.hpp"
 #include "compare.hpp"
 
 namespace {
@@ -85,6 +86,33 @@ TEST(Qk, AKeyTheQueryCannotSeeIsRefusedNamingIt) {
                           qk_decomposition(model, ids, run, {2, 0}, 7, 6);
                         }),
                         "head 2.0 does not exist");
+}
+
+// The hand-built previous-token head (scenarios/previous-token.json): its score is position,
+// not content. W_Q and W_K read only the appended (sin pω, cos pω), so the (positions,
+// positions) pair is the whole score and every pair with the token's content is 0. In every
+// bundled scenario and head, the pairs add up to the engine's scaled score.
+TEST(Qk, TheHandBuiltPreviousTokenHeadsScoreIsPositionNotContent) {
+  const Scenario s = load_scenario("previous-token");
+  const QkDecomposition q = scenario_qk(s, 0, 5, 4);
+  EXPECT_GT(q.weight, 0.9) << "query 5 weighs the token before it";
+  EXPECT_EQ(q.pairs.front().query_side, "positions");
+  EXPECT_EQ(q.pairs.front().key_side, "positions");
+  EXPECT_NEAR(q.pairs.front().score, q.score, 1e-12 * std::abs(q.score));
+  for (std::size_t k = 1; k < q.pairs.size(); ++k)
+    EXPECT_NEAR(q.pairs[k].score, 0.0, 1e-12) << q.pairs[k].query_side << " × " << q.pairs[k].key_side;
+  for (const std::string& name : bundled_scenario_names()) {
+    const Scenario each = load_scenario(name);
+    for (std::size_t h = 0; h < each.heads.size(); ++h) {
+      const QkDecomposition d = scenario_qk(each, h, each.n() - 1, 0);
+      double sum = 0;
+      for (const QkPair& p : d.pairs)
+        sum += p.score;
+      EXPECT_NEAR(sum, d.score, 1e-9 * std::max(1.0, std::abs(d.score))) << name << " head " << h;
+    }
+  }
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { scenario_qk(s, 3, 5, 4); }), "head: 3 does not exist");
+  EXPECT_ERROR_CONTAINS(test::error_of_call([&] { scenario_qk(s, 0, 10, 4); }), "query: 10 is past the last token");
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/scenario/scenario.hpp"
 
 namespace attnlab {
 
@@ -57,5 +58,12 @@ struct QkDecomposition {
 // position past the tokens or a key the query cannot see.
 QkDecomposition qk_decomposition(const Model& model, std::span<const int> ids, const ForwardResult& run, HeadRef head,
                                  std::size_t query, std::size_t key);
+
+// A scenario's head taken apart the same way: its inputs are the token embeddings with the
+// positions applied, added or appended (apply_positions is linear in the embeddings, so the
+// positions' part is what zero embeddings get), so the pairs are (embedding | positions |
+// bias) × (embedding | positions | bias); a rotary scenario's rotation shows in the unrotated
+// values. `head` indexes the scenario's heads; InputError naming "head", "query" or "key".
+QkDecomposition scenario_qk(const Scenario& scenario, std::size_t head, std::size_t query, std::size_t key);
 
 }  // namespace attnlab

@@ -190,4 +190,75 @@ QkDecomposition qk_decomposition(const Model& model, std::span<const int> ids, c
   return out;
 }
 
+QkDecomposition scenario_qk(const Scenario& s, std::size_t head, std::size_t query, std::size_t key) {
+  if (head >= s.heads.size())
+    fail("head", fmt::format("{} does not exist; {} has heads 0 to {}", head, s.name, s.heads.size() - 1));
+  if (query >= s.n()) fail("query", fmt::format("{} is past the last token (positions 0 to {})", query, s.n() - 1));
+  if (key >= s.m()) fail("key", fmt::format("{} is past the last key (positions 0 to {})", key, s.m() - 1));
+  const AttentionInput input = attention_input(s);
+  const HeadWeights& w = input.heads[head];
+  const std::size_t dk = w.w_q.cols;
+  // One side: the token part and the position part of row `position`, each projected, the
+  // bias part, QK-norm frozen at the whole vector, each rotated alone (a rotary scenario).
+  const auto side = [&](const Matrix& embeddings, std::size_t position, bool is_query) {
+    const Matrix& projection = is_query ? w.w_q : w.w_k;
+    const std::vector<double>& bias = is_query ? w.b_q : w.b_k;
+    const std::vector<double>& gamma = is_query ? w.q_norm : w.k_norm;
+    const Matrix all = apply_positions(embeddings, s.positions),
+                 positions = apply_positions(Matrix(embeddings.rows, embeddings.cols), s.positions);
+    Side out;
+    const auto add = [&](std::string name, const auto& row_value) {
+      std::vector<double> v(dk, 0.0);
+      for (std::size_t k = 0; k < projection.rows; ++k)
+        for (std::size_t t = 0; t < dk; ++t)
+          v[t] += row_value(k) * projection(k, t);
+      out.names.push_back(std::move(name));
+      out.unrotated.push_back(std::move(v));
+    };
+    add("embedding", [&](std::size_t k) { return all(position, k) - positions(position, k); });
+    add("positions", [&](std::size_t k) { return positions(position, k); });
+    out.names.push_back("bias");
+    out.unrotated.push_back(bias.empty() ? std::vector<double>(dk, 0.0) : bias);
+    if (!gamma.empty()) {
+      std::vector<double> whole(dk, 0.0);
+      for (const std::vector<double>& v : out.unrotated)
+        for (std::size_t t = 0; t < dk; ++t)
+          whole[t] += v[t];
+      const double rstd = 1.0 / std::sqrt(dot(whole, whole) / double(dk) + w.norm_epsilon);
+      for (std::vector<double>& v : out.unrotated)
+        for (std::size_t t = 0; t < dk; ++t)
+          v[t] *= rstd * gamma[t];
+    }
+    out.rotated = out.unrotated;
+    if (input.rope)
+      for (std::vector<double>& v : out.rotated)
+        rotate_rope_row(v, position, *input.rope);
+    return out;
+  };
+  const Side q = side(s.embeddings, query, true), k = side(s.source ? s.source->embeddings : s.embeddings, key, false);
+  const HeadTrace trace = attend_head(input, w);
+  const double scale = input.score_scale != 0 ? input.score_scale : 1.0 / std::sqrt(double(dk));
+  QkDecomposition out;
+  out.head = {0, head};
+  out.query = query;
+  out.key = key;
+  out.rotary = input.rope.has_value();
+  out.score = trace.scaled(query, key);
+  out.weight = trace.weights(query, key);
+  for (const std::string& name : q.names)
+    out.query_sides.push_back({name, 0.0});
+  for (const std::string& name : k.names)
+    out.key_sides.push_back({name, 0.0});
+  for (std::size_t a = 0; a < q.names.size(); ++a)
+    for (std::size_t b = 0; b < k.names.size(); ++b) {
+      const double x = dot(q.rotated[a], k.rotated[b]) * scale;
+      out.pairs.push_back({q.names[a], k.names[b], x, dot(q.unrotated[a], k.unrotated[b]) * scale});
+      out.query_sides[a].score += x;
+      out.key_sides[b].score += x;
+    }
+  std::stable_sort(out.pairs.begin(), out.pairs.end(),
+                   [](const QkPair& x, const QkPair& y) { return std::abs(x.score) > std::abs(y.score); });
+  return out;
+}
+
 }  // namespace attnlab
