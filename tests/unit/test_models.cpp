@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include "attnlab/analysis/kv_memory.hpp"
+#include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/analysis/models.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
+#include "attnlab/model/model.hpp"
+#include "attnlab/model/training.hpp"
 
 using namespace attnlab;
 
@@ -114,4 +118,25 @@ TEST(KVMemory, BadShapesZeroContextAndOverflowAreRefusedNamingTheField) {
   m.layers = 2;
   m.head_dim = 0;
   EXPECT_EQ(refusal(m, 1).rfind("head_dim: 0 is outside", 0), 0u);
+}
+
+// A long context on a model with Llama 3's vocabulary is priced by what the measurement keeps:
+// the cache (here 4 MiB at 8,192 tokens) and the prompt's rows, not n × vocabulary logits (the
+// decoder unembeds the last token alone). The price was once 31.44 GiB and refused the run.
+TEST(ModelKv, ALargeVocabularyDoesNotInflateThePriceOfALongContext) {
+  // As config.json would be read: whole numbers parse as unsigned.
+  const nlohmann::json config = nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 32,
+      "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
+      "head_dim": 16, "max_position_embeddings": 16384, "vocab_size": 128256, "tie_word_embeddings": true})");
+  const attnlab::ModelConfig c = attnlab::parse_model_config(config, "config.json");
+  std::vector<float> parameters(c.parameters());
+  attnlab::SplitMix64 rng(3);
+  for (float& x : parameters)
+    x = static_cast<float>(0.05 * rng.normal());
+  const attnlab::Model model = attnlab::unflatten(c, parameters);
+  const std::vector<std::uint64_t> contexts{8192};
+  const std::vector<attnlab::ModelKvPoint> points = attnlab::measure_model_kv(model, contexts, attnlab::DType::f32);
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].formula_bytes, 2u * 2 * 2 * 16 * 8192 * 4) << "layers × 2 × H_kv × head_dim × tokens × 4 bytes";
+  EXPECT_EQ(points[0].used_bytes, points[0].formula_bytes);
 }
