@@ -128,6 +128,17 @@ std::vector<double> norm_scale(const ModelConfig& c, const Tensor& weight) {
   return g;
 }
 
+// (I − 11ᵀ/d) · m: each column less its mean, LayerNorm's centring applied on the left.
+void centre_columns(Matrix& m) {
+  for (std::size_t j = 0; j < m.cols; ++j) {
+    double mean = 0;
+    for (std::size_t i = 0; i < m.rows; ++i)
+      mean += m(i, j) / double(m.rows);
+    for (std::size_t i = 0; i < m.rows; ++i)
+      m(i, j) -= mean;
+  }
+}
+
 // F · W for W [d × r] given as float rows: each row k scaled by γ_k, then (LayerNorm) each
 // column centred: (I − 11ᵀ/d) diag(γ) W.
 Matrix folded(const std::vector<float>& w, std::size_t d, std::size_t r, const std::vector<double>& gamma,
@@ -136,14 +147,7 @@ Matrix folded(const std::vector<float>& w, std::size_t d, std::size_t r, const s
   for (std::size_t k = 0; k < d; ++k)
     for (std::size_t t = 0; t < r; ++t)
       out(k, t) = gamma[k] * double(w[k * r + t]);
-  if (centre)
-    for (std::size_t t = 0; t < r; ++t) {
-      double mean = 0;
-      for (std::size_t k = 0; k < d; ++k)
-        mean += out(k, t) / double(d);
-      for (std::size_t k = 0; k < d; ++k)
-        out(k, t) -= mean;
-    }
+  if (centre) centre_columns(out);
   return out;
 }
 
@@ -369,14 +373,7 @@ Circuits model_circuits(const Model& model, std::uint64_t seed, std::size_t toke
   for (std::size_t k = 0; k < d; ++k)
     for (std::size_t l = 0; l < d; ++l)
       g(k, l) *= final_gamma[k];
-  if (c.norm == NormKind::layer_norm)  // the final LayerNorm's centring, (I − 11ᵀ/d) on the left
-    for (std::size_t l = 0; l < d; ++l) {
-      double mean = 0;
-      for (std::size_t k = 0; k < d; ++k)
-        mean += g(k, l) / double(d);
-      for (std::size_t k = 0; k < d; ++k)
-        g(k, l) -= mean;
-    }
+  if (c.norm == NormKind::layer_norm) centre_columns(g);  // the final LayerNorm's centring
   for (std::size_t l = 0; l < L; ++l)
     for (std::size_t h = 0; h < H; ++h)
       out.ov_copying.push_back(copying_score(product(product(heads[l][h].o, g), heads[l][h].v)));

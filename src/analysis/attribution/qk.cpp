@@ -120,6 +120,24 @@ Side side_at(const Model& model, std::span<const int> ids, const ForwardResult& 
   return side;
 }
 
+// Every (query side, key side) pair's part of the score, scaled, the largest first, and the
+// marginals of each side.
+void add_pairs(const Side& q, const Side& k, double scale, QkDecomposition& out) {
+  for (const std::string& name : q.names)
+    out.query_sides.push_back({name, 0.0});
+  for (const std::string& name : k.names)
+    out.key_sides.push_back({name, 0.0});
+  for (std::size_t a = 0; a < q.names.size(); ++a)
+    for (std::size_t b = 0; b < k.names.size(); ++b) {
+      const double x = dot(q.rotated[a], k.rotated[b]) * scale;
+      out.pairs.push_back({q.names[a], k.names[b], x, dot(q.unrotated[a], k.unrotated[b]) * scale});
+      out.query_sides[a].score += x;
+      out.key_sides[b].score += x;
+    }
+  std::stable_sort(out.pairs.begin(), out.pairs.end(),
+                   [](const QkPair& x, const QkPair& y) { return std::abs(x.score) > std::abs(y.score); });
+}
+
 // The model's own q_i (or k_j) from the normed input it kept: projected, QK-normed, rotated.
 std::vector<double> own_vector(const ForwardResult& run, std::size_t layer, std::size_t position,
                                const AttentionInput& input, bool query) {
@@ -174,19 +192,7 @@ QkDecomposition qk_decomposition(const Model& model, std::span<const int> ids, c
   out.score =
       dot(own_vector(run, head.layer, query, input, true), own_vector(run, head.layer, key, input, false)) * scale;
   out.weight = run.attention[head.layer][(head.head * n + query) * n + key];
-  for (const std::string& name : q.names)
-    out.query_sides.push_back({name, 0.0});
-  for (const std::string& name : k.names)
-    out.key_sides.push_back({name, 0.0});
-  for (std::size_t a = 0; a < q.names.size(); ++a)
-    for (std::size_t b = 0; b < k.names.size(); ++b) {
-      const double s = dot(q.rotated[a], k.rotated[b]) * scale;
-      out.pairs.push_back({q.names[a], k.names[b], s, dot(q.unrotated[a], k.unrotated[b]) * scale});
-      out.query_sides[a].score += s;
-      out.key_sides[b].score += s;
-    }
-  std::stable_sort(out.pairs.begin(), out.pairs.end(),
-                   [](const QkPair& x, const QkPair& y) { return std::abs(x.score) > std::abs(y.score); });
+  add_pairs(q, k, scale, out);
   return out;
 }
 
@@ -245,19 +251,7 @@ QkDecomposition scenario_qk(const Scenario& s, std::size_t head, std::size_t que
   out.rotary = input.rope.has_value();
   out.score = trace.scaled(query, key);
   out.weight = trace.weights(query, key);
-  for (const std::string& name : q.names)
-    out.query_sides.push_back({name, 0.0});
-  for (const std::string& name : k.names)
-    out.key_sides.push_back({name, 0.0});
-  for (std::size_t a = 0; a < q.names.size(); ++a)
-    for (std::size_t b = 0; b < k.names.size(); ++b) {
-      const double x = dot(q.rotated[a], k.rotated[b]) * scale;
-      out.pairs.push_back({q.names[a], k.names[b], x, dot(q.unrotated[a], k.unrotated[b]) * scale});
-      out.query_sides[a].score += x;
-      out.key_sides[b].score += x;
-    }
-  std::stable_sort(out.pairs.begin(), out.pairs.end(),
-                   [](const QkPair& x, const QkPair& y) { return std::abs(x.score) > std::abs(y.score); });
+  add_pairs(q, k, scale, out);
   return out;
 }
 
