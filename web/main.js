@@ -25,6 +25,7 @@ import { bindKv, loadModels, renderKv, syncKv } from './panel-kv.js';
 import { bindAttribution, renderAttribution } from './panel-attribution.js';
 import { bindWhy, renderWhy } from './panel-why.js';
 import { bindCircuits, renderCircuits } from './panel-circuits.js';
+import { bindEvict, renderEvict } from './panel-evict.js';
 import { loadOperations } from './options.js';
 import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
@@ -67,6 +68,7 @@ function render(state) {
   renderAttribution(s);
   renderWhy(s);
   renderCircuits(s);
+  renderEvict(s);
   renderTraining(s);
   renderTokens(s);
   renderThumbnails(s);
@@ -183,6 +185,7 @@ function init() {
   bindAttribution();
   bindWhy();
   bindCircuits();
+  bindEvict();
   bindTraining();
   loadModels();
   loadModel();

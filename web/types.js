@@ -374,6 +374,17 @@
  */
 
 /**
+ * The KV-cache eviction panel's part of the state.
+ * @typedef {object} EvictState
+ * @property {string} budgets                the budgets box, as typed
+ * @property {string[]} policies             the policies ticked (full is always measured)
+ * @property {string} cache                  the policies' cache type: f32, f16, bf16 or q8_0
+ * @property {any} job                       the job it follows (GET api/model/analysis), null before
+ * @property {string} status
+ * @property {boolean} error
+ */
+
+/**
  * The probe panel's part of the state.
  * @typedef {object} ProbeState
  * @property {string} readout            the readout picked ('' for the scenario's default)
@@ -457,6 +468,7 @@
  * @property {AttributionState} attribution
  * @property {WhyState} why
  * @property {CircuitsState} circuits
+ * @property {EvictState} evict
  * @property {Record<string, OperationDescription>} operations  every operation's description, from the server
  * @property {Record<string, Record<string, string>>} options   "More options" as typed, by operation and field
  * @property {string | null} costError     the cost and KV panels' error line

@@ -3,6 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "attnlab/core/error.hpp"
@@ -85,6 +90,24 @@ Scenario load_with_flags(const ScenarioFlags& flags) {
                      fmt::format("{} (after applying the command-line flags to {})", e.message(), flags.scenario));
   }
   return scenario;
+}
+
+std::function<void(double, double)> progress_line(std::string label, std::string unit) {
+  if (!isatty(fileno(stderr))) return {};
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  auto last = std::make_shared<Clock::time_point>();
+  return [=](double done, double total) {
+    const Clock::time_point now = Clock::now();
+    const bool finished = done >= total;
+    if (!finished && now - *last < std::chrono::milliseconds(200)) return;
+    *last = now;
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    const std::string left =
+        done > 0 && !finished ? fmt::format(", {:.0f} s left", seconds * (total - done) / done) : "";
+    fmt::print(stderr, "\r{}: {:.0f}% ({:.0f} of {:.0f} {}){}\x1b[K{}", label, 100 * done / std::max(total, 1.0), done,
+               total, unit, left, finished ? "\n" : "");
+  };
 }
 
 }  // namespace attnlab::cli

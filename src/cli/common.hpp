@@ -57,6 +57,10 @@ Scenario load_with_flags(const ScenarioFlags& flags);
 // --permute), run through run_experiment() like the API's requests.
 Experiment load_experiment(const ScenarioFlags& flags);
 
+// A long run's progress on stderr, when it is a terminal: "label: 40% (1,234 of 3,085 steps),
+// 12 s left", redrawn at most 5 times a second and ended with a newline at the last step.
+std::function<void(double done, double total)> progress_line(std::string label, std::string unit);
+
 Command explain_command(CLI::App& parent);
 Command run_command(CLI::App& parent);
 Command scenarios_command(CLI::App& parent);

@@ -26,6 +26,7 @@
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/safetensors.hpp"
 #include "attnlab/model/train_run.hpp"
+#include "attnlab/operations/evict.hpp"
 #include "attnlab/operations/generate.hpp"
 #include "attnlab/operations/model.hpp"
 #include "attnlab/report/explain.hpp"
@@ -689,6 +690,33 @@ int verdict_command(const ModelFlags& f, const OperationFlags& flags) {
   return 0;
 }
 
+// ---- evict --------------------------------------------------------------------------------
+
+int evict_command(const ModelFlags& f, const OperationFlags& flags) {
+  const EvictRequest request = read_flags<EvictRequest>(flags);
+  const ModelDir m = open_model_dir(f.dir);
+  EvictResult result = naming_flags([&] { return price_evict(m, request); });
+  run_evict(m, result, progress_line("eviction", "single-token forwards"));
+  if (f.json) {
+    fmt::print("{}\n", evict_json(result).dump());
+    return 0;
+  }
+  const EvictionResult& e = result.result;
+  fmt::print("{} text{}, {} tokens, {} predicted; the cache in {} ({} a token)\n", e.texts, e.texts == 1 ? "" : "s",
+             e.tokens, e.predicted, cache_type_name(result.options.cache), format_bytes(result.token_bytes));
+  fmt::print("full cache (f32): loss {:.4f} nats a token, perplexity {:.3f}\n", e.full.loss, e.full.perplexity);
+  std::vector<std::vector<std::string>> rows{
+      {"policy", "budget", "loss", "Δ loss", "perplexity", "agreement", "kept", "evicted"}};
+  for (const EvictionMeasure& r : e.results)
+    rows.push_back({std::string(policy_name(r.policy)), std::to_string(r.budget), fmt::format("{:.4f}", r.loss),
+                    fmt::format("{:+.4f}", r.loss - e.full.loss), fmt::format("{:.3f}", r.perplexity),
+                    fmt::format("{:.1f}%", 100 * r.agreement), format_bytes(r.kept_bytes),
+                    std::to_string(r.evictions)});
+  fmt::print("{}", format_table(rows, true));
+  fmt::print("agreement: the share of positions whose most probable next token is the full f32 cache's\n");
+  return 0;
+}
+
 // ---- export -------------------------------------------------------------------------------
 
 int export_gguf(const ModelFlags& f, const OperationFlags& flags) {
@@ -719,7 +747,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* model = parent.add_subcommand(
       "model",
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
-      "tokenize, run, heads, eval, generate, kv, attribute, qk, circuits, lens, patch, verdict, export");
+      "tokenize, run, heads, eval, generate, kv, evict, attribute, qk, circuits, lens, patch, verdict, export");
   model->require_subcommand(1);
   // Each subcommand is an operation: its flags from the description, the model, --json.
   const std::vector<Command> subcommands{
@@ -735,6 +763,11 @@ Command model_command(CLI::App& parent) {
       model_operation<HeadsRequest>(
           *model, f, heads,
           "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}"),
+      model_operation<EvictRequest>(*model, f, evict_command,
+                                    "{\"texts\", \"tokens\", \"predicted\", \"cache\", \"token_bytes\", \"full\": "
+                                    "{\"loss\", \"perplexity\", \"agreement\", \"kept_bytes\", \"budget\"}, "
+                                    "\"results\": [{\"policy\", \"budget\", \"loss\", \"perplexity\", "
+                                    "\"agreement\", \"kept_bytes\", \"evictions\"}]}"),
       model_operation<EvalRequest>(*model, f, eval, "{\"loss_first_half\", \"loss_second_half\", \"ablated\"}"),
       model_operation<GenerateRequest>(*model, f, generate,
                                        "{\"prompt\", \"generated\": [{\"id\", \"token\", \"probability\", "

@@ -14,6 +14,7 @@
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/train_run.hpp"
+#include "attnlab/operations/evict.hpp"
 #include "attnlab/operations/generate.hpp"
 
 namespace attnlab {
@@ -731,6 +732,11 @@ json run_model_operation(std::string_view name, const ModelDir& m, const json& b
     ModelKvResult r = price_model_kv(m, read_request<ModelKvRequest>(body, face));
     run_model_kv(m, r);
     return model_kv_json(r);
+  }
+  if (name == EvictRequest::kName) {
+    EvictResult r = price_evict(m, read_request<EvictRequest>(body, face));
+    run_evict(m, r);
+    return evict_json(r);
   }
   if (name == EvalRequest::kName) {
     EvalResult r = price_eval(m, read_request<EvalRequest>(body, face));

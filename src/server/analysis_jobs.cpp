@@ -19,6 +19,7 @@
 #include "attnlab/server/model_sources.hpp"
 #include "model_api.hpp"
 
+#include "attnlab/operations/evict.hpp"
 #include "attnlab/operations/model.hpp"
 
 namespace attnlab {
@@ -110,8 +111,8 @@ AnalysisJobs::~AnalysisJobs() { shut_down(); }
 json AnalysisJobs::start(const json& body) {
   json fields = operation_fields(body);  // the operation's fields, and which one: "kind"
   if (!fields.contains("kind") || !fields["kind"].is_string() ||
-      (fields["kind"] != "verdict" && fields["kind"] != "patch"))
-    fail("kind", "expected \"verdict\" or \"patch\"");
+      (fields["kind"] != "verdict" && fields["kind"] != "patch" && fields["kind"] != "evict"))
+    fail("kind", "expected \"verdict\", \"patch\" or \"evict\"");
   const std::string kind = fields["kind"];
   fields.erase("kind");
   const std::shared_ptr<const ModelDir> model = state_->models.model(ModelSources::choice(body, ""), "");
@@ -129,6 +130,17 @@ json AnalysisJobs::start(const json& body) {
       run_verdict(*model, verdict, progress);
       return verdict_result_json(*model, verdict);
     };
+  } else if (kind == "evict") {
+    const EvictRequest request = read_request<EvictRequest>(fields, kHttpApi);
+    EvictResult evict = price_evict(*model, request, {kMaxApiAnalysisFlops, "use `attnlab model evict`"});
+    flops = evict.flops;
+    tokens_field = request.text.ids ? "ids" : "text";
+    work = [model, evict](const Progress& progress) mutable {
+      run_evict(*model, evict, [&](double done, double total) {
+        progress("single-token forwards", std::size_t(done), std::size_t(total));
+      });
+      return evict_json(evict);
+    };
   } else {
     const PatchRequest request = read_request<PatchRequest>(fields, kHttpApi);
     PatchResult patch = price_patch(*model, request);
@@ -142,7 +154,7 @@ json AnalysisJobs::start(const json& body) {
   if (flops > kMaxApiAnalysisFlops)
     fail(tokens_field, fmt::format("the {} is {:.3g} FLOPs, more than the server's {:.3g}; use a shorter text, or "
                                    "`attnlab model {}`",
-                                   kind == "verdict" ? "verdict" : "patching", flops, kMaxApiAnalysisFlops, kind));
+                                   kind == "patch" ? "patching" : kind, flops, kMaxApiAnalysisFlops, kind));
   std::unique_lock<std::mutex> lock(state_->mutex);
   if (state_->stopped) throw WorkCancelled("the server is shutting down");
   // One job at a time: the new one replaces it (and one another start made while this one

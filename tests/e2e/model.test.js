@@ -185,6 +185,38 @@ test('model source: the circuits panel shows each head\'s copying score and the 
     await page.close();
   });
 
+// KV-cache eviction as a job: each point of the plot is `attnlab model evict --json`'s loss.
+test('model source: the eviction panel plots each policy\'s loss against the budget as the command measures it',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1600 });
+    await page.waitForSelector('[data-testid="model"]:not([hidden])');
+    await page.fill('[data-testid="model-input"]', IDS.join(' '));
+    await page.click('[data-testid="model-run"]');
+    await ranOn(page, IDS);
+    await page.waitForSelector('[data-testid="evict"]:not([hidden])');
+    await page.fill('[data-testid="evict-budgets"]', '3 x');
+    await page.click('[data-testid="evict-run"]');
+    await page.waitForFunction(() => window.attnlab.state.evict.error);
+    assert.match(await page.textContent('[data-testid="evict-status"]'), /"x" is not a budget/);
+    await page.fill('[data-testid="evict-budgets"]', '3, 5');
+    await page.uncheck('[data-testid="evict-policies"] input[value="random"]');
+    await page.selectOption('[data-testid="evict-cache"]', 'q8_0');
+    await page.click('[data-testid="evict-run"]');
+    await page.waitForSelector('[data-testid="evict-point"]');
+    const points = await page.$$eval('[data-testid="evict-point"]',
+      (dots) => dots.map((d) => ({ policy: d.dataset.policy, budget: Number(d.dataset.budget), loss: Number(d.dataset.value) })));
+    const { execFileSync } = require('node:child_process');
+    const want = JSON.parse(execFileSync(process.env.ATTNLAB_BIN, ['model', 'evict', FIXTURE, '--ids', IDS.join(','),
+      '--budget', '3,5', '--policy', 'full,window,sinks,h2o,effect', '--cache', 'q8_0', '--json'], { encoding: 'utf8' }));
+    const expected = want.results.filter((r) => r.policy !== 'full').map((r) => ({ policy: r.policy, budget: r.budget, loss: r.loss }));
+    assert.deepEqual(points, expected);
+    assert.equal(Number(await page.getAttribute('[data-testid="evict-full"]', 'data-value')), want.full.loss);
+    assert.equal(await page.$$eval('[data-testid="evict-row"]', (rows) => rows.length), want.results.length);
+    await screenshot(page, 'model-evict');
+    assertNoErrors(page);
+    await page.close();
+  });
+
 // Why this prediction: the quick read-outs and both jobs, each cell the server's number.
 test('attribution panel: DLA, the lens and the mixing as /api/model/attribute gives them; the verdict and patching as jobs',
   { skip: SKIP }, async () => {

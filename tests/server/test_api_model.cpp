@@ -1,5 +1,6 @@
 // The lab with a model (`attnlab serve --model DIR`) through real HTTP (api_test_support.hpp).
 #include "api_test_support.hpp"
+#include "attnlab/analysis/eviction.hpp"
 #include "attnlab/model/generate.hpp"
 
 // ---- the lab with a model (`attnlab serve --model DIR`) -----------------------------------
@@ -399,7 +400,7 @@ TEST_F(ModelApi, AttributeGivesDlaTheLensAndTheMixingOfThePrediction) {
 }
 
 // The long work as a job: started (202), followed to its end, its result the library's.
-TEST_F(ModelApi, AnalysisRunsTheVerdictAndPatchingAsAJobThePageFollows) {
+TEST_F(ModelApi, AnalysisRunsTheVerdictPatchingAndEvictionAsAJobThePageFollows) {
   httplib::Client c("127.0.0.1", port_);
   const auto finished = [&] {
     json job;
@@ -425,9 +426,9 @@ TEST_F(ModelApi, AnalysisRunsTheVerdictAndPatchingAsAJobThePageFollows) {
 
   std::vector<int> corrupt = kModelIds;
   corrupt[2] = 11;
-  const json patch =
+  const json patching =
       post_json("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", corrupt}}, 202);
-  EXPECT_GT(patch["id"].get<int>(), started["id"].get<int>());
+  EXPECT_GT(patching["id"].get<int>(), started["id"].get<int>());
   const json patched = finished();
   ASSERT_EQ(patched["state"], "done") << patched.dump().substr(0, 400);
   const attnlab::ResidualPatching p = attnlab::patch_residual(model_->model, kModelIds, corrupt);
@@ -435,7 +436,30 @@ TEST_F(ModelApi, AnalysisRunsTheVerdictAndPatchingAsAJobThePageFollows) {
   EXPECT_EQ(patched["result"]["heads"][1][3].get<double>(), p.heads_restored[7]);
   EXPECT_EQ(patched["result"]["rows"][0]["restored"][2].get<double>(), p.restored[2]);
 
-  expect_field("/api/model/analysis", {{"ids", kModelIds}}, "kind", "expected \"verdict\" or \"patch\"");
+  // Eviction: the library's measures; a file of texts is the command's and Python's alone.
+  const json evicting =
+      post_json("/api/model/analysis",
+                {{"kind", "evict"}, {"ids", kModelIds}, {"budget", {3}}, {"policy", {"h2o", "effect"}}}, 202);
+  const json evicted = finished();
+  ASSERT_EQ(evicted["state"], "done") << evicted.dump().substr(0, 400);
+  EXPECT_EQ(evicted["id"], evicting["id"]);
+  attnlab::EvictionOptions eviction;
+  eviction.budgets = {3};
+  eviction.policies = {attnlab::EvictionPolicy::h2o, attnlab::EvictionPolicy::effect};
+  const std::vector<std::vector<int>> texts = {kModelIds};
+  const attnlab::EvictionResult e = attnlab::evict(model_->model, texts, eviction);
+  ASSERT_EQ(evicted["result"]["results"].size(), 2u);
+  EXPECT_EQ(evicted["result"]["results"][1]["loss"].get<double>(), e.results[1].loss);
+  EXPECT_EQ(evicted["result"]["full"]["loss"].get<double>(), e.full.loss);
+  expect_field("/api/model/analysis", {{"kind", "evict"}, {"ids", kModelIds}, {"texts", "/etc/passwd"}}, "texts",
+               "unknown field");
+  expect_field("/api/model/analysis", {{"kind", "evict"}, {"ids", kModelIds}, {"policy", {"lru"}}}, "policy[0]",
+               "not a choice");
+  const json patch =
+      post_json("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", corrupt}}, 202);
+  ASSERT_EQ(finished()["state"], "done");
+
+  expect_field("/api/model/analysis", {{"ids", kModelIds}}, "kind", "expected \"verdict\", \"patch\" or \"evict\"");
   expect_field("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}}, "corrupt", "missing");
   expect_field("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", {3, 17}}},
                "corrupt_ids", "give runs of the same length in tokens");

@@ -1,6 +1,6 @@
 // Attribution in the lab (docs/api.md, "Attribution"): the quick read-outs of one prediction
-// answered at once (POST /api/model/attribute), and the long work, the verdict and
-// activation patching, as a job on a background thread, one at a time, whose progress the
+// answered at once (POST /api/model/attribute), and the long work, the verdict, activation
+// patching and KV-cache eviction, as a job on a background thread, one at a time, whose progress the
 // page follows and which it can cancel (POST /api/model/analysis, GET /api/model/analysis,
 // POST /api/model/analysis/cancel). Every result is the JSON `attnlab model ... --json`
 // prints for the same request (attnlab/analysis/attribution_json.hpp).
@@ -38,8 +38,9 @@ class AnalysisJobs {
   AnalysisJobs(const AnalysisJobs&) = delete;
   AnalysisJobs& operator=(const AnalysisJobs&) = delete;
 
-  // POST /api/model/analysis: {"kind": "verdict" | "patch", the prediction as for attribute,
-  // "steps" (verdict), "corrupt": {"text" | "ids"} (patch)}. Priced first (InputError naming
+  // POST /api/model/analysis: {"kind": "verdict" | "patch" | "evict", then that operation's
+  // fields: the prediction as for attribute, "steps" (verdict), "corrupt": {"text" | "ids"}
+  // (patch); the text, "budget", "policy", ... (evict: operations/evict.hpp). Priced first (InputError naming
   // the field); a job still running is cancelled for the new one. -> view().
   nlohmann::json start(const nlohmann::json& request);
   // GET /api/model/analysis: {"state": "idle" | "running" | "done" | "failed" | "cancelled",

@@ -134,7 +134,7 @@ void check_head(const ModelConfig& c, HeadRef h, std::string_view field) {
                             c.n_layer - 1, c.n_head - 1));
 }
 
-namespace {
+namespace transformer {
 
 // Token ids checked against the vocabulary, and the positions they would take.
 void check_ids(const ModelConfig& c, std::span<const int> ids, std::size_t first_position) {
@@ -146,8 +146,6 @@ void check_ids(const ModelConfig& c, std::span<const int> ids, std::size_t first
     check_token_id(c, ids[i], fmt::format("ids[{}]", first_position + i));
 }
 
-// The residual stream's start, [n × d]: the token's embedding (× √d_model for Gemma) plus,
-// for learned positions, the position's.
 std::vector<float> embed(const Model& model, std::span<const int> ids, std::size_t first_position) {
   const ModelConfig& c = model.config;
   const std::size_t d = c.n_embd;
@@ -162,6 +160,10 @@ std::vector<float> embed(const Model& model, std::span<const int> ids, std::size
   }
   return x;
 }
+
+}  // namespace transformer
+
+namespace {
 
 // The heads' outputs of the ablated heads of layer l zeroed, in z [n × Z].
 void zero_ablated(const ModelConfig& c, std::size_t l, const std::vector<HeadRef>& ablate, std::size_t n, float* z) {

@@ -517,4 +517,11 @@ void block_backward(const ModelConfig& c, std::size_t layer, const P& p, const G
                 dx.data());
 }
 
+// InputError naming "ids" unless ids is not empty, fits the model's positions from
+// first_position and every id is in its vocabulary.
+void check_ids(const ModelConfig& c, std::span<const int> ids, std::size_t first_position);
+// The residual stream's start, [n × d]: the token's embedding (× √d_model for Gemma) plus,
+// for learned positions, the position's (tokens at positions first_position..).
+std::vector<float> embed(const Model& model, std::span<const int> ids, std::size_t first_position);
+
 }  // namespace attnlab::transformer

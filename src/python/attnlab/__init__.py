@@ -447,6 +447,7 @@ class Model:
 
     generate = _model_method("model generate", ("text", "tokens"))
     kv = _model_method("model kv")
+    evict = _model_method("model evict", ("text",))
     eval = _model_method("model eval")
 
     def heads(self, *args, **kwargs) -> list:

@@ -1,0 +1,31 @@
+// A file of texts, as a user gives one to the operations that measure over many texts
+// (model evict): plain text, a document a line (empty lines skipped), or JSON Lines, a line
+// each {"text": "..."} or {"ids": [...]}. A file is JSON Lines when its first non-empty line
+// starts with '{'.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnlab/model/model_dir.hpp"
+
+namespace attnlab {
+
+struct CorpusLimits {
+  std::uintmax_t max_bytes = std::uintmax_t(256) << 20;  // the file
+  std::size_t max_documents = 1'000'000;
+};
+
+struct CorpusDocument {
+  std::size_t line = 0;  // 1-based, for messages
+  std::vector<int> ids;  // tokenized, each id checked against the model's vocabulary
+};
+
+// The documents of `path`, tokenized by the model. InputError naming `field` and the line for
+// a line that is not JSON, has neither "text" nor "ids", or holds an id the model lacks; for a
+// file over the limits, or one with no documents.
+std::vector<CorpusDocument> read_corpus(const ModelDir& model, const std::string& path, std::string_view field,
+                                        const CorpusLimits& limits = {});
+
+}  // namespace attnlab
