@@ -277,6 +277,20 @@ int generate_and_print(const ModelFlags& f, const ModelDir& m, const GenerateReq
         ++step, quoted_token(show_token(m, t.id).bytes), t.probability, t.cache_tokens, format_bytes(t.cache_bytes),
         c.n_layer, c.kv_heads(), c.kv_heads() == c.n_head ? "" : "KV ", c.head_dim(),
         format_count(per_token * t.cache_tokens));
+    if (!request.options.trace) return;
+    std::vector<std::string> cells;
+    for (const TokenProbability& a : t.alternatives)
+      cells.push_back(fmt::format("{} {:.3f}", quoted_token(show_token(m, a.id).bytes), a.probability));
+    fmt::print("            chosen after position {}, among {}\n", t.position, fmt::join(cells, ", "));
+    cells.clear();  // each head's most weighed key
+    const std::size_t row = t.position + 1;
+    for (std::size_t l = 0; l < c.n_layer; ++l)
+      for (std::size_t h = 0; h < c.n_head; ++h) {
+        const float* w = t.attention.data() + (l * c.n_head + h) * row;
+        const std::size_t top = std::size_t(std::max_element(w, w + row) - w);
+        cells.push_back(fmt::format("{}.{}→{} ({:.2f})", l, h, top, w[top]));
+      }
+    fmt::print("            each head's most weighed position: {}\n", fmt::join(cells, "  "));
   });
   const json out = generate_json(m, result);
   if (f.json)
@@ -771,8 +785,9 @@ Command model_command(CLI::App& parent) {
       model_operation<EvalRequest>(*model, f, eval, "{\"loss_first_half\", \"loss_second_half\", \"ablated\"}"),
       model_operation<GenerateRequest>(*model, f, generate,
                                        "{\"prompt\", \"generated\": [{\"id\", \"token\", \"probability\", "
-                                       "\"cache_tokens\", \"cache_bytes\"}], \"ids\", "
-                                       "\"text\"}"),
+                                       "\"cache_tokens\", \"cache_bytes\"; with --trace \"position\", "
+                                       "\"alternatives\", \"attention\" [L][H][position + 1], "
+                                       "\"cache_bytes_per_layer\"}], \"ids\", \"text\"; with --trace \"cache\"}"),
       model_operation<ModelKvRequest>(
           *model, f, kv,
           "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "

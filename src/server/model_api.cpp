@@ -179,7 +179,10 @@ std::string api_model_run(const ModelSources& models, const json& body) {
 json api_model_generate(const ModelSources& models, const json& body) {
   const json request = operation_fields(body);  // which model is the server's to say; the rest is the operation's
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
-  GenerateResult result = price_generate(*model, read_request<GenerateRequest>(request, kHttpApi));
+  GenerateResult result = price_generate(*model, read_request<GenerateRequest>(request, kHttpApi),
+                                         {double(kMaxApiTraceWeights),
+                                          "generate fewer tokens, or use `attnlab model "
+                                          "generate --trace`"});
   admit_work(kHeavyWork);
   generate_tokens(*model, result);
   return generate_json(*model, result);

@@ -290,6 +290,14 @@ TEST_F(ModelApi, TheCommandsJsonIsTheApisReply) {
   EXPECT_EQ(command("generate", "--ids 3,17,5 --tokens 5 --temperature 0.9 --top-k 8 --seed 4 --json"),
             post_json("/api/model/generate",
                       {{"ids", {3, 17, 5}}, {"tokens", 5}, {"temperature", 0.9}, {"top_k", 8}, {"seed", 4}}));
+  // Traced: the alternatives and every head's weights over the cache, step by step.
+  const json traced = post_json("/api/model/generate", {{"ids", {3, 17, 5}}, {"tokens", 4}, {"trace", true}});
+  EXPECT_EQ(command("generate", "--ids 3,17,5 --tokens 4 --trace --json"), traced);
+  ASSERT_EQ(traced["generated"].size(), 4u);
+  EXPECT_EQ(traced["generated"][3]["attention"].size(), 2u);        // layers
+  EXPECT_EQ(traced["generated"][3]["attention"][1].size(), 4u);     // heads
+  EXPECT_EQ(traced["generated"][3]["attention"][1][2].size(), 6u);  // the cache before the 4th new token
+  EXPECT_EQ(traced["cache"]["bytes_per_token"], 2 * 2 * 4 * 4 * 4);
 }
 
 TEST_F(ModelApi, BadModelRequestsGet400NamingTheField) {

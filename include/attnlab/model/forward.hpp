@@ -171,11 +171,18 @@ class Decoder {
   std::vector<float> step(std::span<const int> ids);
   std::size_t length() const { return length_; }  // tokens run so far
   const KVCache& cache() const { return cache_; }
+  // With weights kept, each step also writes the last new token's attention weights over the
+  // whole cache, itself included: last_weights()[l] is [H × length()] (head h's row at
+  // h·length()), what softmax(q·kᵀ · scale) gives from the cached keys (0 outside a window).
+  void keep_weights(bool keep) { keep_weights_ = keep; }
+  const std::vector<std::vector<float>>& last_weights() const { return last_weights_; }
 
  private:
   const Model& model_;
   KVCache cache_;  // n_layer layers, n_head KV heads of d_head
   std::size_t length_ = 0;
+  bool keep_weights_ = false;
+  std::vector<std::vector<float>> last_weights_;  // [L][H × length]
 };
 
 // The forward from block `layer` on (0 to L): x [n × d] the stream entering it (a run's

@@ -9,24 +9,36 @@
 #include <vector>
 
 #include "attnlab/core/rng.hpp"
+#include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
 
 namespace attnlab {
 
 struct GenerateOptions {
-  std::size_t tokens = 20;  // new tokens
-  double temperature = 0;   // 0: greedy; up to 100
-  std::size_t top_k = 0;    // sample among the k most probable (0: all)
-  double top_p = 1;         // then among the most probable whose probabilities reach p (nucleus; 1: all)
-  std::uint64_t seed = 0;   // of the sampling (splitmix64)
-  bool bf16 = false;        // the prompt's products in bf16 (attnlab/model/blas.hpp's Bf16Products)
+  std::size_t tokens = 20;       // new tokens
+  double temperature = 0;        // 0: greedy; up to 100
+  std::size_t top_k = 0;         // sample among the k most probable (0: all)
+  double top_p = 1;              // then among the most probable whose probabilities reach p (nucleus; 1: all)
+  std::uint64_t seed = 0;        // of the sampling (splitmix64)
+  bool bf16 = false;             // the prompt's products in bf16 (attnlab/model/blas.hpp's Bf16Products)
+  bool trace = false;            // each step's alternatives and every head's weights over the cache
+  std::size_t alternatives = 5;  // with trace: the most probable tokens listed each step
 };
 
 struct GeneratedToken {
   int id = 0;
   double probability = 0;                         // under softmax(logits), T = 1, whatever the sampling used
   std::size_t cache_tokens = 0, cache_bytes = 0;  // the KV cache after the token went in
+  // With trace: the query the token was chosen after (the last token cached before it, at
+  // `position`), the most probable tokens there (T = 1), and its weights over the cache
+  // [L × H × (position + 1)]: layer l, head h's row at (l·H + h)·(position + 1).
+  std::size_t position = 0;
+  std::vector<TokenProbability> alternatives;
+  std::vector<float> attention;
 };
+
+// The numbers a traced generation keeps: L × H × Σ (cache before each new token).
+double trace_numbers(const ModelConfig& config, std::size_t prompt_tokens, std::size_t new_tokens);
 
 // Throws InputError naming "temperature" (outside 0 to 100), "top_p" (outside (0, 1]), "tokens" (none, or more than
 // the model's positions leave after the prompt) or "bf16" (asked where the CPU has no bf16 units).

@@ -37,7 +37,18 @@ struct GenerateRequest {
           {.name = "bf16",
            .help = "The prompt's products in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where the CPU "
                    "has them): a long prompt about twice as fast, each logit within bf16's rounding"});
+    field(options.trace, {.name = "trace",
+                          .help = "Each step's most probable tokens and every head's attention weights over the "
+                                  "cache, and the cache's bytes (layers × heads × cache numbers a step)"});
+    field(options.alternatives, {.name = "alternatives",
+                                 .help = "With trace: how many of each step's most probable tokens to list",
+                                 .range = {1, 100}});
   }
+};
+
+struct GenerateLimits {
+  double max_trace_numbers = double(1 << 26);  // a trace's weights (trace_numbers)
+  std::string_view elsewhere = "generate fewer tokens, after a shorter prompt";
 };
 
 struct GenerateResult {
@@ -47,7 +58,8 @@ struct GenerateResult {
 };
 
 // The prompt's ids and the options checked against the model (check_generate), before any work.
-GenerateResult price_generate(const ModelDir& model, const GenerateRequest& request);
+// With trace, its weights priced against the limits.
+GenerateResult price_generate(const ModelDir& model, const GenerateRequest& request, const GenerateLimits& limits = {});
 // Generates; `each` sees every token as it is made.
 void generate_tokens(const ModelDir& model, GenerateResult& result,
                      const std::function<void(const GeneratedToken&)>& each = {});

@@ -38,6 +38,9 @@ inline constexpr std::uint64_t kMaxApiMeasureTokens = 4096;
 inline constexpr std::uint64_t kMaxApiMeasureBytes = std::uint64_t{1} << 30;  // 1 GiB
 // POST /api/model/run: attention weights (layers × heads × n²) of one forward pass.
 inline constexpr std::size_t kMaxApiModelWeights = std::size_t{1} << 24;
+// POST /api/model/generate with "trace": every head's weights over the cache, summed over the
+// steps (layers × heads × Σ cache): at most some 40 MB of JSON.
+inline constexpr std::size_t kMaxApiTraceWeights = std::size_t{1} << 22;
 // Worker threads: a slow or idle client holds one until its read times out, so there are
 // many more than cores (heavy work is limited to one slot per core separately).
 inline constexpr std::size_t kServerThreads = 128;

@@ -109,22 +109,51 @@ nlohmann::json generation_json(const ModelDir& m, const std::vector<int>& prompt
                                const std::vector<GeneratedToken>& generated, const GenerateOptions& options) {
   nlohmann::json steps = nlohmann::json::array();
   std::vector<int> all = prompt;
+  const ModelConfig& c = m.model.config;
   for (const GeneratedToken& t : generated) {
     const TokenShown shown = show_token(m, t.id);
-    steps.push_back({{"id", t.id},
-                     {"token", shown.text},
-                     {"bytes", byte_values(shown.bytes)},
-                     {"probability", t.probability},
-                     {"cache_tokens", t.cache_tokens},
-                     {"cache_bytes", t.cache_bytes}});
+    nlohmann::json step = {{"id", t.id},
+                           {"token", shown.text},
+                           {"bytes", byte_values(shown.bytes)},
+                           {"probability", t.probability},
+                           {"cache_tokens", t.cache_tokens},
+                           {"cache_bytes", t.cache_bytes}};
+    if (options.trace) {
+      step["position"] = t.position;
+      step["cache_bytes_per_layer"] = t.cache_bytes / c.n_layer;
+      nlohmann::json alternatives = nlohmann::json::array();
+      for (const TokenProbability& a : t.alternatives)
+        alternatives.push_back(candidate_json(m, a.id, a.probability));
+      step["alternatives"] = std::move(alternatives);
+      // [L][H][position + 1]: each head's row over the cache the token was chosen after
+      const std::size_t row = t.position + 1;
+      nlohmann::json layers = nlohmann::json::array();
+      for (std::size_t l = 0; l < c.n_layer; ++l) {
+        nlohmann::json heads = nlohmann::json::array();
+        for (std::size_t h = 0; h < c.n_head; ++h) {
+          const float* w = t.attention.data() + (l * c.n_head + h) * row;
+          heads.push_back(std::vector<float>(w, w + row));
+        }
+        layers.push_back(std::move(heads));
+      }
+      step["attention"] = std::move(layers);
+    }
+    steps.push_back(std::move(step));
     all.push_back(t.id);
   }
   nlohmann::json prompt_json = {{"ids", prompt}};
   add_tokens_json(prompt_json, m, prompt);
   nlohmann::json text = nullptr;
   if (m.tokenizer) text = valid_utf8(m.tokenizer->decode(std::vector<TokenId>(all.begin(), all.end())));
-  return {{"prompt", std::move(prompt_json)}, {"generated", std::move(steps)},      {"ids", all},
-          {"text", std::move(text)},          {"temperature", options.temperature}, {"seed", options.seed}};
+  nlohmann::json out = {
+      {"prompt", std::move(prompt_json)}, {"generated", std::move(steps)},      {"ids", all},
+      {"text", std::move(text)},          {"temperature", options.temperature}, {"seed", options.seed}};
+  if (options.trace)  // the cache's shape: what each step's bytes are made of
+    out["cache"] = {
+        {"dtype", "f32"},           {"layers", c.n_layer},
+        {"heads", c.n_head},        {"kv_heads", c.kv_heads()},
+        {"head_dim", c.head_dim()}, {"bytes_per_token", 2 * c.n_layer * c.kv_heads() * c.head_dim() * sizeof(float)}};
+  return out;
 }
 
 nlohmann::json candidate_json(const ModelDir& m, int id, double probability) {

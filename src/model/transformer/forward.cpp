@@ -463,6 +463,34 @@ void attend_through_cache(KVCache& cache, std::size_t l, const Heads& at, const 
   flash_decode(cache, l, at.H, queries, n, {z, n * q_width}, options);
 }
 
+// The last of the new tokens' weights over the whole cache of layer l (written after it went
+// in), into weights [H × length]: softmax(q_h · k_j · scale) over its window, 0 outside it.
+void last_row_weights(const KVCache& cache, std::size_t l, const Heads& at, const float* qkv, std::size_t n,
+                      std::vector<float>& weights) {
+  const std::size_t length = cache.length(l), t = length - 1, first = at.first_key(t);
+  const float* row = qkv + (n - 1) * at.width;
+  weights.assign(at.H * length, 0.0f);
+  std::vector<float> keys(length * at.hd);
+  std::vector<double> scores(length);
+  for (std::size_t g = 0; g < at.H_kv; ++g) {
+    cache.load_keys(l, g, 0, length, keys);
+    for (std::size_t h = g * (at.H / at.H_kv); h < (g + 1) * (at.H / at.H_kv); ++h) {
+      const float* q = row + at.q(h);
+      double largest = -INFINITY, total = 0;
+      for (std::size_t j = first; j < length; ++j) {
+        double dot = 0;
+        for (std::size_t i = 0; i < at.hd; ++i)
+          dot += double(q[i]) * keys[j * at.hd + i];
+        largest = std::max(largest, scores[j] = dot * at.scale);
+      }
+      for (std::size_t j = first; j < length; ++j)
+        total += (scores[j] = std::exp(scores[j] - largest));
+      for (std::size_t j = first; j < length; ++j)
+        weights[h * length + j] = static_cast<float>(scores[j] / total);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<float> forward_suffix(const Model& model, std::size_t layer, std::span<const LayerStream> run,
@@ -509,6 +537,7 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
   if (first + n > cache_.capacity())
     cache_.reserve(std::min(c.n_positions, std::max(first + n, 2 * cache_.capacity())));
   std::vector<float> x = embed(model_, ids, first), logits;
+  if (keep_weights_) last_weights_.resize(c.n_layer);
   const auto blocks_and_logits = [&] {
     BlockActivations<float> a;
     a.keep_residuals = false;
@@ -516,6 +545,7 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
       const Heads at = heads_of(c, l);
       const HeadsStep<float> cached_heads = [&](const float* qkv, float* z) {
         attend_through_cache(cache_, l, at, qkv, n, z);
+        if (keep_weights_) last_row_weights(cache_, l, at, qkv, n, last_weights_[l]);
       };
       block_forward(c, l, model_.blocks[l], n, first, x, a, cached_heads);
     }

@@ -44,6 +44,12 @@ int next_token(std::span<const float> logits, double temperature, std::size_t k,
   return candidates.back().id;
 }
 
+double trace_numbers(const ModelConfig& c, std::size_t prompt_tokens, std::size_t new_tokens) {
+  // Σ_{k < new} (prompt + k) cached tokens, each weighed by every head of every layer.
+  const double cached = double(new_tokens) * double(prompt_tokens) + double(new_tokens) * double(new_tokens - 1) / 2;
+  return double(c.n_layer) * double(c.n_head) * cached;
+}
+
 void check_generate(const ModelConfig& c, std::size_t prompt_tokens, const GenerateOptions& o) {
   if (!(o.temperature >= 0) || o.temperature > 100) fail("temperature", "must be 0 (greedy) to 100");
   if (!(o.top_p > 0) || o.top_p > 1) fail("top_p", "must be more than 0 and at most 1 (1: every token)");
@@ -58,6 +64,7 @@ std::vector<GeneratedToken> generate(const Model& model, std::span<const int> pr
   check_generate(model.config, prompt.size(), o);
   if (prompt.empty()) fail("prompt", "is empty; give at least one token");
   Decoder decoder(model);
+  decoder.keep_weights(o.trace);
   SplitMix64 rng(o.seed);
   std::vector<float> logits;
   {
@@ -69,6 +76,12 @@ std::vector<GeneratedToken> generate(const Model& model, std::span<const int> pr
     GeneratedToken t;
     t.id = next_token(logits, o.temperature, o.top_k, o.top_p, rng);
     t.probability = probability_of(logits, t.id);
+    if (o.trace) {
+      t.position = decoder.length() - 1;
+      t.alternatives = top_k(logits, o.alternatives);
+      for (const std::vector<float>& layer : decoder.last_weights())
+        t.attention.insert(t.attention.end(), layer.begin(), layer.end());
+    }
     logits = decoder.step(std::vector<int>{t.id});
     t.cache_tokens = decoder.length();
     t.cache_bytes = decoder.cache().used_bytes();
