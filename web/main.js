@@ -26,6 +26,7 @@ import { bindAttribution, renderAttribution } from './panel-attribution.js';
 import { bindWhy, renderWhy } from './panel-why.js';
 import { bindCircuits, renderCircuits } from './panel-circuits.js';
 import { bindEvict, renderEvict } from './panel-evict.js';
+import { bindGenerate, renderGenerate } from './panel-generate.js';
 import { loadOperations } from './options.js';
 import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
@@ -68,6 +69,7 @@ function render(state) {
   renderAttribution(s);
   renderWhy(s);
   renderCircuits(s);
+  renderGenerate(s);
   renderEvict(s);
   renderTraining(s);
   renderTokens(s);
@@ -185,6 +187,7 @@ function init() {
   bindAttribution();
   bindWhy();
   bindCircuits();
+  bindGenerate();
   bindEvict();
   bindTraining();
   loadModels();

@@ -374,6 +374,20 @@
  */
 
 /**
+ * The Generate panel's part of the state: the boxes as typed, the traced reply, the step shown.
+ * @typedef {object} GenerationState
+ * @property {string} prompt                 '' for the model panel's input
+ * @property {string} tokens
+ * @property {string} temperature
+ * @property {string} topK
+ * @property {string} seed
+ * @property {any} reply                     POST api/model/generate's reply (traced), null before
+ * @property {number} step                   the step shown, 1 to the tokens generated
+ * @property {string} status
+ * @property {boolean} error
+ */
+
+/**
  * The KV-cache eviction panel's part of the state.
  * @typedef {object} EvictState
  * @property {string} budgets                the budgets box, as typed
@@ -468,6 +482,7 @@
  * @property {AttributionState} attribution
  * @property {WhyState} why
  * @property {CircuitsState} circuits
+ * @property {GenerationState} generation
  * @property {EvictState} evict
  * @property {Record<string, OperationDescription>} operations  every operation's description, from the server
  * @property {Record<string, Record<string, string>>} options   "More options" as typed, by operation and field

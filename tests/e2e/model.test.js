@@ -185,6 +185,45 @@ test('model source: the circuits panel shows each head\'s copying score and the 
     await page.close();
   });
 
+// Generation step by step: each strip and alternative is `attnlab model generate --trace --json`'s.
+test('model source: the Generate panel replays each step\'s alternatives, every head\'s row over the cache and its bytes',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1600 });
+    await page.waitForSelector('[data-testid="generate"]:not([hidden])');
+    const prompt = IDS.slice(0, 5);
+    await page.fill('[data-testid="generate-prompt"]', prompt.join(' '));
+    await page.fill('[data-testid="generate-tokens"]', '4');
+    await page.click('[data-testid="generate-run"]');
+    await page.waitForSelector('[data-testid="generate-strip"]');
+    const { execFileSync } = require('node:child_process');
+    const want = JSON.parse(execFileSync(process.env.ATTNLAB_BIN, ['model', 'generate', FIXTURE, '--ids', prompt.join(','),
+      '--tokens', '4', '--trace', '--json'], { encoding: 'utf8' }));
+    const shown = async () => ({
+      strips: await page.$$eval('[data-testid="generate-strip"]', (rows) => rows.map((r) => ({
+        head: r.dataset.headRef, weights: [...r.querySelectorAll('.gen-cell')].map((c) => Number(c.dataset.value)) }))),
+      alternatives: await page.$$eval('[data-testid="generate-alternative"]', (rows) => rows.map((r) => Number(r.dataset.id))),
+      bytes: Number(await page.getAttribute('[data-testid="generate-cache"]', 'data-bytes')),
+    });
+    const expected = (step) => {
+      const t = want.generated[step - 1];
+      return { strips: t.attention.flatMap((heads, l) => heads.map((w, h) => ({ head: `${l}.${h}`, weights: w }))),
+        alternatives: t.alternatives.map((a) => a.id), bytes: t.cache_bytes };
+    };
+    assert.deepEqual(await shown(), expected(4));  // the last step first
+    assert.equal(await page.$$eval('[data-testid="generate-token"]', (els) => els.length), 4);
+    await page.fill('[data-testid="generate-step"]', '2');
+    await page.waitForFunction(() => window.attnlab.state.generation.step === 2);
+    assert.deepEqual(await shown(), expected(2));
+    assert.equal((await shown()).strips[0].weights.length, prompt.length + 1);  // the cache before the second new token
+    await page.fill('[data-testid="generate-temperature"]', 'warm');
+    await page.click('[data-testid="generate-run"]');
+    await page.waitForFunction(() => window.attnlab.state.generation.error);
+    assert.match(await page.textContent('[data-testid="generate-status"]'), /temperature: "warm" is not a number/);
+    await screenshot(page, 'model-generate');
+    assertNoErrors(page);
+    await page.close();
+  });
+
 // KV-cache eviction as a job: each point of the plot is `attnlab model evict --json`'s loss.
 test('model source: the eviction panel plots each policy\'s loss against the budget as the command measures it',
   { skip: SKIP }, async () => {
