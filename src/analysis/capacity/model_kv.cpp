@@ -31,14 +31,15 @@ std::vector<ModelKvPoint> measure_model_kv(const Model& model, std::span<const s
   }
   std::vector<ModelKvPoint> out;
   SplitMix64 rng(seed);
-  {  // A first run starts the thread pool and touches the code, so the first point measures only its cache.
-    Decoder warm(model, dtype);
-    warm.step(std::vector<int>{0});
-  }
   for (std::uint64_t tokens : contexts) {
     std::vector<int> ids(tokens);
     for (int& id : ids)
       id = static_cast<int>(rng.next() % c.vocab_size);
+    // The resident memory the cache alone holds: the same prompt run once first and freed, so
+    // that everything else the run touches stays resident before the measure as after it (the
+    // weights' pages, the threads, OpenBLAS's buffers, the heap's high-water mark), then the
+    // resident bytes with the cache alive, its activations freed, above that.
+    { Decoder(model, dtype).step(ids); }
     release_free_heap();
     const std::size_t before = memory::resident_bytes();
     Decoder decoder(model, dtype);
