@@ -27,6 +27,7 @@ import { bindWhy, renderWhy } from './panel-why.js';
 import { bindCircuits, renderCircuits } from './panel-circuits.js';
 import { bindEvict, renderEvict } from './panel-evict.js';
 import { bindGenerate, renderGenerate } from './panel-generate.js';
+import { bindKvReport, renderKvReport } from './panel-kv-report.js';
 import { loadOperations } from './options.js';
 import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
@@ -70,6 +71,7 @@ function render(state) {
   renderWhy(s);
   renderCircuits(s);
   renderGenerate(s);
+  renderKvReport(s);
   renderEvict(s);
   renderTraining(s);
   renderTokens(s);
@@ -188,6 +190,7 @@ function init() {
   bindWhy();
   bindCircuits();
   bindGenerate();
+  bindKvReport();
   bindEvict();
   bindTraining();
   loadModels();

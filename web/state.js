@@ -62,6 +62,7 @@ function initialState() {
     attribution: { quick: null, job: null, status: '', error: false, key: null },
     why: { reply: null, keyInput: '', status: '', error: false, key: null },
     circuits: { reply: null, kind: 'k', status: '', error: false, key: null },
+    kvReport: { contexts: '', reply: null, status: '', error: false },
     generation: { prompt: '', tokens: '8', temperature: '0', topK: '0', seed: '0', reply: null, step: 1, status: '', error: false },
     evict: { budgets: '4, 8, 16', policies: ['window', 'sinks', 'h2o', 'random', 'effect'], cache: 'f32', job: null, status: '', error: false },
     operations: {},

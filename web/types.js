@@ -374,6 +374,15 @@
  */
 
 /**
+ * The KV panel's loaded-model block: the contexts typed, POST api/model/kv's reply (with its report).
+ * @typedef {object} KvReportState
+ * @property {string} contexts               '' for the operation's default
+ * @property {any} reply
+ * @property {string} status
+ * @property {boolean} error
+ */
+
+/**
  * The Generate panel's part of the state: the boxes as typed, the traced reply, the step shown.
  * @typedef {object} GenerationState
  * @property {string} prompt                 '' for the model panel's input
@@ -482,6 +491,7 @@
  * @property {AttributionState} attribution
  * @property {WhyState} why
  * @property {CircuitsState} circuits
+ * @property {KvReportState} kvReport
  * @property {GenerationState} generation
  * @property {EvictState} evict
  * @property {Record<string, OperationDescription>} operations  every operation's description, from the server

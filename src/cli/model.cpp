@@ -18,6 +18,7 @@
 #include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/files.hpp"
 #include "attnlab/core/json.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/detectors.hpp"
@@ -323,6 +324,14 @@ int kv(const ModelFlags& f, const OperationFlags& flags) {
     run_model_kv(m, priced);
     return priced;
   });
+  if (request.report) {  // written whole or not at all
+    const std::string report = model_kv_report(result);
+    write_file_whole(*request.report, [&](std::FILE* out) {
+      return std::fwrite(report.data(), 1, report.size(), out) == report.size();
+    });
+    if (!f.json)
+      fmt::print(stderr, "wrote {}: the measure as Markdown, to paste where you share it\n", *request.report);
+  }
   if (f.json) {
     fmt::print("{}\n", model_kv_json(result).dump(2));
     return 0;
@@ -345,6 +354,11 @@ int kv(const ModelFlags& f, const OperationFlags& flags) {
          format_bytes(p.reserved_bytes), p.resident_bytes ? format_bytes(p.resident_bytes) : "unknown",
          fmt::format("{:.1f}%", 100.0 * static_cast<double>(p.formula_bytes) / static_cast<double>(weights))});
   fmt::print("{}", format_table(rows, true));
+  const json reply = model_kv_json(result);
+  if (reply["longest_context"].get<std::uint64_t>() > 0)
+    fmt::print("the longest context this machine's available memory holds: {} tokens{}\n",
+               format_count(reply["longest_context"].get<std::uint64_t>()),
+               reply["longest_context"] == c.n_positions ? " (the model's own positions)" : "");
   return 0;
 }
 

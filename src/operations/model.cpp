@@ -10,6 +10,7 @@
 
 #include "attnlab/analysis/attribution_json.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
+#include "attnlab/analysis/units.hpp"
 #include "attnlab/core/files.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
@@ -295,7 +296,7 @@ std::string run_json(const ModelDir& m, const RunPlan& plan, const ForwardResult
 
 ModelKvResult price_model_kv(const ModelDir& m, const ModelKvRequest& r) {
   const ModelConfig& c = m.model.config;
-  ModelKvResult result{c, r.dtype, r.context, {}};
+  ModelKvResult result{m.dir, c, r.dtype, r.context, {}};
   if (result.contexts.empty()) {  // 16, 64, 256, ... up to the model's positions (at most 4096)
     for (std::uint64_t t = 16; t <= std::min<std::uint64_t>(c.n_positions, 4096); t *= 4)
       result.contexts.push_back(t);
@@ -306,6 +307,60 @@ ModelKvResult price_model_kv(const ModelDir& m, const ModelKvRequest& r) {
 
 void run_model_kv(const ModelDir& m, ModelKvResult& result) {
   result.points = measure_model_kv(m.model, result.contexts, result.dtype);
+}
+
+namespace {
+
+// Bytes a token takes in the cache: keys and values, every layer and KV head.
+std::uint64_t kv_bytes_per_token(const ModelConfig& c, DType dtype) {
+  return std::uint64_t{c.n_layer} * 2 * c.kv_heads() * c.head_dim() * dtype_bytes(dtype);
+}
+
+// The longest context this machine holds now: the model's positions, or fewer where the
+// available memory runs out first (0: unknown).
+std::uint64_t longest_context(const ModelKvResult& r, std::uint64_t available) {
+  if (available == 0) return 0;
+  return std::min<std::uint64_t>(r.config.n_positions, available / kv_bytes_per_token(r.config, r.dtype));
+}
+
+}  // namespace
+
+std::string model_kv_report(const ModelKvResult& r) {
+  const ModelConfig& c = r.config;
+  const MachineDescription machine = describe_machine();
+  const std::uint64_t per_token = kv_bytes_per_token(c, r.dtype),
+                      weights = std::uint64_t{c.parameters()} * sizeof(float);
+  std::string out = fmt::format("# The KV cache of {}, measured\n\n", r.model);
+  out += fmt::format("- machine: {}, {} cores, {} memory ({} available)\n", machine.cpu, machine.cores,
+                     format_bytes(machine.memory_bytes), format_bytes(machine.available_bytes));
+  out += fmt::format("- attnlab {}\n", ATTNLAB_VERSION);
+  out += fmt::format("- model: {}\n", describe(c));
+  out += fmt::format("- weights: {} parameters, {} as f32\n", format_count(c.parameters()), format_bytes(weights));
+  out += fmt::format("- cache: {}, 2 × {} layers × {} KV heads × {} × {} bytes = {} a token\n\n", dtype_name(r.dtype),
+                     c.n_layer, c.kv_heads(), c.head_dim(), dtype_bytes(r.dtype), format_bytes(per_token));
+  out += "| context (tokens) | formula | measured (resident) | share of the weights |\n|---:|---:|---:|---:|\n";
+  for (const ModelKvPoint& p : r.points)
+    out += fmt::format("| {} | {} | {} | {:.1f}% |\n", format_count(p.tokens), format_bytes(p.formula_bytes),
+                       p.resident_bytes ? format_bytes(p.resident_bytes) : std::string("unknown"),
+                       100.0 * double(p.formula_bytes) / double(weights));
+  const std::uint64_t longest = longest_context(r, machine.available_bytes);
+  if (longest == 0)
+    out += "\nThe longest context this machine holds: unknown (no MemAvailable in /proc/meminfo).\n";
+  else if (longest == c.n_positions)
+    out += fmt::format(
+        "\nThe longest context this machine holds: the model's own {} positions (a cache of {}, "
+        "within the {} available).\n",
+        format_count(longest), format_bytes(longest * per_token), format_bytes(machine.available_bytes));
+  else
+    out += fmt::format(
+        "\nThe longest context this machine holds: about {} tokens ({} available ÷ {} a token), short "
+        "of the model's {} positions.\n",
+        format_count(longest), format_bytes(machine.available_bytes), format_bytes(per_token),
+        format_count(c.n_positions));
+  out +=
+      "\nMeasured with `attnlab model kv`: each context a seeded prompt through the decoder; the measured column is "
+      "the resident memory the cache alone holds. Nothing was sent anywhere.\n";
+  return out;
 }
 
 json model_kv_json(const ModelKvResult& result) {
@@ -323,7 +378,9 @@ json model_kv_json(const ModelKvResult& result) {
           {"head_dim", c.head_dim()},
           {"dtype", dtype_name(result.dtype)},
           {"weights_bytes", std::uint64_t{c.parameters()} * sizeof(float)},
-          {"contexts", std::move(rows)}};
+          {"contexts", std::move(rows)},
+          {"longest_context", longest_context(result, available_memory())},
+          {"report", model_kv_report(result)}};
 }
 
 // ---- model eval ------------------------------------------------------------------------------

@@ -41,6 +41,22 @@ json api_model_qk(const ModelSources& models, const json& body) {
   return qk_json(*model, result);
 }
 
+json api_model_kv(const ModelSources& models, const json& body) {
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
+  ModelKvResult result = price_model_kv(*model, read_request<ModelKvRequest>(operation_fields(body), kHttpApi));
+  // Each context's prompt runs twice (once to warm what is not the cache, once measured).
+  double flops = 0;
+  for (std::uint64_t tokens : result.contexts)
+    flops += 2 * forward_flops(model->model.config, std::min<std::size_t>(tokens, model->model.config.n_positions));
+  if (flops > kMaxApiAnalysisFlops)
+    fail("context", fmt::format("the measure's prompts are {:.3g} FLOPs, more than the server's {:.3g}; use shorter "
+                                "contexts, or `attnlab model kv --report`",
+                                flops, kMaxApiAnalysisFlops));
+  admit_work(kHeavyWork);
+  run_model_kv(*model, result);
+  return model_kv_json(result);
+}
+
 json api_model_circuits(const ModelSources& models, const json& body) {
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
   const AttributionLimits limits{.max_circuit_work = kMaxApiAnalysisFlops, .elsewhere = "use `attnlab model circuits`"};

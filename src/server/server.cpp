@@ -380,6 +380,8 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
   impl.post("/api/model/attribute", [m](const json& request, httplib::Response& res) {
     reply_json(res, 200, api_model_attribute(*m, request));
   });
+  impl.post("/api/model/kv",
+            [m](const json& request, httplib::Response& res) { reply_json(res, 200, api_model_kv(*m, request)); });
   impl.post("/api/model/circuits", [m](const json& request, httplib::Response& res) {
     reply_json(res, 200, api_model_circuits(*m, request));
   });

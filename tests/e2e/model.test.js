@@ -224,6 +224,32 @@ test('model source: the Generate panel replays each step\'s alternatives, every 
     await page.close();
   });
 
+// The loaded model's own cache in the KV panel, and the report to share.
+test('model source: the KV panel measures the loaded model\'s cache and offers its report as a Markdown file',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1600 });
+    await page.waitForSelector('[data-testid="kv-model-block"]:not([hidden])');
+    await page.fill('[data-testid="kv-model-contexts"]', '4 x');
+    await page.click('[data-testid="kv-model-run"]');
+    await page.waitForFunction(() => window.attnlab.state.kvReport.error);
+    assert.match(await page.textContent('[data-testid="kv-model-status"]'), /whole numbers of tokens/);
+    await page.fill('[data-testid="kv-model-contexts"]', '4, 16');
+    await page.click('[data-testid="kv-model-run"]');
+    await page.waitForSelector('[data-testid="kv-model-download"]:not([hidden])');
+    const report = await page.textContent('[data-testid="kv-model-report"]');
+    const href = await page.getAttribute('[data-testid="kv-model-download"]', 'href');
+    assert.equal(decodeURIComponent(href.slice('data:text/markdown;charset=utf-8,'.length)), report);
+    const { execFileSync } = require('node:child_process');
+    const want = JSON.parse(execFileSync(process.env.ATTNLAB_BIN, ['model', 'kv', FIXTURE, '--context', '4,16', '--json'],
+      { encoding: 'utf8' }));
+    for (const point of want.contexts)  // the formula's bytes, as the report writes them
+      assert.match(report, new RegExp(`\\| ${point.tokens} \\| ${point.formula_bytes === 1024 ? '1 KiB' : '4 KiB'} \\|`));
+    assert.match(report, /- machine: .*cores/);
+    assert.match(report, /longest context this machine holds: the model's own 16 positions/);
+    assertNoErrors(page);
+    await page.close();
+  });
+
 // KV-cache eviction as a job: each point of the plot is `attnlab model evict --json`'s loss.
 test('model source: the eviction panel plots each policy\'s loss against the budget as the command measures it',
   { skip: SKIP }, async () => {

@@ -286,6 +286,16 @@ TEST_F(ModelApi, TheCommandsJsonIsTheApisReply) {
   expect_field("/api/model/qk", {{"ids", {3, 17, 5}}, {"head", "1.2"}, {"key", 4}}, "key", "is after the query 2");
   expect_field("/api/model/qk", {{"ids", {3, 17, 5}}}, "head", "missing");
   EXPECT_EQ(command("circuits", "--json"), post_json("/api/model/circuits", json::object()));
+  // model kv: the measured bytes are this run's; the formula, the shape and the report are the command's.
+  json kv_cli = command("kv", "--context 4,16 --json"), kv_api = post_json("/api/model/kv", {{"context", {4, 16}}});
+  for (json* reply : {&kv_cli, &kv_api})
+    for (json& point : (*reply)["contexts"])
+      point.erase("resident_bytes");
+  EXPECT_EQ(kv_cli["contexts"], kv_api["contexts"]);
+  EXPECT_EQ(kv_cli["layers"], kv_api["layers"]);
+  EXPECT_NE(kv_api["report"].get<std::string>().find("| 16 | 4 KiB |"), std::string::npos) << kv_api["report"];
+  expect_field("/api/model/kv", {{"context", {4}}, {"report", "/tmp/x.md"}}, "report", "unknown field");
+  expect_field("/api/model/kv", {{"context", {17}}}, "context", "the model has 16 positions");
   expect_field("/api/model/circuits", {{"seed", "x"}}, "seed", "expected a whole number");
   EXPECT_EQ(command("generate", "--ids 3,17,5 --tokens 5 --temperature 0.9 --top-k 8 --seed 4 --json"),
             post_json("/api/model/generate",

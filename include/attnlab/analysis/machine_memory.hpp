@@ -5,6 +5,7 @@
 // from memory.hpp (attnlab::memory::resident_bytes, resident_peak_bytes).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace attnlab {
@@ -16,6 +17,15 @@ bool reset_peak_rss();
 // MemAvailable from /proc/meminfo in bytes: what new work can take without swapping
 // (0 when unknown).
 std::uint64_t available_memory();
+
+// The machine, as a report of a measure names it: its CPU (/proc/cpuinfo's model name),
+// the cores this process may use, its memory (MemTotal) and what is available now.
+struct MachineDescription {
+  std::string cpu;
+  unsigned cores = 0;
+  std::uint64_t memory_bytes = 0, available_bytes = 0;  // 0: unknown
+};
+MachineDescription describe_machine();
 
 // Bytes malloc has handed out and not taken back (mallinfo2: uordblks + hblkhd).
 std::uint64_t heap_bytes_in_use();

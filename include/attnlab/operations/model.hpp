@@ -188,6 +188,7 @@ struct ModelKvRequest {
 
   std::vector<std::uint64_t> context;  // none: 16, 64, 256, ... up to the model's positions (at most 4096)
   DType dtype = DType::f32;
+  std::optional<std::string> report;
 
   template <class Field>
   void for_each(Field&& field) {
@@ -195,19 +196,29 @@ struct ModelKvRequest {
                     .help = "Context lengths (default: 16, 64, 256, ... up to the model's positions, at most 4096)",
                     .unit = "tokens"});
     field(dtype, {.name = "dtype", .help = "The cache's storage"});
+    field(report, {.name = "report",
+                   .help = "Also write the measure as a Markdown report to share (the machine, the model, each "
+                           "context, the longest context that fits): its path",
+                   .faces = kCommandLine,
+                   .example = "kv-report.md"});
   }
 };
 
 struct ModelKvResult {
+  std::string model;  // the path it was read from
   ModelConfig config;
   DType dtype = DType::f32;
   std::vector<std::uint64_t> contexts;
   std::vector<ModelKvPoint> points;
 };
+// The measure as Markdown, ready to paste: the machine, attnlab's version, the model and its
+// shape, the cache's type, each context's formula and measured bytes, and the longest context
+// this machine's available memory holds. Also the reply's "report".
+std::string model_kv_report(const ModelKvResult& result);
 ModelKvResult price_model_kv(const ModelDir& model, const ModelKvRequest& request);
 void run_model_kv(const ModelDir& model, ModelKvResult& result);
 // {"layers", "kv_heads", "heads", "head_dim", "dtype", "weights_bytes", "contexts": [{"tokens",
-// "formula_bytes", "used_bytes", "reserved_bytes", "resident_bytes"}]}.
+// "formula_bytes", "used_bytes", "reserved_bytes", "resident_bytes"}], "longest_context", "report"}.
 nlohmann::json model_kv_json(const ModelKvResult& result);
 
 // ---- model eval --------------------------------------------------------------------------

@@ -27,6 +27,10 @@ nlohmann::json api_model_attribute(const ModelSources& models, const nlohmann::j
 // the server's limits on the weights a run keeps.
 nlohmann::json api_model_qk(const ModelSources& models, const nlohmann::json& request);
 
+// POST /api/model/kv: the loaded model's KV cache measured at each context (the `model kv`
+// operation) with its Markdown report, within the server's limit on an analysis's work.
+nlohmann::json api_model_kv(const ModelSources& models, const nlohmann::json& request);
+
 // POST /api/model/circuits: every head's circuits and their composition (the `model circuits`
 // operation), within the server's limit on an analysis's work.
 nlohmann::json api_model_circuits(const ModelSources& models, const nlohmann::json& request);

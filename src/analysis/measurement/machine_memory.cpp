@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/error.hpp"
@@ -21,17 +22,38 @@ bool reset_peak_rss() {
   return std::fclose(f) == 0 && written;
 }
 
-std::uint64_t available_memory() {
+namespace {
+
+// A field of /proc/meminfo ("MemAvailable:") in bytes; 0 when it is not there.
+std::uint64_t meminfo_bytes(std::string_view key) {
   std::ifstream in("/proc/meminfo");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream fields(line.substr(13));
+    if (line.rfind(key, 0) == 0) {
+      std::istringstream fields(line.substr(key.size()));
       std::uint64_t kib = 0;
       fields >> kib;
       return kib * 1024;
     }
   return 0;
+}
+
+}  // namespace
+
+std::uint64_t available_memory() { return meminfo_bytes("MemAvailable:"); }
+
+MachineDescription describe_machine() {
+  MachineDescription m;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (m.cpu.empty() && std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      m.cpu = line.substr(line.find(':') + 2);
+  if (m.cpu.empty()) m.cpu = "unknown CPU";
+  m.cores = std::thread::hardware_concurrency();
+  m.memory_bytes = meminfo_bytes("MemTotal:");
+  m.available_bytes = meminfo_bytes("MemAvailable:");
+  return m;
 }
 
 std::uint64_t heap_bytes_in_use() {
