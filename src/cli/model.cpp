@@ -152,6 +152,30 @@ void print_heads_in_brief(const ModelDir& m, const ForwardResult& r, const std::
   }
 }
 
+// Each head in brief from its sparse rows (a long context): the last token's most weighed key,
+// and over every query the mean weight on the first token (the sink) and the mean entropy.
+void print_sparse_heads(const ModelDir& m, const ForwardResult& r, const std::vector<std::string>& tokens) {
+  const SparseAttention& s = r.sparse;
+  const std::size_t n = r.n, heads = m.model.config.n_head, last = n - 1;
+  fmt::print(
+      "heads in brief (sparse rows, no n × n weights kept): for the last token {} the key each weighs most; over "
+      "every query, the mean weight on the first token (sink) and the mean entropy\n",
+      quoted_token(tokens[last]));
+  for (std::size_t l = 0; l < s.keys.size(); ++l) {
+    std::vector<std::string> cells;
+    for (std::size_t h = 0; h < heads; ++h) {
+      const std::uint32_t top = s.keys[l][(h * n + last) * s.top];
+      double sink = 0, entropy = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        sink += s.sink[l][h * n + i], entropy += s.entropy[l][h * n + i];
+      cells.push_back(fmt::format("{} {} {:.2f}, sink {:.2f}, {:.1f} bits", to_string(HeadRef{l, h}),
+                                  quoted_token(tokens[top]), s.weights[l][(h * n + last) * s.top], sink / double(n),
+                                  entropy / double(n)));
+    }
+    fmt::print("  {}\n", fmt::join(cells, " | "));
+  }
+}
+
 int run(const ModelFlags& f, const OperationFlags& flags) {
   const RunRequest request = read_flags<RunRequest>(flags);
   const ModelDir m = open_model_dir(f.dir);
@@ -159,12 +183,13 @@ int run(const ModelFlags& f, const OperationFlags& flags) {
   RunPlan plan = naming_flags([&] { return price_run(m, request); });
   const std::vector<int>& ids = plan.ids;
   const std::size_t numbers = c.n_layer * c.n_head * ids.size() * ids.size();
-  if (f.json && !plan.head && numbers > kMaxAttentionNumbers)
-    fail("--json", fmt::format("{} tokens give {} attention weights ({} layers × {} heads × n²), more than the {} "
-                               "`model run --json` writes; use fewer tokens",
-                               ids.size(), numbers, c.n_layer, c.n_head, kMaxAttentionNumbers));
+  if (f.json && !plan.head && !request.sparse && numbers > kMaxAttentionNumbers)
+    fail("--json",
+         fmt::format("{} tokens give {} attention weights ({} layers × {} heads × n²), more than the {} "
+                     "`model run --json` writes; use fewer tokens, or --sparse 8 for each head's rows in brief",
+                     ids.size(), numbers, c.n_layer, c.n_head, kMaxAttentionNumbers));
   ForwardOptions options = plan.options;
-  options.keep_attention = true;
+  options.keep_attention = !request.sparse || plan.head;
   if (plan.head) {  // one head, explained like any scenario's (in the run with the heads ablated, if any)
     const ForwardResult r = model_forward(m.model, ids, options);
     std::vector<std::string> texts;
@@ -177,13 +202,13 @@ int run(const ModelFlags& f, const OperationFlags& flags) {
   // Every head from the run as it is; with heads ablated, that run's next token beside it.
   // The reply needs the last position's logits only, computed as the server computes them.
   options.ablate.clear();
-  if (f.json) options.logits = LogitRows::last;
+  if (f.json || request.sparse) options.logits = LogitRows::last;
   const ForwardResult r = model_forward(m.model, ids, options);
   std::optional<ForwardResult> ablated;
   if (!plan.options.ablate.empty())
     ablated = model_forward(m.model, ids, {.logits = LogitRows::last, .ablate = plan.options.ablate});
   if (f.json) {
-    fmt::print("{}\n", run_json(m, plan, r, ablated ? &*ablated : nullptr, true, WeightDigits::every));
+    fmt::print("{}\n", run_json(m, plan, r, ablated ? &*ablated : nullptr, !r.attention.empty(), WeightDigits::every));
     return 0;
   }
   const std::vector<std::string> tokens = token_texts(m, ids);
@@ -192,7 +217,14 @@ int run(const ModelFlags& f, const OperationFlags& flags) {
   for (const std::string& t : tokens)
     quoted.push_back(quoted_token(t));
   fmt::print("{} tokens: {}\n", ids.size(), fmt::join(quoted, " "));
-  print_top_k(m, r, tokens, plan.top_k);
+  if (request.sparse) {  // the last position's odds alone: n × vocabulary logits may not fit a long context
+    std::vector<std::string> guesses;
+    for (const TokenProbability& t : top_k(r.logits_at(r.n - 1), plan.top_k))
+      guesses.push_back(fmt::format("{} {:.3f}", quoted_token(token_texts(m, {t.id})[0]), t.probability));
+    fmt::print("next token after the last, the {} most probable: {}\n", plan.top_k, fmt::join(guesses, ", "));
+  } else {
+    print_top_k(m, r, tokens, plan.top_k);
+  }
   if (ablated) {
     std::vector<std::string> heads, guesses;
     for (const HeadRef& h : plan.options.ablate)
@@ -201,7 +233,10 @@ int run(const ModelFlags& f, const OperationFlags& flags) {
       guesses.push_back(fmt::format("{} {:.3f}", quoted_token(token_texts(m, {t.id})[0]), t.probability));
     fmt::print("with {} ablated, the next token → {}\n", fmt::join(heads, ", "), fmt::join(guesses, ", "));
   }
-  print_heads_in_brief(m, r, tokens);
+  if (request.sparse)
+    print_sparse_heads(m, r, tokens);
+  else
+    print_heads_in_brief(m, r, tokens);
   return 0;
 }
 

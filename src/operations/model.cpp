@@ -197,6 +197,9 @@ RunPlan price_run(const ModelDir& m, const RunRequest& r) {
       plan.head || std::find(r.capture.begin(), r.capture.end(), "attention") != r.capture.end();
   plan.options.keep_stream = std::find(r.capture.begin(), r.capture.end(), "stream") != r.capture.end();
   plan.options.logits = r.logits == "last" ? LogitRows::last : r.logits == "none" ? LogitRows::none : LogitRows::every;
+  plan.options.sparse_top = r.sparse;
+  if (r.sparse && std::find(r.capture.begin(), r.capture.end(), "attention") == r.capture.end() && !plan.head)
+    plan.options.keep_attention = false;
   return plan;
 }
 
@@ -261,6 +264,45 @@ json last_top_k_json(const ModelDir& m, const ForwardResult& r, std::size_t k) {
 
 }  // namespace
 
+namespace {
+
+// {"top", "sink", "entropy" [L][H][n], "keys", "weights" [L][H][n][the keys the query sees, at most top]}.
+json sparse_json(const SparseAttention& s, std::size_t heads, std::size_t n) {
+  json sink = json::array(), entropy = json::array(), keys = json::array(), weights = json::array();
+  for (std::size_t l = 0; l < s.keys.size(); ++l) {
+    json layer_sink = json::array(), layer_entropy = json::array(), layer_keys = json::array(),
+         layer_weights = json::array();
+    for (std::size_t h = 0; h < heads; ++h) {
+      layer_sink.push_back(std::vector<float>(s.sink[l].begin() + std::ptrdiff_t(h * n),
+                                              s.sink[l].begin() + std::ptrdiff_t((h + 1) * n)));
+      layer_entropy.push_back(std::vector<float>(s.entropy[l].begin() + std::ptrdiff_t(h * n),
+                                                 s.entropy[l].begin() + std::ptrdiff_t((h + 1) * n)));
+      json rows_keys = json::array(), rows_weights = json::array();
+      for (std::size_t i = 0; i < n; ++i) {
+        std::vector<std::uint32_t> k;
+        std::vector<float> w;
+        for (std::size_t t = 0; t < s.top; ++t) {
+          const std::size_t at = (h * n + i) * s.top + t;
+          if (s.keys[l][at] == SparseAttention::none) break;
+          k.push_back(s.keys[l][at]);
+          w.push_back(s.weights[l][at]);
+        }
+        rows_keys.push_back(std::move(k));
+        rows_weights.push_back(std::move(w));
+      }
+      layer_keys.push_back(std::move(rows_keys));
+      layer_weights.push_back(std::move(rows_weights));
+    }
+    sink.push_back(std::move(layer_sink));
+    entropy.push_back(std::move(layer_entropy));
+    keys.push_back(std::move(layer_keys));
+    weights.push_back(std::move(layer_weights));
+  }
+  return {{"top", s.top}, {"sink", sink}, {"entropy", entropy}, {"keys", keys}, {"weights", weights}};
+}
+
+}  // namespace
+
 std::string run_json(const ModelDir& m, const RunPlan& plan, const ForwardResult& run, const ForwardResult* ablated,
                      bool with_weights, WeightDigits digits) {
   const ForwardResult& asked = ablated ? *ablated : run;
@@ -271,9 +313,10 @@ std::string run_json(const ModelDir& m, const RunPlan& plan, const ForwardResult
                 {"top_k_ablated", nullptr},
                 // The detectors on this text: the weights the run kept, scored as detect_heads scores
                 // each of its sequences.
-                {"heads", head_scores_json(score_heads(run, plan.ids))["heads"]},
+                {"heads", run.attention.empty() ? json() : head_scores_json(score_heads(run, plan.ids))["heads"]},
                 {"last_logits", std::vector<float>(last_logits.begin(), last_logits.end())}};
   add_tokens_json(reply, m, plan.ids);
+  if (run.sparse.top) reply["sparse"] = sparse_json(run.sparse, m.model.config.n_head, run.n);
   if (ablated) {
     for (const HeadRef& h : plan.options.ablate)
       reply["ablated"].push_back(to_string(h));

@@ -161,6 +161,19 @@ std::string api_model_run(const ModelSources& models, const json& body) {
   const RunPlan plan = price_run(m, request);
   const std::vector<int>& ids = plan.ids;
   const std::size_t n = ids.size(), weights = c.n_layer * c.n_head * n * n;
+  if (request.sparse && !request.weights) {  // a long context: each head's rows in brief, no n × n weights
+    const std::size_t numbers = c.n_layer * c.n_head * n * (2 * request.sparse + 2);
+    if (numbers > kMaxApiModelWeights)
+      fail("sparse", fmt::format("{} layers × {} heads × {} tokens × (2 × {} + 2) is {} numbers; the server gives at "
+                                 "most {} (use fewer keys a row, a shorter text, or `attnlab model run --sparse`)",
+                                 c.n_layer, c.n_head, n, request.sparse, numbers, kMaxApiModelWeights));
+    admit_work(std::uint64_t{c.parameters()} * sizeof(float) + numbers * sizeof(float));
+    const ForwardResult r = model_forward(m.model, ids, {.logits = LogitRows::last, .sparse_top = request.sparse});
+    std::optional<ForwardResult> ablated;
+    if (!plan.options.ablate.empty())
+      ablated = model_forward(m.model, ids, {.logits = LogitRows::last, .ablate = plan.options.ablate});
+    return run_json(m, plan, r, ablated ? &*ablated : nullptr, false, WeightDigits::four);
+  }
   if (weights > kMaxApiModelWeights)
     fail(request.text.ids ? "ids" : "text",
          fmt::format("{} layers × {} heads × {}² tokens is {} attention weights; the server runs at most {} "

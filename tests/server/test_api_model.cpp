@@ -286,6 +286,12 @@ TEST_F(ModelApi, TheCommandsJsonIsTheApisReply) {
   expect_field("/api/model/qk", {{"ids", {3, 17, 5}}, {"head", "1.2"}, {"key", 4}}, "key", "is after the query 2");
   expect_field("/api/model/qk", {{"ids", {3, 17, 5}}}, "head", "missing");
   EXPECT_EQ(command("circuits", "--json"), post_json("/api/model/circuits", json::object()));
+  // Sparse rows, no n × n weights: the command's reply.
+  const json sparse = post_json("/api/model/run", {{"ids", {3, 17, 5, 9, 3, 17}}, {"sparse", 3}, {"weights", false}});
+  EXPECT_EQ(command("run", "--ids 3,17,5,9,3,17 --sparse 3 --json"), sparse);
+  EXPECT_TRUE(sparse["weights"].is_null());
+  EXPECT_EQ(sparse["sparse"]["keys"][1][2][5].size(), 3u);  // layer 1, head 2, the last query's 3 keys
+  expect_field("/api/model/run", {{"ids", {3}}, {"sparse", 65}}, "sparse", "from 0 to 64");
   // model kv: the measured bytes are this run's; the formula, the shape and the report are the command's.
   json kv_cli = command("kv", "--context 4,16 --json"), kv_api = post_json("/api/model/kv", {{"context", {4, 16}}});
   for (json* reply : {&kv_cli, &kv_api})

@@ -14,6 +14,7 @@
 // probe work on a trained head as they do on a hand-built one.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <optional>
 #include <span>
@@ -74,6 +75,24 @@ struct ForwardOptions {
   // renormalised); a query left with no other key (j's own at the first position, or in a
   // window of one) still sees it. The token's own row still carries it up the stream.
   std::optional<std::size_t> hidden_key;
+  // > 0: every head's rows in brief (ForwardResult::sparse), this many keys a row; no n × n kept.
+  std::size_t sparse_top = 0;
+};
+
+// Each head's rows of weights in brief, for a context too long to keep n × n weights: per
+// head and query, the keys it weighs most (largest first), its weight on the first token (the
+// sink) and the row's entropy in bits, −Σ_j a_ij log₂ a_ij. From the scores s_j = q·k_j ·
+// scale in one pass over the keys: m = max s, Σ e^(s−m), Σ e^(s−m) s and the `top` largest
+// s (the largest scores are the largest weights), then lse = m + log Σ e^(s−m), a_ij =
+// e^(s_j − lse) and the entropy (lse − Σ a_ij s_j) / ln 2.
+struct SparseAttention {
+  std::size_t top = 0;  // keys a row; a query that sees fewer lists all it sees
+  // Per layer, [H × n × top]: head h, query i's k-th key at (h·n + i)·top + k; a key past what
+  // the query sees is `none` with weight 0.
+  std::vector<std::vector<std::uint32_t>> keys;
+  std::vector<std::vector<float>> weights;
+  std::vector<std::vector<float>> sink, entropy;  // per layer, [H × n]
+  static constexpr std::uint32_t none = 0xffffffffu;
 };
 
 // What one block read from and wrote into the residual stream, kept for attribution
@@ -148,6 +167,7 @@ struct ForwardResult {
   std::vector<std::vector<float>> attention;  // [L][H × n × n] weights, when kept
   std::vector<LayerStream> stream;            // [L], when kept
   std::vector<float> final_stream;            // [n × d] the stream after the last block, when kept
+  SparseAttention sparse;                     // with options.sparse_top
 };
 
 // InputError naming `field` unless 0 ≤ id < vocab_size: a target, a contrast, a token of ids.

@@ -128,6 +128,7 @@ struct RunRequest {
   std::vector<std::string> capture = {"attention"};
   std::string logits = "every";
   bool weights = true;
+  std::uint64_t sparse = 0;
 
   template <class Field>
   void for_each(Field&& field) {
@@ -151,6 +152,11 @@ struct RunRequest {
                    .choices = kLogitRows,
                    .faces = kPython});
     field(weights, {.name = "weights", .help = "Every head's weights in the reply", .faces = kHttpApi});
+    field(sparse, {.name = "sparse",
+                   .help = "Every head's rows in brief instead of n × n weights, for long contexts: the N keys each "
+                           "query weighs most, its weight on the first token (the sink) and its entropy (0: none)",
+                   .range = {0, 64},
+                   .faces = kCommandLine | kHttpApi});
   }
 };
 
@@ -162,7 +168,8 @@ struct RunPlan {
   std::size_t top_k = 5;
 };
 // The ids, the heads (ablated, explained) and the positions checked against the model; the
-// forward's options as the request asks (a head explained keeps the attention).
+// forward's options as the request asks (a head explained keeps the attention; sparse rows
+// keep no n × n weights unless asked).
 RunPlan price_run(const ModelDir& model, const RunRequest& request);
 
 // The reply of `model run`, the command's --json and POST /api/model/run's: {"ids", "tokens",
@@ -170,7 +177,9 @@ RunPlan price_run(const ModelDir& model, const RunRequest& request);
 // ...], "top_k_ablated": the candidates with those heads ablated (null: none were), "heads":
 // the detectors' scores on this text, "last_logits": the last position's logits [vocabulary]
 // (the ablated run's when heads were ablated), "weights": every head's weights
-// [layer][head][n][n] (null without with_weights)}. `run` kept its attention; `ablated` is
+// [layer][head][n][n] (null without with_weights), and with the request's sparse "sparse":
+// {"top", "sink" [L][H][n], "entropy" [L][H][n] (bits), "keys" and "weights" [L][H][n][≤ top]}
+// ("heads" is null when the run kept no weights)}. `run` kept its attention; `ablated` is
 // the run with the plan's heads ablated, or null. The server rounds each weight to 4
 // decimals (the page draws them; the reply is about half as long); the command writes each
 // float as it is.

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <numbers>
 #include <stdexcept>
 
 #include "attnlab/core/deadline.hpp"
@@ -237,6 +238,59 @@ std::vector<float> unembed(const Model& model, std::span<const float> x, std::si
 
 namespace {
 
+// Every head's rows of layer `layer` in brief (SparseAttention) from q | k | v [n × W], as the
+// heads see them (window, hidden key).
+void sparse_rows(const Heads& at, const float* qkv, std::size_t n, std::size_t layer, SparseAttention& out) {
+  const std::size_t top = out.top;
+  out.keys[layer].assign(at.H * n * top, SparseAttention::none);
+  out.weights[layer].assign(at.H * n * top, 0.0f);
+  out.sink[layer].assign(at.H * n, 0.0f);
+  out.entropy[layer].assign(at.H * n, 0.0f);
+  for_rows(n, n * n * at.H * at.hd, [&](std::size_t i) {
+    std::vector<std::pair<double, std::uint32_t>> best;  // (score, key), a min-heap of the `top` largest
+    for (std::size_t h = 0; h < at.H; ++h) {
+      const float* q = qkv + i * at.width + at.q(h);
+      double m = -INFINITY, sum = 0, weighted = 0, sink_score = -INFINITY;
+      best.clear();
+      for (std::size_t j = at.first_key(i); j <= i; ++j) {
+        if (!at.sees(i, j)) continue;
+        const float* k = qkv + j * at.width + at.k(at.kv_of(h));
+        double dot = 0;
+        for (std::size_t d = 0; d < at.hd; ++d)
+          dot += double(q[d]) * k[d];
+        const double s = dot * at.scale;
+        if (j == 0) sink_score = s;
+        if (s > m) {  // the running sums rescaled to the new maximum
+          const double r = std::exp(m - s);
+          sum *= r, weighted *= r, m = s;
+        }
+        const double e = std::exp(s - m);
+        sum += e, weighted += e * s;
+        const auto smaller = [](const auto& a, const auto& b) { return a.first > b.first; };
+        if (best.size() < top) {
+          best.emplace_back(s, std::uint32_t(j));
+          std::push_heap(best.begin(), best.end(), smaller);
+        } else if (s > best.front().first) {
+          std::pop_heap(best.begin(), best.end(), smaller);
+          best.back() = {s, std::uint32_t(j)};
+          std::push_heap(best.begin(), best.end(), smaller);
+        }
+      }
+      const double lse = m + std::log(sum);
+      std::sort(best.begin(), best.end(), [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+      });
+      const std::size_t row = (h * n + i) * top;
+      for (std::size_t k = 0; k < best.size(); ++k) {
+        out.keys[layer][row + k] = best[k].second;
+        out.weights[layer][row + k] = static_cast<float>(std::exp(best[k].first - lse));
+      }
+      out.sink[layer][h * n + i] = static_cast<float>(std::exp(sink_score - lse));
+      out.entropy[layer][h * n + i] = static_cast<float>((lse - weighted / sum) / std::numbers::ln2);
+    }
+  });
+}
+
 // Blocks first.. on the stream x [n × d] (updated in place) with the options' interventions,
 // keeping in r what the options say unless `keep` is false (a rerun keeps nothing).
 void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, std::size_t n,
@@ -246,6 +300,12 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
   const bool keep_attention = keep && (options.keep_attention || options.keep_stream),
              keep_stream = keep && options.keep_stream;
   BlockActivations<float> a;  // one block's intermediates, reused layer after layer
+  if (keep && options.sparse_top) {
+    r.sparse.top = options.sparse_top;
+    for (auto* per_layer : {&r.sparse.weights, &r.sparse.sink, &r.sparse.entropy})
+      per_layer->resize(c.n_layer);
+    r.sparse.keys.resize(c.n_layer);
+  }
   for (std::size_t l = first; l < c.n_layer; ++l) {
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
     Heads at = heads_of(c, l);
@@ -286,6 +346,7 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
       } else {
         attention_tiled(qkv, n, at, z);
       }
+      if (keep && options.sparse_top) sparse_rows(at, qkv, n, l, r.sparse);
       zero_ablated(c, l, options.ablate, n, z);
       replace_heads(c, l, options.replace_heads, n, z);
     };

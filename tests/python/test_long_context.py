@@ -1,0 +1,56 @@
+"""A long context against an independent NumPy forward (float64, written from transformers'
+modeling_llama.py): a small Llama-style model of 4,096 positions made here, run on 3,000
+tokens by `attnlab model run --sparse`, which keeps no n × n weights. The last position's
+logits, and for the last query of every head its sparse row (the keys it weighs most, its
+sink weight, its entropy in bits), equal NumPy's."""
+import json
+import math
+
+import numpy as np
+
+from make_gpt2_fixtures import write_safetensors
+from test_evict import MaskedLlama
+
+
+def make_llama(folder, positions=4096):
+    d, layers, heads, kv, hd, ffn, vocab = 32, 2, 2, 1, 16, 64, 50
+    cfg = {"model_type": "llama", "hidden_size": d, "intermediate_size": ffn, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": hd, "max_position_embeddings": positions,
+           "vocab_size": vocab, "tie_word_embeddings": True, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+           "rope_scaling": None}
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    r = np.random.RandomState(11)
+    t = {"model.embed_tokens.weight": r.normal(0, 0.5, (vocab, d)), "model.norm.weight": 1 + r.normal(0, 0.1, d)}
+    for l in range(layers):
+        p = f"model.layers.{l}."
+        t[p + "input_layernorm.weight"] = 1 + r.normal(0, 0.1, d)
+        t[p + "post_attention_layernorm.weight"] = 1 + r.normal(0, 0.1, d)
+        t[p + "self_attn.q_proj.weight"] = r.normal(0, 0.4, (heads * hd, d))
+        t[p + "self_attn.k_proj.weight"] = r.normal(0, 0.4, (kv * hd, d))
+        t[p + "self_attn.v_proj.weight"] = r.normal(0, 0.3, (kv * hd, d))
+        t[p + "self_attn.o_proj.weight"] = r.normal(0, 0.2, (d, heads * hd))
+        t[p + "mlp.gate_proj.weight"] = r.normal(0, 0.2, (ffn, d))
+        t[p + "mlp.up_proj.weight"] = r.normal(0, 0.2, (ffn, d))
+        t[p + "mlp.down_proj.weight"] = r.normal(0, 0.2, (d, ffn))
+    write_safetensors(folder / "model.safetensors", t, "F32", "")
+    return folder
+
+
+def test_three_thousand_tokens_against_numpy(tmp_path, cli):
+    folder = make_llama(tmp_path / "long-llama")
+    ids = [int(i) for i in np.random.RandomState(5).randint(0, 50, 3000)]
+    got = cli("model", "run", folder, "--ids", ",".join(map(str, ids)), "--sparse", "4", "--json")
+    assert got["weights"] is None and got["heads"] is None
+    n = len(ids)
+    logits, weights = MaskedLlama(folder).forward(ids, np.tril(np.ones((n, n), bool)))
+    assert np.allclose(got["last_logits"], logits[-1], atol=2e-3)
+    for layer in range(2):
+        for head in range(2):
+            row = weights[layer, head, -1]
+            order = np.argsort(-row, kind="stable")[:4]
+            assert np.allclose(got["sparse"]["weights"][layer][head][-1], row[order], atol=2e-5)
+            assert np.allclose(row[got["sparse"]["keys"][layer][head][-1]], row[order], atol=2e-5)
+            assert math.isclose(got["sparse"]["sink"][layer][head][-1], row[0], abs_tol=2e-5)
+            entropy = -np.sum(row[row > 0] * np.log2(row[row > 0]))
+            assert math.isclose(got["sparse"]["entropy"][layer][head][-1], entropy, abs_tol=2e-3)

@@ -1,0 +1,64 @@
+// Every head's rows in brief (ForwardOptions::sparse_top, forward.hpp's SparseAttention): the
+// keys a row weighs most, its sink weight and its entropy, equal to what the dense weights of
+// the same forward give.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+#include "attnlab/model/forward.hpp"
+#include "attnlab/model/model.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace attnlab;
+
+const fs::path kSparseFixtures = ATTNLAB_MODEL_FIXTURE_DIR;
+
+TEST(SparseRows, AreTheDenseRowsTopKeysSinkAndEntropy) {
+  // GPT-2, Llama (GQA), Mistral and Gemma 3 (sliding windows of 4: a late query does not see the sink).
+  for (const char* fixture : {"tiny-f32", "llama-f32", "mistral-f32", "gemma3-f32"}) {
+    SCOPED_TRACE(fixture);
+    const Model model = load_model((kSparseFixtures / fixture).string());
+    const ModelConfig& c = model.config;
+    const std::vector<int> ids = {1, 5, 9, 2, 5, 9, 30, 4, 11, 5, 9, 2};
+    const std::size_t n = ids.size(), top = 3;
+    const ForwardResult dense = model_forward(model, ids, {.keep_attention = true});
+    const ForwardResult sparse = model_forward(model, ids, {.logits = LogitRows::last, .sparse_top = top});
+    const ForwardResult both = model_forward(model, ids, {.keep_attention = true, .sparse_top = top});
+    ASSERT_EQ(sparse.sparse.keys.size(), c.n_layer);
+    EXPECT_TRUE(sparse.attention.empty()) << "no n × n weights kept";
+    EXPECT_EQ(both.sparse.keys, sparse.sparse.keys) << "the same rows through the tiled kernel and the reference";
+    for (std::size_t l = 0; l < c.n_layer; ++l)
+      for (std::size_t h = 0; h < c.n_head; ++h)
+        for (std::size_t i = 0; i < n; ++i) {
+          const float* row = dense.attention[l].data() + (h * n + i) * n;
+          std::vector<std::size_t> order(i + 1);
+          std::iota(order.begin(), order.end(), 0);
+          std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return row[a] > row[b]; });
+          const std::size_t seen = std::size_t(std::count_if(row, row + i + 1, [](float w) { return w > 0; }));
+          for (std::size_t k = 0; k < top; ++k) {
+            const std::uint32_t key = sparse.sparse.keys[l][(h * n + i) * top + k];
+            const float weight = sparse.sparse.weights[l][(h * n + i) * top + k];
+            if (k >= seen) {
+              EXPECT_EQ(key, SparseAttention::none);
+              EXPECT_EQ(weight, 0.0f);
+              continue;
+            }
+            ASSERT_NEAR(weight, row[order[k]], 1e-5) << l << "." << h << " query " << i << " rank " << k;
+            ASSERT_NEAR(row[key], row[order[k]], 1e-5) << "a key of the k-th largest weight (ties either way)";
+          }
+          double entropy = 0;
+          for (std::size_t j = 0; j <= i; ++j)
+            if (row[j] > 0) entropy -= row[j] * std::log2(double(row[j]));
+          EXPECT_NEAR(sparse.sparse.sink[l][h * n + i], row[0], 1e-5);
+          EXPECT_NEAR(sparse.sparse.entropy[l][h * n + i], entropy, 1e-4);
+        }
+  }
+}
+
+}  // namespace
