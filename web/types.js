@@ -228,7 +228,7 @@
 /** A next-token guess: the id, its text as the model sees it, its probability. @typedef {{id: number, token: string, probability: number}} TokenGuess */
 /**
  * One head's detector scores on the run's text; null where the pattern has no key there.
- * @typedef {{layer: number, head: number, previous_token: number | null, duplicate_token: number | null,
+ * @typedef {{layer: number, head: number, previous_token: number | null, duplicate_token: number | null, sink?: number | null,
  *   induction: number | null}} HeadScore
  */
 /**

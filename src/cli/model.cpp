@@ -256,17 +256,19 @@ int heads(const ModelFlags& f, const OperationFlags& flags) {
              result.given ? fmt::format("the given {} tokens", result.sequences[0].size())
                           : fmt::format("{} seeded repeated random sequences of {} tokens", result.sequences.size(),
                                         result.sequences[0].size()));
-  std::vector<std::vector<std::string>> rows{{"head", "previous-token", "duplicate-token", "induction"}};
+  std::vector<std::vector<std::string>> rows{{"head", "previous-token", "duplicate-token", "induction", "sink"}};
   for (const HeadScores& s : scores)
     rows.push_back({to_string(s.head), fmt::format("{:.3f}", s.previous_token),
-                    fmt::format("{:.3f}", s.duplicate_token), fmt::format("{:.3f}", s.induction)});
+                    fmt::format("{:.3f}", s.duplicate_token), fmt::format("{:.3f}", s.induction),
+                    fmt::format("{:.3f}", s.sink)});
   fmt::print("{}", format_table(rows, true));
   const auto best = [&](double HeadScores::*field) {
     return *std::max_element(scores.begin(), scores.end(), [&](auto& a, auto& b) { return a.*field < b.*field; });
   };
   for (const auto& [name, field] : {std::pair{"previous-token", &HeadScores::previous_token},
                                     {"duplicate-token", &HeadScores::duplicate_token},
-                                    {"induction", &HeadScores::induction}})
+                                    {"induction", &HeadScores::induction},
+                                    {"sink", &HeadScores::sink}})
     fmt::print("strongest {} head: {} ({:.3f})\n", name, to_string(best(field).head), best(field).*field);
   return 0;
 }
@@ -825,7 +827,8 @@ Command model_command(CLI::App& parent) {
           "\"top_k_ablated\", \"heads\", \"last_logits\", \"weights\" [layer][head][n][n]}"),
       model_operation<HeadsRequest>(
           *model, f, heads,
-          "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\"}]}"),
+          "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\", "
+          "\"sink\"}]}"),
       model_operation<EvictRequest>(*model, f, evict_command,
                                     "{\"texts\", \"tokens\", \"predicted\", \"cache\", \"token_bytes\", \"full\": "
                                     "{\"loss\", \"perplexity\", \"agreement\", \"kept_bytes\", \"budget\"}, "

@@ -37,6 +37,7 @@ TEST(Detectors, PatternsMarkThePreviousTokenTheEarlierCopyAndTheTokenAfterIt) {
             (Cells{{1, 0}, {2, 1}, {3, 2}, {4, 3}, {5, 4}, {6, 5}}));
   EXPECT_EQ(on(detector_pattern(Detector::duplicate_token, kIds)), (Cells{{4, 1}, {5, 2}, {6, 3}}));
   EXPECT_EQ(on(detector_pattern(Detector::induction, kIds)), (Cells{{4, 2}, {5, 3}, {6, 4}}));
+  EXPECT_EQ(on(detector_pattern(Detector::sink, kIds)), (Cells{{1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}}));
 }
 
 TEST(Detectors, APerfectHeadScoresOneOnItsPatternAndZeroOnTheOthers) {
@@ -53,6 +54,12 @@ TEST(Detectors, APerfectHeadScoresOneOnItsPatternAndZeroOnTheOthers) {
   EXPECT_EQ(detector_score(induction_head, dup, n), 0.0);
   const auto duplicate_head = one_hot_rows(n, [](std::size_t i) { return i >= 4 ? i - 3 : 0; });
   EXPECT_EQ(detector_score(duplicate_head, dup, n), 1.0);
+  // A sink head: every row on the first token. The induction head above parks its first
+  // three rows there (it has no earlier copy to read): half of rows 1..6.
+  const auto sink = detector_pattern(Detector::sink, kIds);
+  EXPECT_EQ(detector_score(one_hot_rows(n, [](std::size_t) { return 0; }), sink, n), 1.0);
+  EXPECT_EQ(detector_score(induction_head, sink, n), 0.5);
+  EXPECT_EQ(detector_score(previous_head, sink, n), 1.0 / 6);
 }
 
 TEST(Detectors, UniformCausalWeightsScoreTheMeanOfOneOverRowLength) {
@@ -94,7 +101,7 @@ TEST(Detectors, EveryHeadOfAModelGetsThreeScoresInZeroToOne) {
   const std::vector<HeadScores> scores = detect_heads(model, sequences);
   ASSERT_EQ(scores.size(), 8u);
   for (const HeadScores& s : scores)
-    for (double x : {s.previous_token, s.duplicate_token, s.induction}) {
+    for (double x : {s.previous_token, s.duplicate_token, s.induction, s.sink}) {
       EXPECT_GE(x, 0.0);
       EXPECT_LE(x, 1.0);
     }

@@ -8,6 +8,9 @@
 //   duplicate-token  P_ij = 1 for j < i with t_j = t_i (an earlier copy of this token)
 //   induction        P_ij = 1 for 1 <= j <= i with t_{j−1} = t_i, j − 1 < i (the token
 //                    after an earlier copy: what came next last time)
+//   sink             P_ij = 1 for j = 0 < i (the first token, which many heads weigh whatever
+//                    it says: an attention sink, Xiao et al. 2023; the first row, whose one
+//                    key is the first token, is left out)
 // The induction pattern is found on repeated random sequences [BOS, r_1..r_k, r_1..r_k]
 // (Elhage et al. 2021; Olsson et al. 2022): in the second half every token has an earlier
 // copy, and only a head that looks one past it scores high.
@@ -22,7 +25,7 @@
 
 namespace attnlab {
 
-enum class Detector { previous_token, duplicate_token, induction };
+enum class Detector { previous_token, duplicate_token, induction, sink };
 
 // The detector's pattern for a token sequence: [n × n], 0 or 1, causal (j <= i).
 std::vector<float> detector_pattern(Detector detector, std::span<const int> ids);
@@ -33,18 +36,18 @@ double detector_score(std::span<const float> a, std::span<const float> pattern, 
 
 struct HeadScores {
   HeadRef head;
-  double previous_token = 0, duplicate_token = 0, induction = 0;
+  double previous_token = 0, duplicate_token = 0, induction = 0, sink = 0;
 };
 
 // [BOS, r_1..r_k, r_1..r_k]: k tokens drawn uniformly from [0, vocab) without BOS, seeded.
 std::vector<int> repeated_random_tokens(std::uint64_t seed, std::size_t k, std::size_t vocab, int bos);
 
-// Every head's three scores on one run over `ids` whose weights were kept (keep_attention):
+// Every head's four scores on one run over `ids` whose weights were kept (keep_attention):
 // NaN for a detector whose pattern has no key in these ids (a text without repeats has no
 // induction cells).
 std::vector<HeadScores> score_heads(const ForwardResult& run, std::span<const int> ids);
 
-// Every head's three scores, averaged over the given sequences (each run through the model
+// Every head's four scores, averaged over the given sequences (each run through the model
 // with its weights kept). Sequences where a detector's pattern is empty do not count for it.
 std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::vector<int>>& sequences);
 
@@ -55,7 +58,7 @@ std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::
 std::vector<std::vector<int>> default_detector_sequences(const ModelConfig& config, std::uint64_t seed = 0,
                                                          std::size_t count = 4);
 
-// {"heads": [{"layer", "head", "previous_token", "duplicate_token", "induction"}, ...]}:
+// {"heads": [{"layer", "head", "previous_token", "duplicate_token", "induction", "sink"}, ...]}:
 // `attnlab model heads --json`, the Python module's Model.heads() and POST /api/model/run's
 // "heads" (a score that is NaN is null).
 nlohmann::json head_scores_json(const std::vector<HeadScores>& scores);

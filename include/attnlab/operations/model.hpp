@@ -264,7 +264,7 @@ nlohmann::json eval_json(const EvalResult& result);
 
 struct HeadsRequest {
   static constexpr std::string_view kName = "model heads";
-  static constexpr std::string_view kHelp = "Score every head: previous-token, duplicate-token, induction";
+  static constexpr std::string_view kHelp = "Score every head: previous-token, duplicate-token, induction, sink";
 
   TokenInput text;  // none (and no sequences): seeded repeated random sequences
   IdSequences sequences;

@@ -20,6 +20,7 @@ std::vector<float> detector_pattern(Detector detector, std::span<const int> ids)
         case Detector::previous_token: on = j + 1 == i; break;
         case Detector::duplicate_token: on = j < i && ids[j] == ids[i]; break;
         case Detector::induction: on = j >= 1 && j - 1 < i && ids[j - 1] == ids[i]; break;
+        case Detector::sink: on = j == 0 && i > 0; break;
       }
       p[i * n + j] = on ? 1.0f : 0.0f;
     }
@@ -71,13 +72,17 @@ std::vector<HeadScores> score_heads(const ForwardResult& run, std::span<const in
   const std::size_t n = ids.size();
   const std::vector<float> p_prev = detector_pattern(Detector::previous_token, ids),
                            p_dup = detector_pattern(Detector::duplicate_token, ids),
-                           p_ind = detector_pattern(Detector::induction, ids);
+                           p_ind = detector_pattern(Detector::induction, ids),
+                           p_sink = detector_pattern(Detector::sink, ids);
   std::vector<HeadScores> scores;
   for (std::size_t l = 0; l < run.attention.size(); ++l)
     for (std::size_t h = 0; h < run.attention[l].size() / (n * n); ++h) {
       const std::span<const float> a(run.attention[l].data() + h * n * n, n * n);
-      scores.push_back(
-          {{l, h}, detector_score(a, p_prev, n), detector_score(a, p_dup, n), detector_score(a, p_ind, n)});
+      scores.push_back({{l, h},
+                        detector_score(a, p_prev, n),
+                        detector_score(a, p_dup, n),
+                        detector_score(a, p_ind, n),
+                        detector_score(a, p_sink, n)});
     }
   return scores;
 }
@@ -92,7 +97,7 @@ std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::
     }
     double mean() const { return count ? total / static_cast<double>(count) : 0.0; }
   };
-  std::vector<Sum> previous(layers * heads), duplicate(layers * heads), induction(layers * heads);
+  std::vector<Sum> previous(layers * heads), duplicate(layers * heads), induction(layers * heads), sink(layers * heads);
   for (const std::vector<int>& ids : sequences) {
     const ForwardResult r = model_forward(model, ids, {.logits = LogitRows::none, .keep_attention = true});
     for (const HeadScores& s : score_heads(r, ids)) {
@@ -100,11 +105,12 @@ std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::
       previous[k].add(s.previous_token);
       duplicate[k].add(s.duplicate_token);
       induction[k].add(s.induction);
+      sink[k].add(s.sink);
     }
   }
   std::vector<HeadScores> scores(layers * heads);
   for (std::size_t k = 0; k < scores.size(); ++k)
-    scores[k] = {{k / heads, k % heads}, previous[k].mean(), duplicate[k].mean(), induction[k].mean()};
+    scores[k] = {{k / heads, k % heads}, previous[k].mean(), duplicate[k].mean(), induction[k].mean(), sink[k].mean()};
   return scores;
 }
 
@@ -115,7 +121,8 @@ nlohmann::json head_scores_json(const std::vector<HeadScores>& scores) {
                     {"head", s.head.head},
                     {"previous_token", number_or_null(s.previous_token)},
                     {"duplicate_token", number_or_null(s.duplicate_token)},
-                    {"induction", number_or_null(s.induction)}});
+                    {"induction", number_or_null(s.induction)},
+                    {"sink", number_or_null(s.sink)}});
   return {{"heads", std::move(list)}};
 }
 

@@ -350,6 +350,7 @@ class HeadScore:
     previous_token: float
     duplicate_token: float
     induction: float
+    sink: float          # the mean weight on the first token (an attention sink)
 
 
 class ModelRun:
@@ -452,7 +453,7 @@ class Model:
 
     def heads(self, *args, **kwargs) -> list:
         return [HeadScore(f"{h['layer']}.{h['head']}", h["layer"], h["head"], h["previous_token"],
-                          h["duplicate_token"], h["induction"])
+                          h["duplicate_token"], h["induction"], h["sink"])
                 for h in self._native.operation("model heads", _HEADS.arguments(*args, **kwargs))["heads"]]
 
     attribute = _model_method("model attribute", ("text",))

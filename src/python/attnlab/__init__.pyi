@@ -134,13 +134,14 @@ class ModelRun:
     def explained(self) -> Optional['Trace']: ...
 
 class HeadScore:
-    def __init__(self, head: str, layer: int, index: int, previous_token: float, duplicate_token: float, induction: float) -> None: ...
+    def __init__(self, head: str, layer: int, index: int, previous_token: float, duplicate_token: float, induction: float, sink: float) -> None: ...
     head: str
     layer: int
     index: int
     previous_token: float
     duplicate_token: float
     induction: float
+    sink: float
 
 class Result(dict):
     def __getattr__(self, name: str) -> Any: ...
