@@ -15,6 +15,7 @@
 // renderAttribution, which draws the panel from the state it is given.
 
 import { api, messageOf } from './api.js';
+import { followJob } from './jobs.js';
 import { LUT_RGB, css, lutIndex } from './colour.js';
 import { $, byId, setAttr, setFlag, setHtml, setText } from './dom.js';
 import { formatNumber } from './format.js';
@@ -204,7 +205,6 @@ async function attribute() {
   }
 }
 
-let polling = false;
 // What is drawn now (the page renders on every update; these redraw when their answer changes).
 /** @type {any} the read-outs */
 let drawn = null;
@@ -212,22 +212,7 @@ let drawn = null;
 let drawnResult = null;
 
 /** Follows the job until it ends, drawing its progress. */
-async function follow() {
-  if (polling) return;
-  polling = true;
-  try {
-    for (let job = getState().attribution.job; job && job.state === 'running'; job = getState().attribution.job) {
-      await new Promise((resolve) => setTimeout(resolve, 150));
-      patchAttribution({ job: await api('api/model/analysis') });
-    }
-    const job = getState().attribution.job;
-    if (job) say(job.state === 'failed' ? `failed: ${job.error}` : job.state === 'cancelled' ? 'cancelled' : '', job.state === 'failed');
-  } catch (e) {
-    say(messageOf(e), true);
-  } finally {
-    polling = false;
-  }
-}
+const follow = () => followJob('attribution', () => getState().attribution.job, (job) => patchAttribution({ job }), say);
 
 /** @param {'verdict' | 'patch'} kind */
 async function startJob(kind) {

@@ -9,6 +9,7 @@
 // panel's state is the store's `evict` part.
 
 import { api, messageOf } from './api.js';
+import { followJob } from './jobs.js';
 import { $, byId, setFlag, setHtml, setText, setValue } from './dom.js';
 import { formatBytes, formatNumber } from './format.js';
 import { html } from './html.js';
@@ -48,30 +49,8 @@ export function parseBudgets(text) {
   return out;
 }
 
-let polling = false;
-
 /** Follows the job until it ends. */
-async function follow() {
-  if (polling) return;
-  polling = true;
-  try {
-    for (let job = getState().evict.job; job && job.state === 'running'; job = getState().evict.job) {
-      await new Promise((resolve) => setTimeout(resolve, 150));
-      const now = await api('api/model/analysis');
-      if (now.id !== job.id) {  // another panel started a job: this one was replaced
-        patchEvict({ job: { ...job, state: 'cancelled' } });
-        break;
-      }
-      patchEvict({ job: now });
-    }
-    const job = getState().evict.job;
-    if (job) say(job.state === 'failed' ? `failed: ${job.error}` : job.state === 'cancelled' ? 'cancelled' : '', job.state === 'failed');
-  } catch (e) {
-    say(messageOf(e), true);
-  } finally {
-    polling = false;
-  }
-}
+const follow = () => followJob('evict', () => getState().evict.job, (job) => patchEvict({ job }), say);
 
 async function start() {
   const s = getState();
