@@ -25,7 +25,7 @@ std::vector<CorpusDocument> read_corpus(const ModelDir& m, const std::string& pa
     ++line;
     if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
     if (text.find_first_not_of(" \t") == std::string_view::npos) continue;
-    if (first) json_lines = text.front() == '{', first = false;
+    if (first) json_lines = text[text.find_first_not_of(" \t")] == '{', first = false;
     const auto at_line = [&](std::string_view what) { fail(field, fmt::format("{} line {}: {}", path, line, what)); };
     if (out.size() == limits.max_documents)
       at_line(fmt::format("more than {} documents; split the file", limits.max_documents));
@@ -60,8 +60,11 @@ std::vector<CorpusDocument> read_corpus(const ModelDir& m, const std::string& pa
           }
         }
       }
-    } catch (const nlohmann::json::exception& e) {
-      at_line(fmt::format("not JSON ({}); the file's first line made it JSON Lines", e.what()));
+    } catch (const nlohmann::json::parse_error& e) {  // its message quotes the bytes, which may not be UTF-8
+      at_line(fmt::format("not JSON (a syntax error at byte {} of the line); the file's first line made it JSON Lines",
+                          e.byte));
+    } catch (const nlohmann::json::exception&) {
+      at_line("a value of the wrong type; \"text\" is a string, \"ids\" a list of token ids");
     }
     if (doc.ids.empty()) at_line("no tokens");
     out.push_back(std::move(doc));

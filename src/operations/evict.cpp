@@ -17,8 +17,7 @@ EvictResult price_evict(const ModelDir& m, const EvictRequest& r, const EvictLim
   if (r.text.given() == r.texts.has_value()) fail("text", "give a text (or ids) or a file of texts, one of them");
   const std::size_t max_tokens = r.max_tokens ? std::min<std::size_t>(*r.max_tokens, c.n_positions) : c.n_positions;
   if (r.text.given()) {
-    TokenInput cut = r.text;
-    std::vector<int> ids = cut.text ? encode_text(m, *cut.text) : *cut.ids;
+    std::vector<int> ids = r.text.text ? encode_text(m, *r.text.text) : *r.text.ids;
     if (ids.size() > max_tokens) ids.resize(max_tokens);
     out.texts.push_back(token_ids(m, TokenInput{{}, ids}, "text"));
   } else {

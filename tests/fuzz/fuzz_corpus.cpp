@@ -1,0 +1,31 @@
+// A file of texts (operations/corpus.hpp: plain text a document a line, or JSON Lines of
+// {"text"} or {"ids"}), read for the tiny GPT-2 fixture (vocabulary 40, no tokenizer, so a
+// line of text is refused naming its line). The input is the file's bytes. A file that is
+// accepted gives documents with at least one token each, every id in the vocabulary, their
+// lines ascending; one that is refused says so in valid UTF-8.
+#include <cstddef>
+#include <cstdint>
+
+#include "attnlab/model/model_dir.hpp"
+#include "attnlab/operations/corpus.hpp"
+#include "fuzz_check.hpp"
+
+using namespace attnlab;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const ModelDir model = open_model_dir(ATTNLAB_FUZZ_MODEL);
+  const fuzz::MemoryFile input(data, size);
+  try {
+    const std::vector<CorpusDocument> docs = read_corpus(model, input.path(), "texts");
+    fuzz::check(!docs.empty(), "a file of no documents accepted");
+    for (std::size_t k = 0; k < docs.size(); ++k) {
+      fuzz::check(!docs[k].ids.empty(), "a document of no tokens");
+      fuzz::check(k == 0 || docs[k].line > docs[k - 1].line, "lines out of order");
+      for (int id : docs[k].ids)
+        fuzz::check(id >= 0 && std::size_t(id) < model.model.config.vocab_size, "an id outside the vocabulary");
+    }
+  } catch (const InputError& e) {
+    fuzz::check_error(e);
+  }
+  return 0;
+}
