@@ -14,12 +14,23 @@ using nlohmann::json;
 EvictResult price_evict(const ModelDir& m, const EvictRequest& r, const EvictLimits& limits) {
   const ModelConfig& c = m.model.config;
   EvictResult out;
-  if (r.text.given() == r.texts.has_value()) fail("text", "give a text (or ids) or a file of texts, one of them");
+  if (int(r.text.given()) + int(r.texts.has_value()) + int(!r.sequences.empty()) != 1)
+    fail("text", "give one of: a text (or ids), a file of texts, sequences of token ids");
   const std::size_t max_tokens = r.max_tokens ? std::min<std::size_t>(*r.max_tokens, c.n_positions) : c.n_positions;
   if (r.text.given()) {
     std::vector<int> ids = r.text.text ? encode_text(m, *r.text.text) : *r.text.ids;
     if (ids.size() > max_tokens) ids.resize(max_tokens);
     out.texts.push_back(token_ids(m, TokenInput{{}, ids}, "text"));
+  } else if (!r.sequences.empty()) {
+    for (std::size_t k = 0; k < r.sequences.size(); ++k) {
+      std::vector<int> ids = r.sequences[k];
+      if (ids.size() > max_tokens) ids.resize(max_tokens);
+      if (ids.size() < 2)
+        fail(fmt::format("sequences[{}]", k), "has fewer than 2 tokens; eviction is measured on predictions");
+      for (std::size_t j = 0; j < ids.size(); ++j)
+        check_token_id(c, ids[j], fmt::format("sequences[{}][{}]", k, j));
+      out.texts.push_back(std::move(ids));
+    }
   } else {
     for (CorpusDocument& doc : read_corpus(m, *r.texts, "texts")) {
       if (doc.ids.size() > max_tokens) doc.ids.resize(max_tokens);

@@ -195,6 +195,11 @@ def test_a_file_of_texts_in_json_lines(tmp_path, cli):
     one = [cli("model", "evict", path, "--ids", ids, "--budget", "2", "--policy", "window", "--json")
            for ids in ("3,17,5,3,17,29", "8,3,17,5")]
     assert got["results"][0]["loss"] == pytest.approx((one[0]["results"][0]["loss"] * 5 + one[1]["results"][0]["loss"] * 3) / 8)
+    # The same texts as sequences of ids (Python and the API): the same reply.
+    assert attnlab.load(str(path)).evict(sequences=[[3, 17, 5, 3, 17, 29], [8, 3, 17, 5]], budget=[2],
+                                         policy=["window"]) == got
+    with pytest.raises(ValueError, match="sequences\\[1\\]"):
+        attnlab.load(str(path)).evict(sequences=[[3, 17], [8]])
     texts.write_text('{"ids": [3, 17]}\n{"ids": [3, 99]}\n')
     code, err = cli("model", "evict", path, "--texts", texts, "--json", check=False)
     assert code == 2 and "line 2" in err and "99" in err

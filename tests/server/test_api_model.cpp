@@ -479,6 +479,10 @@ TEST_F(ModelApi, AnalysisRunsTheVerdictPatchingAndEvictionAsAJobThePageFollows) 
                "unknown field");
   expect_field("/api/model/analysis", {{"kind", "evict"}, {"ids", kModelIds}, {"policy", {"lru"}}}, "policy[0]",
                "not a choice");
+  expect_field("/api/model/analysis", {{"kind", "evict"}, {"sequences", {{3, 17}, {8}}}}, "sequences[1]",
+               "fewer than 2 tokens");
+  expect_field("/api/model/analysis", {{"kind", "evict"}, {"ids", kModelIds}, {"sequences", {{3, 17}}}}, "text",
+               "give one of");
   const json patch =
       post_json("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", corrupt}}, 202);
   ASSERT_EQ(finished()["state"], "done");

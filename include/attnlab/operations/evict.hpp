@@ -27,6 +27,7 @@ struct EvictRequest {
 
   TokenInput text;
   std::optional<std::string> texts;  // a file of texts (operations/corpus.hpp)
+  IdSequences sequences;
   std::vector<std::uint64_t> budget = {64, 256, 1024};
   std::vector<std::string> policy = {"full", "window", "sinks", "h2o", "random", "effect"};
   std::uint64_t sinks = 4;
@@ -37,10 +38,13 @@ struct EvictRequest {
 
   template <class Field>
   void for_each(Field&& field) {
-    field(text, {.name = "text", .help = "The text (ids: token ids instead); or texts"});
+    field(text, {.name = "text", .help = "The text (ids: token ids instead); or texts, or sequences"});
     field(texts, {.name = "texts",
                   .help = "A file of texts: a document a line, or JSON Lines of {\"text\": ...} or {\"ids\": [...]}",
                   .faces = kCommandLine | kPython});
+    field(sequences, {.name = "sequences",
+                      .help = "Several texts as token-id sequences, measured together",
+                      .faces = kHttpApi | kPython});
     field(budget, {.name = "budget",
                    .help = "Cache budgets: tokens the cache may hold, the newest included",
                    .unit = "tokens",
