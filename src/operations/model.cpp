@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "attnlab/analysis/attribution_json.hpp"
+#include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/files.hpp"
@@ -173,7 +174,7 @@ json export_json(const ExportResult& result) {
 
 // ---- model run -------------------------------------------------------------------------------
 
-RunPlan price_run(const ModelDir& m, const RunRequest& r) {
+RunPlan price_run(const ModelDir& m, const RunRequest& r, double max_sparse_numbers) {
   const ModelConfig& c = m.model.config;
   RunPlan plan;
   plan.ids = token_ids(m, r.text, "text");
@@ -198,6 +199,13 @@ RunPlan price_run(const ModelDir& m, const RunRequest& r) {
   plan.options.keep_stream = std::find(r.capture.begin(), r.capture.end(), "stream") != r.capture.end();
   plan.options.logits = r.logits == "last" ? LogitRows::last : r.logits == "none" ? LogitRows::none : LogitRows::every;
   plan.options.sparse_top = r.sparse;
+  const double sparse_numbers =
+      double(c.n_layer) * double(c.n_head) * double(plan.ids.size()) * double(2 * r.sparse + 2);
+  if (r.sparse && sparse_numbers > max_sparse_numbers)
+    fail("sparse",
+         fmt::format("{} layers × {} heads × {} tokens × (2 × {} + 2) is {:.3g} numbers, more than the {:.3g} "
+                     "given here; use fewer keys a row or a shorter text",
+                     c.n_layer, c.n_head, plan.ids.size(), r.sparse, sparse_numbers, max_sparse_numbers));
   if (r.sparse && std::find(r.capture.begin(), r.capture.end(), "attention") == r.capture.end() && !plan.head)
     plan.options.keep_attention = false;
   return plan;
@@ -354,9 +362,10 @@ void run_model_kv(const ModelDir& m, ModelKvResult& result) {
 
 namespace {
 
-// Bytes a token takes in the cache: keys and values, every layer and KV head.
+// Bytes a token takes in the cache (kv_memory.hpp's formula, on the model's shape).
 std::uint64_t kv_bytes_per_token(const ModelConfig& c, DType dtype) {
-  return std::uint64_t{c.n_layer} * 2 * c.kv_heads() * c.head_dim() * dtype_bytes(dtype);
+  return kv_bytes_per_token(
+      ModelShape{.layers = c.n_layer, .heads = c.n_head, .kv_heads = c.kv_heads(), .head_dim = c.head_dim()}, dtype);
 }
 
 // The longest context this machine holds now: the model's positions, or fewer where the

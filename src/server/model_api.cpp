@@ -158,15 +158,11 @@ std::string api_model_run(const ModelSources& models, const json& body) {
   const ModelDir& m = *model;
   const ModelConfig& c = m.model.config;
   const RunRequest request = read_request<RunRequest>(fields, kHttpApi);
-  const RunPlan plan = price_run(m, request);
+  const RunPlan plan = price_run(m, request, double(kMaxApiModelWeights));
   const std::vector<int>& ids = plan.ids;
   const std::size_t n = ids.size(), weights = c.n_layer * c.n_head * n * n;
   if (request.sparse && !request.weights) {  // a long context: each head's rows in brief, no n × n weights
-    const std::size_t numbers = c.n_layer * c.n_head * n * (2 * request.sparse + 2);
-    if (numbers > kMaxApiModelWeights)
-      fail("sparse", fmt::format("{} layers × {} heads × {} tokens × (2 × {} + 2) is {} numbers; the server gives at "
-                                 "most {} (use fewer keys a row, a shorter text, or `attnlab model run --sparse`)",
-                                 c.n_layer, c.n_head, n, request.sparse, numbers, kMaxApiModelWeights));
+    const std::size_t numbers = c.n_layer * c.n_head * n * (2 * request.sparse + 2);  // priced by price_run
     admit_work(std::uint64_t{c.parameters()} * sizeof(float) + numbers * sizeof(float));
     const ForwardResult r = model_forward(m.model, ids, {.logits = LogitRows::last, .sparse_top = request.sparse});
     std::optional<ForwardResult> ablated;

@@ -9,8 +9,11 @@
 #include <numeric>
 #include <vector>
 
+#include "attnlab/core/error.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/model/model_dir.hpp"
+#include "attnlab/operations/model.hpp"
 
 namespace {
 
@@ -58,6 +61,26 @@ TEST(SparseRows, AreTheDenseRowsTopKeysSinkAndEntropy) {
           EXPECT_NEAR(sparse.sparse.sink[l][h * n + i], row[0], 1e-5);
           EXPECT_NEAR(sparse.sparse.entropy[l][h * n + i], entropy, 1e-4);
         }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(SparseRows, ArePricedBeforeTheRun) {
+  const attnlab::ModelDir dir = attnlab::open_model_dir((kSparseFixtures / "tiny-f32").string());
+  attnlab::RunRequest request;
+  request.text.ids = std::vector<int>{1, 2, 3, 4};
+  request.sparse = 3;
+  // 2 layers × 4 heads × 4 tokens × (2 × 3 + 2) = 256 numbers.
+  EXPECT_NO_THROW(attnlab::price_run(dir, request, 256));
+  try {
+    attnlab::price_run(dir, request, 255);
+    ADD_FAILURE() << "sparse rows over the limit were not refused";
+  } catch (const attnlab::InputError& e) {
+    EXPECT_EQ(e.field(), "sparse");
+    EXPECT_NE(std::string(e.what()).find("use fewer keys a row"), std::string::npos) << e.what();
   }
 }
 

@@ -170,7 +170,9 @@ struct RunPlan {
 // The ids, the heads (ablated, explained) and the positions checked against the model; the
 // forward's options as the request asks (a head explained keeps the attention; sparse rows
 // keep no n × n weights unless asked).
-RunPlan price_run(const ModelDir& model, const RunRequest& request);
+// Sparse rows are priced at L × H × n × (2 · sparse + 2) numbers, at most `max_sparse_numbers`
+// (the server passes its smaller limit).
+RunPlan price_run(const ModelDir& model, const RunRequest& request, double max_sparse_numbers = double(1u << 28));
 
 // The reply of `model run`, the command's --json and POST /api/model/run's: {"ids", "tokens",
 // "top_k": the next token's candidates [{"id", "token", "probability"}], "ablated": ["L.H",
