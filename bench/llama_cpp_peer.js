@@ -7,10 +7,12 @@
 //
 // Run: node bench/llama_cpp_peer.js [--attnlab build/attnlab] [--model FILE.gguf]
 //        [--types F32,F16,Q8_0,Q4_K] [--prompt 512] [--generate 32] [--context 64] [--threads 2]
-//        [--repeats 3] [--json]
-// Without --model it writes, for each type, a Llama-architecture file of GPT-2 small's size
-// (12 layers, d_model 768, 12 heads, an MLP of 2048 gated: about the same weights) with
-// seeded random weights (tests/model/gguf_writer.js). It prints each runtime's figures, attnlab's
+//        [--repeats 3] [--shape gpt2-small|qwen2.5-0.5b|tinyllama-1.1b] [--write FILE] [--json]
+// Without --model it writes, for each type, a Llama-architecture file of --shape with seeded
+// random weights (tests/model/gguf_writer.js): by default GPT-2 small's size (12 layers,
+// d_model 768, 12 heads, an MLP of 2048 gated: about the same weights). With --write it only
+// writes that file, of the first type, to FILE (to measure other commands on a model of a
+// real size). It prints each runtime's figures, attnlab's
 // as a share of this machine's peaks (from `attnlab bench --model`), and the ratios. Each figure
 // is the median of --repeats runs, the two runtimes taking turns, so that what else the
 // machine does in the meantime falls on both.
@@ -26,7 +28,7 @@ const ROOT = path.join(__dirname, '..');
 
 function flags() {
   const out = { attnlab: path.join(ROOT, 'build', 'attnlab'), model: null, types: ['F32', 'F16', 'Q8_0', 'Q4_K'],
-    prompt: 512, generate: 32, context: 64, threads: 2, repeats: 3, json: false };
+    prompt: 512, generate: 32, context: 64, threads: 2, repeats: 3, json: false, shape: 'gpt2-small', write: null };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -43,6 +45,8 @@ function flags() {
     else if (a === '--threads') out.threads = Number(value());
     else if (a === '--repeats') out.repeats = Number(value());
     else if (a === '--json') out.json = true;
+    else if (a === '--shape') out.shape = value();
+    else if (a === '--write') out.write = value();
     else throw new Error(`unknown flag ${a}; see the top of bench/llama_cpp_peer.js`);
   }
   for (const name of ['prompt', 'generate', 'context', 'threads', 'repeats'])
@@ -51,10 +55,23 @@ function flags() {
   return out;
 }
 
-// A Llama-architecture file of GPT-2 small's size in `type`, its tokenizer bytes only.
-function gpt2_small_llama(type) {
-  const d = 768, heads = 12, inner = 2048, layers = 12, context = 2048;  // room for 1024 + what is generated
-  // Byte-level symbols (GPT-2's table) for the 256 bytes, then fillers up to 8192 tokens.
+// The shapes the bench writes files of (Llama architecture, seeded random weights): GPT-2
+// small's size, and two models people run locally, at their own layer count, widths, heads
+// (grouped-query), MLP, vocabulary and positions.
+const SHAPES = {
+  'gpt2-small': { layers: 12, d: 768, heads: 12, kv_heads: 12, inner: 2048, vocab: 8192, context: 2048 },
+  'qwen2.5-0.5b': { layers: 24, d: 896, heads: 14, kv_heads: 2, inner: 4864, vocab: 151936, context: 32768 },
+  'tinyllama-1.1b': { layers: 22, d: 2048, heads: 32, kv_heads: 4, inner: 5632, vocab: 32000, context: 2048 },
+};
+
+// A Llama-architecture file of `shape` in `type`, its tokenizer bytes only (and fillers up
+// to the vocabulary); the LM head tied to the embedding where the shape is large (no
+// output.weight: llama.cpp and attnlab then read token_embd).
+function llama_shaped(shape_name, type) {
+  const shape = SHAPES[shape_name];
+  if (!shape) throw new Error(`--shape ${shape_name}: use one of ${Object.keys(SHAPES).join(', ')}`);
+  const { layers, d, heads, kv_heads, inner, context } = shape, head_dim = d / heads;
+  // Byte-level symbols (GPT-2's table) for the 256 bytes, then fillers up to the vocabulary.
   const symbols = [];
   for (let b = 0; b < 256; ++b) {
     const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
@@ -63,7 +80,7 @@ function gpt2_small_llama(type) {
   let extra = 0;
   for (let b = 0; b < 256; ++b) if (symbols[b] === null) symbols[b] = String.fromCharCode(256 + extra++);
   const vocab = ['<|endoftext|>', ...symbols];
-  while (vocab.length < 8192) vocab.push(`<|filler${vocab.length}|>`);
+  while (vocab.length < shape.vocab) vocab.push(`<|filler${vocab.length}|>`);
   const random = seeded(7);
   const tensors = [];
   const matrix = (name, inputs, outputs) =>
@@ -73,26 +90,32 @@ function gpt2_small_llama(type) {
   for (let l = 0; l < layers; ++l) {
     const p = `blk.${l}.`;
     norm(p + 'attn_norm.weight');
-    for (const part of ['attn_q', 'attn_k', 'attn_v', 'attn_output']) matrix(p + part + '.weight', d, d);
+    matrix(p + 'attn_q.weight', d, d);
+    matrix(p + 'attn_k.weight', d, kv_heads * head_dim);
+    matrix(p + 'attn_v.weight', d, kv_heads * head_dim);
+    matrix(p + 'attn_output.weight', d, d);
     norm(p + 'ffn_norm.weight');
     matrix(p + 'ffn_gate.weight', d, inner);
     matrix(p + 'ffn_up.weight', d, inner);
     matrix(p + 'ffn_down.weight', inner, d);
   }
   norm('output_norm.weight');
-  matrix('output.weight', d, vocab.length);
+  if (shape_name === 'gpt2-small') matrix('output.weight', d, vocab.length);
   return gguf_file([
     ['general.architecture', 'string', 'llama'], ['llama.block_count', 'u32', layers],
     ['llama.context_length', 'u32', context], ['llama.embedding_length', 'u32', d],
     ['llama.feed_forward_length', 'u32', inner], ['llama.attention.head_count', 'u32', heads],
-    ['llama.attention.head_count_kv', 'u32', heads], ['llama.attention.layer_norm_rms_epsilon', 'f32', 1e-5],
-    ['llama.rope.freq_base', 'f32', 10000],
+    ['llama.attention.head_count_kv', 'u32', kv_heads], ['llama.attention.layer_norm_rms_epsilon', 'f32', 1e-5],
+    ['llama.rope.freq_base', 'f32', shape_name === 'qwen2.5-0.5b' ? 1000000 : 10000],
     ['tokenizer.ggml.model', 'string', 'gpt2'], ['tokenizer.ggml.pre', 'string', 'gpt-2'],
     ['tokenizer.ggml.tokens', ['string'], vocab],
     ['tokenizer.ggml.token_type', ['i32'], vocab.map((t) => (t.startsWith('<|') ? 3 : 1))],
     ['tokenizer.ggml.merges', ['string'], []],
   ], tensors);
 }
+
+// GPT-2 small's size, as the bench has always measured.
+const gpt2_small_llama = (type) => llama_shaped('gpt2-small', type);
 
 async function llama_cpp(file, f) {
   const entry = require.resolve('node-llama-cpp', { paths: [path.join(ROOT, 'build', 'peers')] });
@@ -163,12 +186,16 @@ function medians(runs) {
 
 async function main() {
   const f = flags();
+  if (f.write) {
+    fs.writeFileSync(f.write, llama_shaped(f.shape, f.types[0]));
+    return;
+  }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-peer-'));
   const rows = [];
   try {
     const files = f.model ? [[path.basename(f.model), f.model]] : f.types.map((type) => {
-      const file = path.join(dir, `gpt2-small-llama-${type}.gguf`);
-      fs.writeFileSync(file, gpt2_small_llama(type));
+      const file = path.join(dir, `${f.shape}-llama-${type}.gguf`);
+      fs.writeFileSync(file, llama_shaped(f.shape, type));
       return [type, file];
     });
     for (const [name, file] of files) {
@@ -216,4 +243,4 @@ if (require.main === module) {
     process.exit(2);
   });
 }
-module.exports = { gpt2_small_llama };
+module.exports = { gpt2_small_llama, llama_shaped };

@@ -38,7 +38,7 @@ import * as traces from './traces.js';
 import { renderArcs } from './view-arcs.js';
 import { renderControls } from './view-controls.js';
 import { renderHeatmap, renderHoverReadout, renderLegend } from './view-heatmap.js';
-import { renderMaths } from './view-maths.js';
+import { bindMaths, renderMaths } from './view-maths.js';
 import { renderReadouts } from './view-readouts.js';
 import { renderTable } from './view-table.js';
 import { renderThumbnails } from './view-thumbnails.js';
@@ -193,6 +193,7 @@ function init() {
   bindKvReport();
   bindEvict();
   bindTraining();
+  bindMaths();
   loadModels();
   loadModel();
   loadOperations();

@@ -13,6 +13,7 @@ import { css } from './colour.js';
 import { $, byId, setFlag, setHtml, setText, setValue } from './dom.js';
 import { formatBytes, formatNumber } from './format.js';
 import { html } from './html.js';
+import { bindOptions, optionFields, renderOptions } from './options.js';
 import { parseModelInput, requestFor, visibleToken } from './panel-model.js';
 import { getState, update } from './state.js';
 
@@ -23,6 +24,8 @@ import { getState, update } from './state.js';
 
 /** The longest cache drawn a cell a key; longer rows are drawn pooled (the mean of each run of keys). */
 const CELLS = 160;
+/** The fields the panel's own boxes set; the others are its "More options". */
+const GENERATE_FIELDS = ['text', 'ids', 'tokens', 'temperature', 'top_k', 'seed', 'trace'];
 
 /** The state's generation part, patched. @param {Partial<GenerationState>} patch */
 function patchGeneration(patch) {
@@ -44,7 +47,8 @@ async function generate() {
     return;
   }
   /** @type {Record<string, unknown>} */
-  const body = { ...requestFor(parsed.request, s.model.source), trace: true };
+  const body = { ...requestFor(parsed.request, s.model.source), ...optionFields(s, 'model generate', GENERATE_FIELDS),
+    trace: true };
   for (const [field, value] of /** @type {[string, string][]} */ ([['tokens', g.tokens], ['temperature', g.temperature],
     ['top_k', g.topK], ['seed', g.seed]])) {
     if (value.trim() === '') continue;
@@ -137,6 +141,7 @@ export function renderGenerate(s) {
   setFlag($('generate-section'), 'hidden', !info || !info.loaded);
   if (!info || !info.loaded) return;
   const g = s.generation;
+  renderOptions(s, 'generate-options', 'model generate', GENERATE_FIELDS);
   setValue(byId('generate-prompt', HTMLInputElement), g.prompt);
   byId('generate-prompt', HTMLInputElement).placeholder = s.model.input || '';
   setValue(byId('generate-tokens', HTMLInputElement), g.tokens);
@@ -161,6 +166,7 @@ ${tokensMarkup(r, g.step)}<div class="gen-views">${alternativesMarkup(t)}${cache
 }
 
 export function bindGenerate() {
+  bindOptions('generate-options', 'model generate');
   $('generate-run').addEventListener('click', () => { void generate(); });
   /** @type {[string, keyof GenerationState][]} */
   const boxes = [['generate-prompt', 'prompt'], ['generate-tokens', 'tokens'], ['generate-temperature', 'temperature'],

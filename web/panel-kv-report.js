@@ -8,12 +8,16 @@
 
 import { api, messageOf } from './api.js';
 import { $, byId, setAttr, setFlag, setText, setValue } from './dom.js';
+import { bindOptions, optionFields, renderOptions } from './options.js';
 import { getState, update } from './state.js';
 
 /**
  * @typedef {import('./types.js').State} State
  * @typedef {import('./types.js').KvReportState} KvReportState
  */
+
+/** The fields this block sets itself; the others are its "More options". */
+const KV_FIELDS = ['context', 'run', 'step'];
 
 /** @param {Partial<KvReportState>} patch */
 function patchReport(patch) {
@@ -23,7 +27,7 @@ function patchReport(patch) {
 async function measure() {
   const s = getState(), typed = s.kvReport.contexts.trim();
   /** @type {Record<string, unknown>} */
-  const body = {};
+  const body = optionFields(s, 'model kv', KV_FIELDS);
   if (s.model.source.run !== null) body.run = s.model.source.run;
   if (s.model.source.step !== null) body.step = s.model.source.step;
   if (typed !== '') {
@@ -48,6 +52,7 @@ export function renderKvReport(s) {
   setFlag($('kv-model-block'), 'hidden', !info || !info.loaded);
   if (!info || !info.loaded) return;
   const r = s.kvReport;
+  renderOptions(s, 'kv-model-options', 'model kv', KV_FIELDS);
   setValue(byId('kv-model-contexts', HTMLInputElement), r.contexts);
   const status = $('kv-model-status');
   setText(status, r.status);
@@ -60,6 +65,7 @@ export function renderKvReport(s) {
 }
 
 export function bindKvReport() {
+  bindOptions('kv-model-options', 'model kv');
   $('kv-model-run').addEventListener('click', () => { void measure(); });
   byId('kv-model-contexts', HTMLInputElement).addEventListener('input', (e) => {
     patchReport({ contexts: /** @type {HTMLInputElement} */ (e.target).value });

@@ -38,6 +38,8 @@ function initialState() {
     query: 0,
     head: 0,
     view: 'heatmap',
+    mathsFull: false,
+    mathsByWeight: null,
     scaleMode: 'absolute',
     viewWidth: 0,
     hover: null,

@@ -475,6 +475,8 @@
  * @property {number} query
  * @property {number} head
  * @property {'heatmap' | 'arcs' | 'table'} view
+ * @property {boolean} mathsFull            the maths panel writes every number of a vector, not the first and last few
+ * @property {boolean | null} mathsByWeight  its rows by weight (true) or position (false); null: by weight past 32 keys
  * @property {'absolute' | 'head'} scaleMode  colours from 0 to 1, or to each head's largest weight
  * @property {number} viewWidth            the views' width in CSS px (a ResizeObserver keeps it)
  * @property {{row: number, col: number} | null} hover  the heatmap cell under the pointer

@@ -8,12 +8,19 @@
 // queryMaths works out every string of the panel (no DOM), and the write* functions put
 // them in place, skipping unchanged text. Rows are divs with content-visibility: auto and
 // column widths in ch of the monospace font, so a 64-key row stays cheap.
+//
+// Real heads (d_k 64 to 128, rows of hundreds of keys) stay readable: a vector longer than
+// SHORT_VECTOR numbers shows its first and last few and its length ("full vectors" shows every
+// number); past AUTO_BY_WEIGHT keys the rows go by weight, the keys that carry the row first
+// (a box switches between that and position order), and the sums under the grid list their
+// heaviest terms first; each weight has a bar beside its digits.
 
 import { $, forget, setAttr, setFlag, setHtml, setText } from './dom.js';
 import { formatFactor, formatFixed, formatNumber, formatVector, truncate } from './format.js';
 import { html } from './html.js';
 import { rotaryScore } from './rope.js';
 import { detailedHead, precision } from './selectors.js';
+import { update } from './state.js';
 
 /**
  * @typedef {import('./types.js').State} State
@@ -22,7 +29,31 @@ import { detailedHead, precision } from './selectors.js';
  */
 
 const MAX_TERMS = 16; // per written-out sum, as the CLI
+const SHORT_TERMS = 6; // the dot product's terms when vectors are shortened
+const SHORT_VECTOR = 8; // longer vectors are shortened unless "full vectors" is on
+const AUTO_BY_WEIGHT = 32; // rows of more keys than this go by weight unless the box says otherwise
 const COLS = 8; // j+key, k_j, v_j, score, ÷√d_k, ÷T, exp, weight
+
+/**
+ * A vector as the panel writes it: every number, or when it is long and `full` is off, the
+ * first five and the last two around "…" and its length ("0.1 0.2 0.3 0.4 0.5 … 0.7 0.8 ‹64›").
+ * @param {number[]} v
+ * @param {number} p
+ * @param {boolean} full
+ */
+function vectorText(v, p, full) {
+  if (full || v.length <= SHORT_VECTOR) return formatVector(v, p);
+  return `${formatVector(v.slice(0, 5), p)} … ${formatVector(v.slice(-2), p)} ‹${v.length}›`;
+}
+
+/**
+ * How the panel writes a head: shortened vectors or not, keys by weight or by position.
+ * @param {State} s
+ * @param {number} m  keys
+ */
+function mathsMode(s, m) {
+  return { full: s.mathsFull, byWeight: s.mathsByWeight === null ? m > AUTO_BY_WEIGHT : s.mathsByWeight };
+}
 
 /**
  * "a + b + c", at most MAX_TERMS of `total` terms shown (terms may hold only those).
@@ -57,14 +88,19 @@ function termList(terms, sep, total) {
  * @param {FullHead} head
  * @param {number} i
  * @param {number} p  decimals
+ * @param {{full: boolean, byWeight: boolean}} mode
  */
-function queryMaths(head, i, p) {
+function queryMaths(head, i, p, mode) {
   const q = head.queries[i];
   const m = head.keys.length;
   let top = -1, topWeight = -1;
   for (let j = 0; j < m; j++) {
     if (head.logits[i][j] !== null && head.weights[i][j] > topWeight) { topWeight = head.weights[i][j]; top = j; }
   }
+  // The order the rows and the sums go in: by position, or the heaviest keys first.
+  const order = Array.from({ length: m }, (_, j) => j);
+  if (mode.byWeight) order.sort((a, b) => head.weights[i][b] - head.weights[i][a] || a - b);
+  const productTerms = mode.full || q.length <= MAX_TERMS ? MAX_TERMS : SHORT_TERMS;
   /** @type {KeyRow[]} */
   const rows = [];
   /** @type {string[]} */
@@ -73,13 +109,13 @@ function queryMaths(head, i, p) {
   for (let j = 0; j < m; j++) {
     const k = head.keys[j];
     const products = [];
-    for (let t = 0; t < q.length && t < MAX_TERMS; t++) products.push(`${formatFactor(q[t], p)}×${formatFactor(k[t], p)}`);
+    for (let t = 0; t < q.length && t < productTerms; t++) products.push(`${formatFactor(q[t], p)}×${formatFactor(k[t], p)}`);
     const masked = head.logits[i][j] === null;
     const w = head.weights[i][j];
     weightSum += w;
     const row = {
       masked, weight: w,
-      products: `${termList(products, ' + ', q.length)} = `,
+      products: `${productTerms < MAX_TERMS && q.length > productTerms ? `${products.join(' + ')} + … (${q.length} terms)` : termList(products, ' + ', q.length)} = `,
       score: formatNumber(head.scores[i][j], p),
       scaled: formatNumber(head.scaled[i][j], p),
       logit: 'masked: −∞', exp: 'e^−∞ = 0', weightText: '0 (masked)', weightBold: '',
@@ -90,15 +126,18 @@ function queryMaths(head, i, p) {
       row.weightText = '';
       row.weightBold = formatNumber(w, p);
       visible++;
-      if (expTerms.length < MAX_TERMS) {
-        expTerms.push(row.exp);
-        mixTerms.push(`${row.weightBold}×(${formatVector(head.values[j], p)})`);
-      }
     }
     rows.push(row);
   }
+  // The sums' terms, in the rows' order: the first MAX_TERMS visible keys.
+  for (const j of order) {
+    if (expTerms.length === MAX_TERMS) break;
+    if (rows[j].masked) continue;
+    expTerms.push(rows[j].exp);
+    mixTerms.push(`${rows[j].weightBold}×(${vectorText(head.values[j], p, mode.full)})`);
+  }
   return {
-    rows, top, topWeight, expTerms, mixTerms, weightSum, visible,
+    rows, order, top, topWeight, expTerms, mixTerms, weightSum, visible, byWeight: mode.byWeight,
     shift: head.shifts[i],
     fully: !!(head.fully_masked && head.fully_masked[i]),
   };
@@ -111,9 +150,10 @@ function queryMaths(head, i, p) {
  * @param {Trace} trace
  * @param {FullHead} head
  * @param {number} p
+ * @param {boolean} full
  */
-const keyColumns = (trace, head, p) => head.keys.map((k, j) => [
-  `${j} ${truncate(trace.source_tokens[j], 14)}`, `(${formatVector(k, p)})`, `(${formatVector(head.values[j], p)})`,
+const keyColumns = (trace, head, p, full) => head.keys.map((k, j) => [
+  `${j} ${truncate(trace.source_tokens[j], 14)}`, `(${vectorText(k, p, full)})`, `(${vectorText(head.values[j], p, full)})`,
 ]);
 
 // ---- the grid ---------------------------------------------------------------------------
@@ -132,11 +172,15 @@ const keyColumns = (trace, head, p) => head.keys.map((k, j) => [
  * @property {HTMLElement} out
  * @property {HTMLElement} top
  * @property {HTMLElement} rope          a rotary head's q and k before and after, the score against the offset
+ * @property {HTMLInputElement} full      the "full vectors" box
+ * @property {HTMLInputElement} byWeight  the "keys by weight" box
+ * @property {HTMLElement} orderNote
  * @property {FullHead | null} keysOf    the head whose key columns are written
  * @property {number} keysP
+ * @property {boolean} keysFull          whether they were written in full
  * @property {number[]} keyWidths        their widths
  * @property {string} cols               the grid's column widths
- * @property {{head: FullHead, query: number, p: number, trace: Trace} | null} shown
+ * @property {{head: FullHead, query: number, p: number, trace: Trace, full: boolean, byWeight: boolean} | null} shown
  */
 
 /** @type {WeakMap<HTMLElement, MathsGrid>} */
@@ -153,8 +197,12 @@ function buildGrid(container, m) {
   const rows = Array.from({ length: m }, (_, j) => html`<div class="math-row" role="row" data-testid="math-row-${j}">\
 <span role="rowheader" class="stick-l"></span><span role="cell" class="num"></span><span role="cell" class="num"></span>\
 <span role="cell" class="num"><span></span><b></b></span><span role="cell" class="num"></span><span role="cell" class="num"></span>\
-<span role="cell" class="num"></span><span role="cell" class="num weight" data-testid="math-weight-${j}"><span></span><b></b></span></div>`);
-  setHtml(container, html`<p class="math-title"></p><p class="math-vec"></p>\
+<span role="cell" class="num"></span><span role="cell" class="num weight" data-testid="math-weight-${j}"><span></span><b></b>\
+<i class="math-bar" aria-hidden="true"></i></span></div>`);
+  setHtml(container, html`<p class="math-title"></p><p class="math-vec"></p><p class="math-modes hint">\
+<label class="inline"><input type="checkbox" data-testid="maths-full" data-mode="full"> full vectors</label> \
+<label class="inline"><input type="checkbox" data-testid="maths-by-weight" data-mode="byWeight"> keys by weight, \
+heaviest first</label> <span class="math-order"></span></p>\
 <div class="math-scroll"><div class="math-grid${m > 24 ? ' virtual' : ''}" role="table" aria-label="The query against each key">\
 <div class="math-row math-headrow" role="row"><span role="columnheader" class="stick-l">j key</span>\
 <span role="columnheader">k<sub>j</sub></span><span role="columnheader">v<sub>j</sub></span>\
@@ -170,7 +218,10 @@ function buildGrid(container, m) {
     heads: /** @type {HTMLElement[]} */ (Array.from(q('.math-headrow').children)),
     rows: /** @type {HTMLElement[]} */ (Array.from(container.querySelectorAll('.math-row:not(.math-headrow)'))),
     shift: q('.math-shift'), sum: q('.math-sum'), out: q('.math-out'), top: q('.math-top'), rope: q('.math-rope'),
-    keysOf: null, keysP: -1, keyWidths: [0, 0, 0], cols: '', shown: null,
+    full: /** @type {HTMLInputElement} */ (container.querySelector('[data-mode="full"]')),
+    byWeight: /** @type {HTMLInputElement} */ (container.querySelector('[data-mode="byWeight"]')),
+    orderNote: q('.math-order'),
+    keysOf: null, keysP: -1, keysFull: false, keyWidths: [0, 0, 0], cols: '', shown: null,
   };
   grids.set(container, grid);
   return grid;
@@ -190,7 +241,7 @@ function writeHeader(M, trace, head, h, i, p) {
   const shift = head.shifts[i];
   setHtml(M.title, html`Head ${h} <q>${head.name}</q>, query ${i} <q>${trace.tokens[i]}</q> · d<sub>k</sub> = ${head.d_k}, \
 d<sub>v</sub> = ${head.d_v}, T = ${formatNumber(T, p)}`);
-  setHtml(M.vec, html`q<sub>${i}</sub> = x<sub>${i}</sub>·W<sub>Q</sub> = <span class="vec" data-testid="math-query">(${formatVector(head.queries[i], p)})</span>`);
+  setHtml(M.vec, html`q<sub>${i}</sub> = x<sub>${i}</sub>·W<sub>Q</sub> = <span class="vec" data-testid="math-query">(${vectorText(head.queries[i], p, M.full.checked)})</span>`);
   // only the divisor's label is computed here; the quotients are the trace's
   // a model with its own score scale (Gemma 3) multiplies by it instead
   const scoreScale = trace.score_scale || 0;
@@ -209,9 +260,10 @@ d<sub>v</sub> = ${head.d_v}, T = ${formatNumber(T, p)}`);
  * @param {number} p
  */
 function writeKeyColumns(M, trace, head, p) {
-  if (M.keysOf === head && M.keysP === p) return;
+  const full = M.full.checked;
+  if (M.keysOf === head && M.keysP === p && M.keysFull === full) return;
   const widths = [0, 0, 0];
-  keyColumns(trace, head, p).forEach((texts, j) => {
+  keyColumns(trace, head, p, full).forEach((texts, j) => {
     const c = M.rows[j].children;
     for (let k = 0; k < 3; k++) {
       setText(c[k], texts[k]);
@@ -220,6 +272,7 @@ function writeKeyColumns(M, trace, head, p) {
   });
   M.keysOf = head;
   M.keysP = p;
+  M.keysFull = full;
   M.keyWidths = widths;
 }
 
@@ -230,25 +283,35 @@ function writeKeyColumns(M, trace, head, p) {
  */
 function writeQueryColumns(M, Q) {
   const widths = [0, 0, 0, 0, 0];
+  const rank = new Array(Q.rows.length);
+  Q.order.forEach((j, r) => { rank[j] = r; });
   Q.rows.forEach((r, j) => {
     const tr = M.rows[j];
     const rowClass = r.masked ? 'math-row masked' : (j === Q.top ? 'math-row top' : 'math-row');
     if (tr.className !== rowClass) tr.className = rowClass;
+    const order = String(rank[j]);
+    if (tr.style.order !== order) tr.style.order = order;  // the grid is a column of flex items
     const c = tr.children;
     setText(/** @type {Node} */ (c[3].firstChild), r.products);
     setText(/** @type {Node} */ (c[3].lastChild), r.score);
     setText(c[4], r.scaled);
     setText(c[5], r.logit);
     setText(c[6], r.exp);
-    setText(/** @type {Node} */ (c[7].firstChild), r.weightText);
-    setText(/** @type {Node} */ (c[7].lastChild), r.weightBold);
+    const weight = c[7].children;
+    setText(weight[0], r.weightText);
+    setText(weight[1], r.weightBold);
+    const bar = /** @type {HTMLElement} */ (weight[2]), width = `${(100 * r.weight).toFixed(1)}%`;
+    if (bar.dataset.width !== width) {
+      bar.dataset.width = width;
+      bar.style.width = width;
+    }
     setAttr(c[7], 'data-value', String(r.weight));
     setAttr(c[7], 'data-masked', r.masked ? 'true' : 'false');
     widths[0] = Math.max(widths[0], r.products.length + r.score.length);
     widths[1] = Math.max(widths[1], r.scaled.length);
     widths[2] = Math.max(widths[2], r.logit.length);
     widths[3] = Math.max(widths[3], r.exp.length);
-    widths[4] = Math.max(widths[4], r.weightText.length + r.weightBold.length);
+    widths[4] = Math.max(widths[4], r.weightText.length + r.weightBold.length + 6);  // and the bar's 5ch
   });
   return widths;
 }
@@ -294,7 +357,7 @@ function writeSums(M, trace, head, i, p, Q) {
   }
   setHtml(M.out, html`<span class="step">output</span> o<sub>${i}</sub> = Σ<sub>j</sub> a<sub>${i}j</sub> v<sub>j</sub> = \
 ${Q.mixTerms.length ? termList(Q.mixTerms, ' + ', Q.visible) : '0'} = \
-<b data-testid="math-output" data-value="${JSON.stringify(head.output[i])}">(${formatVector(head.output[i], p)})</b>`);
+<b data-testid="math-output" data-value="${JSON.stringify(head.output[i])}">(${vectorText(head.output[i], p, M.full.checked)})</b>`);
   setFlag(M.top, 'hidden', Q.top < 0 || Q.fully);
   if (!M.top.hidden) {
     setHtml(M.top, html`<span class="step">largest</span> key ${Q.top} <q>${trace.source_tokens[Q.top]}</q> (${formatNumber(Q.topWeight, p)})`);
@@ -358,15 +421,31 @@ export function renderMaths(s) {
     forget(container);
     M = buildGrid(container, head.keys.length);
   }
+  const mode = mathsMode(s, head.keys.length);
   const shown = M.shown;
-  if (shown && shown.head === head && shown.query === i && shown.p === p && shown.trace === t) return;
-  const Q = queryMaths(head, i, p);
+  if (shown && shown.head === head && shown.query === i && shown.p === p && shown.trace === t &&
+      shown.full === mode.full && shown.byWeight === mode.byWeight) return;
+  M.full.checked = mode.full;
+  M.byWeight.checked = mode.byWeight;
+  const Q = queryMaths(head, i, p, mode);
+  setText(M.orderNote, mode.byWeight && s.mathsByWeight === null
+    ? `(${head.keys.length} keys: by weight; the number before each key is its position)` : '');
   writeHeader(M, t, head, s.head, i, p);
   writeKeyColumns(M, t, head, p);
   sizeColumns(M, writeQueryColumns(M, Q));
   writeSums(M, t, head, i, p, Q);
   writeRope(M, t, head, i, p, Q);
-  M.shown = { head, query: i, p, trace: t };
+  M.shown = { head, query: i, p, trace: t, full: mode.full, byWeight: mode.byWeight };
   setAttr(container, 'data-head', String(s.head));
   setAttr(container, 'data-query', String(i));
+}
+
+/** The two boxes of the panel: what they say goes into the store (the grid is rebuilt with them). */
+export function bindMaths() {
+  $('maths').addEventListener('change', (e) => {
+    const box = e.target;
+    if (!(box instanceof HTMLInputElement) || !box.dataset.mode) return;
+    if (box.dataset.mode === 'full') update({ mathsFull: box.checked });
+    else update({ mathsByWeight: box.checked });
+  });
 }

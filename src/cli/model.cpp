@@ -376,9 +376,9 @@ int kv(const ModelFlags& f, const OperationFlags& flags) {
   const std::vector<ModelKvPoint>& points = result.points;
   const std::uint64_t weights = std::uint64_t{c.parameters()} * sizeof(float);
   fmt::print("{}: {}\n", f.dir, describe(c));
-  fmt::print("KV cache = {} layers × 2 × {} KV heads × {} × tokens × {} bytes ({}) = {} per token{}\n", c.n_layer,
-             c.kv_heads(), c.head_dim(), dtype_bytes(result.dtype), dtype_name(result.dtype),
-             format_bytes(points.front().formula_bytes / points.front().tokens),
+  fmt::print("KV cache = {} layers × 2 × {} KV heads × tokens × a row of {} values in {} bytes ({}) = {} per token{}\n",
+             c.n_layer, c.kv_heads(), c.head_dim(), cache_row_bytes(result.dtype, c.head_dim()),
+             cache_type_name(result.dtype), format_bytes(points.front().formula_bytes / points.front().tokens),
              c.kv_heads() < c.n_head
                  ? fmt::format(" ({}× less than {} heads would need)", c.n_head / c.kv_heads(), c.n_head)
                  : "");

@@ -62,9 +62,6 @@ void decode_keys(const KVCache& cache, std::size_t layer, std::size_t heads, std
   share_items(items, options.threads, [&](std::size_t item) {
     const std::size_t g = item / chunks, c = item % chunks;
     kernels::DecodeRun run;
-    run.keys = cache.keys(layer, g);
-    run.values = cache.values(layer, g);
-    run.dtype = cache.dtype();
     run.d = d;
     run.queries = grouped_rows + g * count * d;
     run.count = count;
@@ -72,6 +69,26 @@ void decode_keys(const KVCache& cache, std::size_t layer, std::size_t heads, std
     run.last_visible = last_rows;
     run.first = first_key + c * chunk;
     run.end = std::min(end_key, run.first + chunk);
+    if (cache.type() == CacheType::q8_0) {
+      // The kernels read f32, f16 and bf16 in place; a q8_0 chunk is read back as f32 into the
+      // worker's own scratch first (a chunk of rows: it stays in L2).
+      thread_local std::vector<float> keys, values;
+      const std::size_t rows = run.end - run.first;
+      keys.resize(rows * d);
+      values.resize(rows * d);
+      cache.load_keys(layer, g, run.first, rows, keys);
+      cache.load_values(layer, g, run.first, rows, values);
+      run.keys = keys.data();
+      run.values = values.data();
+      run.dtype = DType::f32;
+    } else {
+      const std::size_t offset = run.first * cache.row_bytes();
+      run.keys = static_cast<const char*>(cache.keys(layer, g)) + offset;
+      run.values = static_cast<const char*>(cache.values(layer, g)) + offset;
+      run.dtype = cache.type() == CacheType::f32   ? DType::f32
+                  : cache.type() == CacheType::f16 ? DType::f16
+                                                   : DType::bf16;
+    }
     run.max = max_rows + item * count;
     run.sum = sum_rows + item * count;
     run.out = out_rows + item * count * d_pad;

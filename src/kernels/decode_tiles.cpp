@@ -205,7 +205,7 @@ void decode_run_as(const DecodeRun& run) {
     // only the first four queries do (the others read the block from L1).
     const bool ahead = j0 * row_bytes + kAheadBytes + block_bytes <= run_bytes;
     const auto block = [&](const char* bytes, std::size_t i0) {
-      return Rows{bytes + j0 * row_bytes, row_bytes, rows, d, ahead && i0 == 0};
+      return Rows{bytes + (j0 - run.first) * row_bytes, row_bytes, rows, d, ahead && i0 == 0};
     };
     for (std::size_t i0 = 0; i0 < run.count; i0 += kQueries) {
       const Rows keys = block(key_bytes, i0);
@@ -323,8 +323,8 @@ void decode_run_lanes(const DecodeRun& run) {
   for (std::size_t j0 = run.first; j0 < run.end; j0 += kRows) {
     const std::size_t rows = std::min(kRows, run.end - j0);
     const bool ahead = j0 * row_bytes + kAheadBytes + block_bytes <= run_bytes;
-    convert(Rows{key_bytes + j0 * row_bytes, row_bytes, rows, d, ahead}, kf.data());
-    convert(Rows{value_bytes + j0 * row_bytes, row_bytes, rows, d, ahead}, vf.data());
+    convert(Rows{key_bytes + (j0 - run.first) * row_bytes, row_bytes, rows, d, ahead}, kf.data());
+    convert(Rows{value_bytes + (j0 - run.first) * row_bytes, row_bytes, rows, d, ahead}, vf.data());
     for (std::size_t g = 0; g < groups; ++g) {
       const float* q = qt.data() + g * d_pad * W;
       // Sᵀ: kLaneKeys keys at a time, each key's numbers broadcast against 16 queries.

@@ -14,8 +14,8 @@ namespace attnlab::kernels {
 // One contiguous run of a KV cache, [first, end), for `count` queries of one KV head's
 // group: the partial softmax state decode_split.cpp merges across runs.
 struct DecodeRun {
-  const void* keys = nullptr;    // the cache's key array for this KV head (storage dtype)
-  const void* values = nullptr;  // its value array
+  const void* keys = nullptr;    // the cache's keys for this KV head from row `first` on (storage dtype)
+  const void* values = nullptr;  // its values from row `first` on
   DType dtype = DType::f32;
   std::size_t d = 0;               // head width
   const float* queries = nullptr;  // [count × d]

@@ -51,7 +51,7 @@ EvictResult price_evict(const ModelDir& m, const EvictRequest& r, const EvictLim
     o.policies.push_back(parse_policy(p, "policy"));
   o.sinks = r.sinks;
   o.seed = r.seed;
-  o.cache = parse_cache_type(r.cache, "cache");
+  o.cache = r.cache;
   o.list_kept = r.kept;
   out.token_bytes = cache_token_bytes(c, o.cache);
   out.flops = eviction_steps(out.texts, o) * forward_flops(c, 1);

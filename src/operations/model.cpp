@@ -15,6 +15,7 @@
 #include "attnlab/core/files.hpp"
 #include "attnlab/model/detectors.hpp"
 #include "attnlab/model/forward.hpp"
+#include "attnlab/model/selective_decoder.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/operations/evict.hpp"
 #include "attnlab/operations/generate.hpp"
@@ -362,17 +363,11 @@ void run_model_kv(const ModelDir& m, ModelKvResult& result) {
 
 namespace {
 
-// Bytes a token takes in the cache (kv_memory.hpp's formula, on the model's shape).
-std::uint64_t kv_bytes_per_token(const ModelConfig& c, DType dtype) {
-  return kv_bytes_per_token(
-      ModelShape{.layers = c.n_layer, .heads = c.n_head, .kv_heads = c.kv_heads(), .head_dim = c.head_dim()}, dtype);
-}
-
 // The longest context this machine holds now: the model's positions, or fewer where the
 // available memory runs out first (0: unknown).
 std::uint64_t longest_context(const ModelKvResult& r, std::uint64_t available) {
   if (available == 0) return 0;
-  return std::min<std::uint64_t>(r.config.n_positions, available / kv_bytes_per_token(r.config, r.dtype));
+  return std::min<std::uint64_t>(r.config.n_positions, available / cache_token_bytes(r.config, r.dtype));
 }
 
 }  // namespace
@@ -380,7 +375,7 @@ std::uint64_t longest_context(const ModelKvResult& r, std::uint64_t available) {
 std::string model_kv_report(const ModelKvResult& r) {
   const ModelConfig& c = r.config;
   const MachineDescription machine = describe_machine();
-  const std::uint64_t per_token = kv_bytes_per_token(c, r.dtype),
+  const std::uint64_t per_token = cache_token_bytes(c, r.dtype),
                       weights = std::uint64_t{c.parameters()} * sizeof(float);
   std::string out = fmt::format("# The KV cache of {}, measured\n\n", r.model);
   out += fmt::format("- machine: {}, {} cores, {} memory ({} available)\n", machine.cpu, machine.cores,
@@ -388,8 +383,9 @@ std::string model_kv_report(const ModelKvResult& r) {
   out += fmt::format("- attnlab {}\n", ATTNLAB_VERSION);
   out += fmt::format("- model: {}\n", describe(c));
   out += fmt::format("- weights: {} parameters, {} as f32\n", format_count(c.parameters()), format_bytes(weights));
-  out += fmt::format("- cache: {}, 2 × {} layers × {} KV heads × {} × {} bytes = {} a token\n\n", dtype_name(r.dtype),
-                     c.n_layer, c.kv_heads(), c.head_dim(), dtype_bytes(r.dtype), format_bytes(per_token));
+  out += fmt::format("- cache: {}, 2 × {} layers × {} KV heads × a row of {} values in {} bytes = {} a token\n\n",
+                     cache_type_name(r.dtype), c.n_layer, c.kv_heads(), c.head_dim(),
+                     cache_row_bytes(r.dtype, c.head_dim()), format_bytes(per_token));
   out += "| context (tokens) | formula | measured (resident) | share of the weights |\n|---:|---:|---:|---:|\n";
   for (const ModelKvPoint& p : r.points)
     out += fmt::format("| {} | {} | {} | {:.1f}% |\n", format_count(p.tokens), format_bytes(p.formula_bytes),
@@ -428,7 +424,7 @@ json model_kv_json(const ModelKvResult& result) {
           {"kv_heads", c.kv_heads()},
           {"heads", c.n_head},
           {"head_dim", c.head_dim()},
-          {"dtype", dtype_name(result.dtype)},
+          {"dtype", cache_type_name(result.dtype)},
           {"weights_bytes", std::uint64_t{c.parameters()} * sizeof(float)},
           {"contexts", std::move(rows)},
           {"longest_context", longest_context(result, available_memory())},

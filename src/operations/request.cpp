@@ -18,6 +18,7 @@ using nlohmann::json;
 namespace {
 
 constexpr std::string_view kDTypes[] = {"f32", "f16", "bf16"};
+constexpr std::string_view kCacheTypes[] = {"f32", "f16", "bf16", "q8_0"};
 
 FieldDescription described(const FieldInfo& info, FieldKind kind, json value, bool optional = false) {
   return {info, kind, std::move(value), optional};
@@ -85,6 +86,11 @@ FieldDescription describe_field(const DType& m, const FieldInfo& info) {
   with_choices.choices = kDTypes;
   return described(with_choices, FieldKind::choice, field_json(m));
 }
+FieldDescription describe_field(const CacheType& m, const FieldInfo& info) {
+  FieldInfo with_choices = info;
+  with_choices.choices = kCacheTypes;
+  return described(with_choices, FieldKind::choice, field_json(m));
+}
 FieldDescription describe_field(const ByteSize& m, const FieldInfo& info) {
   return described(info, FieldKind::bytes, field_json(m), true);
 }
@@ -139,6 +145,9 @@ void read_field(const json& v, const FieldInfo& info, std::optional<std::string>
 }
 void read_field(const json& v, const FieldInfo& info, DType& m) {
   m = parse_dtype(read_string(v, info.name), info.name);
+}
+void read_field(const json& v, const FieldInfo& info, CacheType& m) {
+  m = parse_cache_type(read_string(v, info.name), info.name);
 }
 void read_field(const json& v, const FieldInfo& info, ByteSize& m) {
   m.bytes = v.is_string() ? parse_byte_size(v.get<std::string>(), info.name) : read_count(v, info.name);
@@ -226,6 +235,7 @@ json field_json(double m) { return m; }
 json field_json(const std::string& m) { return m; }
 json field_json(const std::optional<std::string>& m) { return m ? json(*m) : json(nullptr); }
 json field_json(DType m) { return dtype_name(m); }
+json field_json(CacheType m) { return cache_type_name(m); }
 json field_json(const ByteSize& m) { return field_json(m.bytes); }
 json field_json(const TokenRef& m) {
   if (m.id) return *m.id;

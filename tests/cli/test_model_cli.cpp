@@ -305,7 +305,9 @@ TEST(ModelCli, KvMeasuresTheCacheOfEachContextBesideTheFormulaWithKvHeads) {
   }
   const Result text = run_attnlab("model kv " + llama.string() + " --context 16");
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_CONTAINS(text.out, "2 layers × 2 × 2 KV heads × 8 × tokens × 4 bytes (f32) = 256 B per token (2× less than 4");
+  EXPECT_CONTAINS(
+      text.out,
+      "2 layers × 2 × 2 KV heads × tokens × a row of 8 values in 32 bytes (f32) = 256 B per token (2× less than 4");
   expect_refused("model kv " + llama.string() + " --context 65", "--context: 65 tokens: the model has 64 positions");
   expect_refused("model kv " + llama.string() + " --dtype f8", "--dtype");
 }

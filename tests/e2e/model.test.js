@@ -215,6 +215,18 @@ test('model source: the Generate panel replays each step\'s alternatives, every 
     await page.waitForFunction(() => window.attnlab.state.generation.step === 2);
     assert.deepEqual(await shown(), expected(2));
     assert.equal((await shown()).strips[0].weights.length, prompt.length + 1);  // the cache before the second new token
+    // The cache's storage, an option from the operation's description: q8_0's bytes as the command counts them.
+    await page.click('#generate-options summary');
+    await page.fill('#generate-options [data-testid="option-cache"]', 'q8_0');
+    await page.press('#generate-options [data-testid="option-cache"]', 'Enter');
+    await page.click('[data-testid="generate-run"]');
+    await page.waitForFunction(() => window.attnlab.state.generation.reply?.cache?.dtype === 'q8_0');
+    const q8 = JSON.parse(execFileSync(process.env.ATTNLAB_BIN, ['model', 'generate', FIXTURE, '--ids', prompt.join(','),
+      '--tokens', '4', '--trace', '--cache', 'q8_0', '--json'], { encoding: 'utf8' }));
+    assert.equal((await shown()).bytes, q8.generated[3].cache_bytes);
+    // (this fixture's rows of 4 values are one zero-padded block of 32: 34 bytes, more than f32's 16)
+    assert.equal(q8.generated[3].cache_bytes, q8.generated[3].cache_tokens * q8.cache.bytes_per_token);
+    assert.notEqual(q8.cache.bytes_per_token, want.cache.bytes_per_token);
     await page.fill('[data-testid="generate-temperature"]', 'warm');
     await page.click('[data-testid="generate-run"]');
     await page.waitForFunction(() => window.attnlab.state.generation.error);
@@ -246,6 +258,12 @@ test('model source: the KV panel measures the loaded model\'s cache and offers i
       assert.match(report, new RegExp(`\\| ${point.tokens} \\| ${point.formula_bytes === 1024 ? '1 KiB' : '4 KiB'} \\|`));
     assert.match(report, /- machine: .*cores/);
     assert.match(report, /longest context this machine holds: the model's own 16 positions/);
+    await page.click('#kv-model-options summary');
+    await page.fill('#kv-model-options [data-testid="option-dtype"]', 'q8_0');
+    await page.press('#kv-model-options [data-testid="option-dtype"]', 'Enter');
+    await page.click('[data-testid="kv-model-run"]');
+    await page.waitForFunction(() => window.attnlab.state.kvReport.reply?.dtype === 'q8_0');
+    assert.match(await page.textContent('[data-testid="kv-model-report"]'), /- cache: q8_0, /);
     assertNoErrors(page);
     await page.close();
   });

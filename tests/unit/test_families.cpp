@@ -79,7 +79,7 @@ TEST_P(FamilyFixture, TheDecodersLogitsAtEveryStepAreNumPysAtThatPosition) {
   const std::size_t vocab = model.config.vocab_size;
   for (const DType dtype : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dtype));
-    Decoder decoder(model, dtype);
+    Decoder decoder(model, cache_type(dtype));
     // The first three tokens as one prompt step, then one token per step.
     std::vector<float> logits = decoder.step(std::span(ids).first(3));
     for (std::size_t i = 3;; ++i) {

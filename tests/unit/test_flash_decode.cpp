@@ -17,8 +17,8 @@ using namespace attnlab;
 
 namespace {
 
-KVCache random_cache(std::size_t kv_heads, std::size_t d, std::size_t m, DType dtype, std::uint64_t seed) {
-  KVCache cache(1, kv_heads, d, dtype);
+KVCache random_cache(std::size_t kv_heads, std::size_t d, std::size_t m, CacheType type, std::uint64_t seed) {
+  KVCache cache(1, kv_heads, d, type);
   SplitMix64 rng(seed);
   std::vector<float> k(kv_heads * d), v(kv_heads * d);
   for (std::size_t t = 0; t < m; ++t) {
@@ -33,26 +33,26 @@ KVCache random_cache(std::size_t kv_heads, std::size_t d, std::size_t m, DType d
 
 }  // namespace
 
-TEST(FlashDecode, MatchesTheReferenceDecodeOverShapesDtypesChunksThreadsAndInstructionSets) {
+TEST(FlashDecode, MatchesTheReferenceDecodeOverShapesStorageTypesChunksThreadsAndInstructionSets) {
   const std::pair<std::size_t, std::size_t> groups[] = {{1, 1}, {4, 1}, {8, 2}, {32, 8}};
-  const DType dtypes[] = {DType::f32, DType::f16, DType::bf16};
+  const CacheType types[] = {CacheType::f32, CacheType::f16, CacheType::bf16, CacheType::q8_0};
   const std::size_t chunks[] = {64, 100, 1024};
   const std::vector<Isa> isas = test::runnable_isas();
   std::size_t counter = 0;
   for (std::size_t m : {1, 3, 75, 1000, 3000})
     for (std::size_t d : {8, 72, 128}) {
       const auto [heads, kv_heads] = groups[counter % 4];
-      const DType dtype = dtypes[counter % 3];
+      const CacheType type = types[(counter / 2) % 4];
       const std::size_t n_new = std::min<std::size_t>(m, counter % 3 == 0 ? 1 : counter % 3 == 1 ? 3 : 8);
       DecodeOptions options;
       options.chunk = chunks[counter % 3];
       options.threads = 1 + counter % 2;
       options.isa = isas[counter % isas.size()];
-      SCOPED_TRACE(fmt::format("H={} H_kv={} d={} m={} n_new={} dtype={} chunk={} threads={} isa={}", heads, kv_heads,
-                               d, m, n_new, dtype_name(dtype), options.chunk, options.threads,
+      SCOPED_TRACE(fmt::format("H={} H_kv={} d={} m={} n_new={} cache={} chunk={} threads={} isa={}", heads, kv_heads,
+                               d, m, n_new, cache_type_name(type), options.chunk, options.threads,
                                to_string(*options.isa)));
       ++counter;
-      const KVCache cache = random_cache(kv_heads, d, m, dtype, m + d);
+      const KVCache cache = random_cache(kv_heads, d, m, type, m + d);
       SplitMix64 rng(counter);
       std::vector<float> q(n_new * heads * d);
       for (float& x : q)
@@ -71,22 +71,22 @@ struct DecodeCase {
   std::size_t heads, kv_heads, n_new, m, d, chunk;
 };
 
-// Each case on every dtype and every instruction set this CPU runs, threads alternating
-// 1 and 2, queries drawn with twice the usual spread (sharper weights: the running max
-// moves more), against the reference decode. `seed` keeps each test's draws its own.
+// Each case on every storage type (q8_0 read back to f32 before the kernel) and every instruction set this CPU runs,
+// threads alternating 1 and 2, queries drawn with twice the usual spread (sharper weights: the running max moves more),
+// against the reference decode. `seed` keeps each test's draws its own.
 void expect_matches_reference(std::span<const DecodeCase> cases, std::size_t seed) {
   const std::vector<Isa> isas = test::runnable_isas();
   std::size_t counter = 0;
   for (const DecodeCase& c : cases)
-    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+    for (CacheType type : {CacheType::f32, CacheType::f16, CacheType::bf16, CacheType::q8_0})
       for (Isa isa : isas) {
         DecodeOptions options;
         options.chunk = c.chunk;
         options.threads = 1 + counter % 2;
         options.isa = isa;
-        SCOPED_TRACE(fmt::format("H={} H_kv={} n_new={} m={} d={} chunk={} dtype={} isa={}", c.heads, c.kv_heads,
-                                 c.n_new, c.m, c.d, c.chunk, dtype_name(dtype), to_string(isa)));
-        const KVCache cache = random_cache(c.kv_heads, c.d, c.m, dtype, ++counter + seed);
+        SCOPED_TRACE(fmt::format("H={} H_kv={} n_new={} m={} d={} chunk={} cache={} isa={}", c.heads, c.kv_heads,
+                                 c.n_new, c.m, c.d, c.chunk, cache_type_name(type), to_string(isa)));
+        const KVCache cache = random_cache(c.kv_heads, c.d, c.m, type, ++counter + seed);
         SplitMix64 rng(counter + seed + 1000);
         std::vector<float> q(c.n_new * c.heads * c.d);
         for (float& x : q)

@@ -113,6 +113,42 @@ TEST(KVCache, HalfPrecisionStorageHoldsTheRoundedBitPatterns) {
   }
 }
 
+// q8_0 as ggml's block_q8_0 defines it: per 32 values, the f16 scale d = max|x| / 127 and
+// the int8s round(x / d), read back as q · d. A row of 40 values is two blocks, the second
+// holding 8 values and 24 zeros: 68 bytes a row.
+TEST(KVCache, Q8_0StorageIsLlamaCppsBlockOf32) {
+  KVCache cache(1, 1, 40, CacheType::q8_0);
+  EXPECT_EQ(cache.row_bytes(), 68u);
+  SplitMix64 rng(5);
+  std::vector<float> k = random_row(rng, 40), v = random_row(rng, 40);
+  k[3] = -7.5f;  // the first block's largest magnitude, negative
+  cache.append(0, k, v);
+  EXPECT_EQ(cache.used_bytes(), 2u * 68);
+  const auto* bytes = static_cast<const unsigned char*>(cache.keys(0, 0));
+  std::vector<float> loaded(40);
+  cache.load_keys(0, 0, 0, 1, loaded);
+  for (std::size_t block = 0; block < 2; ++block) {
+    const std::size_t first = block * 32, count = block == 0 ? 32 : 8;
+    float largest = 0;
+    for (std::size_t i = 0; i < count; ++i)
+      largest = std::max(largest, std::abs(k[first + i]));
+    const float d = largest / 127;
+    std::uint16_t stored_d;
+    std::memcpy(&stored_d, bytes + block * 34, 2);
+    EXPECT_EQ(stored_d, f32_to_f16(d));
+    const auto* q = reinterpret_cast<const std::int8_t*>(bytes + block * 34 + 2);
+    for (std::size_t i = 0; i < 32; ++i) {
+      const int expected = i < count ? static_cast<int>(std::lround(k[first + i] / d)) : 0;
+      EXPECT_EQ(q[i], expected) << "block " << block << " value " << i;
+      if (i < count) EXPECT_EQ(loaded[first + i], static_cast<float>(q[i]) * f16_to_f32(stored_d));
+    }
+    if (block == 0) EXPECT_EQ(q[3], -127) << "the largest magnitude takes the whole range";
+  }
+  std::vector<float> rounded = k;
+  round_cache_row(CacheType::q8_0, rounded);
+  EXPECT_EQ(rounded, loaded) << "round_cache_row is the store and the load";
+}
+
 TEST(KVCache, BytesComeFromTheAllocationsAndUsedBytesIsTheFormula) {
   const ModelShape shape{"small", "", 3, 0, 8, 2, 16, 0, ""};
   for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {

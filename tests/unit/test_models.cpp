@@ -137,14 +137,18 @@ TEST(ModelKv, ALargeVocabularyDoesNotInflateThePriceOfALongContext) {
     x = static_cast<float>(0.05 * rng.normal());
   const attnlab::Model model = attnlab::unflatten(c, parameters);
   const std::vector<std::uint64_t> contexts{8192};
-  const std::vector<attnlab::ModelKvPoint> points = attnlab::measure_model_kv(model, contexts, attnlab::DType::f32);
-  ASSERT_EQ(points.size(), 1u);
-  EXPECT_EQ(points[0].formula_bytes, 2u * 2 * 2 * 16 * 8192 * 4) << "layers × 2 × H_kv × head_dim × tokens × 4 bytes";
-  EXPECT_EQ(points[0].used_bytes, points[0].formula_bytes);
-  // The measured column is the cache alone: the memory the rest of the run touches is
-  // resident before the measure too. Within the pages' rounding (a page per array: 2 layers
-  // × 2 KV heads × keys and values) and a little of the heap's.
-  if (ATTNLAB_UNDER_ASAN) GTEST_SKIP() << "AddressSanitizer's allocator keeps freed memory resident";
-  const double formula = double(points[0].formula_bytes), resident = double(points[0].resident_bytes);
-  EXPECT_NEAR(resident, formula, 0.02 * formula + 64 * 1024.0) << "resident " << resident << " formula " << formula;
+  // f32: a row of 16 values is 64 bytes; q8_0: one block of 32 (16 of them zero padding), 34 bytes.
+  for (const auto& [type, row_bytes] : {std::pair{attnlab::CacheType::f32, 64u}, {attnlab::CacheType::q8_0, 34u}}) {
+    SCOPED_TRACE(attnlab::cache_type_name(type));
+    const std::vector<attnlab::ModelKvPoint> points = attnlab::measure_model_kv(model, contexts, type);
+    ASSERT_EQ(points.size(), 1u);
+    EXPECT_EQ(points[0].formula_bytes, 2u * 2 * 2 * row_bytes * 8192) << "layers × 2 × H_kv × row bytes × tokens";
+    EXPECT_EQ(points[0].used_bytes, points[0].formula_bytes);
+    // The measured column is the cache alone: the memory the rest of the run touches is
+    // resident before the measure too. Within the pages' rounding (a page per array: 2 layers
+    // × 2 KV heads × keys and values) and a little of the heap's.
+    if (ATTNLAB_UNDER_ASAN) GTEST_SKIP() << "AddressSanitizer's allocator keeps freed memory resident";
+    const double formula = double(points[0].formula_bytes), resident = double(points[0].resident_bytes);
+    EXPECT_NEAR(resident, formula, 0.02 * formula + 64 * 1024.0) << "resident " << resident << " formula " << formula;
+  }
 }

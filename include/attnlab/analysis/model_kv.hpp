@@ -2,7 +2,8 @@
 // through the model's decoder, and the cache it leaves weighed three ways, beside the
 // formula every KV estimate uses,
 //
-//   bytes = layers × 2 × H_kv × head_dim × tokens × bytes per number
+//   bytes = layers × 2 × H_kv × tokens × row bytes   (a row: head_dim × bytes per number;
+//                                                      q8_0: ⌈head_dim / 32⌉ blocks of 34 bytes)
 //
 // (keys and values, per layer, per KV head: grouped-query attention divides it by H / H_kv).
 #pragma once
@@ -11,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "attnlab/core/dtype.hpp"
+#include "attnlab/core/kv_cache.hpp"
 #include "attnlab/model/model.hpp"
 
 namespace attnlab {
@@ -27,7 +28,7 @@ struct ModelKvPoint {
 // The cache at each context (each 1 to the model's positions; at most 16 of them), in the
 // order given. InputError naming "context" for a context the model cannot hold or memory the
 // machine does not have (checked before any run).
-std::vector<ModelKvPoint> measure_model_kv(const Model& model, std::span<const std::uint64_t> contexts, DType dtype,
+std::vector<ModelKvPoint> measure_model_kv(const Model& model, std::span<const std::uint64_t> contexts, CacheType type,
                                            std::uint64_t seed = 0);
 
 }  // namespace attnlab

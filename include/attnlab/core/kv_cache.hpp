@@ -6,10 +6,12 @@
 //   for each layer l and KV head g, two separate contiguous arrays,
 //     keys(l, g)    length(l) × head_dim values, row t = token t's key for head g
 //     values(l, g)  length(l) × head_dim values, row t = token t's value for head g
-//   each value in the storage dtype: f32 (float), f16 or bf16 (std::uint16_t bit patterns,
-//   see dtype.hpp). Rows are appended in token order and never move relative to each
-//   other; the arrays themselves may move when they grow (pointers are valid until the
-//   next append or reserve).
+//   each row in the storage type: f32 (float), f16 or bf16 (std::uint16_t bit patterns, see
+//   dtype.hpp), or q8_0, llama.cpp's block of 32 values: one f16 scale d = max|x| / 127 and 32
+//   int8 q = round(x / d), read back as q · d, 34 bytes (a row of head_dim values is
+//   ⌈head_dim / 32⌉ blocks, the last one zero-padded). Rows are appended in token order and
+//   never move relative to each other; the arrays themselves may move when they grow
+//   (pointers are valid until the next append or reserve).
 //
 // Grouped-query attention: H query heads share H_kv KV heads (H_kv divides H); query head
 // h reads KV head h / (H / H_kv), i.e. consecutive query heads share one KV head (the
@@ -17,20 +19,39 @@
 //
 // Memory: the arrays are malloc'd and grown with realloc (doubling when append runs out
 // of room, exactly to the request with reserve). bytes() is what the arrays were allocated,
-// used_bytes() what the tokens occupy (the formula 2 × L × H_kv × d_head × length × bytes).
+// used_bytes() what the tokens occupy (the formula 2 × L × H_kv × length × row bytes, a row
+// d_head × 4, 2 or 2 bytes, or ⌈d_head / 32⌉ × 34 in q8_0).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "attnlab/core/dtype.hpp"
 
 namespace attnlab {
 
+// How a cache stores its keys and values (see above).
+enum class CacheType { f32, f16, bf16, q8_0 };
+std::string_view cache_type_name(CacheType type);  // "f32", "f16", "bf16", "q8_0"
+// InputError naming `field` for anything but those four names.
+CacheType parse_cache_type(std::string_view text, std::string_view field);
+CacheType cache_type(DType dtype);  // the cache type storing values as `dtype`
+// Bytes one KV head's row of head_dim values takes stored as `type` (q8_0: 34 per block of 32).
+std::size_t cache_row_bytes(CacheType type, std::size_t head_dim);
+// One row of head_dim values stored as `type` into `out` [cache_row_bytes], and `count` stored
+// rows read back as f32 into `out` [count × head_dim].
+void store_cache_row(CacheType type, std::span<const float> row, void* out);
+void load_cache_rows(CacheType type, const void* rows, std::size_t count, std::size_t head_dim, std::span<float> out);
+// `row` as `type` stores it and reads it back.
+void round_cache_row(CacheType type, std::span<float> row);
+
 class KVCache {
  public:
-  KVCache(std::size_t layers, std::size_t kv_heads, std::size_t head_dim, DType dtype);
+  KVCache(std::size_t layers, std::size_t kv_heads, std::size_t head_dim, CacheType type);
+  KVCache(std::size_t layers, std::size_t kv_heads, std::size_t head_dim, DType dtype)
+      : KVCache(layers, kv_heads, head_dim, cache_type(dtype)) {}
   ~KVCache();
   KVCache(KVCache&&) noexcept;
   KVCache& operator=(KVCache&&) noexcept;
@@ -40,7 +61,8 @@ class KVCache {
   std::size_t layers() const { return layers_; }
   std::size_t kv_heads() const { return kv_heads_; }
   std::size_t head_dim() const { return head_dim_; }
-  DType dtype() const { return dtype_; }
+  CacheType type() const { return type_; }
+  std::size_t row_bytes() const { return row_bytes_; }  // one KV head's key (or value) row
 
   // Tokens held by `layer`.
   std::size_t length(std::size_t layer) const { return lengths_[layer]; }
@@ -52,7 +74,7 @@ class KVCache {
   void reserve(std::size_t tokens);
 
   // Appends one token to `layer`: keys and values are [kv_heads × head_dim] (KV head g's
-  // row at g·head_dim), rounded to the storage dtype.
+  // row at g·head_dim), rounded to the storage type.
   void append(std::size_t layer, std::span<const float> keys, std::span<const float> values);
 
   // The raw arrays of one layer and KV head (see the storage layout above).
@@ -66,9 +88,9 @@ class KVCache {
   void load_values(std::size_t layer, std::size_t kv_head, std::size_t first, std::size_t count,
                    std::span<float> out) const;
 
-  // Bytes allocated for the arrays: 2 × L × H_kv × capacity × head_dim × dtype bytes.
+  // Bytes allocated for the arrays: 2 × L × H_kv × capacity × row bytes.
   std::size_t bytes() const;
-  // Bytes the tokens occupy: Σ over layers of 2 × H_kv × length × head_dim × dtype bytes.
+  // Bytes the tokens occupy: Σ over layers of 2 × H_kv × length × row bytes.
   std::size_t used_bytes() const;
 
  private:
@@ -80,7 +102,8 @@ class KVCache {
   void release();
 
   std::size_t layers_ = 0, kv_heads_ = 0, head_dim_ = 0;
-  DType dtype_ = DType::f32;
+  CacheType type_ = CacheType::f32;
+  std::size_t row_bytes_ = 0;
   std::size_t capacity_ = 0;
   std::vector<std::size_t> lengths_;  // per layer
   std::vector<void*> arrays_;         // (layer, kv head, keys/values) -> malloc'd array

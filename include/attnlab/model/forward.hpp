@@ -185,7 +185,7 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
 // everything cached. The logits equal a full forward pass over all tokens so far.
 class Decoder {
  public:
-  explicit Decoder(const Model& model, DType cache_dtype = DType::f32);
+  explicit Decoder(const Model& model, CacheType cache_type = CacheType::f32);
   // Runs `ids` (the next tokens, at positions length()..) and returns the last one's logits
   // [vocab]; InputError naming "ids" past the model's positions or vocabulary.
   std::vector<float> step(std::span<const int> ids);

@@ -15,14 +15,15 @@
 namespace attnlab {
 
 struct GenerateOptions {
-  std::size_t tokens = 20;       // new tokens
-  double temperature = 0;        // 0: greedy; up to 100
-  std::size_t top_k = 0;         // sample among the k most probable (0: all)
-  double top_p = 1;              // then among the most probable whose probabilities reach p (nucleus; 1: all)
-  std::uint64_t seed = 0;        // of the sampling (splitmix64)
-  bool bf16 = false;             // the prompt's products in bf16 (attnlab/model/blas.hpp's Bf16Products)
-  bool trace = false;            // each step's alternatives and every head's weights over the cache
-  std::size_t alternatives = 5;  // with trace: the most probable tokens listed each step
+  std::size_t tokens = 20;           // new tokens
+  double temperature = 0;            // 0: greedy; up to 100
+  std::size_t top_k = 0;             // sample among the k most probable (0: all)
+  double top_p = 1;                  // then among the most probable whose probabilities reach p (nucleus; 1: all)
+  std::uint64_t seed = 0;            // of the sampling (splitmix64)
+  bool bf16 = false;                 // the prompt's products in bf16 (attnlab/model/blas.hpp's Bf16Products)
+  bool trace = false;                // each step's alternatives and every head's weights over the cache
+  std::size_t alternatives = 5;      // with trace: the most probable tokens listed each step
+  CacheType cache = CacheType::f32;  // how the cache stores keys and values (core/kv_cache.hpp)
 };
 
 struct GeneratedToken {

@@ -12,30 +12,23 @@
 //               z_h = Σ_{j ∈ kept ∪ {t}, in the layer's window} softmax_j(q_h · k_j · scale) v_j
 //   logits = norm_f(x) · Uᵀ
 //
-// Storage types: f32, f16, bf16, and q8_0 (llama.cpp's block of 32 values: one f16 scale
-// d = max|x| / 127 and 32 int8 q = round(x / d), read back as q · d). Each KV head's row of
-// d_head values is cut into blocks of 32, the last one shorter where d_head is not a multiple
-// of 32.
+// Storage types: a KVCache's (core/kv_cache.hpp): f32, f16, bf16, and q8_0 (llama.cpp's block
+// of 32 values: one f16 scale d = max|x| / 127 and 32 int8 q = round(x / d), read back as q ·
+// d). Each KV head's row of d_head values is cut into blocks of 32, the last one zero-padded
+// where d_head is not a multiple of 32.
 #pragma once
 #include <cstddef>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "attnlab/core/kv_cache.hpp"  // CacheType
 #include "attnlab/model/model.hpp"
 
 namespace attnlab {
 
-enum class CacheType { f32, f16, bf16, q8_0 };
-std::string_view cache_type_name(CacheType type);  // "f32", "f16", "bf16", "q8_0"
-// InputError naming `field` for anything but those four names.
-CacheType parse_cache_type(std::string_view text, std::string_view field);
-// Bytes one KV head's row of head_dim values takes stored as `type` (q8_0: 34 per block of 32).
-std::size_t cache_row_bytes(CacheType type, std::size_t head_dim);
 // Bytes one token takes in the cache: its key and value rows in every layer and KV head.
 std::size_t cache_token_bytes(const ModelConfig& config, CacheType type);
-// `row` (one KV head's head_dim values) as `type` stores it and reads it back.
-void round_cache_row(CacheType type, std::span<float> row);
 
 class SelectiveDecoder {
  public:

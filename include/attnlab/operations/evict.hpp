@@ -23,7 +23,6 @@ struct EvictRequest {
       "KV-cache eviction put to the test: policies (a window, attention sinks, H2O's heavy hitters, random, by "
       "effect) at cache budgets, measured by the model's next-token loss and agreement with the full cache";
   static constexpr std::string_view kPolicies[] = {"full", "window", "sinks", "h2o", "random", "effect"};
-  static constexpr std::string_view kCacheTypes[] = {"f32", "f16", "bf16", "q8_0"};
 
   TokenInput text;
   std::optional<std::string> texts;  // a file of texts (operations/corpus.hpp)
@@ -31,7 +30,7 @@ struct EvictRequest {
   std::vector<std::uint64_t> budget = {64, 256, 1024};
   std::vector<std::string> policy = {"full", "window", "sinks", "h2o", "random", "effect"};
   std::uint64_t sinks = 4;
-  std::string cache = "f32";
+  CacheType cache = CacheType::f32;
   std::optional<std::uint64_t> max_tokens;
   std::uint64_t seed = 0;
   bool kept = false;
@@ -52,9 +51,7 @@ struct EvictRequest {
                    .max_items = 16});
     field(policy, {.name = "policy", .help = "The policies", .choices = kPolicies});
     field(sinks, {.name = "sinks", .help = "The sinks policy's first tokens, always kept", .range = {0, 1024}});
-    field(cache, {.name = "cache",
-                  .help = "How the policies' caches store keys and values (the reference stays f32)",
-                  .choices = kCacheTypes});
+    field(cache, {.name = "cache", .help = "How the policies' caches store keys and values (the reference stays f32)"});
     field(max_tokens, {.name = "max_tokens",
                        .help = "Each text cut to its first N tokens (default: the model's positions)",
                        .unit = "tokens",

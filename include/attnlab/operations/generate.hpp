@@ -40,6 +40,9 @@ struct GenerateRequest {
     field(options.trace, {.name = "trace",
                           .help = "Each step's most probable tokens and every head's attention weights over the "
                                   "cache, and the cache's bytes (layers × heads × cache numbers a step)"});
+    field(options.cache, {.name = "cache",
+                          .help = "How the KV cache stores keys and values: f32, f16, bf16, or q8_0 (llama.cpp's "
+                                  "blocks of 32 int8 and a scale, about a quarter of f32)"});
     field(options.alternatives, {.name = "alternatives",
                                  .help = "With trace: how many of each step's most probable tokens to list",
                                  .range = {1, 100}});

@@ -198,7 +198,7 @@ struct ModelKvRequest {
       "to resident memory";
 
   std::vector<std::uint64_t> context;  // none: 16, 64, 256, ... up to the model's positions (at most 4096)
-  DType dtype = DType::f32;
+  CacheType dtype = CacheType::f32;
   std::optional<std::string> report;
 
   template <class Field>
@@ -206,7 +206,7 @@ struct ModelKvRequest {
     field(context, {.name = "context",
                     .help = "Context lengths (default: 16, 64, 256, ... up to the model's positions, at most 4096)",
                     .unit = "tokens"});
-    field(dtype, {.name = "dtype", .help = "The cache's storage"});
+    field(dtype, {.name = "dtype", .help = "The cache's storage (q8_0: llama.cpp's blocks of 32 int8 and a scale)"});
     field(report, {.name = "report",
                    .help = "Also write the measure as a Markdown report to share (the machine, the model, each "
                            "context, the longest context that fits): its path",
@@ -218,7 +218,7 @@ struct ModelKvRequest {
 struct ModelKvResult {
   std::string model;  // the path it was read from
   ModelConfig config;
-  DType dtype = DType::f32;
+  CacheType dtype = CacheType::f32;
   std::vector<std::uint64_t> contexts;
   std::vector<ModelKvPoint> points;
 };

@@ -92,7 +92,7 @@ struct FieldInfo {
 
 // What kind of value a field holds, from its member's type: "flag" (bool), "count"
 // (std::uint64_t, or std::optional of it), "counts" (a list of them), "number" (double),
-// "text" (std::string, std::optional of it), "choice" (a text with choices, or a DType),
+// "text" (std::string, std::optional of it), "choice" (a text with choices, a DType or a CacheType),
 // "bytes" (ByteSize), "tokens" (TokenInput), "token" (TokenRef), "heads" (HeadList),
 // "choices" (std::vector<std::string>, each one of the field's choices), "sequences"
 // (IdSequences: lists of token ids).
@@ -125,6 +125,7 @@ FieldDescription describe_field(const double& member, const FieldInfo& info);
 FieldDescription describe_field(const std::string& member, const FieldInfo& info);
 FieldDescription describe_field(const std::optional<std::string>& member, const FieldInfo& info);
 FieldDescription describe_field(const DType& member, const FieldInfo& info);
+FieldDescription describe_field(const CacheType& member, const FieldInfo& info);
 FieldDescription describe_field(const ByteSize& member, const FieldInfo& info);
 FieldDescription describe_field(const TokenInput& member, const FieldInfo& info);
 FieldDescription describe_field(const TokenRef& member, const FieldInfo& info);
@@ -142,6 +143,7 @@ void read_field(const nlohmann::json& value, const FieldInfo& info, double& memb
 void read_field(const nlohmann::json& value, const FieldInfo& info, std::string& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, std::optional<std::string>& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, DType& member);
+void read_field(const nlohmann::json& value, const FieldInfo& info, CacheType& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, ByteSize& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, TokenRef& member);
 void read_field(const nlohmann::json& value, const FieldInfo& info, HeadList& member);
@@ -159,6 +161,7 @@ nlohmann::json field_json(double member);
 nlohmann::json field_json(const std::string& member);
 nlohmann::json field_json(const std::optional<std::string>& member);
 nlohmann::json field_json(DType member);
+nlohmann::json field_json(CacheType member);
 nlohmann::json field_json(const ByteSize& member);
 nlohmann::json field_json(const TokenInput& member);
 nlohmann::json field_json(const TokenRef& member);

@@ -8,16 +8,17 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/forward.hpp"
+#include "attnlab/model/selective_decoder.hpp"
 
 namespace attnlab {
 
-std::vector<ModelKvPoint> measure_model_kv(const Model& model, std::span<const std::uint64_t> contexts, DType dtype,
+std::vector<ModelKvPoint> measure_model_kv(const Model& model, std::span<const std::uint64_t> contexts, CacheType type,
                                            std::uint64_t seed) {
   const ModelConfig& c = model.config;
   constexpr std::size_t kMaxContexts = 16;
   if (contexts.empty() || contexts.size() > kMaxContexts)
     fail("context", fmt::format("give 1 to {} context lengths, e.g. 16,64,256", kMaxContexts));
-  const std::uint64_t per_token = std::uint64_t{c.n_layer} * 2 * c.kv_heads() * c.head_dim() * dtype_bytes(dtype);
+  const std::uint64_t per_token = cache_token_bytes(c, type);
   for (std::uint64_t tokens : contexts) {
     if (tokens < 1 || tokens > c.n_positions)
       fail("context",
@@ -39,10 +40,10 @@ std::vector<ModelKvPoint> measure_model_kv(const Model& model, std::span<const s
     // that everything else the run touches stays resident before the measure as after it (the
     // weights' pages, the threads, OpenBLAS's buffers, the heap's high-water mark), then the
     // resident bytes with the cache alive, its activations freed, above that.
-    { Decoder(model, dtype).step(ids); }
+    { Decoder(model, type).step(ids); }
     release_free_heap();
     const std::size_t before = memory::resident_bytes();
-    Decoder decoder(model, dtype);
+    Decoder decoder(model, type);
     decoder.step(ids);  // the prompt, all at once: every layer's keys and values join the cache
     release_free_heap();
     const std::size_t after = memory::resident_bytes();

@@ -6,6 +6,7 @@
 
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/json.hpp"
+#include "attnlab/model/selective_decoder.hpp"
 
 namespace attnlab {
 
@@ -149,10 +150,12 @@ nlohmann::json generation_json(const ModelDir& m, const std::vector<int>& prompt
       {"prompt", std::move(prompt_json)}, {"generated", std::move(steps)},      {"ids", all},
       {"text", std::move(text)},          {"temperature", options.temperature}, {"seed", options.seed}};
   if (options.trace)  // the cache's shape: what each step's bytes are made of
-    out["cache"] = {
-        {"dtype", "f32"},           {"layers", c.n_layer},
-        {"heads", c.n_head},        {"kv_heads", c.kv_heads()},
-        {"head_dim", c.head_dim()}, {"bytes_per_token", 2 * c.n_layer * c.kv_heads() * c.head_dim() * sizeof(float)}};
+    out["cache"] = {{"dtype", cache_type_name(options.cache)},
+                    {"layers", c.n_layer},
+                    {"heads", c.n_head},
+                    {"kv_heads", c.kv_heads()},
+                    {"head_dim", c.head_dim()},
+                    {"bytes_per_token", cache_token_bytes(c, options.cache)}};
   return out;
 }
 

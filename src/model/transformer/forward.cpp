@@ -586,8 +586,8 @@ std::vector<float> forward_suffix(const Model& model, std::size_t layer, std::sp
   return unembed(model, std::span<const float>(x).subspan((rows - 1) * d), 1);
 }
 
-Decoder::Decoder(const Model& model, DType cache_dtype)
-    : model_(model), cache_(model.config.n_layer, model.config.kv_heads(), model.config.head_dim(), cache_dtype) {}
+Decoder::Decoder(const Model& model, CacheType cache_type)
+    : model_(model), cache_(model.config.n_layer, model.config.kv_heads(), model.config.head_dim(), cache_type) {}
 
 std::vector<float> Decoder::step(std::span<const int> ids) {
   const ModelConfig& c = model_.config;

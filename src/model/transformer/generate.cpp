@@ -63,7 +63,7 @@ std::vector<GeneratedToken> generate(const Model& model, std::span<const int> pr
                                      const std::function<void(const GeneratedToken&)>& each) {
   check_generate(model.config, prompt.size(), o);
   if (prompt.empty()) fail("prompt", "is empty; give at least one token");
-  Decoder decoder(model);
+  Decoder decoder(model, o.cache);
   decoder.keep_weights(o.trace);
   SplitMix64 rng(o.seed);
   std::vector<float> logits;

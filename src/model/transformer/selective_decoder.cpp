@@ -16,56 +16,8 @@ namespace attnlab {
 
 using namespace transformer;
 
-namespace {
-constexpr std::string_view kCacheTypeNames[] = {"f32", "f16", "bf16", "q8_0"};
-constexpr std::size_t kQ8Block = 32;  // values per q8_0 block
-}  // namespace
-
-std::string_view cache_type_name(CacheType type) { return kCacheTypeNames[static_cast<int>(type)]; }
-
-CacheType parse_cache_type(std::string_view text, std::string_view field) {
-  for (std::size_t i = 0; i < std::size(kCacheTypeNames); ++i)
-    if (text == kCacheTypeNames[i]) return static_cast<CacheType>(i);
-  fail(field, fmt::format("\"{}\" is not a cache type; use f32, f16, bf16 or q8_0", text.substr(0, 32)));
-}
-
-std::size_t cache_row_bytes(CacheType type, std::size_t head_dim) {
-  switch (type) {
-    case CacheType::f32: return 4 * head_dim;
-    case CacheType::f16:
-    case CacheType::bf16: return 2 * head_dim;
-    case CacheType::q8_0: return (head_dim + kQ8Block - 1) / kQ8Block * (2 + kQ8Block);
-  }
-  return 0;
-}
-
 std::size_t cache_token_bytes(const ModelConfig& c, CacheType type) {
   return 2 * c.n_layer * c.kv_heads() * cache_row_bytes(type, c.head_dim());
-}
-
-void round_cache_row(CacheType type, std::span<float> row) {
-  switch (type) {
-    case CacheType::f32: return;
-    case CacheType::f16:
-      for (float& x : row)
-        x = f16_to_f32(f32_to_f16(x));
-      return;
-    case CacheType::bf16:
-      for (float& x : row)
-        x = bf16_to_f32(f32_to_bf16(x));
-      return;
-    case CacheType::q8_0:
-      for (std::size_t first = 0; first < row.size(); first += kQ8Block) {
-        const std::span<float> block = row.subspan(first, std::min(kQ8Block, row.size() - first));
-        float largest = 0;
-        for (float x : block)
-          largest = std::max(largest, std::abs(x));
-        const float d = largest / 127, stored_d = f16_to_f32(f32_to_f16(d));
-        for (float& x : block)
-          x = d == 0 ? 0.0f : std::round(x / d) * stored_d;
-      }
-      return;
-  }
 }
 
 SelectiveDecoder::SelectiveDecoder(const Model& model, CacheType type)

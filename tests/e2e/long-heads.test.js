@@ -1,0 +1,80 @@
+// Browser test of the maths panel on a head of a real width: a model `attnlab train` makes
+// here with d_model 128 and 2 heads (d_k 64), served with `attnlab serve --model DIR`, and a
+// row of 40 keys. Vectors of 64 numbers are shortened to their first and last few until
+// "full vectors" is on; past 32 keys the rows go by weight, heaviest first, until the box
+// says position order; each weight has a bar as long as the weight.
+//
+// It needs the attnlab binary (ATTNLAB_BIN, which run-with-server.sh sets): without it the
+// test is skipped, saying so.
+'use strict';
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+const { openBrowser, settled } = require('./helpers.js');
+
+const SKIP = process.env.ATTNLAB_BIN ? false : 'ATTNLAB_BIN is not set: this test trains a model and serves it itself';
+const IDS = Array.from({ length: 40 }, (_, i) => 1 + ((i * 7) % 27));
+let browser, dir;
+
+before(async () => {
+  if (SKIP) return;
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-wide-'));
+  execFileSync(process.env.ATTNLAB_BIN, ['train', '--out', dir, '--d-model', '128', '--heads', '2', '--context', '48',
+    '--steps', '2', '--batch', '2', '--prev-token-steps', '0', '--log-every', '1', '--checkpoint-every', '2', '--force']);
+  browser = await openBrowser({ serveArgs: ['--model', dir] });
+});
+after(async () => {
+  if (browser) await browser.close();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** Each key's row as the panel shows it: its position j, its place, its weight and its bar. */
+const rows = (page) => page.$$eval('[data-testid^="math-weight-"]', (els) => els.map((el) => ({
+  j: Number(el.dataset.testid.slice('math-weight-'.length)),
+  place: Number(/** @type {HTMLElement} */ (el.parentElement).style.order),
+  weight: Number(el.dataset.value),
+  bar: /** @type {HTMLElement} */ (el.querySelector('.math-bar')).style.width,
+})));
+
+test('the maths panel at d_k 64 and 40 keys: shortened vectors, the heaviest keys first, a bar for each weight',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1600 });
+    await page.waitForSelector('[data-testid="model"]:not([hidden])');
+    await page.fill('[data-testid="model-input"]', IDS.join(' '));
+    await page.click('[data-testid="model-run"]');
+    await page.waitForFunction((n) => window.attnlab.state.model.run?.ids?.length === n, IDS.length);
+    await page.click('[data-testid="model-thumb-1.1"]');
+    await page.waitForFunction(() => window.attnlab.state.trace?.scenario === 'head 1.1');
+    await settled(page);
+    await page.evaluate(() => window.attnlab.setQuery(39));
+    await page.waitForSelector('[data-testid="maths"][data-query="39"]');
+
+    const query = await page.textContent('[data-testid="math-query"]');
+    assert.match(query, /^\((\S+ ){5}… \S+ \S+ ‹64›\)$/, query);
+    assert.equal(await page.isChecked('[data-testid="maths-by-weight"]'), true, 'past 32 keys: by weight');
+    let shown = await rows(page);
+    assert.equal(shown.length, IDS.length);
+    const byPlace = [...shown].sort((a, b) => a.place - b.place);
+    for (let r = 1; r < byPlace.length; r++) assert.ok(byPlace[r - 1].weight >= byPlace[r].weight, `place ${r}`);
+    for (const row of shown) assert.ok(Math.abs(parseFloat(row.bar) - 100 * row.weight) <= 0.05, `key ${row.j}'s bar ${row.bar}`);
+    // The output's sum starts with the heaviest key's term.
+    const top = byPlace[0];
+    const out = await page.textContent('.math-out');
+    const first = /= (\S+)×\(/.exec(out);
+    assert.ok(first && Math.abs(Number(first[1]) - top.weight) < 1e-3, out);
+    assert.match(out, /… \(40 terms in all\)/);
+
+    await page.check('[data-testid="maths-full"]');
+    await page.waitForFunction(() => window.attnlab.state.mathsFull);
+    const full = await page.textContent('[data-testid="math-query"]');
+    assert.equal(full.slice(1, -1).trim().split(/\s+/).length, 64, full);
+    await page.uncheck('[data-testid="maths-by-weight"]');
+    await page.waitForFunction(() => window.attnlab.state.mathsByWeight === false);
+    shown = await rows(page);
+    for (const row of shown) assert.equal(row.place, row.j, 'position order');
+    await page.close();
+  });
