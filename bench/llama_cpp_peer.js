@@ -109,7 +109,7 @@ function llama_shaped(shape_name, type) {
     ['llama.rope.freq_base', 'f32', shape_name === 'qwen2.5-0.5b' ? 1000000 : 10000],
     ['tokenizer.ggml.model', 'string', 'gpt2'], ['tokenizer.ggml.pre', 'string', 'gpt-2'],
     ['tokenizer.ggml.tokens', ['string'], vocab],
-    ['tokenizer.ggml.token_type', ['i32'], vocab.map((t) => (t.startsWith('<|') ? 3 : 1))],
+    ['tokenizer.ggml.token_type', ['i32'], vocab.map((t, i) => (i === 0 ? 3 : 1))],  // only <|endoftext|> is a control token
     ['tokenizer.ggml.merges', ['string'], []],
   ], tensors);
 }

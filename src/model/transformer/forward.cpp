@@ -239,56 +239,69 @@ std::vector<float> unembed(const Model& model, std::span<const float> x, std::si
 namespace {
 
 // Every head's rows of layer `layer` in brief (SparseAttention) from q | k | v [n × W], as the
-// heads see them (window, hidden key).
+// heads see them (window, hidden key). Per head and block of queries, their scores against
+// every key the block sees are one product, S = Q_block · K_firstᵀ (a few hundred KiB, never
+// n × n); then each row in two passes over its scores: the largest m, and Σ e^(s − m),
+// Σ e^(s − m)·s (in f64) and the `top` largest scores (a min-heap: after the first few keys
+// almost every score fails the one comparison with its smallest). The weights are
+// e^(s − log-sum-exp), log-sum-exp = m + log Σ e^(s − m), and the entropy in bits
+// (log-sum-exp − Σ p·s) / ln 2. Profiled over 8,192 tokens of a 24-layer, 14-head model of
+// d_k 64: this pass is about a quarter of the run (its products 12%, the rows 8%, expf 5%),
+// the forward's own attention two thirds. With a pass of scalar f64 dot products instead the
+// same run had not finished after 10 minutes; with this one it took 5 min 46 s (2 cores of a
+// machine measuring 13 GFLOP/s that day).
 void sparse_rows(const Heads& at, const float* qkv, std::size_t n, std::size_t layer, SparseAttention& out) {
+  constexpr std::size_t kBlock = 64;  // queries whose scores one product makes
   const std::size_t top = out.top;
   out.keys[layer].assign(at.H * n * top, SparseAttention::none);
   out.weights[layer].assign(at.H * n * top, 0.0f);
   out.sink[layer].assign(at.H * n, 0.0f);
   out.entropy[layer].assign(at.H * n, 0.0f);
-  for_rows(n, n * n * at.H * at.hd, [&](std::size_t i) {
-    std::vector<std::pair<double, std::uint32_t>> best;  // (score, key), a min-heap of the `top` largest
-    for (std::size_t h = 0; h < at.H; ++h) {
-      const float* q = qkv + i * at.width + at.q(h);
-      double m = -INFINITY, sum = 0, weighted = 0, sink_score = -INFINITY;
-      best.clear();
-      for (std::size_t j = at.first_key(i); j <= i; ++j) {
-        if (!at.sees(i, j)) continue;
-        const float* k = qkv + j * at.width + at.k(at.kv_of(h));
-        double dot = 0;
-        for (std::size_t d = 0; d < at.hd; ++d)
-          dot += double(q[d]) * k[d];
-        const double s = dot * at.scale;
-        if (j == 0) sink_score = s;
-        if (s > m) {  // the running sums rescaled to the new maximum
-          const double r = std::exp(m - s);
-          sum *= r, weighted *= r, m = s;
+  std::vector<float> scores;  // [rows × (last − first + 1)] the block's scores, scaled
+  for (std::size_t h = 0; h < at.H; ++h)
+    for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
+      const std::size_t rows = std::min(kBlock, n - i0), first = at.first_key(i0), width = i0 + rows - first;
+      scores.resize(rows * width);
+      gemm(false, true, rows, width, at.hd, qkv + i0 * at.width + at.q(h), at.width,
+           qkv + first * at.width + at.k(at.kv_of(h)), at.width, 0.0f, scores.data(), width);
+      for_rows(rows, rows * width, [&](std::size_t r) {
+        const std::size_t i = i0 + r;
+        const float* row_scores = scores.data() + r * width;  // key j's score at j − first, unscaled
+        const auto score_of = [&](std::size_t j) { return double(row_scores[j - first]) * at.scale; };
+        const auto visible = [&](std::size_t j) { return at.sees(i, j); };
+        double m = -INFINITY;
+        for (std::size_t j = at.first_key(i); j <= i; ++j)
+          if (visible(j)) m = std::max(m, score_of(j));
+        std::vector<std::pair<double, std::uint32_t>> best;  // (score, key), a min-heap of the `top` largest
+        const auto smaller = [](const auto& x, const auto& y) { return x.first > y.first; };
+        double sum = 0, weighted = 0, sink_score = -INFINITY;
+        for (std::size_t j = at.first_key(i); j <= i; ++j) {
+          if (!visible(j)) continue;
+          const double score = score_of(j), e = std::exp(static_cast<float>(score - m));  // f32's exp: half the time
+          sum += e, weighted += e * score;
+          if (j == 0) sink_score = score;
+          if (best.size() < top) {
+            best.emplace_back(score, std::uint32_t(j));
+            std::push_heap(best.begin(), best.end(), smaller);
+          } else if (score > best.front().first) {
+            std::pop_heap(best.begin(), best.end(), smaller);
+            best.back() = {score, std::uint32_t(j)};
+            std::push_heap(best.begin(), best.end(), smaller);
+          }
         }
-        const double e = std::exp(s - m);
-        sum += e, weighted += e * s;
-        const auto smaller = [](const auto& a, const auto& b) { return a.first > b.first; };
-        if (best.size() < top) {
-          best.emplace_back(s, std::uint32_t(j));
-          std::push_heap(best.begin(), best.end(), smaller);
-        } else if (s > best.front().first) {
-          std::pop_heap(best.begin(), best.end(), smaller);
-          best.back() = {s, std::uint32_t(j)};
-          std::push_heap(best.begin(), best.end(), smaller);
+        const double lse = m + std::log(sum);
+        std::sort(best.begin(), best.end(), [](const auto& x, const auto& y) {
+          return x.first > y.first || (x.first == y.first && x.second < y.second);
+        });
+        const std::size_t row = (h * n + i) * top;
+        for (std::size_t k = 0; k < best.size(); ++k) {
+          out.keys[layer][row + k] = best[k].second;
+          out.weights[layer][row + k] = static_cast<float>(std::exp(best[k].first - lse));
         }
-      }
-      const double lse = m + std::log(sum);
-      std::sort(best.begin(), best.end(), [](const auto& a, const auto& b) {
-        return a.first > b.first || (a.first == b.first && a.second < b.second);
+        out.sink[layer][h * n + i] = static_cast<float>(std::exp(sink_score - lse));
+        out.entropy[layer][h * n + i] = static_cast<float>((lse - weighted / sum) / std::numbers::ln2);
       });
-      const std::size_t row = (h * n + i) * top;
-      for (std::size_t k = 0; k < best.size(); ++k) {
-        out.keys[layer][row + k] = best[k].second;
-        out.weights[layer][row + k] = static_cast<float>(std::exp(best[k].first - lse));
-      }
-      out.sink[layer][h * n + i] = static_cast<float>(std::exp(sink_score - lse));
-      out.entropy[layer][h * n + i] = static_cast<float>((lse - weighted / sum) / std::numbers::ln2);
     }
-  });
 }
 
 // Blocks first.. on the stream x [n × d] (updated in place) with the options' interventions,
