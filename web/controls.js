@@ -15,7 +15,7 @@ import { isCross } from './selectors.js';
 import { getState, update } from './state.js';
 import { loadScenario } from './traces.js';
 import { sliderToT } from './view-controls.js';
-import { cellAt } from './view-heatmap.js';
+import { cellAt, ZOOM_TOKENS } from './view-heatmap.js';
 
 /** @typedef {import('./types.js').State} State */
 
@@ -136,7 +136,9 @@ function bindViews() {
   });
 }
 
-/** The heatmap under the pointer: its cell is read out; a click picks its row. */
+const ZOOM_HALF = ZOOM_TOKENS / 2;
+
+/** The heatmap under the pointer: its cell is read out; a click picks its row (and opens a pooled cell). */
 function bindHeatmapPointer() {
   const heat = byId('heatmap', HTMLCanvasElement);
   /** @param {MouseEvent} e */
@@ -146,12 +148,16 @@ function bindHeatmapPointer() {
   };
   heat.addEventListener('mousemove', (e) => {
     const c = cell(e), h = getState().hover;
-    if (c ? !h || h.row !== c.row || h.col !== c.col : h !== null) update({ hover: c });
+    if (c ? !h || h.row !== c.row || h.col !== c.col || h.tile !== c.tile : h !== null) update({ hover: c });
   });
   heat.addEventListener('click', (e) => {
     const c = cell(e);
-    if (c) setQuery(c.row);
+    if (!c) return;
+    // a pooled cell opens the window of tokens around the weight it shows
+    if (c.tile > 1) update({ heatmapZoom: { row0: c.row - ZOOM_HALF, col0: c.col - ZOOM_HALF } });
+    setQuery(c.row);
   });
+  $('heatmap-whole').addEventListener('click', () => update({ heatmapZoom: null }));
 }
 
 /** The guided path: four experiments, each a button (the focus goes where the step reads). */

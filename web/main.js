@@ -37,7 +37,7 @@ import { getState, subscribe, update } from './state.js';
 import * as traces from './traces.js';
 import { renderArcs } from './view-arcs.js';
 import { renderControls } from './view-controls.js';
-import { renderHeatmap, renderHoverReadout, renderLegend } from './view-heatmap.js';
+import { heatmapShown, renderHeatmap, renderHoverReadout, renderLegend } from './view-heatmap.js';
 import { bindMaths, renderMaths } from './view-maths.js';
 import { renderReadouts } from './view-readouts.js';
 import { renderTable } from './view-table.js';
@@ -165,6 +165,7 @@ const hook = {
   applySentence: actions.applySentence,
   addRandomHead: actions.addRandomHead,
   tableNow: () => renderTable(getState(), true),
+  heatmapShown,
   requestBody: () => traces.requestBody(getState()),
   /** @param {import('./types.js').Trace} trace */
   showTrace(trace) {

@@ -38,6 +38,7 @@ function initialState() {
     query: 0,
     head: 0,
     view: 'heatmap',
+    heatmapZoom: null,
     mathsFull: false,
     mathsByWeight: null,
     scaleMode: 'absolute',

@@ -479,7 +479,8 @@
  * @property {boolean | null} mathsByWeight  its rows by weight (true) or position (false); null: by weight past 32 keys
  * @property {'absolute' | 'head'} scaleMode  colours from 0 to 1, or to each head's largest weight
  * @property {number} viewWidth            the views' width in CSS px (a ResizeObserver keeps it)
- * @property {{row: number, col: number} | null} hover  the heatmap cell under the pointer
+ * @property {{row: number, col: number, tile?: number} | null} hover  the heatmap cell under the pointer (of a pooled heatmap: the block's largest weight, tile its side)
+ * @property {{row0: number, col0: number} | null} heatmapZoom  a pooled heatmap's window opened by a click (its first query and key), null for the whole map
  * @property {string | null} error
  * @property {string} serverStatus
  * @property {string} sentenceInput        the sentence box, as typed

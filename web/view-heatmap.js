@@ -3,10 +3,16 @@
 // printed in cells that fit, masked cells hatched and marked ×), the query's row outlined;
 // the line under it that reads out the cell under the pointer; and the colour legend.
 // heatmapLayout is shared with the SVG export (export.js).
+//
+// Levels of detail: a head of more tokens than fit at MIN_CELL px a cell is drawn pooled,
+// each cell a tile × tile block of tokens coloured by the block's largest weight (the
+// strongest link in it stays visible where a mean would wash it out); the pointer reads out
+// that weight and where it is, and a click opens a window of ZOOM_TOKENS × ZOOM_TOKENS tokens
+// around it, cell by cell ("Whole map" goes back).
 
 import { FONT, FONT_BOLD, hatchPattern, sizeCanvas, textWidth } from './canvas.js';
 import { cssAt, HIGHLIGHT, LUT_SIZE, lutIndex, STOPS, textOn } from './colour.js';
-import { $, byId, setAttr, setText } from './dom.js';
+import { $, byId, setAttr, setFlag, setText } from './dom.js';
 import { formatNumber, truncate } from './format.js';
 import { detailedHead, maskGrid, scaleMax } from './selectors.js';
 
@@ -15,6 +21,91 @@ import { detailedHead, maskGrid, scaleMax } from './selectors.js';
  * @typedef {import('./types.js').Trace} Trace
  * @typedef {import('./types.js').Grid} Grid
  */
+
+const MIN_CELL = 4; // px: a head whose cells would be narrower is drawn pooled
+export const ZOOM_TOKENS = 48; // a side of the window a click on a pooled heatmap opens
+const MAX_HEIGHT = 640; // px: the heatmap's height in the page
+
+/**
+ * What the canvas shows of a head: its cells (tokens, or pooled blocks of tile × tile
+ * tokens), from query row0 and key col0 on.
+ * @typedef {object} Shown
+ * @property {number} row0
+ * @property {number} col0
+ * @property {number} tile          tokens a side of a cell (1: a cell is a query and a key)
+ * @property {number} n             cells down
+ * @property {number} m             cells across
+ * @property {number[][]} weights   [n][m] each cell's weight (a block's largest)
+ * @property {(number | null)[][]} grid  null where every token of the cell is masked
+ * @property {number[][]} rows      [n][m] the query of each cell's weight
+ * @property {number[][]} cols      [n][m] its key
+ * @property {string[]} qLabels
+ * @property {string[]} kLabels
+ */
+
+/**
+ * The cells of head h for a window of queries [row0, row0 + rows) and keys [col0, col0 +
+ * cols), pooled in blocks of tile × tile tokens.
+ * @param {Trace} trace
+ * @param {number} h
+ * @param {{row0: number, col0: number, rows: number, cols: number, tile: number}} w
+ * @returns {Shown}
+ */
+export function shownCells(trace, h, w) {
+  const head = trace.heads[h], G = maskGrid(head), W = head.weights;
+  const n = Math.ceil(w.rows / w.tile), m = Math.ceil(w.cols / w.tile);
+  /** @type {Shown} */
+  const out = { row0: w.row0, col0: w.col0, tile: w.tile, n, m, weights: [], grid: [], rows: [], cols: [], qLabels: [], kLabels: [] };
+  const label = (/** @type {string[]} */ tokens, /** @type {number} */ first, /** @type {number} */ end) =>
+    (w.tile === 1 ? `${first} ${truncate(tokens[first], 14)}` : `${first}–${end - 1}`);
+  for (let i = 0; i < n; i++) {
+    const r0 = w.row0 + i * w.tile, r1 = Math.min(w.row0 + w.rows, r0 + w.tile);
+    out.qLabels.push(label(trace.tokens, r0, r1));
+    const weights = [], grid = [], rows = [], cols = [];
+    for (let j = 0; j < m; j++) {
+      const c0 = w.col0 + j * w.tile, c1 = Math.min(w.col0 + w.cols, c0 + w.tile);
+      let best = -1, at = [r0, c0];
+      for (let r = r0; r < r1; r++)
+        for (let c = c0; c < c1; c++)
+          if (G[r][c] !== null && W[r][c] > best) { best = W[r][c]; at = [r, c]; }
+      weights.push(Math.max(best, 0));
+      grid.push(best < 0 ? null : best);
+      rows.push(at[0]);
+      cols.push(at[1]);
+    }
+    out.weights.push(weights);
+    out.grid.push(grid);
+    out.rows.push(rows);
+    out.cols.push(cols);
+  }
+  for (let j = 0; j < m; j++) {
+    const c0 = w.col0 + j * w.tile;
+    out.kLabels.push(label(trace.source_tokens, c0, Math.min(w.col0 + w.cols, c0 + w.tile)));
+  }
+  return out;
+}
+
+/**
+ * Which cells the heatmap shows: the whole head when its tokens fit at MIN_CELL px, else
+ * pooled tiles, or the window `zoom` opens.
+ * @param {Trace} trace
+ * @param {number} h
+ * @param {number} width
+ * @param {{row0: number, col0: number} | null} zoom
+ * @returns {Shown}
+ */
+export function heatmapCellsShown(trace, h, width, zoom) {
+  const n = trace.tokens.length, m = trace.source_tokens.length;
+  const across = Math.max(1, Math.floor((width - 140) / MIN_CELL)), down = Math.floor((MAX_HEIGHT - 40) / MIN_CELL);
+  const tile = Math.max(1, Math.ceil(m / across), Math.ceil(n / down));
+  if (tile === 1) return shownCells(trace, h, { row0: 0, col0: 0, rows: n, cols: m, tile: 1 });
+  if (zoom) {
+    const rows = Math.min(ZOOM_TOKENS, n), cols = Math.min(ZOOM_TOKENS, m);
+    const row0 = Math.max(0, Math.min(n - rows, zoom.row0)), col0 = Math.max(0, Math.min(m - cols, zoom.col0));
+    return shownCells(trace, h, { row0, col0, rows, cols, tile: 1 });
+  }
+  return shownCells(trace, h, { row0: 0, col0: 0, rows: n, cols: m, tile });
+}
 
 /**
  * Where everything goes: cells are square; labels go left (queries) and top (keys,
@@ -38,12 +129,13 @@ import { detailedHead, maskGrid, scaleMax } from './selectors.js';
 /**
  * @param {Trace} trace
  * @param {{width: number, maxHeight?: number, maxCell?: number}} opts
+ * @param {Shown} [shown]  the cells drawn (default: every token)
  * @returns {Layout}
  */
-export function heatmapLayout(trace, opts) {
-  const n = trace.tokens.length, m = trace.source_tokens.length;
-  const qLabels = trace.tokens.map((t, i) => `${i} ${truncate(t, 14)}`);
-  const kLabels = trace.source_tokens.map((t, j) => `${j} ${truncate(t, 14)}`);
+export function heatmapLayout(trace, opts, shown) {
+  const n = shown ? shown.n : trace.tokens.length, m = shown ? shown.m : trace.source_tokens.length;
+  const qLabels = shown ? shown.qLabels : trace.tokens.map((t, i) => `${i} ${truncate(t, 14)}`);
+  const kLabels = shown ? shown.kLabels : trace.source_tokens.map((t, j) => `${j} ${truncate(t, 14)}`);
   let left = 8;
   for (const l of qLabels) left = Math.max(left, textWidth(l, FONT_BOLD));
   left = Math.ceil(Math.min(left, 120)) + 12;
@@ -88,13 +180,13 @@ function bucketCells(W, G, n, m, top) {
  * per cell costs thousands of calls for a 64-token head).
  * @param {CanvasRenderingContext2D} ctx
  * @param {Layout} L
- * @param {import('./types.js').Head} head
+ * @param {{weights: number[][], grid: Grid}} cells
  * @param {number} top  the weight drawn darkest
  */
-function drawCells(ctx, L, head, top) {
+function drawCells(ctx, L, cells, top) {
   const { m, cell, left, gap } = L;
   const inner = cell - gap;
-  const buckets = bucketCells(head.weights, maskGrid(head), L.n, m, top);
+  const buckets = bucketCells(cells.weights, cells.grid, L.n, m, top);
   const pattern = hatchPattern(ctx);
   for (let b = 0; b < buckets.length; b++) {
     const list = buckets[b];
@@ -113,14 +205,14 @@ function drawCells(ctx, L, head, top) {
  * × on masked cells and the weight in cells that fit it.
  * @param {CanvasRenderingContext2D} ctx
  * @param {Layout} L
- * @param {import('./types.js').Head} head
+ * @param {{weights: number[][], grid: Grid}} cells
  * @param {number} top  the weight drawn darkest
  */
-function drawCellText(ctx, L, head, top) {
+function drawCellText(ctx, L, cells, top) {
   const { n, m, cell, left, gap } = L;
   if (cell < 14 && !L.showText) return;
   const inner = cell - gap;
-  const W = head.weights, G = maskGrid(head);
+  const W = cells.weights, G = cells.grid;
   ctx.textAlign = 'center';
   ctx.textBaseline = 'middle';
   ctx.font = `${Math.max(9, Math.min(13, Math.floor(cell / 3.1)))}px system-ui, sans-serif`;
@@ -181,21 +273,25 @@ function drawLabels(ctx, L, query) {
 
 /**
  * Draws head h of the trace into the canvas, the query row outlined; returns the layout
- * (for hit tests).
+ * (for hit tests). `shown`: the cells to draw (default: every token).
  * @param {HTMLCanvasElement} canvas
  * @param {Trace} trace
  * @param {number} h
  * @param {{width: number, maxHeight?: number, query: number, scaleMax: number}} opts
+ * @param {Shown} [shown]
  */
-export function drawHeatmap(canvas, trace, h, opts) {
+export function drawHeatmap(canvas, trace, h, opts, shown) {
   const head = trace.heads[h];
-  const L = heatmapLayout(trace, opts);
+  const L = heatmapLayout(trace, opts, shown);
   const ctx = sizeCanvas(canvas, L.width, L.height);
   ctx.fillStyle = '#ffffff';
   ctx.fillRect(0, 0, L.width, L.height);
-  const query = opts.query >= 0 && opts.query < L.n ? opts.query : -1;
-  drawCells(ctx, L, head, opts.scaleMax);
-  drawCellText(ctx, L, head, opts.scaleMax);
+  const cells = shown || { weights: head.weights, grid: maskGrid(head) };
+  // the query's row among the cells drawn
+  const row = shown ? Math.floor((opts.query - shown.row0) / shown.tile) : opts.query;
+  const query = opts.query >= 0 && row >= 0 && row < L.n ? row : -1;
+  drawCells(ctx, L, cells, opts.scaleMax);
+  drawCellText(ctx, L, cells, opts.scaleMax);
   drawLabels(ctx, L, query);
   if (query >= 0) { // the selected query's row
     const inner = L.cell - L.gap;
@@ -207,8 +303,14 @@ export function drawHeatmap(canvas, trace, h, opts) {
 }
 
 // What the canvas shows now: drawn again only when one of these changes.
-/** @type {WeakMap<HTMLCanvasElement, {trace: Trace, head: number, query: number, width: number, top: number, layout: Layout}>} */
+/** @type {WeakMap<HTMLCanvasElement, {trace: Trace, head: number, query: number, width: number, top: number, zoom: string, layout: Layout, shown: Shown}>} */
 const drawn = new WeakMap();
+
+/** The cells the heatmap shows now and where they are (the test hook's), or null before the first drawing. */
+export function heatmapShown() {
+  const d = drawn.get(byId('heatmap', HTMLCanvasElement));
+  return d ? { ...d.shown, left: d.layout.left, top: d.layout.top, cell: d.layout.cell } : null;
+}
 
 /** The views' width: at least 200 px. @param {State} s */
 export const viewWidth = (s) => Math.max(200, s.viewWidth);
@@ -219,10 +321,22 @@ export function renderHeatmap(s) {
   if (!t) return;
   const canvas = byId('heatmap', HTMLCanvasElement);
   const width = viewWidth(s), top = scaleMax(s, s.head);
-  const last = drawn.get(canvas);
-  if (!last || last.trace !== t || last.head !== s.head || last.query !== s.query || last.width !== width || last.top !== top) {
-    const layout = drawHeatmap(canvas, t, s.head, { width, maxHeight: 640, query: s.query, scaleMax: top });
-    drawn.set(canvas, { trace: t, head: s.head, query: s.query, width, top, layout });
+  const last = drawn.get(canvas), zoom = JSON.stringify(s.heatmapZoom);
+  if (!last || last.trace !== t || last.head !== s.head || last.query !== s.query || last.width !== width ||
+      last.top !== top || last.zoom !== zoom) {
+    const shown = heatmapCellsShown(t, s.head, width, s.heatmapZoom);
+    const layout = drawHeatmap(canvas, t, s.head, { width, maxHeight: MAX_HEIGHT, query: s.query, scaleMax: top }, shown);
+    drawn.set(canvas, { trace: t, head: s.head, query: s.query, width, top, zoom, layout, shown });
+    const pooled = shown.tile > 1, zoomed = shown.n * shown.m < t.tokens.length * t.source_tokens.length && !pooled;
+    setAttr(canvas, 'data-tile', String(shown.tile));
+    setAttr(canvas, 'data-window', `${shown.row0},${shown.col0},${shown.n},${shown.m}`);
+    setFlag($('heatmap-whole'), 'hidden', !zoomed);
+    setFlag($('heatmap-lod-line'), 'hidden', !pooled && !zoomed);
+    setText($('heatmap-lod'), pooled
+      ? `${t.tokens.length} × ${t.source_tokens.length} tokens: each cell the largest weight in a block of ` +
+        `${shown.tile} × ${shown.tile}; click one to see its tokens`
+      : zoomed ? `queries ${shown.row0}–${shown.row0 + shown.n - 1}, keys ${shown.col0}–${shown.col0 + shown.m - 1} ` +
+        `of ${t.tokens.length} × ${t.source_tokens.length}` : '');
   }
   setAttr(canvas, 'data-head', String(s.head));
   setAttr(canvas, 'data-query', String(s.query));
@@ -237,10 +351,11 @@ export function renderHeatmap(s) {
 export function cellAt(canvas, x, y) {
   const d = drawn.get(canvas);
   if (!d) return null;
-  const L = d.layout;
+  const L = d.layout, S = d.shown;
   const col = Math.floor((x - L.left) / L.cell), row = Math.floor((y - L.top) / L.cell);
   if (row < 0 || col < 0 || row >= L.n || col >= L.m) return null;
-  return { row, col };
+  // the token pair whose weight the cell shows (a block's largest), and the block
+  return { row: S.rows[row][col], col: S.cols[row][col], tile: S.tile };
 }
 
 /** The line under the heatmap: the cell under the pointer. @param {State} s */
@@ -254,7 +369,8 @@ export function renderHoverReadout(s) {
   const head = t.heads[s.head];
   const full = detailedHead(s, s.head);
   const masked = maskGrid(head)[c.row][c.col] === null;
-  setText(out, `query ${c.row} “${t.tokens[c.row]}” → key ${c.col} “${t.source_tokens[c.col]}”: ` +
+  const block = c.tile && c.tile > 1 ? `the largest in its block of ${c.tile} × ${c.tile}: ` : '';
+  setText(out, `${block}query ${c.row} “${t.tokens[c.row]}” → key ${c.col} “${t.source_tokens[c.col]}”: ` +
     (masked ? 'masked (logit −∞, weight exactly 0)' : `weight ${head.weights[c.row][c.col].toPrecision(6)}` +
       (full ? `, logit ${formatNumber(full.logits[c.row][c.col], 2)}` : '')));
 }

@@ -2,7 +2,9 @@
 // here with d_model 128 and 2 heads (d_k 64), served with `attnlab serve --model DIR`, and a
 // row of 40 keys. Vectors of 64 numbers are shortened to their first and last few until
 // "full vectors" is on; past 32 keys the rows go by weight, heaviest first, until the box
-// says position order; each weight has a bar as long as the weight.
+// says position order; each weight has a bar as long as the weight. And the heatmap of 240
+// tokens, more than fit at 4 px a cell: pooled blocks, each its largest weight, a click
+// opening the tokens around it.
 //
 // It needs the attnlab binary (ATTNLAB_BIN, which run-with-server.sh sets): without it the
 // test is skipped, saying so.
@@ -23,7 +25,7 @@ let browser, dir;
 before(async () => {
   if (SKIP) return;
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-wide-'));
-  execFileSync(process.env.ATTNLAB_BIN, ['train', '--out', dir, '--d-model', '128', '--heads', '2', '--context', '48',
+  execFileSync(process.env.ATTNLAB_BIN, ['train', '--out', dir, '--d-model', '128', '--heads', '2', '--context', '256',
     '--steps', '2', '--batch', '2', '--prev-token-steps', '0', '--log-every', '1', '--checkpoint-every', '2', '--force']);
   browser = await openBrowser({ serveArgs: ['--model', dir] });
 });
@@ -76,5 +78,46 @@ test('the maths panel at d_k 64 and 40 keys: shortened vectors, the heaviest key
     await page.waitForFunction(() => window.attnlab.state.mathsByWeight === false);
     shown = await rows(page);
     for (const row of shown) assert.equal(row.place, row.j, 'position order');
+    await page.close();
+  });
+
+test('the heatmap of 240 tokens: blocks of 2 × 2 tokens, each its largest weight; a click opens the tokens around it',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1600 });
+    const ids = Array.from({ length: 240 }, (_, i) => 1 + ((i * 5) % 27));
+    await page.waitForSelector('[data-testid="model"]:not([hidden])');
+    await page.fill('[data-testid="model-input"]', ids.join(' '));
+    await page.click('[data-testid="model-run"]');
+    await page.waitForFunction((n) => window.attnlab.state.model.run?.ids?.length === n, ids.length);
+    await page.click('[data-testid="model-thumb-1.0"]');
+    await page.waitForFunction(() => window.attnlab.state.trace?.scenario === 'head 1.0');
+    await settled(page);
+    assert.equal(await page.getAttribute('[data-testid="heatmap"]', 'data-tile'), '2');
+    assert.match(await page.textContent('[data-testid="heatmap-lod"]'), /240 × 240 tokens: each cell the largest weight in a block of 2 × 2/);
+    // Each drawn cell is its block's largest weight, found in the trace's weights here.
+    const { shown, weights } = await page.evaluate(() => ({
+      shown: window.attnlab.heatmapShown(), weights: window.attnlab.state.trace.heads[0].weights }));
+    assert.equal(shown.n, 120);
+    for (let i = 0; i < shown.n; i++)
+      for (let j = 0; j <= i; j++) {
+        let best = 0;
+        for (let r = 2 * i; r < 2 * i + 2; r++) for (let c = 2 * j; c < 2 * j + 2 && c <= r; c++) best = Math.max(best, weights[r][c]);
+        assert.equal(shown.weights[i][j], best, `cell ${i},${j}`);
+        assert.equal(weights[shown.rows[i][j]][shown.cols[i][j]], best);
+      }
+    // A click on a cell opens the 48 × 48 tokens around its largest weight, and selects its query.
+    const [i, j] = [100, 40];
+    const canvas = await page.$('[data-testid="heatmap"]');
+    await canvas.click({ position: { x: shown.left + (j + 0.5) * shown.cell, y: shown.top + (i + 0.5) * shown.cell } });
+    await page.waitForSelector('[data-testid="heatmap"][data-tile="1"]');
+    const row = shown.rows[i][j], col = shown.cols[i][j];
+    assert.equal(await page.evaluate(() => window.attnlab.state.query), row);
+    const [row0, col0, n, m] = (await page.getAttribute('[data-testid="heatmap"]', 'data-window')).split(',').map(Number);
+    assert.deepEqual([row0, col0, n, m], [row - 24, col - 24, 48, 48]);
+    const zoomed = await page.evaluate(() => window.attnlab.heatmapShown());
+    assert.equal(zoomed.weights[24][24], weights[row][col], 'the cell clicked, now alone');
+    await page.click('[data-testid="heatmap-whole"]');
+    await page.waitForSelector('[data-testid="heatmap"][data-tile="2"]');
+    assert.equal(await page.isHidden('[data-testid="heatmap-whole"]'), true);
     await page.close();
   });
