@@ -62,6 +62,8 @@ const SHAPES = {
   'gpt2-small': { layers: 12, d: 768, heads: 12, kv_heads: 12, inner: 2048, vocab: 8192, context: 2048 },
   'qwen2.5-0.5b': { layers: 24, d: 896, heads: 14, kv_heads: 2, inner: 4864, vocab: 151936, context: 32768 },
   'tinyllama-1.1b': { layers: 22, d: 2048, heads: 32, kv_heads: 4, inner: 5632, vocab: 32000, context: 2048 },
+  // a tiny model of many positions: the browser tests run it past the weights a run returns
+  'tiny-4k': { layers: 2, d: 32, heads: 2, kv_heads: 1, inner: 64, vocab: 300, context: 4096 },
 };
 
 // A Llama-architecture file of `shape` in `type`, its tokenizer bytes only (and fillers up

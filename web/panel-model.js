@@ -173,7 +173,10 @@ const asked = {
 };
 
 /** The fields of `model run` the panel sets itself; the rest are its "More options". */
-export const RUN_FIELDS = ['text', 'ids', 'ablate', 'weights'];
+export const RUN_FIELDS = ['text', 'ids', 'ablate', 'weights', 'sparse'];
+// The keys per query a long text's heads are drawn from, where the weights are over the
+// server's limit (HeadVis keeps 8: most of a row's weight).
+const SPARSE_TOP = 8;
 
 /** Runs the model on the state's request (one at a time: api.js, coalesced). */
 const runs = coalesced(async () => {
@@ -183,7 +186,8 @@ const runs = coalesced(async () => {
   const key = JSON.stringify(request);
   try {
     /** @type {ModelRun} */
-    const run = await api('api/model/run', { ...request, ...optionFields(s, 'model run', RUN_FIELDS) });
+    // the weights where they fit the server's limit, else each head's rows in brief
+    const run = await api('api/model/run', { ...request, ...optionFields(s, 'model run', RUN_FIELDS), sparse: SPARSE_TOP });
     if (runs.superseded()) return;
     patchModel({ run, runKey: key, status: 'done', message: '' });
     // the head shown follows the new text (or checkpoint), if the model has it
@@ -266,6 +270,23 @@ function sortedHeads(heads, sort) {
   return heads.slice().sort((a, b) => value(b) - value(a) || a.layer - b.layer || a.head - b.head);
 }
 
+/** The mean of a list (null for none). @param {number[]} xs */
+const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+
+/**
+ * The run's heads: its detector scores, or for sparse rows every head with its mean sink
+ * weight (over the queries after the first) and none of the detectors.
+ * @param {ModelRun} run
+ * @returns {HeadScore[]}
+ */
+function runHeads(run) {
+  if (run.heads) return run.heads;
+  const sparse = run.sparse;
+  if (!sparse) return [];
+  return sparse.sink.flatMap((heads, layer) => heads.map((sink, head) => ({
+    layer, head, previous_token: null, duplicate_token: null, induction: null, sink: mean(sink.slice(1)) })));
+}
+
 /**
  * The grid of heads: a button per head (its thumbnail, its name, its scores) and its
  * ablation toggle.
@@ -275,7 +296,8 @@ function sortedHeads(heads, sort) {
  * @param {number} group  query heads per KV head (1: each head its own)
  */
 function gridMarkup(run, sort, columns, group) {
-  const cells = sortedHeads(run.heads, sort).map((h) => {
+  const sparse = run.sparse;
+  const cells = sortedHeads(runHeads(run), sort).map((h) => {
     const name = `${h.layer}.${h.head}`;
     // Grouped-query attention: query heads that read the same keys and values carry their KV
     // head's number and a colour band of their group.
@@ -285,12 +307,17 @@ function gridMarkup(run, sort, columns, group) {
 data-kv-head="${kv}" data-previous-token="${h.previous_token}" data-duplicate-token="${h.duplicate_token}" data-induction="${h.induction}">\
 <button type="button" class="model-thumb" data-testid="model-thumb-${name}" aria-label="Load head ${name} into the views">\
 <canvas></canvas><span class="model-head-name">${name}${shared ? html` <span class="model-kv" title="reads the keys and values of KV head ${kv}, shared by ${group} query heads">KV ${kv}</span>` : ''}</span>\
-<span class="model-scores"><span title="previous-token">prev ${score(h.previous_token)}</span> \
-<span title="duplicate-token">dup ${score(h.duplicate_token)}</span> <span title="induction">ind ${score(h.induction)}</span></span></button>\
+${sparse ? html`<span class="model-scores"><span title="mean weight on the first token">sink ${score(h.sink ?? null)}</span> \
+<span title="mean entropy of the rows">${formatNumber(mean(sparse.entropy[h.layer][h.head]) ?? 0, 1)} bits</span></span>`
+    : html`<span class="model-scores"><span title="previous-token">prev ${score(h.previous_token)}</span> \
+<span title="duplicate-token">dup ${score(h.duplicate_token)}</span> <span title="induction">ind ${score(h.induction)}</span></span>`}</button>\
 <button type="button" class="model-ablate" data-testid="model-ablate-${name}" aria-pressed="false" \
 title="Ablate head ${name} (zero its output) and see the next token move">ablate</button></div>`;
   });
-  return html`<div class="model-grid-cells" style="grid-template-columns: repeat(${columns}, auto)">${cells}</div>`;
+  const note = sparse ? html`<p class="hint" data-testid="model-sparse-note">${run.ids.length} tokens: more attention \
+weights than the server returns, so each head is drawn from the ${sparse.top} keys each query weighs most (sparse rows, \
+docs/long-context.md), a pixel the heaviest of the tokens it covers.</p>` : html``;
+  return html`${note}<div class="model-grid-cells" style="grid-template-columns: repeat(${columns}, auto)">${cells}</div>`;
 }
 
 /**
@@ -304,6 +331,8 @@ function kvGroup(info) {
 
 /** Light grey for the cells a causal head cannot see (j > i). */
 const HIDDEN_RGB = [232, 232, 232];
+/** A sparse head's thumbnail: at most this many pixels a side. */
+const SPARSE_PIXELS = 256;
 
 /**
  * Draws each head's n × n weights into its canvas, one pixel per cell (CSS scales it).
@@ -311,6 +340,7 @@ const HIDDEN_RGB = [232, 232, 232];
  * @param {ModelRun} run
  */
 function drawGrid(grid, run) {
+  if (run.sparse) return drawSparseGrid(grid, run, run.sparse);
   const weights = run.weights;
   if (!weights) return;
   const n = run.ids.length;
@@ -336,6 +366,42 @@ function drawGrid(grid, run) {
         data[k + 3] = 255;
       }
     }
+    ctx.putImageData(image, 0, 0);
+    setAttr(canvas, 'data-n', String(n));
+  }
+}
+
+/**
+ * Each head from its sparse rows, at most SPARSE_PIXELS a side: a pixel the heaviest of the
+ * kept weights of the queries and keys it covers (0 where none is kept), grey above the
+ * diagonal.
+ * @param {HTMLElement} grid
+ * @param {ModelRun} run
+ * @param {import('./types.js').SparseRows} sparse
+ */
+function drawSparseGrid(grid, run, sparse) {
+  const n = run.ids.length, side = Math.min(n, SPARSE_PIXELS), at = (/** @type {number} */ t) => Math.floor(t * side / n);
+  for (const cell of grid.querySelectorAll('.model-head')) {
+    if (!(cell instanceof HTMLElement)) continue;
+    const canvas = cell.querySelector('canvas');
+    if (!canvas) continue;
+    const l = Number(cell.dataset.layer), h = Number(cell.dataset.head);
+    const pooled = new Float32Array(side * side);
+    sparse.keys[l][h].forEach((keys, i) => keys.forEach((j, k) => {
+      const p = at(i) * side + at(j);
+      pooled[p] = Math.max(pooled[p], sparse.weights[l][h][i][k]);
+    }));
+    canvas.width = side;
+    canvas.height = side;
+    const ctx = context2d(canvas);
+    const image = ctx.createImageData(side, side);
+    const data = image.data;
+    for (let y = 0; y < side; y++)
+      for (let x = 0; x < side; x++) {
+        const k = 4 * (y * side + x), t = lutIndex(pooled[y * side + x]) * 3;
+        const rgb = x > y ? HIDDEN_RGB : [LUT_RGB[t], LUT_RGB[t + 1], LUT_RGB[t + 2]];
+        data[k] = rgb[0]; data[k + 1] = rgb[1]; data[k + 2] = rgb[2]; data[k + 3] = 255;
+      }
     ctx.putImageData(image, 0, 0);
     setAttr(canvas, 'data-n', String(n));
   }

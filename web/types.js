@@ -224,6 +224,7 @@
  * @property {string | null} [run]        a training run under the server's --runs (null: its --model)
  * @property {number | null} [step]       the checkpoint step (null: the final model)
  * @property {boolean} [training]         the directory is a training run (it has train.json)
+ * @property {number} [max_run_weights]  the most weights (layers × heads × n²) a run's reply holds; past it, sparse rows
  */
 /** A next-token guess: the id, its text as the model sees it, its probability. @typedef {{id: number, token: string, probability: number}} TokenGuess */
 /**
@@ -239,8 +240,14 @@
  * @property {TokenGuess[]} top_k          after the last token
  * @property {TokenGuess[] | null} top_k_ablated
  * @property {string[]} ablated
- * @property {HeadScore[]} heads           layer by layer
+ * @property {HeadScore[] | null} heads    layer by layer (null for sparse rows)
  * @property {number[][][][] | null} weights  [layer][head][n][n], 4 decimals
+ * @property {SparseRows | null} [sparse]   a long text: each head's rows in brief instead of weights
+ */
+/**
+ * `model run --sparse`'s rows in brief: per layer, head and query, the top keys and their
+ * weights (-1 where fewer), the weight on the first token and the entropy in bits.
+ * @typedef {{top: number, keys: number[][][][], weights: number[][][][], sink: number[][][], entropy: number[][][]}} SparseRows
  */
 /**
  * What the model runs on: text (with a tokenizer) or token ids, and which model: a training

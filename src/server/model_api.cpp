@@ -135,7 +135,9 @@ json api_model(const ModelSources& models, const ModelChoice& choice) {
               {"step", choice.step ? json(*choice.step) : json(nullptr)},
               {"training", is_training_run(dir)},
               {"description", describe(c)},
-              {"tokenizer", model->tokenizer.has_value()}});
+              {"tokenizer", model->tokenizer.has_value()},
+              // the most attention weights a run's reply holds: past it the page asks for sparse rows
+              {"max_run_weights", kMaxApiModelWeights}});
   return out;
 }
 
@@ -161,7 +163,9 @@ std::string api_model_run(const ModelSources& models, const json& body) {
   const RunPlan plan = price_run(m, request, double(kMaxApiModelWeights));
   const std::vector<int>& ids = plan.ids;
   const std::size_t n = ids.size(), weights = c.n_layer * c.n_head * n * n;
-  if (request.sparse && !request.weights) {  // a long context: each head's rows in brief, no n × n weights
+  // Sparse rows: asked for alone (weights false), or the weights when they fit the server's
+  // limit and the rows in brief when they do not (what the lab asks for: any length it may run).
+  if (request.sparse && (!request.weights || weights > kMaxApiModelWeights)) {        // no n × n weights
     const std::size_t numbers = c.n_layer * c.n_head * n * (2 * request.sparse + 2);  // priced by price_run
     admit_work(std::uint64_t{c.parameters()} * sizeof(float) + numbers * sizeof(float));
     const ForwardResult r = model_forward(m.model, ids, {.logits = LogitRows::last, .sparse_top = request.sparse});

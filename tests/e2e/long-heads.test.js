@@ -17,6 +17,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const { openBrowser, settled } = require('./helpers.js');
+const { llama_shaped } = require('../../bench/llama_cpp_peer.js');
 
 const SKIP = process.env.ATTNLAB_BIN ? false : 'ATTNLAB_BIN is not set: this test trains a model and serves it itself';
 const IDS = Array.from({ length: 40 }, (_, i) => 1 + ((i * 7) % 27));
@@ -120,4 +121,43 @@ test('the heatmap of 240 tokens: blocks of 2 × 2 tokens, each its largest weigh
     await page.waitForSelector('[data-testid="heatmap"][data-tile="2"]');
     assert.equal(await page.isHidden('[data-testid="heatmap-whole"]'), true);
     await page.close();
+  });
+
+// Past the weights a run returns (layers × heads × n² over 2^24), the model panel draws each
+// head from its sparse rows: a Llama of 2 layers × 2 heads and 4,096 positions (a GGUF file
+// written here), 2,100 tokens.
+test('a run of 2,100 tokens: each head drawn from its sparse rows, with its sink and entropy, as the API gives them',
+  { skip: SKIP }, async () => {
+    const file = path.join(dir, 'tiny-4k.gguf');
+    fs.writeFileSync(file, llama_shaped('tiny-4k', 'F32'));
+    const long = await openBrowser({ serveArgs: ['--model', file] });
+    try {
+      const page = await long.newPage({ height: 1400 });
+      // its tokenizer has no merges: a character a token
+      const text = Array.from({ length: 2100 }, (_, i) => 'abcdefghijklmnopqrstuvwxyz'[(i * 7) % 26]).join('');
+      await page.waitForSelector('[data-testid="model"]:not([hidden])');
+      await page.fill('[data-testid="model-input"]', text);
+      await page.click('[data-testid="model-run"]');
+      await page.waitForFunction(() => window.attnlab.state.model.run || window.attnlab.state.model.status === 'error');
+      assert.equal(await page.evaluate(() => window.attnlab.state.model.message), '');
+      await page.waitForSelector('[data-testid="model-sparse-note"]');
+      assert.match(await page.textContent('[data-testid="model-sparse-note"]'), /^2100 tokens: .* the 8 keys each query weighs most/);
+      const heads = await page.$$eval('[data-testid="model-head"]', (els) => els.map((e) => ({
+        ref: e.dataset.headRef, text: e.querySelector('.model-scores').textContent,
+        n: Number(e.querySelector('canvas').dataset.n), side: e.querySelector('canvas').width })));
+      assert.deepEqual(heads.map((h) => h.ref), ['0.0', '0.1', '1.0', '1.1']);
+      const run = await page.evaluate(() => window.attnlab.state.model.run);
+      assert.equal(run.weights, null);
+      for (const h of heads) {
+        const [l, k] = h.ref.split('.').map(Number);
+        const sink = run.sparse.sink[l][k].slice(1), entropy = run.sparse.entropy[l][k];
+        const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+        assert.match(h.text, new RegExp(`sink ${mean(sink).toFixed(2)} .*${mean(entropy).toFixed(1)} bits`), h.ref);
+        assert.equal(h.n, 2100);
+        assert.equal(h.side, 256, 'drawn at 256 pixels a side, not 2,100');
+      }
+      await page.close();
+    } finally {
+      await long.close();
+    }
   });

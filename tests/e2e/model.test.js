@@ -144,7 +144,7 @@ test('model source: More options are the operation\'s other fields; top_k typed 
     await ranOn(page, IDS);
     const operations = await (await fetch(`${browser.url}/api/operations`)).json();
     const run = operations.operations.find((d) => d.name === 'model run');
-    const offered = run.fields.filter((f) => f.faces.includes('api') && !['text', 'ids', 'ablate', 'weights'].includes(f.name));
+    const offered = run.fields.filter((f) => f.faces.includes('api') && !['text', 'ids', 'ablate', 'weights', 'sparse'].includes(f.name));
     await page.waitForSelector('[data-testid="model-options"]:not([hidden])');
     await page.click('[data-testid="model-options"] summary');
     for (const f of offered) {

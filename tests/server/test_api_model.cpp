@@ -2,6 +2,8 @@
 #include "api_test_support.hpp"
 #include "attnlab/analysis/eviction.hpp"
 #include "attnlab/model/generate.hpp"
+#include "attnlab/model/training.hpp"
+#include "attnlab/server/limits.hpp"
 
 // ---- the lab with a model (`attnlab serve --model DIR`) -----------------------------------
 // A second server, constructed with the tiny GPT-2 fixture (2 layers × 4 heads, 16 wide, 16
@@ -525,4 +527,38 @@ TEST(ModelApiJobs, AJobCancelledStopsAndSaysSo) {
   EXPECT_TRUE(job["result"].is_null());
   jobs.shut_down();
   EXPECT_THROW((void)jobs.start({{"kind", "verdict"}, {"text", "The cat"}}), attnlab::WorkCancelled);
+}
+
+// The lab asks every run for sparse rows beside the weights: it gets the weights while
+// layers × heads × n² fits the server's 2^24, and past that each head's rows in brief, the
+// same as asked for alone. A Llama of 2 layers × 2 heads and 4,096 positions made here:
+// 2,100 tokens are 17.6 million weights.
+TEST(ModelApiLong, AskedWithWeightsSparseRowsAnswerOnlyPastTheWeightsLimit) {
+  const nlohmann::json config = nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 16,
+      "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "max_position_embeddings": 4096, "vocab_size": 64, "tie_word_embeddings": true})");
+  const attnlab::ModelConfig c = attnlab::parse_model_config(config, "config.json");
+  std::vector<float> parameters(c.parameters());
+  attnlab::SplitMix64 rng(11);
+  for (float& x : parameters)
+    x = static_cast<float>(0.2 * rng.normal());
+  const attnlab::ModelDir m{"long-llama", attnlab::unflatten(c, parameters), std::nullopt};
+  EXPECT_EQ(attnlab::api_model(&m)["max_run_weights"], attnlab::kMaxApiModelWeights);
+  const auto ids = [&](std::size_t n) {
+    json out = json::array();
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back((i * 7 + 3) % 64);
+    return out;
+  };
+  const json short_run = json::parse(attnlab::api_model_run(&m, {{"ids", ids(100)}, {"sparse", 4}}));
+  EXPECT_EQ(short_run["weights"][1][1].size(), 100u) << "within the limit: the weights";
+  EXPECT_FALSE(short_run.contains("sparse"));
+  const json long_run = json::parse(attnlab::api_model_run(&m, {{"ids", ids(2100)}, {"sparse", 4}}));
+  EXPECT_TRUE(long_run["weights"].is_null()) << "past it: no weights";
+  EXPECT_TRUE(long_run["heads"].is_null());
+  ASSERT_EQ(long_run["sparse"]["keys"][1][1].size(), 2100u);
+  EXPECT_EQ(long_run["sparse"]["keys"][1][1][2099].size(), 4u);
+  const json alone = json::parse(attnlab::api_model_run(&m, {{"ids", ids(2100)}, {"sparse", 4}, {"weights", false}}));
+  EXPECT_EQ(alone["sparse"], long_run["sparse"]);
+  EXPECT_EQ(alone["top_k"], long_run["top_k"]);
 }

@@ -154,7 +154,8 @@ struct RunRequest {
     field(weights, {.name = "weights", .help = "Every head's weights in the reply", .faces = kHttpApi});
     field(sparse, {.name = "sparse",
                    .help = "Every head's rows in brief instead of n × n weights, for long contexts: the N keys each "
-                           "query weighs most, its weight on the first token (the sink) and its entropy (0: none)",
+                           "query weighs most, its weight on the first token (the sink) and its entropy (0: none; "
+                           "the API with weights true: only where the weights are over its limit)",
                    .range = {0, 64},
                    .faces = kCommandLine | kHttpApi});
   }
