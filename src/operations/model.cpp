@@ -316,14 +316,17 @@ std::string run_json(const ModelDir& m, const RunPlan& plan, const ForwardResult
                      bool with_weights, WeightDigits digits) {
   const ForwardResult& asked = ablated ? *ablated : run;
   const std::span<const float> last_logits = asked.logits_at(asked.n - 1);
-  json reply = {{"ids", plan.ids},
-                {"top_k", last_top_k_json(m, run, plan.top_k)},
-                {"ablated", json::array()},
-                {"top_k_ablated", nullptr},
-                // The detectors on this text: the weights the run kept, scored as detect_heads scores
-                // each of its sequences.
-                {"heads", run.attention.empty() ? json() : head_scores_json(score_heads(run, plan.ids))["heads"]},
-                {"last_logits", std::vector<float>(last_logits.begin(), last_logits.end())}};
+  json reply = {
+      {"ids", plan.ids},
+      {"top_k", last_top_k_json(m, run, plan.top_k)},
+      {"ablated", json::array()},
+      {"top_k_ablated", nullptr},
+      // The detectors on this text: from the weights the run kept, or from its sparse rows'
+      // pass (as detect_heads scores each of its sequences).
+      {"heads", !run.attention.empty() ? head_scores_json(score_heads(run, plan.ids))["heads"]
+                : run.sparse.top       ? head_scores_json(head_scores_of(run.sparse, m.model.config.n_head))["heads"]
+                                       : json()},
+      {"last_logits", std::vector<float>(last_logits.begin(), last_logits.end())}};
   add_tokens_json(reply, m, plan.ids);
   if (run.sparse.top) reply["sparse"] = sparse_json(run.sparse, m.model.config.n_head, run.n);
   if (ablated) {

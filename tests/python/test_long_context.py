@@ -1,8 +1,9 @@
 """A long context against an independent NumPy forward (float64, written from transformers'
 modeling_llama.py): a small Llama-style model of 4,096 positions made here, run on 3,000
 tokens by `attnlab model run --sparse`, which keeps no n × n weights. The last position's
-logits, and for the last query of every head its sparse row (the keys it weighs most, its
-sink weight, its entropy in bits), equal NumPy's."""
+logits, for the last query of every head its sparse row (the keys it weighs most, its sink
+weight, its entropy in bits), and every head's detector scores over the 3,000 rows equal
+NumPy's."""
 import json
 import math
 
@@ -41,7 +42,7 @@ def test_three_thousand_tokens_against_numpy(tmp_path, cli):
     folder = make_llama(tmp_path / "long-llama")
     ids = [int(i) for i in np.random.RandomState(5).randint(0, 50, 3000)]
     got = cli("model", "run", folder, "--ids", ",".join(map(str, ids)), "--sparse", "4", "--json")
-    assert got["weights"] is None and got["heads"] is None
+    assert got["weights"] is None
     n = len(ids)
     logits, weights = MaskedLlama(folder).forward(ids, np.tril(np.ones((n, n), bool)))
     assert np.allclose(got["last_logits"], logits[-1], atol=2e-3)
@@ -54,3 +55,17 @@ def test_three_thousand_tokens_against_numpy(tmp_path, cli):
             assert math.isclose(got["sparse"]["sink"][layer][head][-1], row[0], abs_tol=2e-5)
             entropy = -np.sum(row[row > 0] * np.log2(row[row > 0]))
             assert math.isclose(got["sparse"]["entropy"][layer][head][-1], entropy, abs_tol=2e-3)
+    # The head detectors from the same pass, against their definitions on NumPy's weights: the
+    # mean over the rows that have a pattern key of the row's weight on those keys.
+    a = np.array(ids)
+    i, j = np.indices((n, n))
+    seen = np.array([a[k] in a[:k] for k in range(n)])
+    patterns = {"previous_token": (j + 1 == i, i >= 1), "sink": ((j == 0) & (i >= 1), i >= 1),
+                "duplicate_token": ((j < i) & (a[j] == a[i]), seen[i]),
+                "induction": ((j >= 1) & (j <= i) & (a[np.maximum(j - 1, 0)] == a[i]), seen[i])}
+    for k, head_scores in enumerate(got["heads"]):
+        w = weights[head_scores["layer"], head_scores["head"]]
+        for name, (on, has) in patterns.items():
+            rows = has[:, 0]
+            expected = (w * on).sum(axis=1)[rows].mean()
+            assert math.isclose(head_scores[name], expected, abs_tol=1e-5), (k, name)

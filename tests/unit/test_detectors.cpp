@@ -106,7 +106,8 @@ TEST(Detectors, EveryHeadOfAModelGetsThreeScoresInZeroToOne) {
       EXPECT_LE(x, 1.0);
     }
   EXPECT_EQ(scores[5].head, (HeadRef{1, 1}));
-  // The score of head 1.1 is the detector applied to the forward's own weights.
+  // The score of head 1.1 is the detector applied to the forward's own weights (detect_heads
+  // takes it from its pass over each row's scores: the same within f32's rounding).
   const ForwardResult r = model_forward(model, sequences[0], {.keep_attention = true});
   const std::size_t n = sequences[0].size();
   const double first = detector_score(std::span<const float>(r.attention[1].data() + n * n, n * n),
@@ -116,7 +117,7 @@ TEST(Detectors, EveryHeadOfAModelGetsThreeScoresInZeroToOne) {
   const ForwardResult r2 = model_forward(model, sequences[1], {.keep_attention = true});
   const double second = detector_score(std::span<const float>(r2.attention[1].data() + n2 * n2, n2 * n2),
                                        detector_pattern(Detector::induction, sequences[1]), n2);
-  EXPECT_NEAR(scores[5].induction, (first + second) / 2, 1e-12);
+  EXPECT_NEAR(scores[5].induction, (first + second) / 2, 1e-6);
 }
 
 TEST(Detectors, DefaultSequencesVaryTheRepeatSoAFixedOffsetHeadIsNoInductionHead) {

@@ -12,6 +12,7 @@
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/training.hpp"
+#include "attnlab/operations/model.hpp"
 
 using namespace attnlab;
 

@@ -85,3 +85,37 @@ TEST(SparseRows, ArePricedBeforeTheRun) {
 }
 
 }  // namespace
+
+namespace {
+
+// The head detectors from the same pass over each row's scores equal score_heads on the dense
+// weights (detectors.hpp), on texts with repeats and windows (Mistral and Gemma 3 late queries
+// see no sink and their earliest copies fall outside the window), and a text without repeats
+// has no duplicate-token or induction rows (NaN).
+TEST(SparseRows, DetectorsAreScoreHeadsOnTheDenseWeights) {
+  for (const char* fixture : {"tiny-f32", "llama-f32", "mistral-f32", "gemma3-f32", "qwen3-f32-sharded"}) {
+    const Model model = load_model((kSparseFixtures / fixture).string());
+    const ModelConfig& c = model.config;
+    for (const std::vector<int>& ids :
+         {std::vector<int>{1, 5, 9, 2, 5, 9, 30, 4, 11, 5, 9, 2}, std::vector<int>{1, 2, 3, 4}}) {
+      SCOPED_TRACE(std::string(fixture) + " n " + std::to_string(ids.size()));
+      const std::vector<HeadScores> dense = score_heads(model_forward(model, ids, {.keep_attention = true}), ids);
+      const ForwardResult sparse = model_forward(model, ids, {.logits = LogitRows::none, .sparse_top = 1});
+      for (std::size_t l = 0; l < c.n_layer; ++l)
+        for (std::size_t h = 0; h < c.n_head; ++h) {
+          const HeadScores& d = dense[l * c.n_head + h];
+          const double* s = sparse.sparse.detectors[l].data() + h * 4;
+          const double expected[] = {d.previous_token, d.duplicate_token, d.induction, d.sink};
+          for (std::size_t k = 0; k < 4; ++k) {
+            if (std::isnan(expected[k])) {
+              EXPECT_TRUE(std::isnan(s[k])) << "layer " << l << " head " << h << " detector " << k;
+              continue;
+            }
+            EXPECT_NEAR(s[k], expected[k], 1e-6) << "layer " << l << " head " << h << " detector " << k;
+          }
+        }
+    }
+  }
+}
+
+}  // namespace

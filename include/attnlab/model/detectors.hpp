@@ -47,8 +47,14 @@ std::vector<int> repeated_random_tokens(std::uint64_t seed, std::size_t k, std::
 // induction cells).
 std::vector<HeadScores> score_heads(const ForwardResult& run, std::span<const int> ids);
 
-// Every head's four scores, averaged over the given sequences (each run through the model
-// with its weights kept). Sequences where a detector's pattern is empty do not count for it.
+// Every head's four scores on one text from its forward's pass over each row's scores
+// (ForwardOptions::sparse_top: SparseAttention::detectors), layer by layer.
+std::vector<HeadScores> head_scores_of(const SparseAttention& sparse, std::size_t heads);
+
+// Every head's four scores, averaged over the given sequences (each run through the model,
+// the scores taken from its pass over each row's scores: ForwardResult::sparse.detectors, no
+// n × n weights kept, so any length the model's positions allow). Sequences where a detector's
+// pattern is empty do not count for it.
 std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::vector<int>>& sequences);
 
 // The default probe set: `count` seeded repeated random sequences [BOS, r_1..r_k, r_1..r_k],

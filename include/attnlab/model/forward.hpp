@@ -92,6 +92,11 @@ struct SparseAttention {
   std::vector<std::vector<std::uint32_t>> keys;
   std::vector<std::vector<float>> weights;
   std::vector<std::vector<float>> sink, entropy;  // per layer, [H × n]
+  // The head detectors (model/detectors.hpp) from the same pass: per layer, [H × 4] each
+  // detector's score, the mean over the rows that have a key in its pattern of the row's
+  // weight on those keys (previous-token, duplicate-token, induction, sink; NaN where no row
+  // has one): what score_heads gives from the n × n weights.
+  std::vector<std::vector<double>> detectors;
   static constexpr std::uint32_t none = 0xffffffffu;
 };
 

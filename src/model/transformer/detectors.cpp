@@ -87,6 +87,16 @@ std::vector<HeadScores> score_heads(const ForwardResult& run, std::span<const in
   return scores;
 }
 
+std::vector<HeadScores> head_scores_of(const SparseAttention& sparse, std::size_t heads) {
+  std::vector<HeadScores> scores;
+  for (std::size_t l = 0; l < sparse.detectors.size(); ++l)
+    for (std::size_t h = 0; h < heads; ++h) {
+      const double* d = sparse.detectors[l].data() + h * 4;  // previous, duplicate, induction, sink
+      scores.push_back({{l, h}, d[0], d[1], d[2], d[3]});
+    }
+  return scores;
+}
+
 std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::vector<int>>& sequences) {
   const std::size_t layers = model.config.n_layer, heads = model.config.n_head;
   struct Sum {
@@ -99,8 +109,10 @@ std::vector<HeadScores> detect_heads(const Model& model, const std::vector<std::
   };
   std::vector<Sum> previous(layers * heads), duplicate(layers * heads), induction(layers * heads), sink(layers * heads);
   for (const std::vector<int>& ids : sequences) {
-    const ForwardResult r = model_forward(model, ids, {.logits = LogitRows::none, .keep_attention = true});
-    for (const HeadScores& s : score_heads(r, ids)) {
+    // The detectors from the forward's pass over each row's scores (SparseAttention): no n × n
+    // weights kept, so a sequence may be as long as the model's positions.
+    const ForwardResult r = model_forward(model, ids, {.logits = LogitRows::none, .sparse_top = 1});
+    for (const HeadScores& s : head_scores_of(r.sparse, heads)) {
       const std::size_t k = s.head.layer * heads + s.head.head;
       previous[k].add(s.previous_token);
       duplicate[k].add(s.duplicate_token);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <numbers>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "attnlab/core/deadline.hpp"
 #include "attnlab/core/error.hpp"
@@ -239,9 +240,9 @@ std::vector<float> unembed(const Model& model, std::span<const float> x, std::si
 namespace {
 
 // Every head's rows of layer `layer` in brief (SparseAttention) from q | k | v [n × W], as the
-// heads see them (window, hidden key). Per head and block of queries, their scores against
-// every key the block sees are one product, S = Q_block · K_firstᵀ (a few hundred KiB, never
-// n × n); then each row in two passes over its scores: the largest m, and Σ e^(s − m),
+// heads see them (window, hidden key). Per head and block of 64 queries, their scores against
+// every key the block sees are one product, S = Q_block · K_firstᵀ (64 × n numbers, 2 MiB at
+// 8,192 tokens, never n × n); then each row in two passes over its scores: the largest m, and Σ e^(s − m),
 // Σ e^(s − m)·s (in f64) and the `top` largest scores (a min-heap: after the first few keys
 // almost every score fails the one comparison with its smallest). The weights are
 // e^(s − log-sum-exp), log-sum-exp = m + log Σ e^(s − m), and the entropy in bits
@@ -250,14 +251,28 @@ namespace {
 // the forward's own attention two thirds. With a pass of scalar f64 dot products instead the
 // same run had not finished after 10 minutes; with this one it took 5 min 46 s (2 cores of a
 // machine measuring 13 GFLOP/s that day).
-void sparse_rows(const Heads& at, const float* qkv, std::size_t n, std::size_t layer, SparseAttention& out) {
+//
+// The head detectors ride along: a row's weight on its pattern's keys (the previous token, the
+// earlier copies of its token, the tokens after them, the first token) is those keys' e^(s − m)
+// over Σ e^(s − m). A row has duplicate-token and induction keys exactly when its token came
+// before (the pattern counts keys outside a window, whose weight is 0, as dense rows do).
+void sparse_rows(const Heads& at, const float* qkv, std::span<const int> ids, std::size_t layer, SparseAttention& out) {
   constexpr std::size_t kBlock = 64;  // queries whose scores one product makes
-  const std::size_t top = out.top;
+  constexpr std::size_t kDetectors = 4;
+  const std::size_t top = out.top, n = ids.size();
   out.keys[layer].assign(at.H * n * top, SparseAttention::none);
   out.weights[layer].assign(at.H * n * top, 0.0f);
   out.sink[layer].assign(at.H * n, 0.0f);
   out.entropy[layer].assign(at.H * n, 0.0f);
-  std::vector<float> scores;  // [rows × (last − first + 1)] the block's scores, scaled
+  std::vector<char> seen_before(n);  // the row's token occurred earlier
+  {
+    std::unordered_set<int> seen;
+    for (std::size_t i = 0; i < n; ++i)
+      seen_before[i] = !seen.insert(ids[i]).second;
+  }
+  std::vector<double> totals(at.H * kDetectors, 0.0), rows_counted(at.H * kDetectors, 0.0);
+  std::vector<double> on_pattern(kBlock * kDetectors);  // the block's rows' weights on each pattern
+  std::vector<float> scores;                            // [rows × width] the block's scores q·k, before the scale
   for (std::size_t h = 0; h < at.H; ++h)
     for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
       const std::size_t rows = std::min(kBlock, n - i0), first = at.first_key(i0), width = i0 + rows - first;
@@ -275,11 +290,15 @@ void sparse_rows(const Heads& at, const float* qkv, std::size_t n, std::size_t l
         std::vector<std::pair<double, std::uint32_t>> best;  // (score, key), a min-heap of the `top` largest
         const auto smaller = [](const auto& x, const auto& y) { return x.first > y.first; };
         double sum = 0, weighted = 0, sink_score = -INFINITY;
+        double previous = 0, duplicate = 0, induction = 0, first = 0;  // Σ e^(s − m) on each pattern
         for (std::size_t j = at.first_key(i); j <= i; ++j) {
           if (!visible(j)) continue;
           const double score = score_of(j), e = std::exp(static_cast<float>(score - m));  // f32's exp: half the time
           sum += e, weighted += e * score;
-          if (j == 0) sink_score = score;
+          if (j == 0) sink_score = score, first = e;
+          if (j + 1 == i) previous = e;
+          if (j < i && ids[j] == ids[i]) duplicate += e;
+          if (j >= 1 && ids[j - 1] == ids[i]) induction += e;
           if (best.size() < top) {
             best.emplace_back(score, std::uint32_t(j));
             std::push_heap(best.begin(), best.end(), smaller);
@@ -300,14 +319,26 @@ void sparse_rows(const Heads& at, const float* qkv, std::size_t n, std::size_t l
         }
         out.sink[layer][h * n + i] = static_cast<float>(std::exp(sink_score - lse));
         out.entropy[layer][h * n + i] = static_cast<float>((lse - weighted / sum) / std::numbers::ln2);
+        const bool has[kDetectors] = {i >= 1, bool(seen_before[i]), bool(seen_before[i]), i >= 1};
+        const double weight[kDetectors] = {previous / sum, duplicate / sum, induction / sum, first / sum};
+        for (std::size_t d = 0; d < kDetectors; ++d)
+          on_pattern[r * kDetectors + d] = has[d] ? weight[d] : NAN;
       });
+      for (std::size_t r = 0; r < rows * kDetectors; ++r)  // in row order: the sums do not depend on the threads
+        if (!std::isnan(on_pattern[r])) {
+          totals[h * kDetectors + r % kDetectors] += on_pattern[r];
+          rows_counted[h * kDetectors + r % kDetectors] += 1;
+        }
     }
+  out.detectors[layer].resize(at.H * kDetectors);
+  for (std::size_t k = 0; k < totals.size(); ++k)
+    out.detectors[layer][k] = rows_counted[k] > 0 ? totals[k] / rows_counted[k] : NAN;
 }
 
 // Blocks first.. on the stream x [n × d] (updated in place) with the options' interventions,
 // keeping in r what the options say unless `keep` is false (a rerun keeps nothing).
 void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, std::size_t n,
-                const ForwardOptions& options, ForwardResult& r, bool keep = true) {
+                const ForwardOptions& options, ForwardResult& r, bool keep = true, std::span<const int> ids = {}) {
   const ModelConfig& c = model.config;
   const std::size_t heads = c.n_head;
   const bool keep_attention = keep && (options.keep_attention || options.keep_stream),
@@ -318,6 +349,7 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
     for (auto* per_layer : {&r.sparse.weights, &r.sparse.sink, &r.sparse.entropy})
       per_layer->resize(c.n_layer);
     r.sparse.keys.resize(c.n_layer);
+    r.sparse.detectors.resize(c.n_layer);
   }
   for (std::size_t l = first; l < c.n_layer; ++l) {
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
@@ -359,7 +391,7 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
       } else {
         attention_tiled(qkv, n, at, z);
       }
-      if (keep && options.sparse_top) sparse_rows(at, qkv, n, l, r.sparse);
+      if (keep && options.sparse_top) sparse_rows(at, qkv, ids, l, r.sparse);
       zero_ablated(c, l, options.ablate, n, z);
       replace_heads(c, l, options.replace_heads, n, z);
     };
@@ -413,7 +445,7 @@ ForwardResult model_forward(const Model& model, std::span<const int> ids, const 
   r.n = n;
   r.logits_from = logits_from;
   std::vector<float> x = embed(model, ids, 0);
-  run_blocks(model, 0, x, n, options, r);
+  run_blocks(model, 0, x, n, options, r, /*keep=*/true, ids);
   if (options.keep_stream) r.final_stream = x;
   // The logits' pages touched first by every thread, a run of rows each (zeroed: the product
   // below may read what it then overwrites).
