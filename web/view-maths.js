@@ -137,7 +137,7 @@ function queryMaths(head, i, p, mode) {
     mixTerms.push(`${rows[j].weightBold}×(${vectorText(head.values[j], p, mode.full)})`);
   }
   return {
-    rows, order, top, topWeight, expTerms, mixTerms, weightSum, visible, byWeight: mode.byWeight,
+    rows, order, top, topWeight, expTerms, mixTerms, weightSum, visible,
     shift: head.shifts[i],
     fully: !!(head.fully_masked && head.fully_masked[i]),
   };
@@ -311,7 +311,7 @@ function writeQueryColumns(M, Q) {
     widths[1] = Math.max(widths[1], r.scaled.length);
     widths[2] = Math.max(widths[2], r.logit.length);
     widths[3] = Math.max(widths[3], r.exp.length);
-    widths[4] = Math.max(widths[4], r.weightText.length + r.weightBold.length + 6);  // and the bar's 5ch
+    widths[4] = Math.max(widths[4], r.weightText.length + r.weightBold.length);  // the bar lies under the digits
   });
   return widths;
 }
@@ -440,7 +440,7 @@ export function renderMaths(s) {
   setAttr(container, 'data-query', String(i));
 }
 
-/** The two boxes of the panel: what they say goes into the store (the grid is rebuilt with them). */
+/** The panel's two boxes: what they say goes into the store, and the panel is written again with it. */
 export function bindMaths() {
   $('maths').addEventListener('change', (e) => {
     const box = e.target;
