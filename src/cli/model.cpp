@@ -459,6 +459,70 @@ int attribute(const ModelFlags& f, const OperationFlags& flags) {
   return 0;
 }
 
+// ---- map: one head's weights at any length --------------------------------------------------
+
+int map_command(const ModelFlags& f, const OperationFlags& flags) {
+  const MapRequest request = read_flags<MapRequest>(flags);
+  const ModelDir m = open_model_dir(f.dir);
+  MapResult result = naming_flags([&] {
+    MapResult priced = price_map(m, request);
+    run_map(m, priced);
+    return priced;
+  });
+  if (f.json) {
+    fmt::print("{}\n", map_json(m, result).dump());
+    return 0;
+  }
+  const HeadMap& map = result.map;
+  const HeadMapWindow& w = map.window;
+  const std::size_t down = w.cells_down(), across = w.cells_across(), n = result.ids.size();
+  float largest = 0;
+  for (std::size_t cell = 0; cell < map.weights.size(); ++cell)
+    if (map.query[cell] != HeadMap::none) largest = std::max(largest, map.weights[cell]);
+  fmt::print("head {} over {} tokens: ", to_string(w.head), format_count(n));
+  if (w.tile > 1)
+    fmt::print("{} × {} cells of {} × {} tokens, each the largest weight in its block\n", down, across, w.tile, w.tile);
+  else
+    fmt::print("queries {} to {}, keys {} to {}, a weight a cell\n", w.row0, w.row0 + w.rows - 1, w.col0,
+               w.col0 + w.cols - 1);
+  // Nine shades from a weight near 0 to the largest; blank where the queries see none of the keys.
+  static constexpr std::string_view kShades = ".:-=+*#%@";
+  fmt::print(
+      "(shades . to @ from 0 to the largest weight, {:.3f}; blank: not seen by the queries; keys from {} "
+      "across)\n",
+      largest, w.col0);
+  for (std::size_t i = 0; i < down; ++i) {
+    std::string row;
+    for (std::size_t j = 0; j < across; ++j) {
+      const std::size_t cell = i * across + j;
+      if (map.query[cell] == HeadMap::none) {
+        row += ' ';
+        continue;
+      }
+      const double t = largest > 0 ? map.weights[cell] / largest : 0.0;
+      row += kShades[std::min(kShades.size() - 1, std::size_t(t * double(kShades.size())))];
+    }
+    fmt::print("{:>7} |{}\n", w.row0 + i * w.tile, row);
+  }
+  // The strongest links away from the first token and the query itself (HeadVis's top examples).
+  std::vector<std::size_t> order;
+  for (std::size_t cell = 0; cell < map.weights.size(); ++cell)
+    if (map.query[cell] != HeadMap::none && map.key[cell] != 0 && map.key[cell] != map.query[cell])
+      order.push_back(cell);
+  const std::size_t shown = std::min<std::size_t>(5, order.size());
+  std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(shown), order.end(),
+                    [&](std::size_t a, std::size_t b) { return map.weights[a] > map.weights[b]; });
+  if (shown == 0) return 0;
+  const std::vector<std::string> tokens = token_texts(m, result.ids);
+  fmt::print("the heaviest links off the first token and the diagonal:\n");
+  for (std::size_t k = 0; k < shown; ++k) {
+    const std::size_t cell = order[k], i = map.query[cell], j = map.key[cell];
+    fmt::print("  query {} {} → key {} {}: {:.4f}\n", i, quoted_token(tokens[i]), j, quoted_token(tokens[j]),
+               map.weights[cell]);
+  }
+  return 0;
+}
+
 // ---- qk: a head's score taken apart ---------------------------------------------------------
 
 int qk(const ModelFlags& f, const OperationFlags& flags) {
@@ -812,7 +876,7 @@ Command model_command(CLI::App& parent) {
   CLI::App* model = parent.add_subcommand(
       "model",
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
-      "tokenize, run, heads, eval, generate, kv, evict, attribute, qk, circuits, lens, patch, verdict, export");
+      "tokenize, run, map, heads, eval, generate, kv, evict, attribute, qk, circuits, lens, patch, verdict, export");
   model->require_subcommand(1);
   // Each subcommand is an operation: its flags from the description, the model, --json.
   const std::vector<Command> subcommands{
@@ -825,6 +889,9 @@ Command model_command(CLI::App& parent) {
           *model, f, run,
           "POST /api/model/run's reply: {\"ids\", \"tokens\", \"token_bytes\", \"top_k\", \"ablated\", "
           "\"top_k_ablated\", \"heads\", \"last_logits\", \"weights\" [layer][head][n][n]}"),
+      model_operation<MapRequest>(*model, f, map_command,
+                                  "{\"head\", \"kv_head\", \"tile\", \"row0\", \"col0\", \"rows\", \"cols\", "
+                                  "\"weights\" [down][across], \"query\", \"key\", \"ids\", \"tokens\"}"),
       model_operation<HeadsRequest>(
           *model, f, heads,
           "{\"heads\": [{\"layer\", \"head\", \"previous_token\", \"duplicate_token\", \"induction\", "

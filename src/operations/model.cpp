@@ -347,6 +347,68 @@ std::string run_json(const ModelDir& m, const RunPlan& plan, const ForwardResult
   return text;
 }
 
+// ---- model map -------------------------------------------------------------------------------
+
+MapResult price_map(const ModelDir& m, const MapRequest& r) {
+  const ModelConfig& c = m.model.config;
+  MapResult result;
+  result.ids = token_ids(m, r.text, "text");
+  const std::size_t n = result.ids.size(), cells = r.cells;
+  if (r.head.size() != 1) fail("head", fmt::format("give one head, L.H (got {})", r.head.size()));
+  HeadMapWindow w{.head = r.head.front()};
+  check_head(c, w.head, "head");
+  for (const auto& [name, first] : {std::pair{"query", r.query}, {"key", r.key}})
+    if (first && *first >= n) fail(name, fmt::format("{} is past the last token (positions 0 to {})", *first, n - 1));
+  if (r.query || r.key) {  // a window, one weight a cell
+    w.row0 = r.query.value_or(0), w.col0 = r.key.value_or(0);
+    w.rows = std::min(cells, n - w.row0), w.cols = std::min(cells, n - w.col0);
+  } else {  // the whole head, in blocks
+    w.rows = w.cols = n;
+    w.tile = (n + cells - 1) / cells;
+  }
+  // The forward runs to the head's layer and keeps nothing of n × n: its price is the model's
+  // own positions' (token_ids checked n against them).
+  result.options = {.logits = LogitRows::none, .head_map = w, .last_layer = w.head.layer};
+  return result;
+}
+
+void run_map(const ModelDir& m, MapResult& result) {
+  result.map = model_forward(m.model, result.ids, result.options).head_map;
+}
+
+json map_json(const ModelDir& m, const MapResult& result) {
+  const HeadMap& map = result.map;
+  const HeadMapWindow& w = map.window;
+  const std::size_t down = w.cells_down(), across = w.cells_across();
+  json weights = json::array(), query = json::array(), key = json::array();
+  for (std::size_t i = 0; i < down; ++i) {
+    json weights_row = json::array(), query_row = json::array(), key_row = json::array();
+    for (std::size_t j = 0; j < across; ++j) {
+      const std::size_t cell = i * across + j;
+      const bool seen = map.query[cell] != HeadMap::none;
+      weights_row.push_back(seen ? json(map.weights[cell]) : json(nullptr));
+      query_row.push_back(seen ? json(map.query[cell]) : json(nullptr));
+      key_row.push_back(seen ? json(map.key[cell]) : json(nullptr));
+    }
+    weights.push_back(std::move(weights_row));
+    query.push_back(std::move(query_row));
+    key.push_back(std::move(key_row));
+  }
+  json out = {{"ids", result.ids},
+              {"head", to_string(w.head)},
+              {"kv_head", w.head.head / (m.model.config.n_head / m.model.config.kv_heads())},
+              {"tile", w.tile},
+              {"row0", w.row0},
+              {"col0", w.col0},
+              {"rows", w.rows},
+              {"cols", w.cols},
+              {"weights", std::move(weights)},
+              {"query", std::move(query)},
+              {"key", std::move(key)}};
+  add_tokens_json(out, m, result.ids);
+  return out;
+}
+
 // ---- model kv --------------------------------------------------------------------------------
 
 ModelKvResult price_model_kv(const ModelDir& m, const ModelKvRequest& r) {
@@ -865,6 +927,11 @@ json run_model_operation(std::string_view name, const ModelDir& m, const json& b
     CircuitsResult r = price_circuits(m, read_request<CircuitsRequest>(body, face));
     run_circuits(m, r);
     return circuits_json(m, r);
+  }
+  if (name == MapRequest::kName) {
+    MapResult r = price_map(m, read_request<MapRequest>(body, face));
+    run_map(m, r);
+    return map_json(m, r);
   }
   if (name == QkRequest::kName) {
     QkResult r = price_qk(m, read_request<QkRequest>(body, face));

@@ -189,6 +189,17 @@ std::string api_model_run(const ModelSources& models, const json& body) {
   return run_json(m, plan, *r, ablated ? &*ablated : nullptr, request.weights, WeightDigits::four);
 }
 
+json api_model_map(const ModelSources& models, const json& body) {
+  const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");
+  MapResult result = price_map(*model, read_request<MapRequest>(operation_fields(body), kHttpApi));
+  const ModelConfig& c = model->model.config;
+  // the weights, and one block's buffers over the tokens (nothing of n × n)
+  const std::uint64_t row = c.qkv_width() + c.fc_width() + c.attention_width() + 4 * c.n_embd;
+  admit_work(sizeof(float) * (std::uint64_t{c.parameters()} + result.ids.size() * row));
+  run_map(*model, result);
+  return map_json(*model, result);
+}
+
 json api_model_generate(const ModelSources& models, const json& body) {
   const json request = operation_fields(body);  // which model is the server's to say; the rest is the operation's
   const std::shared_ptr<const ModelDir> model = models.model(ModelSources::choice(body, ""), "");

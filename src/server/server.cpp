@@ -373,6 +373,8 @@ LabServer::LabServer(std::shared_ptr<const ModelDir> model, std::filesystem::pat
   impl.post("/api/model/generate", [m](const json& request, httplib::Response& res) {
     reply_json(res, 200, api_model_generate(*m, request));
   });
+  impl.post("/api/model/map",
+            [m](const json& request, httplib::Response& res) { reply_json(res, 200, api_model_map(*m, request)); });
   impl.post("/api/model/run",
             [m](const json& request, httplib::Response& res) { res.set_content(api_model_run(*m, request), kJson); });
   // Attribution (docs/api.md, "Attribution"): the quick read-outs at once, the verdict and

@@ -69,3 +69,29 @@ def test_three_thousand_tokens_against_numpy(tmp_path, cli):
             rows = has[:, 0]
             expected = (w * on).sum(axis=1)[rows].mean()
             assert math.isclose(head_scores[name], expected, abs_tol=1e-5), (k, name)
+    # One head at any length (`model map`): the whole head pooled into 64 × 64 cells of 47
+    # tokens, each cell the largest weight its queries give its keys (NaN-free: null where the
+    # queries see none), and a window of 40 × 40 weights across a diagonal, against NumPy's.
+    for layer, head in [(0, 1), (1, 0)]:
+        w = weights[layer, head]
+        pooled = cli("model", "map", folder, "--ids", ",".join(map(str, ids)), "--head", f"{layer}.{head}",
+                     "--cells", "64", "--json")
+        tile = pooled["tile"]
+        assert tile == 47 and len(pooled["weights"]) == 64
+        visible = i >= j
+        for a in range(64):
+            for b in range(64):
+                block = (slice(a * tile, (a + 1) * tile), slice(b * tile, (b + 1) * tile))
+                if not visible[block].any():
+                    assert pooled["weights"][a][b] is None
+                    continue
+                expected = w[block][visible[block]].max()
+                assert math.isclose(pooled["weights"][a][b], expected, abs_tol=2e-5), (layer, head, a, b)
+                q, k = pooled["query"][a][b], pooled["key"][a][b]
+                assert q // tile == a and k // tile == b and math.isclose(w[q, k], expected, abs_tol=2e-5)
+        window = cli("model", "map", folder, "--ids", ",".join(map(str, ids)), "--head", f"{layer}.{head}",
+                     "--cells", "40", "--query", "2500", "--key", "2480", "--json")
+        cells = np.array([[np.nan if x is None else x for x in row] for row in window["weights"]])
+        part = w[2500:2540, 2480:2520]
+        assert np.array_equal(np.isnan(cells), ~visible[2500:2540, 2480:2520])
+        assert np.allclose(cells[~np.isnan(cells)], part[visible[2500:2540, 2480:2520]], atol=2e-5)

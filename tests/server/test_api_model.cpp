@@ -563,3 +563,47 @@ TEST(ModelApiLong, AskedWithWeightsSparseRowsAnswerOnlyPastTheWeightsLimit) {
   EXPECT_EQ(alone["sparse"], long_run["sparse"]);
   EXPECT_EQ(alone["top_k"], long_run["top_k"]);
 }
+
+// One head of a long run opened in the lab: POST /api/model/map gives the head pooled to the
+// cells asked for, from any length (the same Llama at 2,100 tokens: 4.4 million weights of
+// one head, none kept), and a window of it a weight a cell; bad fields named.
+TEST(ModelApiLong, AHeadMapAtAnyLength) {
+  const nlohmann::json config = nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 16,
+      "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "max_position_embeddings": 4096, "vocab_size": 64, "tie_word_embeddings": true})");
+  const attnlab::ModelConfig c = attnlab::parse_model_config(config, "config.json");
+  std::vector<float> parameters(c.parameters());
+  attnlab::SplitMix64 rng(11);
+  for (float& x : parameters)
+    x = static_cast<float>(0.2 * rng.normal());
+  const attnlab::ModelDir m{"long-llama", attnlab::unflatten(c, parameters), std::nullopt};
+  const attnlab::ModelSources models(&m);
+  json ids = json::array();
+  for (std::size_t i = 0; i < 2100; ++i)
+    ids.push_back((i * 7 + 3) % 64);
+  const json whole = attnlab::api_model_map(models, {{"ids", ids}, {"head", "1.1"}, {"cells", 100}});
+  EXPECT_EQ(whole["tile"], 21);
+  ASSERT_EQ(whole["weights"].size(), 100u);
+  ASSERT_EQ(whole["weights"][99].size(), 100u);
+  EXPECT_TRUE(whole["weights"][0][1].is_null()) << "above the diagonal";
+  EXPECT_EQ(whole["tokens"].size(), 2100u);
+  // the window around the last row's cell: its weights, one a cell, include that cell's largest
+  const json window = attnlab::api_model_map(
+      models, {{"ids", ids}, {"head", "1.1"}, {"cells", 48}, {"query", 2052}, {"key", whole["key"][99][0]}});
+  EXPECT_EQ(window["tile"], 1);
+  EXPECT_EQ(window["rows"], 48);
+  const std::size_t i = whole["query"][99][0].get<std::size_t>() - 2052;
+  EXPECT_NEAR(window["weights"][i][0].get<double>(), whole["weights"][99][0].get<double>(), 1e-6);
+  for (const auto& [body, field] : {std::pair{json{{"head", "2.0"}}, "head"},
+                                    {json{{"head", "1.0"}, {"cells", 0}}, "cells"},
+                                    {json{{"head", "1.0"}, {"query", 2100}}, "query"}}) {
+    json request = body;
+    request["ids"] = ids;
+    try {
+      (void)attnlab::api_model_map(models, request);
+      ADD_FAILURE() << body.dump() << " was not refused";
+    } catch (const attnlab::InputError& e) {
+      EXPECT_EQ(e.field(), field) << e.what();
+    }
+  }
+}

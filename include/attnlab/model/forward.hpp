@@ -63,6 +63,15 @@ enum class LogitRows {
   none,   // none: for a caller that reads the weights or the stream alone
 };
 
+// Which of a head's weights a map shows: queries [row0, row0 + rows) and keys [col0, col0 +
+// cols), in cells of tile × tile tokens (tile 1: a cell is a weight).
+struct HeadMapWindow {
+  HeadRef head;
+  std::size_t row0 = 0, col0 = 0, rows = 0, cols = 0, tile = 1;
+  std::size_t cells_down() const { return (rows + tile - 1) / tile; }
+  std::size_t cells_across() const { return (cols + tile - 1) / tile; }
+};
+
 struct ForwardOptions {
   LogitRows logits = LogitRows::every;
   bool keep_attention = false;  // every head's weights, [L][H × n × n]
@@ -77,6 +86,21 @@ struct ForwardOptions {
   std::optional<std::size_t> hidden_key;
   // > 0: every head's rows in brief (ForwardResult::sparse), this many keys a row; no n × n kept.
   std::size_t sparse_top = 0;
+  // One head's weights pooled (ForwardResult::head_map), from its scores block by block: no n × n kept.
+  std::optional<HeadMapWindow> head_map;
+  // Stop after this block (the stream is then not the last block's): LogitRows::none only.
+  std::optional<std::size_t> last_layer;
+};
+
+// A head's weights at any length, pooled: each cell the largest weight a_ij of the query i and
+// key j it covers that the query sees (the strongest link in a block stays visible where a mean
+// would wash it out), and where that weight is. A cell none of whose keys its queries see
+// (above the diagonal, outside a sliding window) is NaN, its query and key `none`.
+struct HeadMap {
+  HeadMapWindow window;
+  std::vector<float> weights;             // [cells_down × cells_across]
+  std::vector<std::uint32_t> query, key;  // [cells_down × cells_across] where each cell's weight is
+  static constexpr std::uint32_t none = 0xffffffffu;
 };
 
 // Each head's rows of weights in brief, for a context too long to keep n × n weights: per
@@ -173,6 +197,7 @@ struct ForwardResult {
   std::vector<LayerStream> stream;            // [L], when kept
   std::vector<float> final_stream;            // [n × d] the stream after the last block, when kept
   SparseAttention sparse;                     // with options.sparse_top
+  HeadMap head_map;                           // with options.head_map
 };
 
 // InputError naming `field` unless 0 ≤ id < vocab_size: a target, a contrast, a token of ids.

@@ -190,6 +190,46 @@ enum class WeightDigits { four, every };
 std::string run_json(const ModelDir& model, const RunPlan& plan, const ForwardResult& run, const ForwardResult* ablated,
                      bool with_weights, WeightDigits digits);
 
+// ---- model map: one head's weights at any length ------------------------------------------
+
+struct MapRequest {
+  static constexpr std::string_view kName = "model map";
+  static constexpr std::string_view kHelp =
+      "One head's weights at any length, pooled: each cell the largest weight of a block of queries and keys (and "
+      "where it is), or from a query and a key on, one weight a cell";
+
+  TokenInput text;
+  HeadList head;
+  std::uint64_t cells = 64;
+  std::optional<std::uint64_t> query, key;
+
+  template <class Field>
+  void for_each(Field&& field) {
+    field(text, {.name = "text", .help = "The text (ids: token ids instead)", .required = true});
+    field(head, {.name = "head", .help = "The head, L.H", .max_items = 1, .required = true, .example = "1.0"});
+    field(cells, {.name = "cells",
+                  .help = "Cells a side: the whole head in blocks of ⌈n / cells⌉ tokens, or with query or key a "
+                          "window of this many tokens a side",
+                  .range = {1, 512}});
+    field(query, {.name = "query", .help = "A window's first query (default 0; with key or alone: one weight a cell)"});
+    field(key, {.name = "key", .help = "A window's first key (default 0)"});
+  }
+};
+
+struct MapResult {
+  std::vector<int> ids;
+  ForwardOptions options;  // the head's map, the forward stopping at its layer
+  HeadMap map;
+};
+// The ids and the window checked against the model: the whole head pooled, or with query or
+// key a window of cells × cells tokens (cut at the text's end).
+MapResult price_map(const ModelDir& model, const MapRequest& request);
+void run_map(const ModelDir& model, MapResult& result);
+// {"ids", "tokens", "head": "L.H", "kv_head", "tile", "row0", "col0", "rows", "cols" (the window
+//  in tokens), "weights" [cells down][cells across] (null: a cell whose queries see none of its
+//  keys), "query", "key" [down][across] (where each cell's weight is; null likewise)}.
+nlohmann::json map_json(const ModelDir& model, const MapResult& result);
+
 // ---- model kv ----------------------------------------------------------------------------
 
 struct ModelKvRequest {

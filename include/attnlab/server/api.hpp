@@ -105,5 +105,8 @@ std::string api_model_run(const ModelSources& models, const nlohmann::json& requ
 // what `attnlab model generate --json` prints for it. A heavy request, within the request's
 // time budget (503 past it).
 nlohmann::json api_model_generate(const ModelSources& models, const nlohmann::json& request);
+// POST /api/model/map: one head's weights at any length, pooled (the `model map` operation):
+// the forward runs to the head's layer and keeps no n × n weights.
+nlohmann::json api_model_map(const ModelSources& models, const nlohmann::json& request);
 
 }  // namespace attnlab

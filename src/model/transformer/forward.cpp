@@ -208,6 +208,17 @@ void check_interventions(const ModelConfig& c, const ForwardOptions& options, st
       fail("replace_inputs", fmt::format("head {}'s stream is {} numbers; it takes [n × d] = {}", to_string(r.head),
                                          r.x.size(), n * c.n_embd));
   }
+  if (options.last_layer && (*options.last_layer >= c.n_layer || options.logits != LogitRows::none))
+    fail("last_layer", fmt::format("{} must be a layer (0 to {}) of a forward that computes no logits",
+                                   *options.last_layer, c.n_layer - 1));
+  if (const std::optional<HeadMapWindow>& w = options.head_map) {
+    check_head(c, w->head, "head_map");
+    if (w->tile == 0 || w->rows == 0 || w->cols == 0 || w->row0 + w->rows > n || w->col0 + w->cols > n)
+      fail("head_map", fmt::format("queries {} + {} and keys {} + {} in tiles of {} are not a window of the {} tokens",
+                                   w->row0, w->rows, w->col0, w->cols, w->tile, n));
+    if (options.last_layer && *options.last_layer < w->head.layer)
+      fail("last_layer", fmt::format("{} stops before head {}'s layer", *options.last_layer, to_string(w->head)));
+  }
   if (options.hidden_key && *options.hidden_key >= n)
     fail("hidden_key", fmt::format("{} is past the last token (positions 0 to {})", *options.hidden_key, n - 1));
 }
@@ -239,6 +250,65 @@ std::vector<float> unembed(const Model& model, std::span<const float> x, std::si
 
 namespace {
 
+constexpr std::size_t kScoreBlock = 64;  // queries whose scores one product makes
+
+// Head h's scores q_i·k_j (before the scale) of queries [from, to), a block of up to kScoreBlock
+// at a time: for queries [i0, i0 + rows) against keys [first, i0 + rows), the keys the block sees, one
+// product S = Q_block · K_firstᵀ [rows × width] (64 × n numbers at most, never n × n);
+// visit(i0, rows, first, width, S) reads key j of query i at S[(i − i0)·width + j − first].
+template <class Visit>
+void score_blocks(const Heads& at, const float* qkv, std::size_t from, std::size_t to, std::size_t h, Visit&& visit) {
+  std::vector<float> scores;
+  for (std::size_t i0 = from; i0 < to; i0 += kScoreBlock) {
+    const std::size_t rows = std::min(kScoreBlock, to - i0), first = at.first_key(i0), width = i0 + rows - first;
+    scores.resize(rows * width);
+    gemm(false, true, rows, width, at.hd, qkv + i0 * at.width + at.q(h), at.width,
+         qkv + first * at.width + at.k(at.kv_of(h)), at.width, 0.0f, scores.data(), width);
+    visit(i0, rows, first, width, static_cast<const float*>(scores.data()));
+  }
+}
+
+// The largest scaled score m of query i's row of unscaled scores (key j at row[j − first]),
+// over the keys it sees.
+double row_max(const Heads& at, std::size_t i, const float* row, std::size_t first) {
+  double m = -INFINITY;
+  for (std::size_t j = at.first_key(i); j <= i; ++j)
+    if (at.sees(i, j)) m = std::max(m, double(row[j - first]) * at.scale);
+  return m;
+}
+
+// A head's weights pooled into the window's cells (HeadMap), from its scores block by block:
+// per query row, log-sum-exp = m + log Σ e^(s − m) over the keys it sees, then a_ij =
+// e^(s_ij − lse) of each key in the window, each cell keeping its largest.
+HeadMap head_map_of(const Heads& at, const float* qkv, std::size_t n, const HeadMapWindow& w) {
+  HeadMap map{w, {}, {}, {}};
+  const std::size_t down = w.cells_down(), across = w.cells_across();
+  map.weights.assign(down * across, NAN);
+  map.query.assign(down * across, HeadMap::none);
+  map.key.assign(down * across, HeadMap::none);
+  const std::size_t row_end = std::min(n, w.row0 + w.rows), col_end = w.col0 + w.cols;
+  score_blocks(at, qkv, w.row0, row_end, w.head.head,
+               [&](std::size_t i0, std::size_t rows, std::size_t first, std::size_t width, const float* scores) {
+                 for (std::size_t i = i0; i < i0 + rows; ++i) {
+                   const float* row = scores + (i - i0) * width;
+                   const double m = row_max(at, i, row, first);
+                   double sum = 0;
+                   for (std::size_t j = at.first_key(i); j <= i; ++j)
+                     if (at.sees(i, j)) sum += std::exp(double(row[j - first]) * at.scale - m);
+                   const double lse = m + std::log(sum);
+                   const std::size_t cell_row = (i - w.row0) / w.tile * across;
+                   for (std::size_t j = std::max(at.first_key(i), w.col0); j <= i && j < col_end; ++j) {
+                     if (!at.sees(i, j)) continue;
+                     const float a = static_cast<float>(std::exp(double(row[j - first]) * at.scale - lse));
+                     const std::size_t cell = cell_row + (j - w.col0) / w.tile;
+                     if (map.query[cell] == HeadMap::none || a > map.weights[cell])
+                       map.weights[cell] = a, map.query[cell] = std::uint32_t(i), map.key[cell] = std::uint32_t(j);
+                   }
+                 }
+               });
+  return map;
+}
+
 // Every head's rows of layer `layer` in brief (SparseAttention) from q | k | v [n × W], as the
 // heads see them (window, hidden key). Per head and block of 64 queries, their scores against
 // every key the block sees are one product, S = Q_block · K_firstᵀ (64 × n numbers, 2 MiB at
@@ -257,7 +327,6 @@ namespace {
 // over Σ e^(s − m). A row has duplicate-token and induction keys exactly when its token came
 // before (the pattern counts keys outside a window, whose weight is 0, as dense rows do).
 void sparse_rows(const Heads& at, const float* qkv, std::span<const int> ids, std::size_t layer, SparseAttention& out) {
-  constexpr std::size_t kBlock = 64;  // queries whose scores one product makes
   constexpr std::size_t kDetectors = 4;
   const std::size_t top = out.top, n = ids.size();
   out.keys[layer].assign(at.H * n * top, SparseAttention::none);
@@ -271,65 +340,61 @@ void sparse_rows(const Heads& at, const float* qkv, std::span<const int> ids, st
       seen_before[i] = !seen.insert(ids[i]).second;
   }
   std::vector<double> totals(at.H * kDetectors, 0.0), rows_counted(at.H * kDetectors, 0.0);
-  std::vector<double> on_pattern(kBlock * kDetectors);  // the block's rows' weights on each pattern
-  std::vector<float> scores;                            // [rows × width] the block's scores q·k, before the scale
+  std::vector<double> on_pattern(kScoreBlock * kDetectors);  // the block's rows' weights on each pattern
   for (std::size_t h = 0; h < at.H; ++h)
-    for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
-      const std::size_t rows = std::min(kBlock, n - i0), first = at.first_key(i0), width = i0 + rows - first;
-      scores.resize(rows * width);
-      gemm(false, true, rows, width, at.hd, qkv + i0 * at.width + at.q(h), at.width,
-           qkv + first * at.width + at.k(at.kv_of(h)), at.width, 0.0f, scores.data(), width);
-      for_rows(rows, rows * width, [&](std::size_t r) {
-        const std::size_t i = i0 + r;
-        const float* row_scores = scores.data() + r * width;  // key j's score at j − first, unscaled
-        const auto score_of = [&](std::size_t j) { return double(row_scores[j - first]) * at.scale; };
-        const auto visible = [&](std::size_t j) { return at.sees(i, j); };
-        double m = -INFINITY;
-        for (std::size_t j = at.first_key(i); j <= i; ++j)
-          if (visible(j)) m = std::max(m, score_of(j));
-        std::vector<std::pair<double, std::uint32_t>> best;  // (score, key), a min-heap of the `top` largest
-        const auto smaller = [](const auto& x, const auto& y) { return x.first > y.first; };
-        double sum = 0, weighted = 0, sink_score = -INFINITY;
-        double previous = 0, duplicate = 0, induction = 0, first = 0;  // Σ e^(s − m) on each pattern
-        for (std::size_t j = at.first_key(i); j <= i; ++j) {
-          if (!visible(j)) continue;
-          const double score = score_of(j), e = std::exp(static_cast<float>(score - m));  // f32's exp: half the time
-          sum += e, weighted += e * score;
-          if (j == 0) sink_score = score, first = e;
-          if (j + 1 == i) previous = e;
-          if (j < i && ids[j] == ids[i]) duplicate += e;
-          if (j >= 1 && ids[j - 1] == ids[i]) induction += e;
-          if (best.size() < top) {
-            best.emplace_back(score, std::uint32_t(j));
-            std::push_heap(best.begin(), best.end(), smaller);
-          } else if (score > best.front().first) {
-            std::pop_heap(best.begin(), best.end(), smaller);
-            best.back() = {score, std::uint32_t(j)};
-            std::push_heap(best.begin(), best.end(), smaller);
-          }
-        }
-        const double lse = m + std::log(sum);
-        std::sort(best.begin(), best.end(), [](const auto& x, const auto& y) {
-          return x.first > y.first || (x.first == y.first && x.second < y.second);
+    score_blocks(
+        at, qkv, 0, n, h,
+        [&](std::size_t i0, std::size_t rows, std::size_t first, std::size_t width, const float* scores) {
+          for_rows(rows, rows * width, [&](std::size_t r) {
+            const std::size_t i = i0 + r;
+            const float* row_scores = scores + r * width;  // key j's score at j − first, unscaled
+            const auto score_of = [&](std::size_t j) { return double(row_scores[j - first]) * at.scale; };
+            const auto visible = [&](std::size_t j) { return at.sees(i, j); };
+            const double m = row_max(at, i, row_scores, first);
+            std::vector<std::pair<double, std::uint32_t>> best;  // (score, key), a min-heap of the `top` largest
+            const auto smaller = [](const auto& x, const auto& y) { return x.first > y.first; };
+            double sum = 0, weighted = 0, sink_score = -INFINITY;
+            double previous = 0, duplicate = 0, induction = 0, first = 0;  // Σ e^(s − m) on each pattern
+            for (std::size_t j = at.first_key(i); j <= i; ++j) {
+              if (!visible(j)) continue;
+              const double score = score_of(j),
+                           e = std::exp(static_cast<float>(score - m));  // f32's exp: half the time
+              sum += e, weighted += e * score;
+              if (j == 0) sink_score = score, first = e;
+              if (j + 1 == i) previous = e;
+              if (j < i && ids[j] == ids[i]) duplicate += e;
+              if (j >= 1 && ids[j - 1] == ids[i]) induction += e;
+              if (best.size() < top) {
+                best.emplace_back(score, std::uint32_t(j));
+                std::push_heap(best.begin(), best.end(), smaller);
+              } else if (score > best.front().first) {
+                std::pop_heap(best.begin(), best.end(), smaller);
+                best.back() = {score, std::uint32_t(j)};
+                std::push_heap(best.begin(), best.end(), smaller);
+              }
+            }
+            const double lse = m + std::log(sum);
+            std::sort(best.begin(), best.end(), [](const auto& x, const auto& y) {
+              return x.first > y.first || (x.first == y.first && x.second < y.second);
+            });
+            const std::size_t row = (h * n + i) * top;
+            for (std::size_t k = 0; k < best.size(); ++k) {
+              out.keys[layer][row + k] = best[k].second;
+              out.weights[layer][row + k] = static_cast<float>(std::exp(best[k].first - lse));
+            }
+            out.sink[layer][h * n + i] = static_cast<float>(std::exp(sink_score - lse));
+            out.entropy[layer][h * n + i] = static_cast<float>((lse - weighted / sum) / std::numbers::ln2);
+            const bool has[kDetectors] = {i >= 1, bool(seen_before[i]), bool(seen_before[i]), i >= 1};
+            const double weight[kDetectors] = {previous / sum, duplicate / sum, induction / sum, first / sum};
+            for (std::size_t d = 0; d < kDetectors; ++d)
+              on_pattern[r * kDetectors + d] = has[d] ? weight[d] : NAN;
+          });
+          for (std::size_t r = 0; r < rows * kDetectors; ++r)  // in row order: the sums do not depend on the threads
+            if (!std::isnan(on_pattern[r])) {
+              totals[h * kDetectors + r % kDetectors] += on_pattern[r];
+              rows_counted[h * kDetectors + r % kDetectors] += 1;
+            }
         });
-        const std::size_t row = (h * n + i) * top;
-        for (std::size_t k = 0; k < best.size(); ++k) {
-          out.keys[layer][row + k] = best[k].second;
-          out.weights[layer][row + k] = static_cast<float>(std::exp(best[k].first - lse));
-        }
-        out.sink[layer][h * n + i] = static_cast<float>(std::exp(sink_score - lse));
-        out.entropy[layer][h * n + i] = static_cast<float>((lse - weighted / sum) / std::numbers::ln2);
-        const bool has[kDetectors] = {i >= 1, bool(seen_before[i]), bool(seen_before[i]), i >= 1};
-        const double weight[kDetectors] = {previous / sum, duplicate / sum, induction / sum, first / sum};
-        for (std::size_t d = 0; d < kDetectors; ++d)
-          on_pattern[r * kDetectors + d] = has[d] ? weight[d] : NAN;
-      });
-      for (std::size_t r = 0; r < rows * kDetectors; ++r)  // in row order: the sums do not depend on the threads
-        if (!std::isnan(on_pattern[r])) {
-          totals[h * kDetectors + r % kDetectors] += on_pattern[r];
-          rows_counted[h * kDetectors + r % kDetectors] += 1;
-        }
-    }
   out.detectors[layer].resize(at.H * kDetectors);
   for (std::size_t k = 0; k < totals.size(); ++k)
     out.detectors[layer][k] = rows_counted[k] > 0 ? totals[k] / rows_counted[k] : NAN;
@@ -351,7 +416,8 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
     r.sparse.keys.resize(c.n_layer);
     r.sparse.detectors.resize(c.n_layer);
   }
-  for (std::size_t l = first; l < c.n_layer; ++l) {
+  const std::size_t end = options.last_layer ? std::min(*options.last_layer + 1, c.n_layer) : c.n_layer;
+  for (std::size_t l = first; l < end; ++l) {
     check_deadline();  // a server request's time budget (core/deadline.hpp): checked between layers
     Heads at = heads_of(c, l);
     if (options.hidden_key) at.hidden = *options.hidden_key;
@@ -392,6 +458,8 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
         attention_tiled(qkv, n, at, z);
       }
       if (keep && options.sparse_top) sparse_rows(at, qkv, ids, l, r.sparse);
+      if (keep && options.head_map && options.head_map->head.layer == l)
+        r.head_map = head_map_of(at, qkv, n, *options.head_map);
       zero_ablated(c, l, options.ablate, n, z);
       replace_heads(c, l, options.replace_heads, n, z);
     };

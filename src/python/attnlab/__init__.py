@@ -446,6 +446,7 @@ class Model:
         """The run with heads "L.H" zeroed (``attnlab model run --ablate``)."""
         return self.run(tokens, capture=capture, ablate=heads)
 
+    map = _model_method("model map", ("text",))
     generate = _model_method("model generate", ("text", "tokens"))
     kv = _model_method("model kv")
     evict = _model_method("model evict", ("text",))
