@@ -29,7 +29,7 @@ import { bindEvict, renderEvict } from './panel-evict.js';
 import { bindGenerate, renderGenerate } from './panel-generate.js';
 import { bindKvReport, renderKvReport } from './panel-kv-report.js';
 import { loadOperations } from './options.js';
-import { bindModel, loadModel, renderModel, syncModel } from './panel-model.js';
+import { bindModel, loadModel, modelMapShown, renderModel, syncModel } from './panel-model.js';
 import { bindProbe, renderProbe, syncProbe } from './panel-probe.js';
 import { bindTraining, loadTraining, renderTraining } from './panel-training.js';
 import { clamp, maskGrid } from './selectors.js';
@@ -166,6 +166,7 @@ const hook = {
   addRandomHead: actions.addRandomHead,
   tableNow: () => renderTable(getState(), true),
   heatmapShown,
+  modelMapShown,
   requestBody: () => traces.requestBody(getState()),
   /** @param {import('./types.js').Trace} trace */
   showTrace(trace) {

@@ -15,12 +15,13 @@ import { api, busy, coalesced, messageOf } from './api.js';
 import { context2d } from './canvas.js';
 import { LUT_RGB, lutIndex } from './colour.js';
 import { $, byId, setAttr, setFlag, setHtml, setText, setValue } from './dom.js';
-import { formatNumber } from './format.js';
+import { formatNumber, truncate } from './format.js';
 import { html } from './html.js';
 import { bar } from './panel-interventions.js';
 import { bindOptions, optionFields, renderOptions } from './options.js';
 import { getState, update } from './state.js';
 import { loadModelHead } from './traces.js';
+import { drawShownCells, layoutCellAt, viewWidth, ZOOM_TOKENS } from './view-heatmap.js';
 
 /**
  * @typedef {import('./types.js').State} State
@@ -189,7 +190,7 @@ const runs = coalesced(async () => {
     // the weights where they fit the server's limit, else each head's rows in brief
     const run = await api('api/model/run', { ...request, ...optionFields(s, 'model run', RUN_FIELDS), sparse: SPARSE_TOP });
     if (runs.superseded()) return;
-    patchModel({ run, runKey: key, status: 'done', message: '' });
+    patchModel({ run, runKey: key, status: 'done', message: '', map: null });
     // the head shown follows the new text (or checkpoint), if the model has it
     const now = getState();
     const h = now.modelHead, info = now.model.info;
@@ -200,6 +201,54 @@ const runs = coalesced(async () => {
     if (!runs.superseded()) patchModel({ status: 'error', message: messageOf(e) });
   }
 });
+
+// ---- a head of a long run: its map from the server ------------------------------------------
+
+/** Cells a side of a head's whole map: 4 px each across the views' width, at most 160. @param {State} s */
+const mapCells = (s) => Math.max(16, Math.min(160, Math.floor((viewWidth(s) - 140) / 4)));
+
+/**
+ * POST api/model/map's request for the opened head: the run's text, the head, and the whole
+ * map or the window of ZOOM_TOKENS a side a click opened.
+ * @param {State} s
+ */
+function mapRequest(s) {
+  const m = s.model, map = m.map;
+  if (!map || !m.runKey) return null;
+  const head = `${map.layer}.${map.head}`;
+  return map.zoom ? { ...JSON.parse(m.runKey), head, cells: ZOOM_TOKENS, query: map.zoom.query, key: map.zoom.key }
+    : { ...JSON.parse(m.runKey), head, cells: mapCells(s) };
+}
+
+/** The opened head's map (one request at a time: api.js, coalesced). */
+const maps = coalesced(async () => {
+  const request = mapRequest(getState());
+  if (!request) return;
+  const key = JSON.stringify(request);
+  try {
+    /** @type {import('./types.js').HeadMapReply} */
+    const reply = await api('api/model/map', request);
+    const map = getState().model.map;
+    if (maps.superseded() || !map) return;
+    patchModel({ map: { ...map, reply, key, status: 'done', message: '' } });
+  } catch (e) {
+    const map = getState().model.map;
+    if (!maps.superseded() && map) patchModel({ map: { ...map, status: 'error', message: messageOf(e) } });
+  }
+});
+
+/**
+ * Opens a head of the run (a whole map) or a window of it.
+ * @param {{layer: number, head: number}} head
+ * @param {{query: number, key: number} | null} zoom
+ */
+function openMap(head, zoom) {
+  const old = getState().model.map;
+  const same = old && old.layer === head.layer && old.head === head.head;  // its last map stays while the next comes
+  patchModel({ map: { layer: head.layer, head: head.head, zoom, reply: same ? old.reply : null, key: same ? old.key : '',
+    status: 'running', message: '' } });
+  maps.run();
+}
 
 /** The ablated heads' key: the run's request and the heads, sorted. @param {ModelState} m */
 const ablationKey = (m) => JSON.stringify([m.runKey, m.ablate.slice().sort()]);
@@ -316,7 +365,7 @@ title="Ablate head ${name} (zero its output) and see the next token move">ablate
   });
   const note = sparse ? html`<p class="hint" data-testid="model-sparse-note">${run.ids.length} tokens: more attention \
 weights than the server returns, so each head is drawn from the ${sparse.top} keys each query weighs most (sparse rows, \
-docs/long-context.md), a pixel the heaviest of the tokens it covers.</p>` : html``;
+docs/long-context.md), a pixel the heaviest of the tokens it covers. Click a head to see its weights over the whole text, pooled by the server.</p>` : html``;
   return html`${note}<div class="model-grid-cells" style="grid-template-columns: repeat(${columns}, auto)">${cells}</div>`;
 }
 
@@ -477,6 +526,7 @@ title="position ${i}, id ${run.ids[i]}">${visibleToken(t)}</span>`)}` : html``);
     if (run) drawGrid(grid, run);
   }
   setValue(byId('model-sort', HTMLSelectElement), m.sort);
+  renderModelMap(s);
   // which head is shown, which are picked for ablation
   const current = s.modelHead ? `${s.modelHead.layer}.${s.modelHead.head}` : null;
   for (const cell of grid.querySelectorAll('.model-head')) {
@@ -501,6 +551,94 @@ ${m.ablate.length ? html`<div><h4>with ${picked} ablated</h4>${after ? topKList(
   }
   setText($('model-ablate-list'), m.ablate.length ? m.ablate.slice().sort().join(', ') : 'none (pick heads in the grid)');
   setFlag(byId('model-ablate-clear', HTMLButtonElement), 'disabled', !m.ablate.length);
+}
+
+// ---- the opened head's map -------------------------------------------------------------------
+
+/** What the map canvas shows now (for hit tests). @type {{layout: import('./view-heatmap.js').Layout, shown: import('./view-heatmap.js').Shown, reply: import('./types.js').HeadMapReply} | null} */
+let mapDrawn = null;
+
+/** Where the map's cells are drawn (the test hook's), or null before the first. */
+export function modelMapShown() {
+  return mapDrawn ? { left: mapDrawn.layout.left, top: mapDrawn.layout.top, cell: mapDrawn.layout.cell,
+    n: mapDrawn.shown.n, m: mapDrawn.shown.m } : null;
+}
+
+/**
+ * The server's map as the heatmap's cells: null weights masked (drawn hatched), labels a token
+ * or a block of tokens.
+ * @param {import('./types.js').HeadMapReply} r
+ * @returns {import('./view-heatmap.js').Shown}
+ */
+export function mapCellsShown(r) {
+  const n = r.weights.length, m = n ? r.weights[0].length : 0;
+  const label = (/** @type {number} */ first, /** @type {number} */ end) =>
+    (r.tile === 1 ? `${first} ${truncate(visibleToken(r.tokens[first]), 14)}` : `${first}–${end - 1}`);
+  const rows = r.query.map((row, a) => row.map((q) => (q === null ? r.row0 + a * r.tile : q)));
+  const cols = r.key.map((row) => row.map((k, b) => (k === null ? r.col0 + b * r.tile : k)));
+  return {
+    row0: r.row0, col0: r.col0, tile: r.tile, n, m, rows, cols,
+    weights: r.weights.map((row) => row.map((w) => w ?? 0)),
+    grid: r.weights,
+    qLabels: Array.from({ length: n }, (_, a) => label(r.row0 + a * r.tile, Math.min(r.row0 + r.rows, r.row0 + (a + 1) * r.tile))),
+    kLabels: Array.from({ length: m }, (_, b) => label(r.col0 + b * r.tile, Math.min(r.col0 + r.cols, r.col0 + (b + 1) * r.tile))),
+  };
+}
+
+/**
+ * A map's colour scale's top: its largest weight, past the first row of blocks in a whole map
+ * (the first queries see a few keys, so their weights are large whatever the head does: query 0's
+ * on itself is 1); 1 for none.
+ * @param {import('./types.js').HeadMapReply} r
+ */
+function mapTop(r) {
+  let top = 0;
+  r.weights.forEach((row, a) => {
+    if (r.tile === 1 || a > 0 || r.weights.length === 1)
+      for (const w of row) if (w !== null && w > top) top = w;
+  });
+  return top || 1;
+}
+
+/** @param {State} s */
+function renderModelMap(s) {
+  const map = s.model.map, box = $('model-map');
+  setFlag(box, 'hidden', !map);
+  if (!map) return;
+  const n = s.model.run ? s.model.run.ids.length : 0;
+  setText($('model-map-name'), `${map.layer}.${map.head}`);
+  setText($('model-map-status'), map.status === 'running' ? 'computing the head\'s weights…' : map.message);
+  setFlag($('model-map-whole'), 'hidden', !map.zoom);
+  const r = map.reply;
+  if (!r) return;
+  const canvas = byId('model-map-canvas', HTMLCanvasElement);
+  const width = viewWidth(s);
+  if (!same(canvas, [r, width])) {
+    const shown = mapCellsShown(r), top = mapTop(r);
+    const layout = drawShownCells(canvas, shown, { width, maxHeight: 640, scaleMax: top });
+    mapDrawn = { layout, shown, reply: r };
+    setAttr(canvas, 'data-tile', String(r.tile));
+    setAttr(canvas, 'data-window', `${r.row0},${r.col0},${shown.n},${shown.m}`);
+    setText($('model-map-lod'), r.tile > 1
+      ? `${n} × ${n} tokens: each cell the largest weight in a block of ${r.tile} × ${r.tile} (darkest: ` +
+        `${formatNumber(top, 3)}, the largest past the first block of queries); click one to see its tokens`
+      : `queries ${r.row0}–${r.row0 + r.rows - 1}, keys ${r.col0}–${r.col0 + r.cols - 1} of ${n} tokens, a weight ` +
+        `a cell (darkest: ${formatNumber(top, 3)})`);
+  }
+}
+
+/**
+ * The line under the map: the cell under the pointer, its query, key and weight.
+ * @param {HTMLCanvasElement} canvas
+ * @param {MouseEvent} e
+ */
+function mapCellUnder(canvas, e) {
+  if (!mapDrawn) return null;
+  const box = canvas.getBoundingClientRect();
+  const at = layoutCellAt(mapDrawn.layout, e.clientX - box.left, e.clientY - box.top);
+  if (!at) return null;
+  const r = mapDrawn.reply, q = r.query[at.row][at.col], k = r.key[at.row][at.col];
+  return { ...at, query: q, key: k, weight: r.weights[at.row][at.col], tile: r.tile };
 }
 
 // ---- input -----------------------------------------------------------------------------------
@@ -536,8 +674,32 @@ export function bindModel() {
       return;
     }
     if (!m.run || !m.runKey) return;
-    loadModelHead(JSON.parse(m.runKey), m.run, Number(cell.dataset.layer), Number(cell.dataset.head))
-      .catch((err) => update({ error: messageOf(err) }));
+    const head = { layer: Number(cell.dataset.layer), head: Number(cell.dataset.head) };
+    // a long run's head is its map from the server; a short one's goes into the views below
+    if (m.run.sparse) openMap(head, null);
+    else loadModelHead(JSON.parse(m.runKey), m.run, head.layer, head.head).catch((err) => update({ error: messageOf(err) }));
   });
+  const mapCanvas = byId('model-map-canvas', HTMLCanvasElement), readout = $('model-map-readout');
+  mapCanvas.addEventListener('mousemove', (e) => {
+    const c = mapCellUnder(mapCanvas, e), tokens = mapDrawn ? mapDrawn.reply.tokens : [];
+    if (!c) return setText(readout, 'Hover or click a cell.');
+    if (c.query === null || c.key === null) return setText(readout, 'no query of this cell sees its keys (masked)');
+    const block = c.tile > 1 ? `the largest in its block of ${c.tile} × ${c.tile}: ` : '';
+    setText(readout, `${block}query ${c.query} “${visibleToken(tokens[c.query])}” → key ${c.key} ` +
+      `“${visibleToken(tokens[c.key])}”: weight ${c.weight === null ? '–' : c.weight.toPrecision(4)}`);
+  });
+  mapCanvas.addEventListener('click', (e) => {
+    const c = mapCellUnder(mapCanvas, e), map = getState().model.map, run = getState().model.run;
+    if (!c || !map || !run || c.tile === 1 || c.query === null || c.key === null) return;
+    // the window of ZOOM_TOKENS × ZOOM_TOKENS around the cell's weight, inside the text
+    const n = run.ids.length, side = Math.min(ZOOM_TOKENS, n), half = Math.floor(side / 2);
+    const first = (/** @type {number} */ t) => Math.max(0, Math.min(n - side, t - half));
+    openMap(map, { query: first(c.query), key: first(c.key) });
+  });
+  $('model-map-whole').addEventListener('click', () => {
+    const map = getState().model.map;
+    if (map) openMap(map, null);
+  });
+  $('model-map-close').addEventListener('click', () => patchModel({ map: null }));
   $('model-ablate-clear').addEventListener('click', () => patchModel({ ablate: [], ablated: null }));
 }

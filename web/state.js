@@ -59,7 +59,7 @@ function initialState() {
     costError: null,
     model: {
       info: null, source: { run: null, step: null }, input: '', request: null, run: null, runKey: null, ablate: [], ablated: null,
-      sort: 'head', status: 'idle', message: '',
+      sort: 'head', status: 'idle', message: '', map: null,
     },
     training: { job: null, view: null, form: {}, attnOnly: false, arch: 'gpt2', status: 'idle', message: '' },
     attribution: { quick: null, job: null, status: '', error: false, key: null },

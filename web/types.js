@@ -233,6 +233,35 @@
  *   induction: number | null}} HeadScore
  */
 /**
+ * POST api/model/map's reply (docs/api.md): one head's weights pooled into cells of tile × tile
+ * tokens (each a block's largest weight and where it is), or a window at one weight a cell;
+ * null where the cell's queries see none of its keys.
+ * @typedef {object} HeadMapReply
+ * @property {string} head          "L.H"
+ * @property {number} kv_head
+ * @property {number} tile
+ * @property {number} row0
+ * @property {number} col0
+ * @property {number} rows
+ * @property {number} cols
+ * @property {(number | null)[][]} weights
+ * @property {(number | null)[][]} query
+ * @property {(number | null)[][]} key
+ * @property {number[]} ids
+ * @property {string[]} tokens
+ */
+/**
+ * A head of a long run opened in the model panel: its whole map, or the window a click opened.
+ * @typedef {object} ModelMapState
+ * @property {number} layer
+ * @property {number} head
+ * @property {{query: number, key: number} | null} zoom   the window's first query and key
+ * @property {HeadMapReply | null} reply
+ * @property {string} key        the request the reply answers (JSON)
+ * @property {'running' | 'done' | 'error'} status
+ * @property {string} message
+ */
+/**
  * POST api/model/run's reply (docs/api.md).
  * @typedef {object} ModelRun
  * @property {number[]} ids
@@ -272,6 +301,7 @@
  * @property {HeadSort} sort
  * @property {'idle' | 'running' | 'done' | 'error'} status
  * @property {string} message              the input's or the server's error
+ * @property {ModelMapState | null} map      a head of a long run, opened
  */
 
 /** One head's scores in a training log entry. @typedef {{layer: number, head: number, previous_token: number | null, duplicate_token: number | null, induction: number | null}} TrainHeadScores */

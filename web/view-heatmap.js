@@ -133,9 +133,21 @@ export function heatmapCellsShown(trace, h, width, zoom) {
  * @returns {Layout}
  */
 export function heatmapLayout(trace, opts, shown) {
-  const n = shown ? shown.n : trace.tokens.length, m = shown ? shown.m : trace.source_tokens.length;
-  const qLabels = shown ? shown.qLabels : trace.tokens.map((t, i) => `${i} ${truncate(t, 14)}`);
-  const kLabels = shown ? shown.kLabels : trace.source_tokens.map((t, j) => `${j} ${truncate(t, 14)}`);
+  if (shown) return cellsLayout(shown.n, shown.m, shown.qLabels, shown.kLabels, opts);
+  return cellsLayout(trace.tokens.length, trace.source_tokens.length,
+    trace.tokens.map((t, i) => `${i} ${truncate(t, 14)}`), trace.source_tokens.map((t, j) => `${j} ${truncate(t, 14)}`), opts);
+}
+
+/**
+ * The layout of n × m cells with their row and column labels.
+ * @param {number} n
+ * @param {number} m
+ * @param {string[]} qLabels
+ * @param {string[]} kLabels
+ * @param {{width: number, maxHeight?: number, maxCell?: number}} opts
+ * @returns {Layout}
+ */
+function cellsLayout(n, m, qLabels, kLabels, opts) {
   let left = 8;
   for (const l of qLabels) left = Math.max(left, textWidth(l, FONT_BOLD));
   left = Math.ceil(Math.min(left, 120)) + 12;
@@ -283,15 +295,40 @@ function drawLabels(ctx, L, query) {
 export function drawHeatmap(canvas, trace, h, opts, shown) {
   const head = trace.heads[h];
   const L = heatmapLayout(trace, opts, shown);
-  const ctx = sizeCanvas(canvas, L.width, L.height);
-  ctx.fillStyle = '#ffffff';
-  ctx.fillRect(0, 0, L.width, L.height);
   const cells = shown || { weights: head.weights, grid: maskGrid(head) };
   // the query's row among the cells drawn
   const row = shown ? Math.floor((opts.query - shown.row0) / shown.tile) : opts.query;
-  const query = opts.query >= 0 && row >= 0 && row < L.n ? row : -1;
-  drawCells(ctx, L, cells, opts.scaleMax);
-  drawCellText(ctx, L, cells, opts.scaleMax);
+  drawLaidOut(canvas, L, cells, opts.query >= 0 && row >= 0 && row < L.n ? row : -1, opts.scaleMax);
+  return L;
+}
+
+/**
+ * Draws cells that came from elsewhere (a head's map from the server: panel-model.js) as the
+ * heatmap draws a head, no row outlined; returns the layout (for hit tests).
+ * @param {HTMLCanvasElement} canvas
+ * @param {Shown} shown
+ * @param {{width: number, maxHeight?: number, scaleMax: number}} opts
+ */
+export function drawShownCells(canvas, shown, opts) {
+  const L = cellsLayout(shown.n, shown.m, shown.qLabels, shown.kLabels, opts);
+  drawLaidOut(canvas, L, shown, -1, opts.scaleMax);
+  return L;
+}
+
+/**
+ * The cells, their text and labels, and the query's row (-1: none) outlined.
+ * @param {HTMLCanvasElement} canvas
+ * @param {Layout} L
+ * @param {{weights: number[][], grid: Grid}} cells
+ * @param {number} query
+ * @param {number} top  the weight drawn darkest
+ */
+function drawLaidOut(canvas, L, cells, query, top) {
+  const ctx = sizeCanvas(canvas, L.width, L.height);
+  ctx.fillStyle = '#ffffff';
+  ctx.fillRect(0, 0, L.width, L.height);
+  drawCells(ctx, L, cells, top);
+  drawCellText(ctx, L, cells, top);
   drawLabels(ctx, L, query);
   if (query >= 0) { // the selected query's row
     const inner = L.cell - L.gap;
@@ -299,7 +336,17 @@ export function drawHeatmap(canvas, trace, h, opts, shown) {
     ctx.lineWidth = 2.5;
     ctx.strokeRect(L.left - 1.5, L.top + query * L.cell - 1.5, L.m * L.cell - L.gap + 3, inner + 3);
   }
-  return L;
+}
+
+/**
+ * The cell of a layout under a point (CSS px from the canvas's corner), or null.
+ * @param {Layout} L
+ * @param {number} x
+ * @param {number} y
+ */
+export function layoutCellAt(L, x, y) {
+  const col = Math.floor((x - L.left) / L.cell), row = Math.floor((y - L.top) / L.cell);
+  return row < 0 || col < 0 || row >= L.n || col >= L.m ? null : { row, col };
 }
 
 // What the canvas shows now: drawn again only when one of these changes.
@@ -351,11 +398,10 @@ export function renderHeatmap(s) {
 export function cellAt(canvas, x, y) {
   const d = drawn.get(canvas);
   if (!d) return null;
-  const L = d.layout, S = d.shown;
-  const col = Math.floor((x - L.left) / L.cell), row = Math.floor((y - L.top) / L.cell);
-  if (row < 0 || col < 0 || row >= L.n || col >= L.m) return null;
+  const S = d.shown, at = layoutCellAt(d.layout, x, y);
+  if (!at) return null;
   // the token pair whose weight the cell shows (a block's largest), and the block
-  return { row: S.rows[row][col], col: S.cols[row][col], tile: S.tile };
+  return { row: S.rows[at.row][at.col], col: S.cols[at.row][at.col], tile: S.tile };
 }
 
 /** The line under the heatmap: the cell under the pointer. @param {State} s */

@@ -156,6 +156,36 @@ test('a run of 2,100 tokens: each head drawn from its sparse rows, with its sink
         assert.equal(h.n, 2100);
         assert.equal(h.side, 256, 'drawn at 256 pixels a side, not 2,100');
       }
+      // A head opened: its weights over the whole text pooled by the server (POST api/model/map),
+      // a cell the largest weight of its block; hovering reads out where it is; a click opens
+      // the 48 × 48 tokens around it, whose cell there has the same weight; "Whole map" goes back.
+      await page.click('[data-testid="model-thumb-1.1"]');
+      await page.waitForSelector('[data-testid="model-map-canvas"][data-tile]');
+      const map = await page.evaluate(() => window.attnlab.state.model.map);
+      assert.equal(map.reply.head, '1.1');
+      const cells = map.reply.weights.length, tile = Math.ceil(2100 / cells);
+      assert.equal(map.reply.tile, tile);
+      assert.ok(tile > 1 && cells >= 16, `${cells} cells of ${tile} tokens`);
+      assert.match(await page.textContent('[data-testid="model-map-lod"]'), new RegExp(`^2100 × 2100 tokens: .* block of ${tile} × ${tile}`));
+      const where = await page.evaluate(() => window.attnlab.modelMapShown());
+      const canvas = await page.$('[data-testid="model-map-canvas"]');
+      const a = cells - 1, b = 1;  // the last queries' second block of keys
+      const at = { position: { x: where.left + (b + 0.5) * where.cell, y: where.top + (a + 0.5) * where.cell } };
+      await canvas.hover(at);
+      const q = map.reply.query[a][b], k = map.reply.key[a][b], w = map.reply.weights[a][b];
+      assert.ok(q >= a * tile && k >= b * tile && k < (b + 1) * tile, 'the cell\'s weight is in its block');
+      assert.match(await page.textContent('[data-testid="model-map-readout"]'),
+        new RegExp(`block of ${tile} × ${tile}: query ${q} .* key ${k} .*weight ${w.toPrecision(4)}`));
+      await canvas.click(at);
+      await page.waitForFunction(() => window.attnlab.state.model.map.status === 'done' && window.attnlab.state.model.map.reply.tile === 1);
+      const zoomed = await page.evaluate(() => window.attnlab.state.model.map.reply);
+      assert.equal(zoomed.weights.length, 48);
+      assert.ok(zoomed.row0 <= q && q < zoomed.row0 + 48 && zoomed.col0 <= k && k < zoomed.col0 + 48);
+      assert.ok(Math.abs(zoomed.weights[q - zoomed.row0][k - zoomed.col0] - w) < 1e-6, 'the same weight, a cell of its own');
+      assert.equal(await page.getAttribute('[data-testid="model-map-canvas"]', 'data-tile'), '1');
+      await page.click('[data-testid="model-map-whole"]');
+      await page.waitForFunction((t) => window.attnlab.state.model.map.reply.tile === t && window.attnlab.state.model.map.status === 'done', tile);
+      assert.equal(await page.getAttribute('[data-testid="model-map-canvas"]', 'data-tile'), String(tile));
       await page.close();
     } finally {
       await long.close();
