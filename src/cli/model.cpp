@@ -374,7 +374,7 @@ int kv(const ModelFlags& f, const OperationFlags& flags) {
     return 0;
   }
   const std::vector<ModelKvPoint>& points = result.points;
-  const std::uint64_t weights = std::uint64_t{c.parameters()} * sizeof(float);
+  const std::uint64_t weights = result.weight_bytes;
   fmt::print("{}: {}\n", f.dir, describe(c));
   fmt::print("KV cache = {} layers × 2 × {} KV heads × tokens × a row of {} values in {} bytes ({}) = {} per token{}\n",
              c.n_layer, c.kv_heads(), c.head_dim(), cache_row_bytes(result.dtype, c.head_dim()),
@@ -382,7 +382,7 @@ int kv(const ModelFlags& f, const OperationFlags& flags) {
              c.kv_heads() < c.n_head
                  ? fmt::format(" ({}× less than {} heads would need)", c.n_head / c.kv_heads(), c.n_head)
                  : "");
-  fmt::print("weights in memory: {} (f32)\n", format_bytes(weights));
+  fmt::print("weights in memory: {} as stored ({})\n", format_bytes(weights), result.weight_type);
   std::vector<std::vector<std::string>> rows{
       {"tokens", "formula", "cache holds", "allocated", "resident (measured)", "share of weights"}};
   for (const ModelKvPoint& p : points)
@@ -907,10 +907,10 @@ Command model_command(CLI::App& parent) {
                                        "\"cache_tokens\", \"cache_bytes\"; with --trace \"position\", "
                                        "\"alternatives\", \"attention\" [L][H][position + 1], "
                                        "\"cache_bytes_per_layer\"}], \"ids\", \"text\"; with --trace \"cache\"}"),
-      model_operation<ModelKvRequest>(
-          *model, f, kv,
-          "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", \"contexts\": [{\"tokens\", "
-          "\"formula_bytes\", \"used_bytes\", \"reserved_bytes\", \"resident_bytes\"}]}"),
+      model_operation<ModelKvRequest>(*model, f, kv,
+                                      "{\"layers\", \"kv_heads\", \"head_dim\", \"dtype\", \"weights_bytes\", "
+                                      "\"weights_type\", \"contexts\": [{\"tokens\", "
+                                      "\"formula_bytes\", \"used_bytes\", \"reserved_bytes\", \"resident_bytes\"}]}"),
       model_operation<AttributeRequest>(
           *model, f, attribute,
           "{\"position\", \"target\", \"contrast\", \"logit\", \"final_bias\", \"parts\": [{\"kind\", \"layer\", "

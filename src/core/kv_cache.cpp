@@ -39,6 +39,16 @@ CacheType cache_type(DType dtype) {
   return CacheType::f32;
 }
 
+DType stored_dtype(CacheType type) {
+  switch (type) {
+    case CacheType::f16: return DType::f16;
+    case CacheType::bf16: return DType::bf16;
+    case CacheType::f32:
+    case CacheType::q8_0: break;
+  }
+  return DType::f32;
+}
+
 std::size_t cache_row_bytes(CacheType type, std::size_t head_dim) {
   switch (type) {
     case CacheType::f32: return 4 * head_dim;

@@ -85,9 +85,7 @@ void decode_keys(const KVCache& cache, std::size_t layer, std::size_t heads, std
       const std::size_t offset = run.first * cache.row_bytes();
       run.keys = static_cast<const char*>(cache.keys(layer, g)) + offset;
       run.values = static_cast<const char*>(cache.values(layer, g)) + offset;
-      run.dtype = cache.type() == CacheType::f32   ? DType::f32
-                  : cache.type() == CacheType::f16 ? DType::f16
-                                                   : DType::bf16;
+      run.dtype = stored_dtype(cache.type());
     }
     run.max = max_rows + item * count;
     run.sum = sum_rows + item * count;

@@ -9,7 +9,6 @@
 #include <filesystem>
 
 #include "attnlab/analysis/attribution_json.hpp"
-#include "attnlab/analysis/kv_memory.hpp"
 #include "attnlab/analysis/machine_memory.hpp"
 #include "attnlab/analysis/units.hpp"
 #include "attnlab/core/files.hpp"
@@ -413,7 +412,8 @@ json map_json(const ModelDir& m, const MapResult& result) {
 
 ModelKvResult price_model_kv(const ModelDir& m, const ModelKvRequest& r) {
   const ModelConfig& c = m.model.config;
-  ModelKvResult result{m.dir, c, r.dtype, r.context, {}};
+  ModelKvResult result{
+      m.dir, c, r.dtype, r.context, {}, m.model.weight_bytes(), std::string(ggml_type_name(m.model.stored_type))};
   if (result.contexts.empty()) {  // 16, 64, 256, ... up to the model's positions (at most 4096)
     for (std::uint64_t t = 16; t <= std::min<std::uint64_t>(c.n_positions, 4096); t *= 4)
       result.contexts.push_back(t);
@@ -440,14 +440,14 @@ std::uint64_t longest_context(const ModelKvResult& r, std::uint64_t available) {
 std::string model_kv_report(const ModelKvResult& r) {
   const ModelConfig& c = r.config;
   const MachineDescription machine = describe_machine();
-  const std::uint64_t per_token = cache_token_bytes(c, r.dtype),
-                      weights = std::uint64_t{c.parameters()} * sizeof(float);
+  const std::uint64_t per_token = cache_token_bytes(c, r.dtype), weights = r.weight_bytes;
   std::string out = fmt::format("# The KV cache of {}, measured\n\n", r.model);
   out += fmt::format("- machine: {}, {} cores, {} memory ({} available)\n", machine.cpu, machine.cores,
                      format_bytes(machine.memory_bytes), format_bytes(machine.available_bytes));
   out += fmt::format("- attnlab {}\n", ATTNLAB_VERSION);
   out += fmt::format("- model: {}\n", describe(c));
-  out += fmt::format("- weights: {} parameters, {} as f32\n", format_count(c.parameters()), format_bytes(weights));
+  out += fmt::format("- weights: {} parameters, {} in memory as stored ({})\n", format_count(c.parameters()),
+                     format_bytes(weights), r.weight_type);
   out += fmt::format("- cache: {}, 2 × {} layers × {} KV heads × a row of {} values in {} bytes = {} a token\n\n",
                      cache_type_name(r.dtype), c.n_layer, c.kv_heads(), c.head_dim(),
                      cache_row_bytes(r.dtype, c.head_dim()), format_bytes(per_token));
@@ -490,7 +490,8 @@ json model_kv_json(const ModelKvResult& result) {
           {"heads", c.n_head},
           {"head_dim", c.head_dim()},
           {"dtype", cache_type_name(result.dtype)},
-          {"weights_bytes", std::uint64_t{c.parameters()} * sizeof(float)},
+          {"weights_bytes", result.weight_bytes},
+          {"weights_type", result.weight_type},
           {"contexts", std::move(rows)},
           {"longest_context", longest_context(result, available_memory())},
           {"report", model_kv_report(result)}};

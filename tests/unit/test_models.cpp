@@ -13,6 +13,7 @@
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/training.hpp"
 #include "attnlab/operations/model.hpp"
 
@@ -156,4 +157,17 @@ TEST(ModelKv, ALargeVocabularyDoesNotInflateThePriceOfALongContext) {
     const double formula = double(points[0].formula_bytes), resident = double(points[0].resident_bytes);
     EXPECT_NEAR(resident, formula, 0.02 * formula + 64 * 1024.0) << "resident " << resident << " formula " << formula;
   }
+}
+
+// The weights beside the cache are the weights as they sit in memory: an f16 checkpoint's in
+// f16 (its report once said the f32 size, twice what the file holds).
+TEST(ModelKv, TheWeightsAreTheirSizeAsStored) {
+  const attnlab::ModelDir m = attnlab::open_model_dir(std::string(ATTNLAB_MODEL_FIXTURE_DIR) + "/qwen2-f16");
+  attnlab::ModelKvRequest request;
+  request.context = {16};
+  const attnlab::ModelKvResult priced = attnlab::price_model_kv(m, request);
+  EXPECT_EQ(priced.weight_type, "F16");
+  EXPECT_EQ(priced.weight_bytes, m.model.weight_bytes());
+  EXPECT_LT(priced.weight_bytes, m.model.config.parameters() * sizeof(float));
+  EXPECT_NE(attnlab::model_kv_report(priced).find("in memory as stored (F16)"), std::string::npos);
 }

@@ -38,6 +38,9 @@ std::string_view cache_type_name(CacheType type);  // "f32", "f16", "bf16", "q8_
 // InputError naming `field` for anything but those four names.
 CacheType parse_cache_type(std::string_view text, std::string_view field);
 CacheType cache_type(DType dtype);  // the cache type storing values as `dtype`
+// The dtype a cache of `type` holds its values in, read in place by the kernels (q8_0's blocks are
+// read back as f32 first: f32).
+DType stored_dtype(CacheType type);
 // Bytes one KV head's row of head_dim values takes stored as `type` (q8_0: 34 per block of 32).
 std::size_t cache_row_bytes(CacheType type, std::size_t head_dim);
 // One row of head_dim values stored as `type` into `out` [cache_row_bytes], and `count` stored

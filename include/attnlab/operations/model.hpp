@@ -262,6 +262,8 @@ struct ModelKvResult {
   CacheType dtype = CacheType::f32;
   std::vector<std::uint64_t> contexts;
   std::vector<ModelKvPoint> points;
+  std::uint64_t weight_bytes = 0;  // the weights in memory as stored (an f16 file's in f16)
+  std::string weight_type;         // how they are stored: "F32", "F16", "Q4_K", ...
 };
 // The measure as Markdown, ready to paste: the machine, attnlab's version, the model and its
 // shape, the cache's type, each context's formula and measured bytes, and the longest context

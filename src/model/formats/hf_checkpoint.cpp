@@ -176,6 +176,9 @@ Model hf_weights(const std::string& dir, const ModelConfig& config) {
       tensor_of(m, t) = file.linear(parts, t.shape[0]);
   }
   m.stored_dtype = file.largest_dtype();
+  m.stored_type = m.stored_dtype == DType::f16    ? GgmlType::f16
+                  : m.stored_dtype == DType::bf16 ? GgmlType::bf16
+                                                  : GgmlType::f32;
   return m;
 }
 
