@@ -8,6 +8,14 @@
 // Run: node bench/llama_cpp_peer.js [--attnlab build/attnlab] [--model FILE.gguf]
 //        [--types F32,F16,Q8_0,Q4_K] [--prompt 512] [--generate 32] [--context 64] [--threads 2]
 //        [--repeats 3] [--shape gpt2-small|qwen2.5-0.5b|tinyllama-1.1b] [--write FILE] [--json]
+//        [--cache f32,f16,q8_0] [--flash off,on]
+// --cache: the KV caches compared (default f32: both runtimes' generating cache in f32); each
+// runtime generates through a cache of that type. --flash: llama.cpp's flash attention off, on
+// or both (attnlab's attention is always its tiled kernel); llama.cpp keeps a q8_0 value cache
+// only with flash attention, so q8_0 is measured with it on. Speed at length (docs/long-context.md):
+//   node bench/llama_cpp_peer.js --shape qwen2.5-0.5b --types F16 --prompt 16384 --context 16384
+//        --generate 16 --cache f16,q8_0 --flash off,on --repeats 1   (and --context 32760)
+// Both runtimes compute the prompt's last logits only, as prompt processing does.
 // Without --model it writes, for each type, a Llama-architecture file of --shape with seeded
 // random weights (tests/model/gguf_writer.js): by default GPT-2 small's size (12 layers,
 // d_model 768, 12 heads, an MLP of 2048 gated: about the same weights). With --write it only
@@ -28,7 +36,8 @@ const ROOT = path.join(__dirname, '..');
 
 function flags() {
   const out = { attnlab: path.join(ROOT, 'build', 'attnlab'), model: null, types: ['F32', 'F16', 'Q8_0', 'Q4_K'],
-    prompt: 512, generate: 32, context: 64, threads: 2, repeats: 3, json: false, shape: 'gpt2-small', write: null };
+    prompt: 512, generate: 32, context: 64, threads: 2, repeats: 3, json: false, shape: 'gpt2-small', write: null,
+    cache: ['f32'], flash: ['off'] };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
@@ -47,11 +56,17 @@ function flags() {
     else if (a === '--json') out.json = true;
     else if (a === '--shape') out.shape = value();
     else if (a === '--write') out.write = value();
+    else if (a === '--cache') out.cache = value().split(',');
+    else if (a === '--flash') out.flash = value().split(',');
     else throw new Error(`unknown flag ${a}; see the top of bench/llama_cpp_peer.js`);
   }
   for (const name of ['prompt', 'generate', 'context', 'threads', 'repeats'])
     if (!(Number.isInteger(out[name]) && out[name] >= 1))
       throw new Error(`--${name} ${out[name]}: give a whole number, 1 or more`);
+  for (const c of out.cache)
+    if (!['f32', 'f16', 'q8_0'].includes(c)) throw new Error(`--cache ${c}: use f32, f16 or q8_0`);
+  for (const x of out.flash)
+    if (!['off', 'on'].includes(x)) throw new Error(`--flash ${x}: use off or on`);
   return out;
 }
 
@@ -119,15 +134,17 @@ function llama_shaped(shape_name, type) {
 // GPT-2 small's size, as the bench has always measured.
 const gpt2_small_llama = (type) => llama_shaped('gpt2-small', type);
 
-async function llama_cpp(file, f) {
+// llama.cpp's figures with its KV cache of type `cache` and flash attention `flash` ('on'/'off').
+async function llama_cpp(file, f, cache, flash) {
   const entry = require.resolve('node-llama-cpp', { paths: [path.join(ROOT, 'build', 'peers')] });
   const { getLlama } = await import(entry);
   const llama = await getLlama({ gpu: false, build: 'never', logLevel: 'error' });
   const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
+  const type = cache.toUpperCase();
   const context = await model.createContext({
     contextSize: Math.max(f.prompt, f.context + f.generate) + 8, batchSize: Math.max(f.prompt, f.context),
     threads: f.threads,
-    flashAttention: false, experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
+    flashAttention: flash === 'on', experimentalKvCacheKeyType: type, experimentalKvCacheValueType: type,
   });
   const ids = Array.from({ length: Math.max(f.prompt, f.context + 1) }, (_, i) => 1 + ((i * 37) % 255));
   let sequence = context.getSequence();
@@ -148,20 +165,23 @@ async function llama_cpp(file, f) {
   return { prompt_tokens_per_second: f.prompt / prompt_seconds, generate_tokens_per_second: generated / generate_seconds };
 }
 
-function attnlab(file, f) {
+// attnlab's figures, generating through a cache of type `cache`.
+function attnlab(file, f, cache) {
   const run = (args) => {
     const r = spawnSync(f.attnlab, args, { encoding: 'utf8', maxBuffer: 64 << 20 });
     if (r.status !== 0) throw new Error(`attnlab ${args.join(' ')}: ${r.stderr}`);
     return JSON.parse(r.stdout);
   };
   const threads = ['--threads', String(f.threads)];
-  const prompt = run(['bench', '--model', file, '--tokens', String(f.prompt), '--json', ...threads]);
-  const gen = run(['bench', '--model', file, '--tokens', String(f.context), '--generate', String(f.generate), '--json', ...threads]);
+  const prompt = run(['bench', '--model', file, '--tokens', String(f.prompt), '--logits', 'last', '--json', ...threads]);
+  const gen = run(['bench', '--model', file, '--tokens', String(f.context), '--logits', 'last', '--generate',
+    String(f.generate), '--cache-dtype', cache, '--json', ...threads]);
   // The prompt again with its products in bf16, where the CPU has bf16 units (AVX-512 BF16 or
   // AMX): as a share of that unit's peak.
   const m = prompt.machine;
   const bf16 = m.bf16_peak_gflops > 0 || m.amx_bf16_peak_gflops > 0
-    ? run(['bench', '--model', file, '--tokens', String(f.prompt), '--bf16', '--json', ...threads]) : null;
+    ? run(['bench', '--model', file, '--tokens', String(f.prompt), '--logits', 'last', '--bf16', '--json', ...threads])
+    : null;
   return {
     prompt_tokens_per_second: prompt.tokens_per_second,
     prompt_percent_of_f32_peak: prompt.percent_of_peak,
@@ -170,6 +190,9 @@ function attnlab(file, f) {
     bf16_isa: bf16 ? bf16.bf16_isa : 'none',
     generate_tokens_per_second: gen.generation.tokens_per_second,
     generate_percent_of_read_bandwidth: gen.generation.percent_of_read_bandwidth,
+    // resident memory while generating against the goal: the file + 10% + the forward's buffers + the cache
+    generate_resident_bytes: gen.memory.resident_peak_bytes,
+    generate_goal_bytes: gen.memory.goal_bytes,
     machine: prompt.machine,
   };
 }
@@ -200,43 +223,47 @@ async function main() {
       fs.writeFileSync(file, llama_shaped(f.shape, type));
       return [type, file];
     });
-    for (const [name, file] of files) {
-      const [our_runs, their_runs] = [[], []];
-      for (let r = 0; r < f.repeats; ++r) {
-        if (r % 2 === 0) {
-          our_runs.push(attnlab(file, f));
-          their_runs.push(await llama_cpp(file, f));
-        } else {
-          their_runs.push(await llama_cpp(file, f));
-          our_runs.push(attnlab(file, f));
+    for (const [name, file] of files)
+      for (const cache of f.cache) {
+        // llama.cpp keeps a quantized value cache only with flash attention
+        const flashes = cache === 'q8_0' ? ['on'] : f.flash;
+        const [our_runs, their_runs] = [[], flashes.map(() => [])];
+        for (let r = 0; r < f.repeats; ++r) {
+          if (r % 2 === 0) our_runs.push(attnlab(file, f, cache));
+          for (let k = 0; k < flashes.length; ++k) their_runs[k].push(await llama_cpp(file, f, cache, flashes[k]));
+          if (r % 2 === 1) our_runs.push(attnlab(file, f, cache));
         }
+        const ours = medians(our_runs);
+        flashes.forEach((flash, k) => {
+          const theirs = medians(their_runs[k]);
+          rows.push({ file: name, cache, flash, attnlab: ours, llama_cpp: theirs,
+            prompt_ratio: ours.prompt_tokens_per_second / theirs.prompt_tokens_per_second,
+            prompt_bf16_ratio: ours.prompt_bf16_tokens_per_second / theirs.prompt_tokens_per_second,
+            generate_ratio: ours.generate_tokens_per_second / theirs.generate_tokens_per_second });
+        });
       }
-      const [ours, theirs] = [medians(our_runs), medians(their_runs)];
-      rows.push({ file: name, attnlab: ours, llama_cpp: theirs,
-        prompt_ratio: ours.prompt_tokens_per_second / theirs.prompt_tokens_per_second,
-        prompt_bf16_ratio: ours.prompt_bf16_tokens_per_second / theirs.prompt_tokens_per_second,
-        generate_ratio: ours.generate_tokens_per_second / theirs.generate_tokens_per_second });
-    }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
   if (f.json) {
     console.log(JSON.stringify({ prompt: f.prompt, generate: f.generate, context: f.context, threads: f.threads,
-      repeats: f.repeats, rows }, null, 2));
+      repeats: f.repeats, cache: f.cache, flash: f.flash, rows }, null, 2));
     return;
   }
   const m = rows[0].attnlab.machine;
   console.log(`machine: ${m.isa}, ${m.threads} threads, f32 peak ${m.f32_peak_gflops.toFixed(0)} GFLOP/s, ` +
     `read ${m.read_gbps.toFixed(1)} GB/s; each figure the median of ${f.repeats} runs`);
-  console.log(`| file | prompt ${f.prompt} tokens: attnlab tok/s (% f32 peak) | llama.cpp | ratio | ` +
-    `generate ${f.generate} after ${f.context}: attnlab tok/s (% read bandwidth) | llama.cpp | ratio |`);
-  console.log('|---|---|---|---|---|---|---|');
+  console.log(`| file | cache | llama.cpp flash | prompt ${f.prompt} tokens: attnlab tok/s (% f32 peak) | llama.cpp | ` +
+    `ratio | generate ${f.generate} after ${f.context}: attnlab tok/s (% read bandwidth) | llama.cpp | ratio | ` +
+    'attnlab resident / goal |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
   for (const r of rows)
-    console.log(`| ${r.file} | ${r.attnlab.prompt_tokens_per_second.toFixed(0)} ` +
+    console.log(`| ${r.file} | ${r.cache} | ${r.flash} | ${r.attnlab.prompt_tokens_per_second.toFixed(0)} ` +
       `(${r.attnlab.prompt_percent_of_f32_peak.toFixed(0)}%) | ${r.llama_cpp.prompt_tokens_per_second.toFixed(0)} | ` +
       `${r.prompt_ratio.toFixed(2)}× | ${r.attnlab.generate_tokens_per_second.toFixed(1)} ` +
       `(${r.attnlab.generate_percent_of_read_bandwidth.toFixed(0)}%) | ${r.llama_cpp.generate_tokens_per_second.toFixed(1)} | ` +
-      `${r.generate_ratio.toFixed(2)}× |`);
+      `${r.generate_ratio.toFixed(2)}× | ${mib(r.attnlab.generate_resident_bytes)} / ${mib(r.attnlab.generate_goal_bytes)} |`);
 }
 
 if (require.main === module) {

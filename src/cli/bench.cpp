@@ -19,6 +19,7 @@
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/model/selective_decoder.hpp"
 #include "attnlab/model/threads.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/model/training.hpp"
@@ -49,11 +50,16 @@ std::vector<BenchCase> cases_from_flags(const BenchFlags& f) {
   if (f.decode) {
     if (f.cache < f.new_tokens) fail("--cache", "must be at least --new-tokens");
     const std::size_t kv = kv_heads_of(f);
+    const std::string cache_dtype = f.cache_dtype.value_or("f16");
+    if (cache_dtype == "q8_0")
+      fail("--cache-dtype",
+           "q8_0 is a model's generating cache (--model M --generate N); the kernel case reads "
+           "f32, f16 or bf16");
     BenchCase c{
-        fmt::format("decode cache={} H={} H_kv={} d={} {}", f.cache, f.heads_or_default(), kv, f.d_k, f.cache_dtype),
+        fmt::format("decode cache={} H={} H_kv={} d={} {}", f.cache, f.heads_or_default(), kv, f.d_k, cache_dtype),
         {f.heads_or_default(), kv, f.new_tokens, f.cache, f.d_k, f.d_k}};
     c.decode = true;
-    c.cache_dtype = parse_dtype(f.cache_dtype, "--cache-dtype");
+    c.cache_dtype = parse_dtype(cache_dtype, "--cache-dtype");
     return {c};
   }
   if (f.n) {
@@ -183,8 +189,10 @@ int bench_model(const BenchFlags& f) {
   if (f.tokens + generate > c.n_positions)
     fail("--generate", fmt::format("{} prompt tokens and {} new ones are more than the model's {} positions", f.tokens,
                                    generate, c.n_positions));
-  require_available_memory(forward_buffer_bytes(c, f.tokens), "--tokens", "the forward's buffers",
-                           "give fewer --tokens");
+  const LogitRows logit_rows = f.logits == "last" ? LogitRows::last : LogitRows::every;
+  const CacheType cache = parse_cache_type(f.cache_dtype.value_or("f32"), "--cache-dtype");
+  const std::size_t buffers = forward_buffer_bytes(c, f.tokens, logit_rows);
+  require_available_memory(buffers, "--tokens", "the forward's buffers", "give fewer --tokens");
   if (f.f32) {
     require_available_memory(c.parameters() * sizeof(float), "--f32", "the weights widened to f32",
                              "leave --f32 out: attnlab reads 16-bit and quantized weights where they lie");
@@ -200,15 +208,16 @@ int bench_model(const BenchFlags& f) {
     id = static_cast<int>(rng.next() % c.vocab_size);
   if (f.bf16) check_bf16_products("--bf16");
   const Bf16Products bf16(f.bf16);
-  const double median = median_seconds(f.repeats, [&] { model_forward(model, ids); });
-  const double flops = forward_flops(c, f.tokens);
+  const double median = median_seconds(f.repeats, [&] { model_forward(model, ids, {.logits = logit_rows}); });
+  const double flops = forward_flops(c, f.tokens, logit_rows);
   const double gflops = flops / median / 1e9;
   // Generation: the prompt through the cache, then one token at a time (greedy). Each new
   // token reads every weight once and the whole cache: that traffic over the measured read
   // bandwidth is what the step could take at best.
   nlohmann::json generation;
+  std::uint64_t cache_bytes = 0;  // the generating cache's formula at its longest
   if (generate) {
-    Decoder decoder(model);
+    Decoder decoder(model, cache);
     std::vector<float> logits = decoder.step(ids);
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t i = 0; i < generate; ++i) {
@@ -217,21 +226,24 @@ int bench_model(const BenchFlags& f) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double per_token = seconds / double(generate);
-    // The cache read at the middle step: 2 × L × H_kv × d_head × length × 4 bytes (f32).
-    const double cache_bytes = 2.0 * double(c.n_layer * c.kv_heads() * c.head_dim()) *
-                               (double(f.tokens) + double(generate) / 2) * sizeof(float);
-    const double bytes = double(model.weight_bytes()) + cache_bytes;
+    // The cache read at the middle step: 2 × L × H_kv × a row's bytes (cache_token_bytes) × its length.
+    const double per_cache_token = double(cache_token_bytes(c, cache)),
+                 bytes = double(model.weight_bytes()) + per_cache_token * (double(f.tokens) + double(generate) / 2);
+    cache_bytes = cache_token_bytes(c, cache) * (f.tokens + generate);
     generation = {{"prompt_tokens", f.tokens},
                   {"new_tokens", generate},
+                  {"cache", cache_type_name(cache)},
+                  {"cache_bytes", cache_bytes},
                   {"tokens_per_second", 1 / per_token},
                   {"bytes_per_token", bytes},
                   {"gbps", bytes / per_token / 1e9},
                   {"percent_of_read_bandwidth", 100 * bytes / per_token / 1e9 / peaks.read_gbps}};
   }
-  const std::size_t file = checkpoint_summary(f.model).bytes, buffers = forward_buffer_bytes(c, f.tokens);
+  const std::size_t file = checkpoint_summary(f.model).bytes;
   const std::size_t peak = memory::resident_peak_bytes();
   const std::size_t resident = peak > resident_before ? peak - resident_before : 0;
-  const double goal = 1.1 * double(file) + double(buffers);
+  // the weights where the file holds them, the forward's buffers, and a generating cache
+  const double goal = 1.1 * double(file) + double(buffers) + double(cache_bytes);
   if (f.json) {
     nlohmann::json out{{"machine", peaks_json(peaks)},
                        {"model", config_json(c)},
@@ -242,12 +254,14 @@ int bench_model(const BenchFlags& f) {
                        {"gflops", gflops},
                        {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
                        {"products", f.bf16 ? "bf16" : "f32"},
+                       {"logits", f.logits},
                        {"blas_core", blas_core()},
                        {"memory",
                         {{"file_bytes", file},
                          {"weight_bytes", model.weight_bytes()},
                          {"stored_dtype", dtype_name(model.stored_dtype)},
                          {"buffer_bytes", buffers},
+                         {"cache_bytes", cache_bytes},
                          {"resident_peak_bytes", resident},
                          {"goal_bytes", goal},
                          {"goal_met", double(resident) <= goal}}}};
@@ -271,11 +285,12 @@ int bench_model(const BenchFlags& f) {
   else if (f.bf16)
     fmt::print("products in bf16 on {}: no peak measured for it in this run\n", bf16_products_isa());
   fmt::print(
-      "memory: the files {}, the weights in memory {} ({}{}), the forward's buffers {}; peak resident {} "
-      "(goal ≤ file + 10% + buffers = {}: {})\n",
+      "memory: the files {}, the weights in memory {} ({}{}), the forward's buffers {}{}; peak resident {} "
+      "(goal ≤ file + 10% + buffers{} = {}: {})\n",
       format_bytes(file), format_bytes(model.weight_bytes()), ggml_type_name(model.stored_type),
       f.f32 ? " widened to f32" : ", read where the mapped file holds them", format_bytes(buffers),
-      format_bytes(resident), format_bytes(static_cast<std::uint64_t>(goal)),
+      cache_bytes ? fmt::format(", the {} cache {}", cache_type_name(cache), format_bytes(cache_bytes)) : "",
+      format_bytes(resident), cache_bytes ? " + cache" : "", format_bytes(static_cast<std::uint64_t>(goal)),
       double(resident) <= goal ? "met" : "NOT met");
   if (generate)
     fmt::print(

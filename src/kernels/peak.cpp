@@ -9,7 +9,7 @@
 #include "kernel_impl.hpp"
 #include "simd.hpp"
 
-#if defined(ATTNLAB_HAS_BF16)
+#if defined(__AVX512F__) || defined(__FMA__)
 #include <immintrin.h>
 #endif
 
@@ -17,6 +17,30 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
 constexpr int kChains = 12;  // independent accumulators: enough to cover FMA latency
+
+// The probe's vector: the ISA's own register (__m512, __m256), not the kernels' VF of W = 16
+// floats. On AVX2 a VF is two registers and GCC kept 12 of them on the stack, each FMA a load
+// and a store: the "peak" measured a tenth of what the products then reached (a forward at
+// 600% of it).
+#if defined(__AVX512F__)
+using Reg = __m512;
+constexpr int kRegFloats = 16;
+inline Reg reg_splat(float x) { return _mm512_set1_ps(x); }
+inline Reg reg_fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+inline float reg_first(Reg a) { return _mm512_cvtss_f32(a); }
+#elif defined(__FMA__)
+using Reg = __m256;
+constexpr int kRegFloats = 8;
+inline Reg reg_splat(float x) { return _mm256_set1_ps(x); }
+inline Reg reg_fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+inline float reg_first(Reg a) { return _mm256_cvtss_f32(a); }
+#else
+using Reg = VF;
+constexpr int kRegFloats = W;
+inline Reg reg_splat(float x) { return VF{} + x; }
+inline Reg reg_fma(Reg a, Reg b, Reg c) { return a * b + c; }
+inline float reg_first(Reg a) { return a[0]; }
+#endif
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -28,20 +52,20 @@ double fma_peak_gflops(int threads, long iterations) {
   const auto start = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : total_flops)
   {
-    VF acc[kChains];
+    Reg acc[kChains];
     for (int c = 0; c < kChains; ++c)
-      acc[c] = VF{} + (1.0f + c * 1e-3f);
-    const VF a = VF{} + 0.999999f, b = VF{} + 1e-7f;
+      acc[c] = reg_splat(1.0f + c * 1e-3f);
+    const Reg a = reg_splat(0.999999f), b = reg_splat(1e-7f);
     for (long it = 0; it < iterations; ++it)
 #pragma GCC unroll 12
       for (int c = 0; c < kChains; ++c)
-        acc[c] = acc[c] * a + b;
+        acc[c] = reg_fma(acc[c], a, b);
     float sink = 0;
     for (int c = 0; c < kChains; ++c)
-      sink += acc[c][0];
+      sink += reg_first(acc[c]);
     volatile float keep = sink;
     (void)keep;
-    total_flops += 2.0 * W * kChains * iterations;
+    total_flops += 2.0 * kRegFloats * kChains * iterations;
   }
   elapsed = seconds_since(start);
   return total_flops / elapsed / 1e9;

@@ -274,14 +274,18 @@ std::vector<float> unembed(const Model& model, std::span<const float> x, std::si
 std::vector<double> rope_frequencies(const ModelConfig& config, std::size_t layer);
 
 // FLOPs of one forward pass over n tokens: 2 per multiply-add of every linear layer, the
-// causal half of q·kᵀ and a·v, and the logits.
-double forward_flops(const ModelConfig& config, std::size_t n);
+// causal half of q·kᵀ and a·v, and the logits of the positions asked.
+double forward_flops(const ModelConfig& config, std::size_t n, LogitRows logits = LogitRows::every);
 
 // Bytes model_forward's own buffers take at their largest over n tokens without kept weights:
 // the logits [n × vocab], the residual stream, and one block's temporaries (q | k | v, the
 // heads' outputs, the MLP's hidden and activated rows). What memory a forward needs beyond
 // the weights, for the bench's memory check.
-std::size_t forward_buffer_bytes(const ModelConfig& config, std::size_t n);
+std::size_t forward_buffer_bytes(const ModelConfig& config, std::size_t n, LogitRows logits = LogitRows::every);
+// The positions whose logits a forward over n tokens computes.
+inline std::size_t logit_rows(std::size_t n, LogitRows logits) {
+  return logits == LogitRows::every ? n : logits == LogitRows::last ? std::min<std::size_t>(n, 1) : 0;
+}
 
 // The next-token distribution at a position: the k most probable ids, softmax of the logits.
 struct TokenProbability {

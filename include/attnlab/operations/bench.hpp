@@ -18,7 +18,8 @@ struct BenchRequest {
       "Measure this machine's peaks, then time attention kernels, a model or training as a share of them";
   static constexpr std::string_view kCaseDtypes[] = {"f32", "bf16"};
   static constexpr std::string_view kKernels[] = {"tiled", "reference"};
-  static constexpr std::string_view kCacheDtypes[] = {"f32", "f16", "bf16"};
+  static constexpr std::string_view kCacheDtypes[] = {"f32", "f16", "bf16", "q8_0"};
+  static constexpr std::string_view kLogitRows[] = {"every", "last"};
   static constexpr std::uint64_t kMaxTokens = std::uint64_t{1} << 22;
   static constexpr std::uint64_t kKernelHeads = 16, kTrainHeads = 2;  // heads' default for each
 
@@ -30,10 +31,11 @@ struct BenchRequest {
   std::string dtype = "f32", kernel = "tiled";
   bool decode = false;
   std::uint64_t cache = 32768, new_tokens = 1;
-  std::string cache_dtype = "f16";
-  std::uint64_t threads = 0;  // 0: all cores
-  std::string model;          // time its forward pass instead of the kernels
+  std::optional<std::string> cache_dtype;  // a kernel case's default f16, a model's generation's f32
+  std::uint64_t threads = 0;               // 0: all cores
+  std::string model;                       // time its forward pass instead of the kernels
   std::uint64_t tokens = 1024;
+  std::string logits = "every";
   bool f32 = false, bf16 = false;
   std::optional<std::uint64_t> generate;
   bool attribute = false, train = false;
@@ -67,7 +69,10 @@ struct BenchRequest {
           info({.name = "decode", .help = "One case: decode new tokens against a KV cache (instead of prefill)"}));
     field(cache, info({.name = "cache", .help = "Decode: cached tokens", .unit = "tokens", .range = {1, kMaxTokens}}));
     field(new_tokens, info({.name = "new_tokens", .help = "Decode: new tokens per step", .range = {1, 8}}));
-    field(cache_dtype, info({.name = "cache_dtype", .help = "Decode: the cache's storage", .choices = kCacheDtypes}));
+    field(cache_dtype, info({.name = "cache_dtype",
+                             .help = "Decode: the cache's storage (default f16; q8_0 with model only); with model "
+                                     "and generate: the generating cache's (default f32)",
+                             .choices = kCacheDtypes}));
     field(threads, info({.name = "threads", .help = "Threads (0: all cores)", .range = {0, 1024}}));
     field(model, info({.name = "model",
                        .help = "Time this model's forward pass instead, and measure its memory (a folder, a .gguf "
@@ -76,6 +81,10 @@ struct BenchRequest {
                         .help = "With model: tokens per forward pass (at most the model's positions)",
                         .unit = "tokens",
                         .range = {1, std::uint64_t{1} << 20}}));
+    field(logits, info({.name = "logits",
+                        .help = "With model: the logits of every position (what a loss needs) or of the last alone "
+                                "(prompt processing, as llama.cpp does it)",
+                        .choices = kLogitRows}));
     field(f32, info({.name = "f32", .help = "With model: widen 16-bit weights to f32 in memory first"}));
     field(bf16, info({.name = "bf16",
                       .help = "With model or train: multiply in bf16 with f32 sums (AVX-512 BF16, or AMX tiles where "

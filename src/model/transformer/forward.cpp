@@ -736,23 +736,24 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
   return logits;
 }
 
-double forward_flops(const ModelConfig& c, std::size_t n) {
+double forward_flops(const ModelConfig& c, std::size_t n, LogitRows logits) {
   const double d = static_cast<double>(c.n_embd), tokens = static_cast<double>(n);
   const double linear = 2 * tokens *
                         (d * static_cast<double>(c.qkv_width()) + static_cast<double>(c.attention_width()) * d +
                          d * static_cast<double>(c.fc_width()) + static_cast<double>(c.n_inner) * d);
   // q·k and a·v over the causal half, every query head.
   const double attention = 2 * 2 * static_cast<double>(c.attention_width()) * tokens * (tokens + 1) / 2;
-  return static_cast<double>(c.n_layer) * (linear + attention) + 2 * tokens * d * static_cast<double>(c.vocab_size);
+  return static_cast<double>(c.n_layer) * (linear + attention) +
+         2 * double(logit_rows(n, logits)) * d * static_cast<double>(c.vocab_size);
 }
 
-std::size_t forward_buffer_bytes(const ModelConfig& c, std::size_t n) {
+std::size_t forward_buffer_bytes(const ModelConfig& c, std::size_t n, LogitRows logits) {
   const std::size_t d = c.n_embd, zw = c.attention_width();
   // q | k | v, z (the kernel reads the one and writes the other where they lie), the projection, the MLP's
   // input, hidden and act.
   const std::size_t block = c.qkv_width() + zw + 2 * d + c.fc_width() + c.n_inner;
   // The logits, the residual stream, the attention's input, the final norm's.
-  return sizeof(float) * n * (c.vocab_size + 3 * d + block);
+  return sizeof(float) * (logit_rows(n, logits) * c.vocab_size + n * (3 * d + block));
 }
 
 double log_sum_exp(std::span<const float> logits) {
