@@ -12,6 +12,7 @@ packages=(build-essential cmake g++ pkg-config git clang-format python3
           libdnnl-dev ocl-icd-opencl-dev # the model layer: bf16 products (AVX-512 BF16, AMX tiles); oneDNN's CMake file wants OpenCL's
           # the Python module (src/python/, docs/python.md) and its tests
           python3-dev pybind11-dev python3-numpy python3-pytest
+          python3-distributed                  # attnlab.survey on a Dask cluster (docs/survey.md), and its tests
           python3-nbclient python3-ipykernel   # the tests run docs/notebooks/tour.ipynb
           # the page's engine: the attention code compiled to WebAssembly (src/wasm/)
           clang-14 lld-14 wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32

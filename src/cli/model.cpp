@@ -30,6 +30,7 @@
 #include "attnlab/operations/evict.hpp"
 #include "attnlab/operations/generate.hpp"
 #include "attnlab/operations/model.hpp"
+#include "attnlab/operations/survey.hpp"
 #include "attnlab/report/explain.hpp"
 #include "common.hpp"
 #include "numbers.hpp"
@@ -459,6 +460,69 @@ int attribute(const ModelFlags& f, const OperationFlags& flags) {
   return 0;
 }
 
+// ---- survey: what every head does across a corpus -------------------------------------------
+
+int survey_command(const ModelFlags& f, const OperationFlags& flags) {
+  const SurveyRequest request = read_flags<SurveyRequest>(flags);
+  const ModelDir m = open_model_dir(f.dir);
+  const ModelConfig& c = m.model.config;
+  const SurveyPlan plan = naming_flags([&] { return price_survey(m, request); });
+  for (const SkippedLine& s : plan.skipped)
+    fmt::print(stderr, "skipped line {}: {}\n", s.line, s.error);
+  fmt::print(stderr, "survey: {} documents, {} windows of at most {} tokens, {} tokens × {} heads ({:.3g} GFLOP){}\n",
+             format_count(plan.documents.size()), format_count(plan.windows), plan.max_tokens,
+             format_count(plan.tokens), c.n_layer * c.n_head, plan.flops / 1e9,
+             plan.shards > 1 ? fmt::format(", in {} shards", plan.shards) : "");
+  // Progress: documents and tokens done, and the time left at this pace (on a terminal).
+  const auto line = progress_line("survey", "tokens");
+  std::size_t documents = 0, tokens = 0;
+  SurveyTotals totals = naming_flags([&] {
+    return run_survey(m, plan, request.out, [&](std::size_t d, std::size_t t) {
+      documents += d, tokens += t;
+      if (line) line(double(tokens), double(plan.tokens));
+    });
+  });
+  if (request.partial) {
+    fmt::print("{}\n", survey_partial_json(totals, plan.corpus_id).dump());
+    return 0;
+  }
+  const nlohmann::json survey = survey_json(m, plan, totals);
+  if (f.json) {
+    fmt::print("{}\n", survey.dump());
+    return 0;
+  }
+  const auto number = [](const nlohmann::json& x, int digits) {
+    return x.is_null() ? std::string("–") : fmt::format("{:.{}f}", x.get<double>(), digits);
+  };
+  fmt::print("{} documents, {} windows, {} tokens; every head's mean over its query rows (past each window's first)\n",
+             format_count(totals.documents), format_count(totals.windows), format_count(totals.tokens));
+  std::vector<std::vector<std::string>> rows{
+      {"head", "previous", "self", "sink", "induction", "entropy (bits)", "distance", "± (sd)"}};
+  for (const nlohmann::json& h : survey["heads"])
+    rows.push_back(
+        {h["head"].get<std::string>(), number(h["previous_token"], 3), number(h["self"], 3), number(h["sink"], 3),
+         number(h["induction"], 3), number(h["entropy"], 2), number(h["distance_mean"], 1),
+         h["distance_variance"].is_null() ? "–"
+                                          : fmt::format("{:.1f}", std::sqrt(h["distance_variance"].get<double>()))});
+  fmt::print("{}", format_table(rows, true));
+  for (const char* metric : {"previous_token", "self", "sink", "induction"}) {
+    const nlohmann::json* best = nullptr;
+    for (const nlohmann::json& h : survey["heads"])
+      if (!h[metric].is_null() && (!best || h[metric].get<double>() > (*best)[metric].get<double>())) best = &h;
+    if (!best) continue;
+    fmt::print("strongest {} head: {} ({:.3f})", metric, (*best)["head"].get<std::string>(),
+               (*best)[metric].get<double>());
+    const nlohmann::json& top = (*best)["examples"]["top"];
+    if (!top.empty() && !top[0]["keys"].empty())
+      fmt::print("; its top example, document {} position {} {} → {} ({:.2f})", top[0]["document"].get<std::size_t>(),
+                 top[0]["position"].get<std::size_t>(), quoted_token(top[0]["token"].get<std::string>()),
+                 quoted_token(top[0]["keys"][0]["token"].get<std::string>()),
+                 top[0]["keys"][0]["weight"].get<double>());
+    fmt::print("\n");
+  }
+  return 0;
+}
+
 // ---- map: one head's weights at any length --------------------------------------------------
 
 int map_command(const ModelFlags& f, const OperationFlags& flags) {
@@ -876,7 +940,8 @@ Command model_command(CLI::App& parent) {
   CLI::App* model = parent.add_subcommand(
       "model",
       "A real model (GPT-2, Llama, SmolLM, Mistral, Qwen2/3, Gemma 3 in Hugging Face's layout, or a GGUF file): info, "
-      "tokenize, run, map, heads, eval, generate, kv, evict, attribute, qk, circuits, lens, patch, verdict, export");
+      "tokenize, run, map, heads, survey, eval, generate, kv, evict, attribute, qk, circuits, lens, patch, verdict, "
+      "export");
   model->require_subcommand(1);
   // Each subcommand is an operation: its flags from the description, the model, --json.
   const std::vector<Command> subcommands{
@@ -889,6 +954,12 @@ Command model_command(CLI::App& parent) {
           *model, f, run,
           "POST /api/model/run's reply: {\"ids\", \"tokens\", \"token_bytes\", \"top_k\", \"ablated\", "
           "\"top_k_ablated\", \"heads\", \"last_logits\", \"weights\" [layer][head][n][n]}"),
+      model_operation<SurveyRequest>(
+          *model, f, survey_command,
+          "{\"texts\", \"documents\", \"windows\", \"tokens\", \"max_tokens\", \"shards\", \"skipped\", "
+          "\"heads\": [{\"head\", \"kv_head\", \"previous_token\", \"self\", \"sink\", \"induction\", "
+          "\"entropy\", \"distance_mean\", \"distance_variance\", \"histogram\", \"top_query_tokens\", "
+          "\"top_key_tokens\", \"examples\"}]} (docs/survey.md)"),
       model_operation<MapRequest>(*model, f, map_command,
                                   "{\"head\", \"kv_head\", \"tile\", \"row0\", \"col0\", \"rows\", \"cols\", "
                                   "\"weights\" [down][across], \"query\", \"key\", \"ids\", \"tokens\"}"),

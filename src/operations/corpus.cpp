@@ -12,7 +12,7 @@
 namespace attnlab {
 
 std::vector<CorpusDocument> read_corpus(const ModelDir& m, const std::string& path, std::string_view field,
-                                        const CorpusLimits& limits) {
+                                        const CorpusLimits& limits, std::vector<SkippedLine>* skipped) {
   const std::string bytes = read_file_within(path, limits.max_bytes, field);
   std::vector<CorpusDocument> out;
   bool json_lines = false, first = true;
@@ -31,42 +31,51 @@ std::vector<CorpusDocument> read_corpus(const ModelDir& m, const std::string& pa
       at_line(fmt::format("more than {} documents; split the file", limits.max_documents));
     CorpusDocument doc;
     doc.line = line;
-    try {
-      const auto encode = [&](std::string_view words) {
-        if (!m.tokenizer)
-          at_line(
-              "this model has no tokenizer (tokenizer.json, or vocab.json and merges.txt); write JSON Lines of "
-              "{\"ids\": [...]} instead");
-        return encode_text(m, words);
-      };
-      if (!json_lines) {
-        doc.ids = encode(text);
-      } else {
-        const nlohmann::json j = nlohmann::json::parse(text);
-        if (!j.is_object() || (j.contains("text") == j.contains("ids")))
-          at_line("a JSON Lines document is an object with \"text\" (a string) or \"ids\" (token ids), one of them");
-        if (j.contains("text")) {
-          if (!j["text"].is_string()) at_line("\"text\" must be a string");
-          doc.ids = encode(j["text"].get<std::string>());
+    try {  // a bad line: InputError, refused, or with `skipped` listed and left out
+      try {
+        const auto encode = [&](std::string_view words) {
+          if (!m.tokenizer)
+            at_line(
+                "this model has no tokenizer (tokenizer.json, or vocab.json and merges.txt); write JSON Lines of "
+                "{\"ids\": [...]} instead");
+          return encode_text(m, words);
+        };
+        if (!json_lines) {
+          doc.ids = encode(text);
         } else {
-          if (!j["ids"].is_array()) at_line("\"ids\" must be a list of token ids");
-          for (const nlohmann::json& id : j["ids"]) {
-            if (!id.is_number_integer()) at_line("\"ids\" must be a list of token ids (integers)");
-            const long long v = id.get<long long>();
-            if (v < 0 || v >= static_cast<long long>(m.model.config.vocab_size))
-              at_line(
-                  fmt::format("id {} is outside the model's vocabulary (0 to {})", v, m.model.config.vocab_size - 1));
-            doc.ids.push_back(static_cast<int>(v));
+          const nlohmann::json j = nlohmann::json::parse(text);
+          if (!j.is_object() || (j.contains("text") == j.contains("ids")))
+            at_line("a JSON Lines document is an object with \"text\" (a string) or \"ids\" (token ids), one of them");
+          if (j.contains("text")) {
+            if (!j["text"].is_string()) at_line("\"text\" must be a string");
+            doc.ids = encode(j["text"].get<std::string>());
+          } else {
+            if (!j["ids"].is_array()) at_line("\"ids\" must be a list of token ids");
+            for (const nlohmann::json& id : j["ids"]) {
+              if (!id.is_number_integer()) at_line("\"ids\" must be a list of token ids (integers)");
+              const long long v = id.get<long long>();
+              if (v < 0 || v >= static_cast<long long>(m.model.config.vocab_size))
+                at_line(
+                    fmt::format("id {} is outside the model's vocabulary (0 to {})", v, m.model.config.vocab_size - 1));
+              doc.ids.push_back(static_cast<int>(v));
+            }
           }
         }
+      } catch (const nlohmann::json::parse_error& e) {  // its message quotes the bytes, which may not be UTF-8
+        at_line(fmt::format(
+            "not JSON (a syntax error at byte {} of the line); the file's first line made it JSON Lines", e.byte));
+      } catch (const nlohmann::json::exception&) {
+        at_line("a value of the wrong type; \"text\" is a string, \"ids\" a list of token ids");
       }
-    } catch (const nlohmann::json::parse_error& e) {  // its message quotes the bytes, which may not be UTF-8
-      at_line(fmt::format("not JSON (a syntax error at byte {} of the line); the file's first line made it JSON Lines",
-                          e.byte));
-    } catch (const nlohmann::json::exception&) {
-      at_line("a value of the wrong type; \"text\" is a string, \"ids\" a list of token ids");
+      if (doc.ids.empty()) at_line("no tokens");
+    } catch (const InputError& e) {
+      if (!skipped) throw;
+      if (skipped->size() == limits.max_skipped)
+        at_line(fmt::format("more than {} lines skipped as bad; is this the file meant? ({})", limits.max_skipped,
+                            e.what()));
+      skipped->push_back({line, e.what()});
+      continue;
     }
-    if (doc.ids.empty()) at_line("no tokens");
     out.push_back(std::move(doc));
   }
   if (out.empty()) fail(field, fmt::format("{} holds no documents; write one a line", path));

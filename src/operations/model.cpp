@@ -18,6 +18,7 @@
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/operations/evict.hpp"
 #include "attnlab/operations/generate.hpp"
+#include "attnlab/operations/survey.hpp"
 
 namespace attnlab {
 
@@ -928,6 +929,12 @@ json run_model_operation(std::string_view name, const ModelDir& m, const json& b
     CircuitsResult r = price_circuits(m, read_request<CircuitsRequest>(body, face));
     run_circuits(m, r);
     return circuits_json(m, r);
+  }
+  if (name == SurveyRequest::kName) {
+    const SurveyRequest request = read_request<SurveyRequest>(body, face);
+    const SurveyPlan plan = price_survey(m, request);
+    const SurveyTotals totals = run_survey(m, plan, request.out);
+    return request.partial ? survey_partial_json(totals, plan.corpus_id) : survey_json(m, plan, totals);
   }
   if (name == MapRequest::kName) {
     MapResult r = price_map(m, read_request<MapRequest>(body, face));

@@ -9,21 +9,23 @@
 #include "attnlab/operations/evict.hpp"
 #include "attnlab/operations/generate.hpp"
 #include "attnlab/operations/model.hpp"
+#include "attnlab/operations/survey.hpp"
 #include "attnlab/operations/train.hpp"
 
 namespace attnlab {
 
 std::vector<OperationDescription> operation_descriptions() {
-  return {describe_operation<CostRequest>(),     describe_operation<KvRequest>(),
-          describe_operation<InfoRequest>(),     describe_operation<TokenizeRequest>(),
-          describe_operation<RunRequest>(),      describe_operation<MapRequest>(),
-          describe_operation<GenerateRequest>(), describe_operation<ModelKvRequest>(),
-          describe_operation<EvictRequest>(),    describe_operation<EvalRequest>(),
-          describe_operation<HeadsRequest>(),    describe_operation<AttributeRequest>(),
-          describe_operation<QkRequest>(),       describe_operation<CircuitsRequest>(),
-          describe_operation<LensRequest>(),     describe_operation<PatchRequest>(),
-          describe_operation<VerdictRequest>(),  describe_operation<ExportRequest>(),
-          describe_operation<TrainRequest>(),    describe_operation<BenchRequest>()};
+  return {describe_operation<CostRequest>(),      describe_operation<KvRequest>(),
+          describe_operation<InfoRequest>(),      describe_operation<TokenizeRequest>(),
+          describe_operation<RunRequest>(),       describe_operation<MapRequest>(),
+          describe_operation<GenerateRequest>(),  describe_operation<ModelKvRequest>(),
+          describe_operation<EvictRequest>(),     describe_operation<EvalRequest>(),
+          describe_operation<HeadsRequest>(),     describe_operation<SurveyRequest>(),
+          describe_operation<AttributeRequest>(), describe_operation<QkRequest>(),
+          describe_operation<CircuitsRequest>(),  describe_operation<LensRequest>(),
+          describe_operation<PatchRequest>(),     describe_operation<VerdictRequest>(),
+          describe_operation<ExportRequest>(),    describe_operation<TrainRequest>(),
+          describe_operation<BenchRequest>()};
 }
 
 OperationDescription operation_description(std::string_view name) {

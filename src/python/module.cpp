@@ -37,6 +37,7 @@
 #include "attnlab/operations/generate.hpp"
 #include "attnlab/operations/model.hpp"
 #include "attnlab/operations/operations.hpp"
+#include "attnlab/operations/survey.hpp"
 #include "attnlab/report/intervention_report.hpp"
 #include "attnlab/report/trace_json.hpp"
 #include "attnlab/scenario/interventions.hpp"
@@ -547,7 +548,34 @@ PYBIND11_MODULE(_attnlab, mod) {
       .def("describe", [](const PyModel& m) { return describe(m.config()); })
       .def_property_readonly("has_tokenizer", [](const PyModel& m) { return m.dir->tokenizer.has_value(); })
       .def("token_texts", [](const PyModel& m, const std::vector<int>& ids) { return token_texts(*m.dir, ids); })
-      .def("run", &run_model, py::arg("arguments"));
+      .def("run", &run_model, py::arg("arguments"))
+      // The survey on a cluster (attnlab/survey.py): its plan, and its shards' sums merged.
+      .def(
+          "survey_plan",
+          [](const PyModel& m, const py::dict& arguments) {
+            const SurveyPlan plan =
+                price_survey(*m.dir, read_request<SurveyRequest>(arguments_json(arguments), kPython));
+            return to_python({{"documents", plan.documents.size()},
+                              {"windows", plan.windows},
+                              {"tokens", plan.tokens},
+                              {"shards", plan.shards},
+                              {"corpus", plan.corpus_id}});
+          },
+          py::arg("arguments"))
+      .def(
+          "survey_merge",
+          [](const PyModel& m, const py::dict& arguments, const py::list& parts) {
+            const SurveyPlan plan =
+                price_survey(*m.dir, read_request<SurveyRequest>(arguments_json(arguments), kPython));
+            const json sums = from_python(parts, "parts");
+            json reply;
+            {
+              py::gil_scoped_release free;
+              reply = survey_json(*m.dir, plan, merge_survey_parts(*m.dir, plan, sums, "parts"));
+            }
+            return to_python(reply);
+          },
+          py::arg("arguments"), py::arg("parts"));
   mod.def("_load", &load, py::arg("path"));
 
   // ---- the operations described once (operations/operations.hpp) ----

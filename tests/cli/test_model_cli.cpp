@@ -634,6 +634,24 @@ TEST(TrainCli, TheRecipeFormsAPreviousTokenHeadThenAnInductionHeadThatTheRepeatN
   }
   EXPECT_GE(predicted, 3) << "the repeat's last token, predicted";
   EXPECT_EQ(h["agreements"][0]["texts"], 4);
+  // Across a corpus (model survey, docs/survey.md): 16 held-out sequences of the task, a line
+  // each; over every query row, 0.0 tops previous-token and 1.0 tops induction.
+  {
+    std::ofstream corpus(out / "held-out.jsonl");
+    for (const std::vector<int>& s :
+         attnlab::default_detector_sequences(attnlab::load_model(out.string()).config, 1000000, 16))
+      corpus << json{{"ids", s}}.dump() << "\n";
+  }
+  const Result surveyed =
+      run_attnlab("model survey " + out.string() + " " + (out / "held-out.jsonl").string() + " --json");
+  ASSERT_EQ(surveyed.exit_code, 0) << surveyed.err;
+  const json survey = json::parse(surveyed.out);
+  ASSERT_EQ(survey["documents"], 16);
+  const json& s0 = survey["heads"][0];
+  const json& s1 = survey["heads"][1];
+  EXPECT_GT(s0["previous_token"].get<double>(), s1["previous_token"].get<double>());
+  EXPECT_GT(s1["induction"].get<double>(), s0["induction"].get<double>());
+  EXPECT_GT(s1["induction"].get<double>(), 0.5);
   expect_refused("train --out " + out.string() + flags, "is not empty; give a new directory, or --force");
   expect_refused("train --out " + out.string() + " --heads 3 --force", "--d-model: 32 is not divisible by heads 3");
   expect_refused("train --out " + out.string() + " --layers 1 --prev-token-steps 10 --force",

@@ -25,6 +25,7 @@
 #include "attnlab/core/attention.hpp"
 #include "attnlab/core/kv_cache.hpp"
 #include "attnlab/model/model.hpp"
+#include "attnlab/model/survey.hpp"
 
 namespace attnlab {
 
@@ -90,6 +91,8 @@ struct ForwardOptions {
   std::optional<HeadMapWindow> head_map;
   // Stop after this block (the stream is then not the last block's): LogitRows::none only.
   std::optional<std::size_t> last_layer;
+  // Every head's rows added to a survey's sums (model/survey.hpp), as this window of the corpus.
+  SurveyWindow* survey = nullptr;
 };
 
 // A head's weights at any length, pooled: each cell the largest weight a_ij of the query i and

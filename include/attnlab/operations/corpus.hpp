@@ -15,6 +15,7 @@ namespace attnlab {
 struct CorpusLimits {
   std::uintmax_t max_bytes = std::uintmax_t(256) << 20;  // the file
   std::size_t max_documents = 1'000'000;
+  std::size_t max_skipped = 10'000;  // bad lines left out (read_corpus with `skipped`) before the file is refused
 };
 
 struct CorpusDocument {
@@ -22,10 +23,17 @@ struct CorpusDocument {
   std::vector<int> ids;  // tokenized, each id checked against the model's vocabulary
 };
 
+// A line left out of the documents (read_corpus with `skipped`): its number and why.
+struct SkippedLine {
+  std::size_t line = 0;
+  std::string error;
+};
+
 // The documents of `path`, tokenized by the model. InputError naming `field` and the line for
-// a line that is not JSON, has neither "text" nor "ids", or holds an id the model lacks; for a
-// file over the limits, or one with no documents.
+// a line that is not JSON, has neither "text" nor "ids", or holds an id the model lacks (or,
+// given `skipped`, that line listed there and left out); for a file over the limits, or one
+// with no documents.
 std::vector<CorpusDocument> read_corpus(const ModelDir& model, const std::string& path, std::string_view field,
-                                        const CorpusLimits& limits = {});
+                                        const CorpusLimits& limits = {}, std::vector<SkippedLine>* skipped = nullptr);
 
 }  // namespace attnlab

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "attnlab/core/deadline.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/rng.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/kernels/flash_decode.hpp"
 #include "attnlab/kernels/matvec.hpp"
@@ -255,7 +257,8 @@ constexpr std::size_t kScoreBlock = 64;  // queries whose scores one product mak
 // Head h's scores q_i·k_j (before the scale) of queries [from, to), a block of up to kScoreBlock
 // at a time: for queries [i0, i0 + rows) against keys [first, i0 + rows), the keys the block sees, one
 // product S = Q_block · K_firstᵀ [rows × width] (64 × n numbers at most, never n × n);
-// visit(i0, rows, first, width, S) reads key j of query i at S[(i − i0)·width + j − first].
+// visit(i0, rows, first, width, S) reads key j of query i at S[(i − i0)·width + j − first] (and may
+// overwrite the block's S, made again for the next).
 template <class Visit>
 void score_blocks(const Heads& at, const float* qkv, std::size_t from, std::size_t to, std::size_t h, Visit&& visit) {
   std::vector<float> scores;
@@ -264,7 +267,7 @@ void score_blocks(const Heads& at, const float* qkv, std::size_t from, std::size
     scores.resize(rows * width);
     gemm(false, true, rows, width, at.hd, qkv + i0 * at.width + at.q(h), at.width,
          qkv + first * at.width + at.k(at.kv_of(h)), at.width, 0.0f, scores.data(), width);
-    visit(i0, rows, first, width, static_cast<const float*>(scores.data()));
+    visit(i0, rows, first, width, scores.data());
   }
 }
 
@@ -400,6 +403,119 @@ void sparse_rows(const Heads& at, const float* qkv, std::span<const int> ids, st
     out.detectors[layer][k] = rows_counted[k] > 0 ? totals[k] / rows_counted[k] : NAN;
 }
 
+// Every head's rows of layer `layer` added to the survey's sums (model/survey.hpp), from its
+// scores block by block as the sparse rows are made: each row's weights written over its scores,
+// its statistics computed in parallel, then added in row order (fixed point: the sums are exact
+// whatever the order), the rows where the head is active offered to its example lists, and the
+// weight each key draws from the later queries (off the sink and itself) summed per key.
+void survey_rows(const Heads& at, const float* qkv, std::span<const int> ids, std::size_t layer, SurveyWindow& w) {
+  SurveyTotals& totals = *w.totals;
+  const SurveyLimits& limits = totals.limits;
+  const std::size_t n = ids.size();
+  std::vector<char> seen_before(n);  // the row's token occurred earlier in the window
+  {
+    std::unordered_set<int> seen;
+    for (std::size_t i = 0; i < n; ++i)
+      seen_before[i] = !seen.insert(ids[i]).second;
+  }
+  struct Row {
+    double previous = 0, self = 0, sink = 0, induction = 0, entropy = 0, distance = 0, distance_squared = 0;
+    double activation = -1;  // the largest weight off the sink and itself; −1: the row sees no other key
+    std::array<double, kSurveyDistanceBins> histogram{};
+  };
+  std::vector<Row> block_rows(kScoreBlock);
+  std::vector<double> drawn(n);  // per key, the weight the later queries give it
+  for (std::size_t h = 0; h < at.H; ++h) {
+    HeadSurvey& head = totals.per_head[layer * at.H + h];
+    std::fill(drawn.begin(), drawn.end(), 0.0);
+    score_blocks(
+        at, qkv, 1, n, h, [&](std::size_t i0, std::size_t rows, std::size_t first, std::size_t width, float* scores) {
+          for_rows(rows, rows * width, [&](std::size_t r) {
+            const std::size_t i = i0 + r;
+            float* row = scores + r * width;  // key j at j − first: its score, then its weight
+            const double m = row_max(at, i, row, first);
+            double sum = 0, weighted = 0;
+            for (std::size_t j = first; j <= i; ++j) {
+              const bool seen = j >= at.first_key(i) && at.sees(i, j);
+              const double score = double(row[j - first]) * at.scale, e = seen ? std::exp(score - m) : 0.0;
+              row[j - first] = static_cast<float>(e);
+              sum += e;
+              if (seen) weighted += e * score;
+            }
+            Row& out = block_rows[r];
+            out = Row{};
+            const double lse = m + std::log(sum);
+            out.entropy = (lse - weighted / sum) / std::numbers::ln2;
+            for (std::size_t j = first; j <= i; ++j) {
+              const double a = row[j - first] / sum;
+              row[j - first] = static_cast<float>(a);
+              if (a == 0) continue;
+              const double d = double(i - j);
+              out.distance += a * d, out.distance_squared += a * d * d;
+              out.histogram[distance_bin(i - j)] += a;
+              if (j >= 1 && ids[j - 1] == ids[i]) out.induction += a;
+              if (j != 0 && j != i) out.activation = std::max(out.activation, a);
+            }
+            if (first == 0) out.sink = row[0];
+            if (i - 1 >= first) out.previous = row[i - 1 - first];
+            out.self = row[i - first];
+            // a row that sees a key besides the sink and itself, all weighted 0, is active at 0
+            if (out.activation < 0 && i >= 2 && at.first_key(i) < i - 1) out.activation = 0;
+          });
+          for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t i = i0 + r;
+            const Row& row = block_rows[r];
+            const float* weights = scores + r * width;
+            head.rows += 1;
+            head.previous_token += to_fixed(row.previous), head.self += to_fixed(row.self);
+            head.sink += to_fixed(row.sink), head.entropy += to_fixed(row.entropy);
+            head.distance += to_fixed(row.distance), head.distance_squared += to_fixed(row.distance_squared);
+            for (std::size_t bin = 0; bin < kSurveyDistanceBins; ++bin)
+              if (row.histogram[bin] > 0) head.histogram[bin] += to_fixed(row.histogram[bin]);
+            if (seen_before[i]) head.induction_rows += 1, head.induction += to_fixed(row.induction);
+            for (std::size_t j = std::max<std::size_t>(first, 1); j < i; ++j)
+              drawn[j] += weights[j - first];
+            if (row.activation < 0) continue;
+            head.active_rows += 1;
+            TokenSums& query = head.query_tokens[ids[i]];
+            query.sum += to_fixed(row.activation), query.count += 1;
+            // an example only where one of the head's lists would keep it
+            SurveyExample e{.document = w.document,
+                            .window = w.window,
+                            .position = i,
+                            .window_start = w.window_start,
+                            .activation = row.activation};
+            e.hash = SplitMix64(w.document * 0x9E3779B97F4A7C15ull ^ (w.window << 32) ^ i).next();
+            const std::size_t tenth = std::min<std::size_t>(9, std::size_t(row.activation * 10));
+            const std::vector<SurveyExample>& top = head.top;
+            const std::vector<SurveyExample>& sample = head.tenths[tenth];
+            const bool for_top = top.size() < limits.top_examples || example_before(e, top.back());
+            const bool for_sample = sample.size() < limits.tenth_examples || e.hash < sample.back().hash;
+            if (!for_top && !for_sample) continue;
+            std::vector<std::uint32_t> order;  // the row's keys, heaviest first (ties: the earlier key)
+            for (std::size_t j = first; j <= i; ++j)
+              if (weights[j - first] > 0) order.push_back(std::uint32_t(j));
+            const std::size_t keep = std::min(limits.example_keys, order.size());
+            const auto heavier = [&](std::uint32_t a, std::uint32_t b) {
+              const float wa = weights[a - first], wb = weights[b - first];
+              return wa > wb || (wa == wb && a < b);
+            };
+            std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(keep), order.end(), heavier);
+            for (std::size_t k = 0; k < keep; ++k)
+              e.keys.push_back(order[k]), e.weights.push_back(weights[order[k] - first]);
+            e.context_start = i > limits.context_before ? i - limits.context_before : 0;
+            const std::size_t context_end = std::min(n, i + 1 + limits.context_after);
+            e.context.assign(ids.begin() + std::ptrdiff_t(e.context_start), ids.begin() + std::ptrdiff_t(context_end));
+            keep_example(head, limits, std::move(e));
+          }
+        });
+    for (std::size_t j = 1; j < n; ++j) {  // each occurrence of a key token off the sink
+      TokenSums& key = head.key_tokens[ids[j]];
+      key.sum += to_fixed(drawn[j]), key.count += 1;
+    }
+  }
+}
+
 // Blocks first.. on the stream x [n × d] (updated in place) with the options' interventions,
 // keeping in r what the options say unless `keep` is false (a rerun keeps nothing).
 void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, std::size_t n,
@@ -460,6 +576,7 @@ void run_blocks(const Model& model, std::size_t first, std::vector<float>& x, st
       if (keep && options.sparse_top) sparse_rows(at, qkv, ids, l, r.sparse);
       if (keep && options.head_map && options.head_map->head.layer == l)
         r.head_map = head_map_of(at, qkv, n, *options.head_map);
+      if (keep && options.survey) survey_rows(at, qkv, ids, l, *options.survey);
       zero_ablated(c, l, options.ablate, n, z);
       replace_heads(c, l, options.replace_heads, n, z);
     };

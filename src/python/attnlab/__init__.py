@@ -36,7 +36,7 @@ from ._attnlab import HeadTrace
 __version__ = _attnlab.__version__
 __all__ = [
     "attend", "flash", "Scenario", "Trace", "HeadTrace", "load", "Model", "ModelRun", "HeadScore",
-    "Result", "cost", "kv", "show",
+    "Result", "cost", "kv", "show", "survey",
 ]
 
 Tokens = Union[str, Sequence[int]]
@@ -447,6 +447,7 @@ class Model:
         return self.run(tokens, capture=capture, ablate=heads)
 
     map = _model_method("model map", ("text",))
+    survey = _model_method("model survey", ("texts",))
     generate = _model_method("model generate", ("text", "tokens"))
     kv = _model_method("model kv")
     evict = _model_method("model evict", ("text",))
@@ -521,3 +522,6 @@ def show(model: Union[str, Model], text: Optional[str] = None, *, port: int = 0)
         return IFrame(url, width="100%", height=720)
     except ImportError:
         return url
+
+
+from .survey import survey  # noqa: E402  (it reads Model and load from here)
