@@ -6,6 +6,8 @@
 #include <cmath>
 #include <tuple>
 
+#include "attnlab/core/error.hpp"
+
 namespace attnlab {
 
 namespace {
@@ -53,20 +55,33 @@ void keep_example(HeadSurvey& head, const SurveyLimits& limits, SurveyExample ex
   keep_sorted(head.top, limits.top_examples, std::move(example), example_before);
 }
 
+namespace {
+
+// a += b, refused where 128 bits overflow (sums read from elsewhere are bounded, but merged
+// without end they could reach it)
+void add(Fixed& a, Fixed b) {
+  if (__builtin_add_overflow(a, b, &a)) fail("sums", "merged sums overflow 128 bits; merge fewer shards at once");
+}
+void add(std::uint64_t& a, std::uint64_t b) {
+  if (__builtin_add_overflow(a, b, &a)) fail("sums", "merged counts overflow 64 bits; merge fewer shards at once");
+}
+
+}  // namespace
+
 void merge_survey(SurveyTotals& into, const SurveyTotals& from) {
   if (into.per_head.empty()) {
     into = from;
     return;
   }
-  into.documents += from.documents, into.windows += from.windows, into.tokens += from.tokens;
+  add(into.documents, from.documents), add(into.windows, from.windows), add(into.tokens, from.tokens);
   for (std::size_t k = 0; k < into.per_head.size() && k < from.per_head.size(); ++k) {
     HeadSurvey& a = into.per_head[k];
     const HeadSurvey& b = from.per_head[k];
-    a.rows += b.rows, a.induction_rows += b.induction_rows, a.active_rows += b.active_rows;
-    a.previous_token += b.previous_token, a.self += b.self, a.sink += b.sink, a.induction += b.induction;
-    a.entropy += b.entropy, a.distance += b.distance, a.distance_squared += b.distance_squared;
+    add(a.rows, b.rows), add(a.induction_rows, b.induction_rows), add(a.active_rows, b.active_rows);
+    add(a.previous_token, b.previous_token), add(a.self, b.self), add(a.sink, b.sink), add(a.induction, b.induction);
+    add(a.entropy, b.entropy), add(a.distance, b.distance), add(a.distance_squared, b.distance_squared);
     for (std::size_t bin = 0; bin < kSurveyDistanceBins; ++bin)
-      a.histogram[bin] += b.histogram[bin];
+      add(a.histogram[bin], b.histogram[bin]);
     for (const SurveyExample& e : b.top)
       keep_sorted(a.top, into.limits.top_examples, e, example_before);
     for (std::size_t t = 0; t < a.tenths.size(); ++t)
@@ -74,11 +89,11 @@ void merge_survey(SurveyTotals& into, const SurveyTotals& from) {
         keep_sorted(a.tenths[t], into.limits.tenth_examples, e, sampled_before);
     for (const auto& [id, sums] : b.query_tokens) {
       TokenSums& s = a.query_tokens[id];
-      s.sum += sums.sum, s.count += sums.count;
+      add(s.sum, sums.sum), add(s.count, sums.count);
     }
     for (const auto& [id, sums] : b.key_tokens) {
       TokenSums& s = a.key_tokens[id];
-      s.sum += sums.sum, s.count += sums.count;
+      add(s.sum, sums.sum), add(s.count, sums.count);
     }
   }
 }

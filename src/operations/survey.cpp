@@ -67,8 +67,10 @@ Fixed fixed_from(const json& j, const std::string& field) {
   if (!j.is_string()) fail(field, "expected a sum as a decimal string");
   const std::string& s = j.get_ref<const std::string&>();
   const bool negative = !s.empty() && s[0] == '-';
-  if (s.size() < 1u + negative || s.size() > 39 || s.find_first_not_of("0123456789", negative) != std::string::npos)
-    fail(field, "expected a sum as a decimal string of at most 38 digits");
+  // 33 digits: below 2^110, so that merging even 2^17 such sums stays inside 128 bits
+  if (s.size() < 1u + negative || s.size() > 33u + negative ||
+      s.find_first_not_of("0123456789", negative) != std::string::npos)
+    fail(field, "expected a sum as a decimal string of at most 33 digits");
   Fixed x = 0;
   for (std::size_t k = negative; k < s.size(); ++k)
     x = x * 10 + (s[k] - '0');
@@ -254,7 +256,9 @@ json survey_partial_json(const SurveyTotals& t, const std::string& corpus_id) {
 namespace {
 
 std::uint64_t count_from(const json& j, const std::string& field) {
-  if (!j.is_number_unsigned()) fail(field, "expected a whole number, 0 or more");
+  constexpr std::uint64_t kMost = std::uint64_t{1} << 48;  // merged counts stay far from 2^64
+  if (!j.is_number_unsigned() || j.get<std::uint64_t>() > kMost)
+    fail(field, fmt::format("expected a whole number from 0 to {}", kMost));
   return j.get<std::uint64_t>();
 }
 
@@ -320,9 +324,9 @@ std::map<std::int32_t, TokenSums> token_sums_from(const json& list, const ModelC
     if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() || e[0].get<long long>() < 0 ||
         e[0].get<long long>() >= (long long)c.vocab_size)
       fail(at, "expected [token id, sum, count]");
-    TokenSums& s = out[e[0].get<std::int32_t>()];
-    s.sum += fixed_from(e[1], at);
-    s.count += count_from(e[2], at);
+    const std::int32_t id = e[0].get<std::int32_t>();
+    if (!out.empty() && id <= out.rbegin()->first) fail(at, "expected each token id once, ascending");
+    out[id] = {fixed_from(e[1], at), count_from(e[2], at)};
   }
   return out;
 }
