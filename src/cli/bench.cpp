@@ -239,6 +239,22 @@ int bench_model(const BenchFlags& f) {
                   {"gbps", bytes / per_token / 1e9},
                   {"percent_of_read_bandwidth", 100 * bytes / per_token / 1e9 / peaks.read_gbps}};
   }
+  // The survey's pass (model/survey.hpp) against the forward it rides on, both without logits:
+  // what a survey adds to reading the corpus.
+  nlohmann::json survey;
+  if (f.survey) {
+    const double plain = median_seconds(f.repeats, [&] { model_forward(model, ids, {.logits = LogitRows::none}); });
+    SurveyTotals totals;
+    totals.layers = c.n_layer, totals.heads = c.n_head;
+    totals.per_head.resize(c.n_layer * c.n_head);
+    SurveyWindow window{&totals, 0, 0, 0};
+    const double surveyed =
+        median_seconds(f.repeats, [&] { model_forward(model, ids, {.logits = LogitRows::none, .survey = &window}); });
+    survey = {{"tokens_per_second", f.tokens / surveyed},
+              {"forward_tokens_per_second", f.tokens / plain},
+              {"percent_of_forward", 100 * plain / surveyed},
+              {"goal_met", plain / surveyed >= 0.5}};
+  }
   const std::size_t file = checkpoint_summary(f.model).bytes;
   const std::size_t peak = memory::resident_peak_bytes();
   const std::size_t resident = peak > resident_before ? peak - resident_before : 0;
@@ -266,6 +282,7 @@ int bench_model(const BenchFlags& f) {
                          {"goal_bytes", goal},
                          {"goal_met", double(resident) <= goal}}}};
     if (generate) out["generation"] = generation;
+    if (f.survey) out["survey"] = survey;
     if (f.bf16) {
       out["bf16_isa"] = bf16_products_isa();
       const double peak = bf16_products_peak(peaks);  // 0 where no probe measured that unit
@@ -292,6 +309,10 @@ int bench_model(const BenchFlags& f) {
       cache_bytes ? fmt::format(", the {} cache {}", cache_type_name(cache), format_bytes(cache_bytes)) : "",
       format_bytes(resident), cache_bytes ? " + cache" : "", format_bytes(static_cast<std::uint64_t>(goal)),
       double(resident) <= goal ? "met" : "NOT met");
+  if (f.survey)
+    fmt::print("survey: {:.0f} tokens/s against the forward's {:.0f} without logits: {:.0f}% of it (goal ≥ 50%: {})\n",
+               survey["tokens_per_second"].get<double>(), survey["forward_tokens_per_second"].get<double>(),
+               survey["percent_of_forward"].get<double>(), survey["goal_met"].get<bool>() ? "met" : "NOT met");
   if (generate)
     fmt::print(
         "generation: {} tokens after {} of prompt, {:.1f} tokens/s; {} read per token, {:.1f} GB/s ({:.0f}% of "
@@ -443,6 +464,7 @@ Command bench_command(CLI::App& parent) {
             if (flags->threads > 0) budget.emplace(int(flags->threads));
             if (!flags->model.empty()) return flags->attribute ? bench_attribute(*flags) : bench_model(*flags);
             if (flags->attribute) fail("--attribute", "times a model's attribution; give --model too");
+            if (flags->survey) fail("--survey", "times a model's survey pass; give --model too");
             if (flags->train) return bench_train(*flags);
             const std::vector<BenchCase> cases = cases_from_flags(*flags);
             fmt::print(stderr, "measuring this machine's peaks...\n");

@@ -38,7 +38,7 @@ struct BenchRequest {
   std::string logits = "every";
   bool f32 = false, bf16 = false;
   std::optional<std::uint64_t> generate;
-  bool attribute = false, train = false;
+  bool attribute = false, train = false, survey = false;
   TrainSettings shape{.steps = 20};  // with train: attnlab train's defaults, 20 timed steps
   std::uint64_t repeats = 5;
 
@@ -100,6 +100,9 @@ struct BenchRequest {
                            .help = "With model: time attributing the prediction at the last of the tokens (DLA, the "
                                    "lens, context mixing, the gradient, one patching site) as multiples of one "
                                    "forward pass"}));
+    field(survey, info({.name = "survey",
+                        .help = "With model: also time the corpus survey's pass (model survey) over the tokens, as a "
+                                "share of the plain forward's tokens/s (goal: 50% or more)"}));
     field(train, info({.name = "train",
                        .help = "Time training steps of a small GPT-2 instead (attnlab train's model "
                                "and task)"}));
