@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "attnlab/analysis/model_head.hpp"
 #include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/analysis/units.hpp"
+#include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/files.hpp"
 #include "attnlab/core/json.hpp"
@@ -487,6 +489,15 @@ int survey_command(const ModelFlags& f, const OperationFlags& flags) {
     return 0;
   }
   const nlohmann::json survey = survey_json(m, plan, totals);
+  if (request.html) {
+    std::string_view page;
+    for (const EmbeddedFile& file : web_files())
+      if (file.name == "survey-finder.html") page = file.bytes;
+    std::ofstream out(*request.html, std::ios::binary);
+    out << survey_finder_html(page, survey);
+    if (!out.flush()) fail("--html", fmt::format("cannot write {}", *request.html));
+    fmt::print(stderr, "the head finder: {} (opens from disk)\n", *request.html);
+  }
   if (f.json) {
     fmt::print("{}\n", survey.dump());
     return 0;

@@ -490,4 +490,15 @@ json survey_json(const ModelDir& m, const SurveyPlan& plan, const SurveyTotals& 
           {"skipped", std::move(skipped)}, {"heads", std::move(heads)}};
 }
 
+std::string survey_finder_html(std::string_view page, const json& survey) {
+  constexpr std::string_view kMarker = "/*SURVEY*/null";
+  const std::size_t at = page.find(kMarker);
+  if (at == std::string_view::npos) fail("html", "the head finder's page has no place for the survey (a build error)");
+  // Inside <script>, "</" would end the element early: JSON may write "/" escaped.
+  std::string data = survey.dump();
+  for (std::size_t k = data.find("</"); k != std::string::npos; k = data.find("</", k + 3))
+    data.replace(k, 2, "<\\/");
+  return std::string(page.substr(0, at)) + data + std::string(page.substr(at + kMarker.size()));
+}
+
 }  // namespace attnlab

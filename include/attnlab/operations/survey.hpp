@@ -30,6 +30,7 @@ struct SurveyRequest {
   std::optional<std::string> out;
   bool skip_bad_lines = false;
   bool partial = false;
+  std::optional<std::string> html;
 
   template <class Field>
   void for_each(Field&& field) {
@@ -59,6 +60,10 @@ struct SurveyRequest {
                            .help = "Leave out lines that are not documents (each listed with its line number) instead "
                                    "of refusing the file",
                            .faces = kCommandLine | kPython});
+    field(html, {.name = "html",
+                 .help = "Also write the head finder to this file: every head a point on two metrics, its examples "
+                         "on a click; one page with the survey inside, which opens from disk with no server",
+                 .faces = kCommandLine});
     field(partial, {.name = "partial",
                     .help = "The sums to merge (docs/survey.md) instead of the survey",
                     .faces = kCommandLine | kPython});
@@ -108,5 +113,9 @@ SurveyTotals merge_survey_parts(const ModelDir& model, const SurveyPlan& plan, c
 // "token", "keys": [{"position", "token", "weight"}], "context": {"start", "tokens"}} (positions
 // in the document).
 nlohmann::json survey_json(const ModelDir& model, const SurveyPlan& plan, const SurveyTotals& totals);
+
+// The head finder's page (`page`, web/survey-finder.html) with `survey` inside it in place of its
+// marker: self-contained, to open from disk or share.
+std::string survey_finder_html(std::string_view page, const nlohmann::json& survey);
 
 }  // namespace attnlab
