@@ -80,7 +80,7 @@ export function setAttr(node, name, value) {
 
 /**
  * A form control's value, unless the user is typing in it.
- * @param {HTMLInputElement | HTMLSelectElement} control
+ * @param {HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement} control
  * @param {string} value
  */
 export function setValue(control, value) {

@@ -26,6 +26,7 @@ import { bindAttribution, renderAttribution } from './panel-attribution.js';
 import { bindWhy, renderWhy } from './panel-why.js';
 import { bindCircuits, renderCircuits } from './panel-circuits.js';
 import { bindEvict, renderEvict } from './panel-evict.js';
+import { bindSurvey, renderSurvey } from './panel-survey.js';
 import { bindGenerate, renderGenerate } from './panel-generate.js';
 import { bindKvReport, renderKvReport } from './panel-kv-report.js';
 import { loadOperations } from './options.js';
@@ -73,6 +74,7 @@ function render(state) {
   renderGenerate(s);
   renderKvReport(s);
   renderEvict(s);
+  renderSurvey(s);
   renderTraining(s);
   renderTokens(s);
   renderThumbnails(s);
@@ -194,6 +196,7 @@ function init() {
   bindGenerate();
   bindKvReport();
   bindEvict();
+  bindSurvey();
   bindTraining();
   bindMaths();
   loadModels();

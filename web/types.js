@@ -445,6 +445,17 @@
  */
 
 /**
+ * The survey panel's part of the state (docs/survey.md).
+ * @typedef {object} SurveyState
+ * @property {string} texts                  the box, a document a line, as typed
+ * @property {any} job                       the job it follows (GET api/model/analysis), null before
+ * @property {string} status
+ * @property {boolean} error
+ * @property {string | null} finder          the head finder's page for the last survey (a blob: URL)
+ * @property {boolean} making                that page is being made
+ */
+
+/**
  * The probe panel's part of the state.
  * @typedef {object} ProbeState
  * @property {string} readout            the readout picked ('' for the scenario's default)
@@ -534,6 +545,7 @@
  * @property {KvReportState} kvReport
  * @property {GenerationState} generation
  * @property {EvictState} evict
+ * @property {SurveyState} survey
  * @property {Record<string, OperationDescription>} operations  every operation's description, from the server
  * @property {Record<string, Record<string, string>>} options   "More options" as typed, by operation and field
  * @property {string | null} costError     the cost and KV panels' error line

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -97,7 +98,27 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
   plan.max_tokens = r.max_tokens ? std::size_t(*r.max_tokens) : std::min(kDefaultWindow, c.n_positions);
   if (plan.max_tokens > c.n_positions)
     fail("max_tokens", fmt::format("{} is more than the model's {} positions", plan.max_tokens, c.n_positions));
-  plan.documents = read_corpus(m, r.texts, "texts", {}, r.skip_bad_lines ? &plan.skipped : nullptr);
+  if (!r.documents.empty()) {  // given inline (the lab's): texts, tokenized as a file's lines are
+    if (!m.tokenizer) fail("documents", "this model has no tokenizer; survey a file of {\"ids\": [...]} lines");
+    plan.texts = fmt::format("{} documents", r.documents.size());
+    for (std::size_t k = 0; k < r.documents.size(); ++k) {
+      CorpusDocument d{k + 1, encode_text(m, r.documents[k])};
+      if (d.ids.empty()) fail(fmt::format("documents[{}]", k), "no tokens");
+      plan.documents.push_back(std::move(d));
+    }
+  } else if (!r.sequences.empty()) {
+    plan.texts = fmt::format("{} sequences", r.sequences.size());
+    for (std::size_t k = 0; k < r.sequences.size(); ++k) {
+      if (r.sequences[k].empty()) fail(fmt::format("sequences[{}]", k), "no tokens");
+      for (std::size_t j = 0; j < r.sequences[k].size(); ++j)
+        check_token_id(c, r.sequences[k][j], fmt::format("sequences[{}][{}]", k, j));
+      plan.documents.push_back({k + 1, r.sequences[k]});
+    }
+  } else if (r.texts.empty()) {
+    fail("texts", "give a file of texts: a document a line, or JSON Lines of {\"text\": ...} or {\"ids\": [...]}");
+  } else {
+    plan.documents = read_corpus(m, r.texts, "texts", {}, r.skip_bad_lines ? &plan.skipped : nullptr);
+  }
   plan.shards = r.shards;
   if (plan.shards > plan.documents.size())
     fail("shards",
@@ -286,11 +307,11 @@ std::vector<SurveyExample> examples_from(const json& list, std::size_t limit, co
       fail(at + ".activation", "expected a weight from 0 to 1");
     e.activation = activation.get<double>();
     const json& hash = member(j, "hash", at);
-    if (!hash.is_string() || hash.get_ref<const std::string&>().size() > 20 ||
-        hash.get_ref<const std::string&>().find_first_not_of("0123456789") != std::string::npos ||
-        hash.get_ref<const std::string&>().empty())
+    const std::string* digits = hash.is_string() ? &hash.get_ref<const std::string&>() : nullptr;
+    const auto [end, error] = digits ? std::from_chars(digits->data(), digits->data() + digits->size(), e.hash)
+                                     : std::from_chars_result{nullptr, std::errc::invalid_argument};
+    if (!digits || error != std::errc() || end != digits->data() + digits->size())
       fail(at + ".hash", "expected a 64-bit hash as a decimal string");
-    e.hash = std::stoull(hash.get<std::string>());
     const json &keys = member(j, "keys", at), &weights = member(j, "weights", at), &context = member(j, "context", at);
     if (!keys.is_array() || !weights.is_array() || keys.size() != weights.size() || keys.size() > limits.example_keys)
       fail(at + ".keys", fmt::format("expected keys and weights, as many of each, at most {}", limits.example_keys));

@@ -21,6 +21,7 @@
 
 #include "attnlab/operations/evict.hpp"
 #include "attnlab/operations/model.hpp"
+#include "attnlab/operations/survey.hpp"
 
 namespace attnlab {
 
@@ -127,8 +128,9 @@ AnalysisJobs::~AnalysisJobs() { shut_down(); }
 json AnalysisJobs::start(const json& body) {
   json fields = operation_fields(body);  // the operation's fields, and which one: "kind"
   if (!fields.contains("kind") || !fields["kind"].is_string() ||
-      (fields["kind"] != "verdict" && fields["kind"] != "patch" && fields["kind"] != "evict"))
-    fail("kind", "expected \"verdict\", \"patch\" or \"evict\"");
+      (fields["kind"] != "verdict" && fields["kind"] != "patch" && fields["kind"] != "evict" &&
+       fields["kind"] != "survey"))
+    fail("kind", "expected \"verdict\", \"patch\", \"evict\" or \"survey\"");
   const std::string kind = fields["kind"];
   fields.erase("kind");
   const std::shared_ptr<const ModelDir> model = state_->models.model(ModelSources::choice(body, ""), "");
@@ -156,6 +158,18 @@ json AnalysisJobs::start(const json& body) {
         progress("single-token forwards", std::size_t(done), std::size_t(total));
       });
       return evict_json(evict);
+    };
+  } else if (kind == "survey") {
+    const SurveyRequest request = read_request<SurveyRequest>(fields, kHttpApi);
+    SurveyPlan plan = price_survey(*model, request);
+    flops = plan.flops;
+    tokens_field = "documents";
+    work = [model, plan](const Progress& progress) {
+      std::size_t tokens = 0;
+      const SurveyTotals totals = run_survey(*model, plan, std::nullopt, [&](std::size_t, std::size_t t) {
+        progress("tokens", tokens += t, plan.tokens);
+      });
+      return survey_json(*model, plan, totals);
     };
   } else {
     const PatchRequest request = read_request<PatchRequest>(fields, kHttpApi);

@@ -300,6 +300,42 @@ test('model source: the eviction panel plots each policy\'s loss against the bud
     await page.close();
   });
 
+// Every head across texts (docs/survey.md): a survey as a job, each head's means as `attnlab
+// model survey --json` gives them for the same documents, and the head finder's page made for it.
+test('model source: the survey panel gives every head\'s means as the command does, and its head finder',
+  { skip: SKIP }, async () => {
+    const page = await browser.newPage({ height: 1600 });
+    await page.waitForSelector('[data-testid="survey"]:not([hidden])');
+    const docs = [[3, 17, 5, 9, 3, 17, 5, 9, 22], [1, 2, 3, 1, 2, 3, 4], [30, 31, 32, 33, 30, 31]];
+    await page.fill('[data-testid="survey-texts"]', 'not ids');
+    await page.click('[data-testid="survey-run"]');
+    await page.waitForFunction(() => window.attnlab.state.survey.error);
+    assert.match(await page.textContent('[data-testid="survey-status"]'), /^line 1: /);
+    await page.fill('[data-testid="survey-texts"]', docs.map((d) => d.join(' ')).join('\n'));
+    await page.click('[data-testid="survey-run"]');
+    await page.waitForSelector('[data-testid="survey-row"]');
+    const rows = await page.$$eval('[data-testid="survey-row"]', (trs) => trs.map((tr) => ({
+      head: tr.dataset.head, values: Array.from(tr.querySelectorAll('td[data-value]')).map((td) => Number(td.dataset.value)) })));
+    const fs = require('node:fs'), os = require('node:os');
+    const corpus = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-survey-')), 'corpus.jsonl');
+    fs.writeFileSync(corpus, docs.map((ids) => JSON.stringify({ ids })).join('\n') + '\n');
+    const { execFileSync } = require('node:child_process');
+    const want = JSON.parse(execFileSync(process.env.ATTNLAB_BIN, ['model', 'survey', FIXTURE, corpus, '--json'], { encoding: 'utf8' }));
+    assert.deepEqual(rows, want.heads.map((h) => ({ head: h.head,
+      values: [h.previous_token, h.self, h.sink, h.induction, h.entropy, h.distance_mean] })));
+    await page.waitForSelector('[data-testid="survey-finder"]:not([hidden])');
+    const finder = await page.evaluate(async () => {
+      const link = /** @type {HTMLAnchorElement} */ (document.querySelector('[data-testid="survey-finder"]'));
+      return { href: link.href, page: await (await fetch(link.href)).text() };
+    });
+    assert.match(finder.href, /^blob:/);
+    assert.ok(!finder.page.includes('/*SURVEY*/null'), 'the survey is inside the page');
+    const inside = JSON.parse(/<script id="survey-data" type="application\/json">([^]*?)<\/script>/.exec(finder.page)[1]);
+    assert.deepEqual(inside.heads.map((h) => h.previous_token), want.heads.map((h) => h.previous_token));
+    assertNoErrors(page);
+    await page.close();
+  });
+
 // Why this prediction: the quick read-outs and both jobs, each cell the server's number.
 test('attribution panel: DLA, the lens and the mixing as /api/model/attribute gives them; the verdict and patching as jobs',
   { skip: SKIP }, async () => {

@@ -24,6 +24,8 @@ struct SurveyRequest {
       "induction's, entropy, query–key distances, the tokens that draw it and its top examples";
 
   std::string texts;
+  std::vector<std::string> documents;
+  IdSequences sequences;
   std::optional<std::uint64_t> max_tokens;
   std::uint64_t shards = 1;
   std::optional<std::uint64_t> shard;
@@ -36,9 +38,16 @@ struct SurveyRequest {
   void for_each(Field&& field) {
     field(texts, {.name = "texts",
                   .help = "A file of texts: a document a line, or JSON Lines of {\"text\": ...} or {\"ids\": [...]}",
-                  .required = true,
                   .faces = kCommandLine | kPython,
                   .positional = true});
+    field(documents, {.name = "documents",
+                      .help = "The documents themselves, a text each (instead of texts)",
+                      .max_items = 10'000,
+                      .faces = kHttpApi});
+    field(sequences, {.name = "sequences",
+                      .help = "The documents as token-id sequences (instead of texts)",
+                      .max_items = 10'000,
+                      .faces = kHttpApi});
     field(max_tokens, {.name = "max_tokens",
                        .help = "Each document cut into windows of at most N tokens (default: 512, or the model's "
                                "positions where fewer)",

@@ -42,9 +42,10 @@ class AnalysisJobs {
   AnalysisJobs(const AnalysisJobs&) = delete;
   AnalysisJobs& operator=(const AnalysisJobs&) = delete;
 
-  // POST /api/model/analysis: {"kind": "verdict" | "patch" | "evict", then that operation's
-  // fields: the prediction as for attribute, "steps" (verdict), "corrupt": {"text" | "ids"}
-  // (patch); the text, "budget", "policy", ... (evict: operations/evict.hpp). Priced first (InputError naming
+  // POST /api/model/analysis: {"kind": "verdict" | "patch" | "evict" | "survey", then that
+  // operation's fields: the prediction as for attribute, "steps" (verdict), "corrupt": {"text" |
+  // "ids"} (patch); the text, "budget", "policy", ... (evict: operations/evict.hpp);
+  // "documents", "max_tokens" (survey: operations/survey.hpp). Priced first (InputError naming
   // the field); a job still running is cancelled for the new one. -> view().
   nlohmann::json start(const nlohmann::json& request);
   // GET /api/model/analysis: {"state": "idle" | "running" | "done" | "failed" | "cancelled",
