@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -128,9 +129,17 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
       fail("shard", fmt::format("{} is not one of the {} shards (0 to {})", *r.shard, plan.shards, plan.shards - 1));
     plan.shard = *r.shard;
   }
+  // The model (its shape, and its embedding's first and last rows: a retrained one differs), the windows, the
+  // documents.
   Digest digest;
   digest.add(describe(c));
   digest.add(std::uint64_t(c.parameters()));
+  std::vector<float> row(c.n_embd);
+  for (const std::size_t id : {std::size_t{0}, c.vocab_size - 1}) {
+    m.model.wte.row(id, c.n_embd, row.data());
+    for (const float x : row)
+      digest.add(std::bit_cast<std::uint32_t>(x));
+  }
   digest.add(std::uint64_t(plan.max_tokens));
   for (const CorpusDocument& d : plan.documents) {
     digest.add(std::uint64_t(d.ids.size()));
