@@ -116,7 +116,9 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
       plan.documents.push_back({k + 1, r.sequences[k]});
     }
   } else if (r.texts.empty()) {
-    fail("texts", "give a file of texts: a document a line, or JSON Lines of {\"text\": ...} or {\"ids\": [...]}");
+    fail("texts",
+         "give a file of texts (a document a line, or JSON Lines of {\"text\": ...} or {\"ids\": [...]}), "
+         "or the documents themselves (the API's documents or sequences)");
   } else {
     plan.documents = read_corpus(m, r.texts, "texts", {}, r.skip_bad_lines ? &plan.skipped : nullptr);
   }

@@ -3,6 +3,7 @@
 #include "attnlab/analysis/eviction.hpp"
 #include "attnlab/model/generate.hpp"
 #include "attnlab/model/training.hpp"
+#include "attnlab/operations/survey.hpp"
 #include "attnlab/server/limits.hpp"
 
 // ---- the lab with a model (`attnlab serve --model DIR`) -----------------------------------
@@ -486,11 +487,32 @@ TEST_F(ModelApi, AnalysisRunsTheVerdictPatchingAndEvictionAsAJobThePageFollows) 
                "fewer than 2 tokens");
   expect_field("/api/model/analysis", {{"kind", "evict"}, {"ids", kModelIds}, {"sequences", {{3, 17}}}}, "text",
                "give one of");
+  // A survey (docs/survey.md) of token-id sequences (the fixture has no tokenizer): the command's numbers.
+  const json surveying =
+      post_json("/api/model/analysis", {{"kind", "survey"}, {"sequences", {kModelIds, {3, 17, 3, 17, 5}}}}, 202);
+  const json surveyed = finished();
+  ASSERT_EQ(surveyed["state"], "done") << surveyed.dump().substr(0, 400);
+  EXPECT_EQ(surveyed["id"], surveying["id"]);
+  EXPECT_EQ(surveyed["done"], surveyed["total"]);
+  attnlab::SurveyRequest survey_request;
+  survey_request.sequences = {kModelIds, {3, 17, 3, 17, 5}};
+  const attnlab::SurveyPlan plan = attnlab::price_survey(*model_, survey_request);
+  const json survey = attnlab::survey_json(*model_, plan, attnlab::run_survey(*model_, plan, std::nullopt));
+  EXPECT_EQ(surveyed["result"]["heads"], survey["heads"]);
+  EXPECT_EQ(surveyed["result"]["documents"], 2);
+  expect_field("/api/model/analysis", {{"kind", "survey"}, {"documents", {"a text"}}}, "documents",
+               "this model has no tokenizer");
+  expect_field("/api/model/analysis", {{"kind", "survey"}, {"sequences", {{3, 99}}}}, "sequences[0][1]",
+               "outside the vocabulary");
+  expect_field("/api/model/analysis", {{"kind", "survey"}, {"texts", "/etc/passwd"}}, "texts", "unknown field");
+  expect_field("/api/model/analysis", {{"kind", "survey"}}, "texts", "give a file of texts");
+
   const json patch =
       post_json("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", corrupt}}, 202);
   ASSERT_EQ(finished()["state"], "done");
 
-  expect_field("/api/model/analysis", {{"ids", kModelIds}}, "kind", "expected \"verdict\", \"patch\" or \"evict\"");
+  expect_field("/api/model/analysis", {{"ids", kModelIds}}, "kind",
+               "expected \"verdict\", \"patch\", \"evict\" or \"survey\"");
   expect_field("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}}, "corrupt", "missing");
   expect_field("/api/model/analysis", {{"kind", "patch"}, {"clean_ids", kModelIds}, {"corrupt_ids", {3, 17}}},
                "corrupt_ids", "give runs of the same length in tokens");

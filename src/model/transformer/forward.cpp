@@ -357,13 +357,13 @@ void sparse_rows(const Heads& at, const float* qkv, std::span<const int> ids, st
             std::vector<std::pair<double, std::uint32_t>> best;  // (score, key), a min-heap of the `top` largest
             const auto smaller = [](const auto& x, const auto& y) { return x.first > y.first; };
             double sum = 0, weighted = 0, sink_score = -INFINITY;
-            double previous = 0, duplicate = 0, induction = 0, first = 0;  // Σ e^(s − m) on each pattern
+            double previous = 0, duplicate = 0, induction = 0, on_first = 0;  // Σ e^(s − m) on each pattern
             for (std::size_t j = at.first_key(i); j <= i; ++j) {
               if (!visible(j)) continue;
               const double score = score_of(j),
                            e = std::exp(static_cast<float>(score - m));  // f32's exp: half the time
               sum += e, weighted += e * score;
-              if (j == 0) sink_score = score, first = e;
+              if (j == 0) sink_score = score, on_first = e;
               if (j + 1 == i) previous = e;
               if (j < i && ids[j] == ids[i]) duplicate += e;
               if (j >= 1 && ids[j - 1] == ids[i]) induction += e;
@@ -388,7 +388,7 @@ void sparse_rows(const Heads& at, const float* qkv, std::span<const int> ids, st
             out.sink[layer][h * n + i] = static_cast<float>(std::exp(sink_score - lse));
             out.entropy[layer][h * n + i] = static_cast<float>((lse - weighted / sum) / std::numbers::ln2);
             const bool has[kDetectors] = {i >= 1, bool(seen_before[i]), bool(seen_before[i]), i >= 1};
-            const double weight[kDetectors] = {previous / sum, duplicate / sum, induction / sum, first / sum};
+            const double weight[kDetectors] = {previous / sum, duplicate / sum, induction / sum, on_first / sum};
             for (std::size_t d = 0; d < kDetectors; ++d)
               on_pattern[r * kDetectors + d] = has[d] ? weight[d] : NAN;
           });
