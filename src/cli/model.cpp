@@ -475,12 +475,12 @@ int survey_command(const ModelFlags& f, const OperationFlags& flags) {
              format_count(plan.documents.size()), format_count(plan.windows), plan.max_tokens,
              format_count(plan.tokens), c.n_layer * c.n_head, plan.flops / 1e9,
              plan.shards > 1 ? fmt::format(", in {} shards", plan.shards) : "");
-  // Progress: documents and tokens done, and the time left at this pace (on a terminal).
+  // Progress: tokens done of the plan's, and the time left at this pace (on a terminal).
   const auto line = progress_line("survey", "tokens");
-  std::size_t documents = 0, tokens = 0;
+  std::size_t tokens = 0;
   SurveyTotals totals = naming_flags([&] {
-    return run_survey(m, plan, request.out, [&](std::size_t d, std::size_t t) {
-      documents += d, tokens += t;
+    return run_survey(m, plan, request.out, [&](std::size_t, std::size_t t) {
+      tokens += t;
       if (line) line(double(tokens), double(plan.tokens));
     });
   });

@@ -396,7 +396,7 @@ json map_json(const ModelDir& m, const MapResult& result) {
   }
   json out = {{"ids", result.ids},
               {"head", to_string(w.head)},
-              {"kv_head", w.head.head / (m.model.config.n_head / m.model.config.kv_heads())},
+              {"kv_head", m.model.config.kv_head_of(w.head.head)},
               {"tile", w.tile},
               {"row0", w.row0},
               {"col0", w.col0},

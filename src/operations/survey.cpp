@@ -499,7 +499,7 @@ json survey_json(const ModelDir& m, const SurveyPlan& plan, const SurveyTotals& 
         {{"head", fmt::format("{}.{}", layer, index)},
          {"layer", layer},
          {"index", index},
-         {"kv_head", index / (c.n_head / c.kv_heads())},
+         {"kv_head", c.kv_head_of(index)},
          {"rows", h.rows},
          {"previous_token", mean(h.previous_token, h.rows)},
          {"self", mean(h.self, h.rows)},

@@ -552,11 +552,8 @@ TEST(ModelApiJobs, AJobCancelledStopsAndSaysSo) {
   EXPECT_THROW((void)jobs.start({{"kind", "verdict"}, {"text", "The cat"}}), attnlab::WorkCancelled);
 }
 
-// The lab asks every run for sparse rows beside the weights: it gets the weights while
-// layers × heads × n² fits the server's 2^24, and past that each head's rows in brief, the
-// same as asked for alone. A Llama of 2 layers × 2 heads and 4,096 positions made here:
-// 2,100 tokens are 17.6 million weights.
-TEST(ModelApiLong, AskedWithWeightsSparseRowsAnswerOnlyPastTheWeightsLimit) {
+// A Llama of 2 layers × 2 heads (one KV head) and 4,096 positions, seeded random weights.
+static attnlab::ModelDir long_llama() {
   const nlohmann::json config = nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 16,
       "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
       "max_position_embeddings": 4096, "vocab_size": 64, "tie_word_embeddings": true})");
@@ -565,7 +562,15 @@ TEST(ModelApiLong, AskedWithWeightsSparseRowsAnswerOnlyPastTheWeightsLimit) {
   attnlab::SplitMix64 rng(11);
   for (float& x : parameters)
     x = static_cast<float>(0.2 * rng.normal());
-  const attnlab::ModelDir m{"long-llama", attnlab::unflatten(c, parameters), std::nullopt};
+  return {"long-llama", attnlab::unflatten(c, parameters), std::nullopt};
+}
+
+// The lab asks every run for sparse rows beside the weights: it gets the weights while
+// layers × heads × n² fits the server's 2^24, and past that each head's rows in brief, the
+// same as asked for alone. A Llama of 2 layers × 2 heads and 4,096 positions made here:
+// 2,100 tokens are 17.6 million weights.
+TEST(ModelApiLong, AskedWithWeightsSparseRowsAnswerOnlyPastTheWeightsLimit) {
+  const attnlab::ModelDir m = long_llama();
   EXPECT_EQ(attnlab::api_model(&m)["max_run_weights"], attnlab::kMaxApiModelWeights);
   const auto ids = [&](std::size_t n) {
     json out = json::array();
@@ -590,15 +595,7 @@ TEST(ModelApiLong, AskedWithWeightsSparseRowsAnswerOnlyPastTheWeightsLimit) {
 // cells asked for, from any length (the same Llama at 2,100 tokens: 4.4 million weights of
 // one head, none kept), and a window of it a weight a cell; bad fields named.
 TEST(ModelApiLong, AHeadMapAtAnyLength) {
-  const nlohmann::json config = nlohmann::json::parse(R"({"model_type": "llama", "hidden_size": 16,
-      "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
-      "max_position_embeddings": 4096, "vocab_size": 64, "tie_word_embeddings": true})");
-  const attnlab::ModelConfig c = attnlab::parse_model_config(config, "config.json");
-  std::vector<float> parameters(c.parameters());
-  attnlab::SplitMix64 rng(11);
-  for (float& x : parameters)
-    x = static_cast<float>(0.2 * rng.normal());
-  const attnlab::ModelDir m{"long-llama", attnlab::unflatten(c, parameters), std::nullopt};
+  const attnlab::ModelDir m = long_llama();
   const attnlab::ModelSources models(&m);
   json ids = json::array();
   for (std::size_t i = 0; i < 2100; ++i)

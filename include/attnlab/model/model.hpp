@@ -78,6 +78,7 @@ struct ModelConfig {
 
   std::size_t head_dim() const { return head_width ? head_width : n_embd / n_head; }
   std::size_t kv_heads() const { return n_kv_head ? n_kv_head : n_head; }
+  std::size_t kv_head_of(std::size_t head) const { return head / (n_head / kv_heads()); }  // the KV head it reads
   std::size_t qkv_width() const { return (n_head + 2 * kv_heads()) * head_dim(); }
   std::size_t attention_width() const { return n_head * head_dim(); }  // z = the heads' outputs side by side
   std::size_t fc_width() const { return mlp == MlpKind::gelu ? n_inner : 2 * n_inner; }
