@@ -21,7 +21,8 @@ void decode_keys(const KVCache& cache, std::size_t layer, std::size_t heads, std
                  std::size_t n_new, std::size_t position, std::size_t first_key, std::size_t end_key,
                  std::span<float> out, const DecodeOptions& options) {
   const std::size_t d = cache.head_dim(), kv_heads = cache.kv_heads();
-  const std::size_t group = heads / kv_heads, count = n_new * group, d_pad = (d + 15) / 16 * 16;
+  const std::size_t group = heads / kv_heads, count = n_new * group,
+                    d_pad = (d + kernels::kDecodeRowPad - 1) / kernels::kDecodeRowPad * kernels::kDecodeRowPad;
   const std::size_t chunk = std::max<std::size_t>(options.chunk, 1), chunks = (end_key - first_key + chunk - 1) / chunk;
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(d));
   const float log2_scale = static_cast<float>(scale / options.temperature * M_LOG2E);

@@ -56,22 +56,17 @@ constexpr int kKeys = 2;  // 16 ymm registers (two a vector): half as many
 constexpr std::size_t kColumnVectors = 2;
 #endif
 
-// Σ_c acc[k][c] for k = 0..15, as one vector whose lane k is key k's score: the 16
-// horizontal sums folded together (each level halves the vectors and doubles the keys a
-// vector holds), 45 operations instead of 16 separate reductions of 8.
-inline VF sum16(const VF (&acc)[W]) {
-  VF t8[8], t4[4], t2[2];
-  for (int k = 0; k < 8; ++k)  // lanes 0-7: key 2k, 8-15: key 2k+1
-    t8[k] = ATTNLAB_SHUFFLE2(acc[2 * k], acc[2 * k + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-            ATTNLAB_SHUFFLE2(acc[2 * k], acc[2 * k + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  for (int k = 0; k < 4; ++k)  // four lanes a key: keys 4k .. 4k+3
-    t4[k] = ATTNLAB_SHUFFLE2(t8[2 * k], t8[2 * k + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-            ATTNLAB_SHUFFLE2(t8[2 * k], t8[2 * k + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-  for (int k = 0; k < 2; ++k)  // two lanes a key: keys 8k .. 8k+7
-    t2[k] = ATTNLAB_SHUFFLE2(t4[2 * k], t4[2 * k + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
-            ATTNLAB_SHUFFLE2(t4[2 * k], t4[2 * k + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-  return ATTNLAB_SHUFFLE2(t2[0], t2[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-         ATTNLAB_SHUFFLE2(t2[0], t2[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+// Σ_c acc[k][c] for k = 0..W-1, as one vector whose lane k is key k's score: the W
+// horizontal sums folded together, each level halving the vectors and doubling the keys a
+// vector holds (from W/2 lanes a key down to one): W - 1 pairs of shuffles and adds instead
+// of W separate reductions (at W = 16, 45 operations instead of 16 × 8).
+template <int H = W / 2>
+inline VF sum_each(const VF (&acc)[2 * H]) {
+  VF half[H];
+  for (int k = 0; k < H; ++k)  // lanes of key 2k in each group of 2H, then those of key 2k+1
+    half[k] = shuffle<Low<H>>(acc[2 * k], acc[2 * k + 1]) + shuffle<High<H>>(acc[2 * k], acc[2 * k + 1]);
+  if constexpr (H > 1) return sum_each<H / 2>(half);
+  return half[0];
 }
 
 // Where one block's rows are: `rows` (<= 16) rows of `d` values, `row_bytes` apart.
@@ -109,7 +104,7 @@ void score_block(const Rows& keys, const float* q, std::size_t d_pad, float* sco
           keys.prefetch_ahead(k + j, byte);
       VF kv[NK];
       for (int j = 0; j < NK; ++j)
-        kv[j] = load16<dtype>(keys.row(k + j), v * W);
+        kv[j] = load_as_f32<dtype>(keys.row(k + j), v * W);
       for (int i = 0; i < NQ; ++i) {
         const VF qv = load(q + i * d_pad + v * W);
         for (int j = 0; j < NK; ++j)
@@ -134,7 +129,7 @@ void score_block(const Rows& keys, const float* q, std::size_t d_pad, float* sco
   for (int i = 0; i < NQ; ++i) {
     for (std::size_t j = k; j < kRows; ++j)
       partial[i][j] = VF{};
-    store(scores + i * kRows, sum16(partial[i]));
+    store(scores + i * kRows, sum_each(partial[i]));
   }
 }
 
@@ -159,7 +154,7 @@ void mix_block(const Rows& values, const float* p, const float* correction, std:
         if constexpr (is_tail)
           v[k] = load_tail<dtype>(values.row(r), full * W, tail);
         else
-          v[k] = load16<dtype>(values.row(r), (first_vector + k) * W);
+          v[k] = load_as_f32<dtype>(values.row(r), (first_vector + k) * W);
       for (int i = 0; i < NQ; ++i) {
         const VF pr = splat(p[i * kRows + r]);
         for (std::size_t k = 0; k < NV; ++k)
@@ -179,7 +174,7 @@ void mix_block(const Rows& values, const float* p, const float* correction, std:
 
 template <DType dtype, bool has_tail>
 void decode_run_as(const DecodeRun& run) {
-  const std::size_t d = run.d, d_pad = round_up(d, W), row_bytes = d * dtype_bytes(dtype);
+  const std::size_t d = run.d, d_pad = round_up(d, kDecodeRowPad), row_bytes = d * dtype_bytes(dtype);
   // Scratch kept per thread between calls: on this kind of machine a page fault costs
   // microseconds, and a decode step is only milliseconds long.
   thread_local std::vector<float> q, p, correction;
@@ -193,7 +188,7 @@ void decode_run_as(const DecodeRun& run) {
     for (std::size_t c = 0; c < d; ++c)
       q[i * d_pad + c] = run.queries[i * d + c] * run.log2_scale;
   std::fill(run.out, run.out + run.count * d_pad, 0.0f);
-  const VI lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const VI lane = lane_numbers();
   const char* key_bytes = static_cast<const char*>(run.keys);
   const char* value_bytes = static_cast<const char*>(run.values);
   const std::size_t run_bytes = run.end * row_bytes;  // the run's end as an offset into each array
@@ -281,7 +276,7 @@ constexpr std::size_t kLaneQueries = W;   // queries per group, one to a lane: t
 
 template <DType dtype>
 void decode_run_lanes(const DecodeRun& run) {
-  const std::size_t d = run.d, d_pad = round_up(d, W), row_bytes = d * dtype_bytes(dtype);
+  const std::size_t d = run.d, d_pad = round_up(d, kDecodeRowPad), row_bytes = d * dtype_bytes(dtype);
   const std::size_t groups = (run.count + W - 1) / W;
   // Per-thread scratch, kept between calls (see decode_run_as).
   thread_local std::vector<float> qt, ot, kf, vf, pt;
@@ -313,7 +308,7 @@ void decode_run_lanes(const DecodeRun& run) {
       for (std::size_t v = 0; v < full; ++v) {
         const std::size_t byte = v * W * kValueBytes<dtype>;
         if (byte % 64 == 0 && r < block.rows) block.prefetch_ahead(r, byte);
-        store(dst + (v * kRows + r) * W, r < block.rows ? load16<dtype>(block.row(r), v * W) : VF{});
+        store(dst + (v * kRows + r) * W, r < block.rows ? load_as_f32<dtype>(block.row(r), v * W) : VF{});
       }
       if (tail)
         store(dst + (full * kRows + r) * W, r < block.rows ? load_tail<dtype>(block.row(r), full * W, tail) : VF{});

@@ -2,13 +2,12 @@
 //
 // This file is compiled once per instruction set (generic x86-64, AVX2, AVX-512) with
 // ATTNLAB_ISA naming the namespace; dispatch.cpp picks one at run time. The code is
-// written with GCC vector types of 16 floats, which the compiler maps onto whatever
-// registers the target has.
+// written with GCC vector types of W floats, one register of the target (simd.hpp).
 //
 // For each head h and block of queries Q_b (block_q rows), over the key tiles that block
 // can see (block_k keys each), with c = scale / T · log2 e folded into Q_b once:
 //   Sᵀ = K_tile · (c·Q_b)ᵀ                    (GEMM 1: keys down, queries across)
-//   m_new = max(m, colmax(Sᵀ))                per query, 16 queries per vector
+//   m_new = max(m, colmax(Sᵀ))                per query, W queries per vector
 //   Pᵀ = 2^(Sᵀ - m_new), l = l·2^(m - m_new) + colsum(Pᵀ)
 //   O_b = O_b · 2^(m - m_new) + P · V_tile   (GEMM 2, P read from Pᵀ)
 // and at the end O_b / l. Working on Sᵀ keeps K and V in place (no transposed copies)
@@ -39,14 +38,14 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
 
-// Micro-tile sizes (rows × vectors of 16 columns) of the two GEMMs, chosen by measurement
+// Micro-tile sizes (rows × vectors of W columns) of the two GEMMs, chosen by measurement
 // (docs/performance.md). AVX-512 has 32 vector registers: 24 accumulators, a row of B and a
-// broadcast fit. Elsewhere a vector of 16 floats takes two (AVX2) or four registers.
+// broadcast fit. AVX2 and SSE2 have 16: 12 accumulators, two of B and a broadcast.
 #if defined(__AVX512F__)
 constexpr std::size_t kScoreMR = 8, kScoreNR = 3;  // GEMM 1: 8 keys × 48 queries
 constexpr std::size_t kMixMR = 6, kMixNR = 4;      // GEMM 2: 6 queries × 64 columns of d_v
 #else
-constexpr std::size_t kScoreMR = 6, kScoreNR = 2;
+constexpr std::size_t kScoreMR = 6, kScoreNR = 2;  // 6 × 16 (AVX2)
 constexpr std::size_t kMixMR = 6, kMixNR = 2;
 #endif
 
@@ -131,8 +130,7 @@ inline VF bf16_pairs(VF first, VF second) {
 // 2W consecutive floats x[0..2W) as W pairs (x[2l], x[2l+1]).
 inline VF bf16_pairs_of(const float* x) {
   const VF a = load(x), b = load(x + W);
-  return bf16_pairs(ATTNLAB_SHUFFLE2(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30),
-                    ATTNLAB_SHUFFLE2(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31));
+  return bf16_pairs(shuffle<Low<1>>(a, b), shuffle<High<1>>(a, b));  // the even lanes, the odd
 }
 
 // C[MR_][NR_·W] (+)= A[MR_][K] · B[K][NR_·W]. A is read one element at a time and
@@ -347,7 +345,7 @@ void score_tile(Scratch& t, const Geometry& g, const float* k_tile, std::size_t 
                                               rows_pad, g.dk_slots, t.tile_max.data());
 }
 
-// Online softmax over the tile, 16 queries at a time: mask, new max, rescale the running
+// Online softmax over the tile, W queries at a time: mask, new max, rescale the running
 // sum and output by 2^(old max - new max), then Pᵀ = 2^(Sᵀ - max) in place in t.st.
 void softmax_tile(Scratch& t, const Geometry& g, long j0, std::size_t cols, std::size_t rows_pad) {
   for (std::size_t r0 = 0; r0 < rows_pad; r0 += W) {

@@ -11,6 +11,10 @@
 
 namespace attnlab::kernels {
 
+// DecodeRun::out's rows are padded to a multiple of this many floats (a multiple of every
+// instruction set's vector width, so each can write whole vectors).
+constexpr std::size_t kDecodeRowPad = 16;
+
 // One contiguous run of a KV cache, [first, end), for `count` queries of one KV head's
 // group: the partial softmax state decode_split.cpp merges across runs.
 struct DecodeRun {
@@ -25,7 +29,7 @@ struct DecodeRun {
   std::size_t first = 0, end = 0;
   float* max = nullptr;  // [count] out: the run's largest logit (log2 units), -inf if none
   float* sum = nullptr;  // [count] out: Σ 2^(logit - max)
-  float* out = nullptr;  // [count × round_up(d, 16)] out: Σ 2^(logit - max) · v
+  float* out = nullptr;  // [count × round_up(d, kDecodeRowPad)] out: Σ 2^(logit - max) · v
 };
 
 // What a K-quant product reads of x besides x itself, made once for all the rows

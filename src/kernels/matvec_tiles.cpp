@@ -3,8 +3,8 @@
 // rows of activations at once. Compiled once per instruction set, like flash_tiles.cpp.
 //
 // Every weight is read once and used for all the activation rows while it is in a register:
-// a 16-bit value is widened there (simd.hpp's load16), and a quantized block is expanded
-// there from its bytes, its integer values converted to f32 sixteen at a time and multiplied
+// a 16-bit value is widened there (simd.hpp's load_as_f32), and a quantized block is expanded
+// there from its bytes, its integer values converted to f32 a vector at a time and multiplied
 // by the activations; the block's scale multiplies the block's sum, once, instead of every
 // value. A K-quant's per-sub-block offset (Q4_K: value = d·scale·q − dmin·min) multiplies the
 // sub-block's sum of activations, computed once per call (matvec_prepare),
@@ -24,15 +24,15 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 
 namespace {
 
-typedef std::uint8_t VB __attribute__((vector_size(16)));  // 16 stored bytes
+typedef std::uint8_t VB __attribute__((vector_size(16)));  // up to 16 stored bytes
 typedef std::int8_t VS __attribute__((vector_size(16)));   // the same as signed values
 
-inline VB load_bytes(const std::byte* p) {
-  VB v;
-  std::memcpy(&v, p, sizeof v);
+inline VB load_lane_bytes(const std::byte* p) {  // W bytes, one a lane of a VF; the rest 0
+  VB v = {};
+  std::memcpy(&v, p, W);
   return v;
 }
-// 16 bytes as floats, read as signed or unsigned: one widening and one conversion
+// The first W bytes as floats, read as signed or unsigned: one widening and one conversion
 // instruction each (vpmovsxbd / vpmovzxbd, vcvtdq2ps) where the build has AVX2 or AVX-512.
 // (Written with intrinsics: GCC 12 turns a vector conversion of 8-bit lanes, a VB read from
 // memory especially, into sixteen scalar conversions.)
@@ -45,12 +45,7 @@ inline VF bytes_to_float(VB v) {
 #elif defined(__AVX2__)
   __m128i b;
   std::memcpy(&b, &v, sizeof b);
-  const __m128i upper = _mm_srli_si128(b, 8);
-  struct {
-    __m256 lo, hi;
-  } both = {_mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b)),
-            _mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(upper) : _mm256_cvtepu8_epi32(upper))};
-  return bit_cast_vf(both);
+  return bit_cast_vf(_mm256_cvtepi32_ps(Signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b)));
 #else
   VF out;
   for (int l = 0; l < W; ++l)
@@ -98,16 +93,16 @@ void dot_float_row(const std::byte* row, std::size_t length, const float* x, std
   VF acc[N][2] = {};  // two sums a row: each FMA waits on the one before it in the same sum
   std::size_t i = 0;
   for (; i + 2 * W <= length; i += 2 * W) {
-    const VF w0 = load16<dtype>(row, i), w1 = load16<dtype>(row, i + W);
+    const VF w0 = load_as_f32<dtype>(row, i), w1 = load_as_f32<dtype>(row, i + W);
     for (int r = 0; r < N; ++r) {
       acc[r][0] += w0 * load(x + r * ldx + i);
       acc[r][1] += w1 * load(x + r * ldx + i + W);
     }
   }
-  if (i < length) {  // up to 31 values left: a whole vector, then the zero-padded rest
+  if (i < length) {  // up to 2W - 1 values left: a whole vector, then the zero-padded rest
     for (; i < length; i += W) {
       const std::size_t left = std::min<std::size_t>(W, length - i);
-      const VF w = left == W ? load16<dtype>(row, i) : load_tail<dtype>(row, i, left);
+      const VF w = left == W ? load_as_f32<dtype>(row, i) : load_tail<dtype>(row, i, left);
       for (int r = 0; r < N; ++r) {
         float padded[W] = {};
         std::memcpy(padded, x + r * ldx + i, left * sizeof(float));
@@ -126,10 +121,15 @@ void dot_q8_0_row(const std::byte* row, std::size_t length, const float* x, std:
   for (std::size_t b = 0; b < length / 32; ++b) {
     const std::byte* block = row + b * 34;
     const VF d = splat(half_at(block));
-    const VF q0 = to_float(VS(load_bytes(block + 2))), q1 = to_float(VS(load_bytes(block + 18)));
+    VF q[32 / W];
+    for (int l = 0; l < 32 / W; ++l)
+      q[l] = to_float(VS(load_lane_bytes(block + 2 + l * W)));
     for (int r = 0; r < N; ++r) {
       const float* xb = x + r * ldx + b * 32;
-      acc[r] += (q0 * load(xb) + q1 * load(xb + W)) * d;
+      VF sum = q[0] * load(xb);
+      for (int l = 1; l < 32 / W; ++l)
+        sum += q[l] * load(xb + l * W);
+      acc[r] += sum * d;
     }
   }
   for (int r = 0; r < N; ++r)
@@ -157,15 +157,21 @@ void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std:
       float s1, m1, s2, m2;
       k_scale_and_min(scales, 2 * j, s1, m1);
       k_scale_and_min(scales, 2 * j + 1, s2, m2);
-      const VB a = load_bytes(qs + j * 32), c = load_bytes(qs + j * 32 + 16);
-      const VF lo0 = to_float(VB(a & 15)), lo1 = to_float(VB(c & 15));
-      const VF hi0 = to_float(VB(a >> 4)), hi1 = to_float(VB(c >> 4));
+      VF lo[32 / W], hi[32 / W];  // values 0-31 of the 64, and 32-63
+      for (int l = 0; l < 32 / W; ++l) {
+        const VB q = load_lane_bytes(qs + j * 32 + l * W);
+        lo[l] = to_float(VB(q & 15)), hi[l] = to_float(VB(q >> 4));
+      }
       const VF scale1 = splat(d * s1), scale2 = splat(d * s2);
       const std::size_t group = b * 8 + 2 * j;
       for (int r = 0; r < N; ++r) {
         const float* xb = x + r * ldx + b * 256 + j * 64;
-        acc[r] += (lo0 * load(xb) + lo1 * load(xb + W)) * scale1;
-        acc[r] += (hi0 * load(xb + 2 * W) + hi1 * load(xb + 3 * W)) * scale2;
+        VF low_sum = lo[0] * load(xb), high_sum = hi[0] * load(xb + 32);
+        for (int l = 1; l < 32 / W; ++l) {
+          low_sum += lo[l] * load(xb + l * W);
+          high_sum += hi[l] * load(xb + 32 + l * W);
+        }
+        acc[r] += low_sum * scale1 + high_sum * scale2;
         offsets[r] += dmin * (m1 * sums[r * lds + group] + m2 * sums[r * lds + group + 1]);
       }
     }
@@ -401,8 +407,8 @@ void dot_q6_k_row(const std::byte* row, std::size_t length, const float* x, std:
     const float d = half_at(block + 208);
     for (std::size_t half = 0; half < 2; ++half) {
       for (std::size_t l0 = 0; l0 < 32; l0 += W) {
-        const VB a = load_bytes(ql + half * 64 + l0), c = load_bytes(ql + half * 64 + 32 + l0);
-        const VB h = load_bytes(qh + half * 32 + l0);
+        const VB a = load_lane_bytes(ql + half * 64 + l0), c = load_lane_bytes(ql + half * 64 + 32 + l0);
+        const VB h = load_lane_bytes(qh + half * 32 + l0);
         const VF q[4] = {
             to_float(VS((a & 15) | ((h & 3) << 4)) - 32), to_float(VS((c & 15) | (((h >> 2) & 3) << 4)) - 32),
             to_float(VS((a >> 4) | (((h >> 4) & 3) << 4)) - 32), to_float(VS((c >> 4) | (((h >> 6) & 3) << 4)) - 32)};
@@ -476,7 +482,7 @@ void axpy_rows_as(const StoredRows& w, const float* x, std::size_t ldx, float* y
       xi[r] = splat(x[r * ldx + i]);
     std::size_t c = 0;
     for (; c + W <= length; c += W) {
-      const VF v = load16<dtype>(row, c);
+      const VF v = load_as_f32<dtype>(row, c);
       for (int r = 0; r < N; ++r)
         store(y + r * ldy + c, load(y + r * ldy + c) + xi[r] * v);
     }
@@ -576,13 +582,15 @@ void prepare_bf16_parts(const float* x, std::size_t n, std::size_t ldx, std::siz
 
 void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units, bool q4_k,
                     bool q6_k, kernels::PreparedX& out) {
-  static_assert(2 * W == 32);
   out.length = length;
   out.sums32.resize(n * (length / 32));
   for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t g = 0; g < length / 32; ++g) {  // two vectors added lane by lane, then the lanes
+    for (std::size_t g = 0; g < length / 32; ++g) {  // the vectors added lane by lane, then the lanes
       const float* xg = x + r * ldx + g * 32;
-      out.sums32[r * (length / 32) + g] = sum_lanes(load(xg) + load(xg + W));
+      VF sum = load(xg);
+      for (int l = 1; l < 32 / W; ++l)
+        sum += load(xg + l * W);
+      out.sums32[r * (length / 32) + g] = sum_lanes(sum);
     }
 #if defined(ATTNLAB_HAS_BF16)
   if (units && q4_k) prepare_int8_parts(x, n, ldx, length, out);

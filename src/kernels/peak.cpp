@@ -18,10 +18,10 @@ namespace attnlab::kernels::ATTNLAB_ISA {
 namespace {
 constexpr int kChains = 12;  // independent accumulators: enough to cover FMA latency
 
-// The probe's vector: the ISA's own register (__m512, __m256), not the kernels' VF of W = 16
-// floats. On AVX2 a VF is two registers and GCC kept 12 of them on the stack, each FMA a load
-// and a store: the "peak" measured a tenth of what the products then reached (a forward at
-// 600% of it).
+// The probe's vector: the ISA's own register (__m512, __m256), written with intrinsics so that
+// nothing but the FMAs is measured. (When the kernels' VF was 16 floats on every ISA, GCC kept
+// an AVX2 build's 12 of them on the stack, each FMA a load and a store, and the "peak"
+// measured a tenth of what the products then reached.)
 #if defined(__AVX512F__)
 using Reg = __m512;
 constexpr int kRegFloats = 16;

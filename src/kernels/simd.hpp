@@ -1,12 +1,18 @@
 // Vector helpers shared by the per-instruction-set kernel files (flash_tiles.cpp,
-// decode_tiles.cpp, matvec_tiles.cpp): GCC vector types of 16 floats, which the compiler maps
-// onto whatever registers the target has, loads (of f32, f16 and bf16 values, widened in
-// registers), stores, broadcasts, lane reductions and a vector 2^x.
+// decode_tiles.cpp, matvec_tiles.cpp): GCC vector types of W floats, one register of the
+// target (16 with AVX-512, 8 with AVX2, 4 with SSE2), loads (of f32, f16 and bf16 values,
+// widened in registers), stores, broadcasts, lane shuffles and reductions and a vector 2^x.
+//
+// W is the register's width, not a fixed 16: a GCC vector wider than the target's registers
+// has no machine mode, and GCC 12 keeps every such variable on the stack (a load and a store
+// around each operation). With 16 floats on AVX2 the decode kernel read its cache at 4% of
+// the memory bandwidth and the prefill ran at 6% of the f32 peak (docs/performance.md).
 #pragma once
 #include <cstddef>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -17,24 +23,51 @@
 #error "compile with -DATTNLAB_ISA=<namespace>"
 #endif
 
-// Lanes picked by constant indices: from `a` (0..W-1), or from `a` then `b` (W..2W-1).
-// GCC spells it __builtin_shuffle with an index vector, clang __builtin_shufflevector with
-// the indices as arguments (the fuzz build compiles the kernels with clang).
-#if defined(__clang__)
-#define ATTNLAB_SHUFFLE(a, ...) __builtin_shufflevector(a, a, __VA_ARGS__)
-#define ATTNLAB_SHUFFLE2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
-#else
-#define ATTNLAB_SHUFFLE(a, ...) __builtin_shuffle(a, VI{__VA_ARGS__})
-#define ATTNLAB_SHUFFLE2(a, b, ...) __builtin_shuffle(a, b, VI{__VA_ARGS__})
-#endif
-
 namespace attnlab::kernels::ATTNLAB_ISA {
 namespace {
 
-constexpr int W = 16;  // floats per vector
+#if defined(__AVX512F__)
+constexpr int W = 16;  // floats per vector: one register
+#elif defined(__AVX__)
+constexpr int W = 8;
+#else
+constexpr int W = 4;
+#endif
 typedef float VF __attribute__((vector_size(W * sizeof(float))));
 typedef int VI __attribute__((vector_size(W * sizeof(int))));
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+// The lanes of `a` then `b` (0..W-1 from a, W..2W-1 from b) picked by Pattern::at(l) for
+// each lane l of the result, a compile-time index. GCC spells it __builtin_shuffle with an
+// index vector, clang __builtin_shufflevector with the indices as arguments (the fuzz build
+// compiles the kernels with clang).
+template <class Pattern, std::size_t... L>
+inline VF shuffle(VF a, VF b, std::index_sequence<L...>) {
+#if defined(__clang__)
+  return __builtin_shufflevector(a, b, Pattern::at(static_cast<int>(L))...);
+#else
+  return __builtin_shuffle(a, b, VI{Pattern::at(static_cast<int>(L))...});
+#endif
+}
+template <class Pattern>
+inline VF shuffle(VF a, VF b) {
+  return shuffle<Pattern>(a, b, std::make_index_sequence<W>{});
+}
+template <int S>
+struct SwapBy {  // lane l ^ S of a: neighbours S apart trade places
+  static constexpr int at(int l) { return l ^ S; }
+};
+// Of two vectors each holding groups of 2H lanes, the first H lanes of each group (Low) or
+// the last H (High), a's groups first: lane l comes from group l / H of the two vectors'
+// groups in turn. With H = 1 these are the even and the odd lanes of a then b.
+template <int H>
+struct Low {
+  static constexpr int at(int l) { return l / H * 2 * H + l % H; }
+};
+template <int H>
+struct High {
+  static constexpr int at(int l) { return Low<H>::at(l) + H; }
+};
 
 inline VF load(const float* p) {
   VF v;
@@ -43,7 +76,15 @@ inline VF load(const float* p) {
 }
 inline void store(float* p, VF v) { std::memcpy(p, &v, sizeof v); }
 // All lanes = x. (Not VF{} + x: that costs an add, since 0 + x differs from x for -0.)
-inline VF splat(float x) { return VF{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
+inline VF splat(float x) {
+  return [x]<std::size_t... L>(std::index_sequence<L...>) { return VF{((void)L, x)...}; }
+  (std::make_index_sequence<W>{});
+}
+// 0, 1, ..., W - 1.
+inline VI lane_numbers() {
+  return []<std::size_t... L>(std::index_sequence<L...>) { return VI{static_cast<int>(L)...}; }
+  (std::make_index_sequence<W>{});
+}
 inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 
 // 2^x for x <= 0 (and -inf): Cephes' exp2f polynomial on [-0.5, 0.5] (within 2e-9 of
@@ -95,14 +136,13 @@ inline VF exp2_vec(VF x) {
 }
 #endif
 
-// `op` (add, max) over the 16 lanes, halving the distance each step; every lane ends up
+// `op` (add, max) over the W lanes, halving the distance each step; every lane ends up
 // holding the result.
-template <class Op>
+template <int S = W / 2, class Op>
 inline VF all_lanes(VF v, Op op) {
-  v = op(v, ATTNLAB_SHUFFLE(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
-  v = op(v, ATTNLAB_SHUFFLE(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
-  v = op(v, ATTNLAB_SHUFFLE(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
-  return op(v, ATTNLAB_SHUFFLE(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+  v = op(v, shuffle<SwapBy<S>>(v, v));
+  if constexpr (S > 1) return all_lanes<S / 2>(v, op);
+  return v;
 }
 inline VF max_vec(VF a, VF b) { return a > b ? a : b; }
 inline VF add_vec(VF a, VF b) { return a + b; }
@@ -121,9 +161,9 @@ inline VF bit_cast_vf(const From& x) {
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// Cached values c..c+15 of `row` (stored as `dtype`) as floats, converted in registers.
+// Values c..c+W-1 of `row` (stored as `dtype`) as floats, converted in registers.
 template <DType dtype>
-inline VF load16(const void* row, std::size_t c) {
+inline VF load_as_f32(const void* row, std::size_t c) {
   if constexpr (dtype == DType::f32) {
     return load(static_cast<const float*>(row) + c);
   } else {
@@ -133,18 +173,9 @@ inline VF load16(const void* row, std::size_t c) {
     if constexpr (dtype == DType::f16) return bit_cast_vf(_mm512_cvtph_ps(half));
     return bit_cast_vf(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));  // bf16: the top half of an f32
 #elif defined(__AVX2__) && defined(__F16C__)
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8));
-    struct {
-      __m256 lo, hi;
-    } both;
-    if constexpr (dtype == DType::f16) {
-      both = {_mm256_cvtph_ps(lo), _mm256_cvtph_ps(hi)};
-    } else {
-      both = {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(lo), 16)),
-              _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(hi), 16))};
-    }
-    return bit_cast_vf(both);
+    const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (dtype == DType::f16) return bit_cast_vf(_mm256_cvtph_ps(half));
+    return bit_cast_vf(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16)));
 #else
     VF out;
     for (int l = 0; l < W; ++l)
@@ -155,7 +186,7 @@ inline VF load16(const void* row, std::size_t c) {
 }
 #pragma GCC diagnostic pop
 
-// The last `n` < 16 values of a row from column c, zero padded (never reads past the
+// The last `n` < W values of a row from column c, zero padded (never reads past the
 // row): copied raw into a zeroed vector's worth of storage first, so no call is made and
 // the compiler can keep every accumulator in registers around it.
 template <DType dtype>
@@ -164,7 +195,7 @@ inline VF load_tail(const void* row, std::size_t c, std::size_t n) {
   Raw raw[W] = {};
   for (std::size_t l = 0; l < n; ++l)
     raw[l] = static_cast<const Raw*>(row)[c + l];
-  return load16<dtype>(raw, 0);
+  return load_as_f32<dtype>(raw, 0);
 }
 
 }  // namespace
