@@ -15,6 +15,8 @@
 #include <utility>
 #if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 #include "attnlab/core/dtype.hpp"
@@ -144,8 +146,8 @@ inline VF all_lanes(VF v, Op op) {
   if constexpr (S > 1) return all_lanes<S / 2>(v, op);
   return v;
 }
-inline VF max_vec(VF a, VF b) { return a > b ? a : b; }
-inline VF add_vec(VF a, VF b) { return a + b; }
+constexpr auto max_vec = [](VF a, VF b) -> VF { return a > b ? a : b; };  // objects, not functions: inlined
+constexpr auto add_vec = [](VF a, VF b) -> VF { return a + b; };
 
 template <class From>
 inline VF bit_cast_vf(const From& x) {
