@@ -34,11 +34,12 @@ struct DecodeRun {
 
 // What a K-quant product reads of x besides x itself, made once for all the rows
 // (matvec_prepare): Σ x over each 32 values [n × length/32] (Q4_K's sub-blocks' offsets).
-// Where the CPU has AVX-512 BF16 and VNNI, also, for Q4_K rows, x as two int8 parts and a
-// scale per 32 values, x ≈ s·(hi + lo/256) (q4_k_rows_int8_lanes in matvec_tiles.cpp says how;
-// within max|x|/32512 of the 32), hi and lo [n × length] with each super-block's eight groups
-// of 32 in the order 0, 2, 1, 3, 4, 6, 5, 7, s [n × length/32] (none where x holds a
-// non-finite value: the f32 kernel takes those); and for Q6_K rows x as the sum of two bf16
+// Where the CPU has AVX2 (and not AVX-512), or AVX-512 BF16 and VNNI, also, for Q4_K rows, x as
+// two int8 parts and a scale per 32 values, x ≈ s·(hi + lo/256) (q4_k_rows_int8_lanes in
+// matvec_tiles.cpp says how; within max|x|/32512 of the 32), hi and lo [n × length] (with
+// AVX-512, each super-block's eight groups of 32 in the order 0, 2, 1, 3, 4, 6, 5, 7), s
+// [n × length/32] (none where x holds a non-finite value: the f32 kernel takes those); and,
+// with AVX-512 BF16, for Q6_K rows x as the sum of two bf16
 // parts, x ≈ hi + lo [n × length] each (within 2^-18 of x), and Σ (hi + lo) over each 16
 // values [n × length/16] (Q6_K's sub-blocks).
 struct PreparedRows {  // from one row of x on
@@ -90,7 +91,7 @@ struct PreparedX {
   /* matvec_prepare made of x, for K-quant rows), or every stored row as an input (axpy) */                          \
   void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,      \
                        std::size_t ldx, const PreparedX* prepared, float* y, std::size_t ldy, float beta);           \
-  /* units: the CPU has AVX-512 BF16 and VNNI and the product may use them; q4_k, q6_k: the rows' formats */         \
+  /* units: the product may use the CPU's integer units (AVX2, or AVX-512 BF16 and VNNI); q4_k, q6_k: the formats */ \
   void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units, bool q4_k,     \
                       bool q6_k, PreparedX& out);                                                                    \
   void matvec_axpy_rows(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y,               \

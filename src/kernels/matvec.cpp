@@ -110,7 +110,7 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
       case Isa::generic:
         kernels::generic::matvec_prepare(x, n, ldx, parts[0].length, false, q4_k, q6_k, prepared);
         break;
-      case Isa::avx2: kernels::avx2::matvec_prepare(x, n, ldx, parts[0].length, false, q4_k, q6_k, prepared); break;
+      case Isa::avx2: kernels::avx2::matvec_prepare(x, n, ldx, parts[0].length, true, q4_k, q6_k, prepared); break;
       case Isa::avx512:
       case Isa::avx512_bf16:
         kernels::avx512::matvec_prepare(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, q4_k, q6_k, prepared);

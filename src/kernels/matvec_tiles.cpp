@@ -8,9 +8,11 @@
 // by the activations; the block's scale multiplies the block's sum, once, instead of every
 // value. A K-quant's per-sub-block offset (Q4_K: value = d·scale·q − dmin·min) multiplies the
 // sub-block's sum of activations, computed once per call (matvec_prepare),
-// instead of being subtracted from every value. Where the CPU has AVX-512 BF16 and VNNI,
-// Q4_K's products are int8 dot products instead (q4_k_rows_int8_lanes, x within 2^-15 of each
-// 32 values' largest), and Q6_K's bf16 dot products (dot_q6_k_row_bf16, x within 2^-18).
+// instead of being subtracted from every value. Where the CPU has AVX2, or AVX-512 BF16 and
+// VNNI, Q4_K's products are int8 dot products instead (dot_q4_k_row_int8,
+// q4_k_rows_int8_lanes: x within 2^-15 of each 32 values' largest), and with AVX-512 BF16
+// Q6_K's are bf16 dot products (dot_q6_k_row_bf16, x within 2^-18).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -199,6 +201,108 @@ void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std:
     out[r] = sum_lanes(acc[r]) - offsets[r];
 }
 
+#if defined(__AVX2__)
+// The eight (scale, min) pairs as 16 bytes, scales then mins, decoded four bytes at a time:
+// for the first four, the low six bits of bytes 0-3 (scales) and 4-7 (mins); for the last
+// four, bytes 8-11's low nibbles (scales) and high nibbles (mins), each with two more bits on
+// top from the top two bits of bytes 0-3 (scales) and 4-7 (mins) (k_scale_and_min in
+// matvec.hpp reads the same a pair at a time).
+inline __m128i k_scales_and_mins(const std::byte* packed) {
+  __m128i v;  // its 32-bit lanes 0-2: bytes 0-3 (b0), 4-7 (b1), 8-11 (b2); lane 3 the q that follow
+  std::memcpy(&v, packed, 16);
+  const __m128i low = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // b0, b2, b1, b2
+  const __m128i top = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // b0, b0, b1, b1
+  const __m128i six_or_four = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+  const __m128i two = _mm_setr_epi32(0, 0x03030303, 0, 0x03030303);
+  return _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)), six_or_four),
+                      _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(top, 6), two), 4));
+}
+#endif
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// x's int8 parts for dot_q4_k_row_int8 (AVX2), each 32 values as s·(h + l/256) as the AVX-512
+// kernel holds them (q4_k_rows_int8_lanes says how and how close), in their own order: hi and
+// lo [length], scale [length / 32]. False where a group holds a non-finite value, or all its
+// values are nonzero and below 2^-100: the f32 kernel takes those rows.
+bool int8_parts_of_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* lo, float* scale) {
+  for (std::size_t g = 0; g < length / 32; ++g) {
+    const float* xg = x + g * 32;
+    float largest = 0;
+    for (int i = 0; i < 32; ++i) {
+      if (!std::isfinite(xg[i])) return false;
+      largest = std::max(largest, std::fabs(xg[i]));
+    }
+    if (largest != 0.0f && largest < 0x1p-100f) return false;
+    const float inverse = largest == 0.0f ? 0.0f : 127.0f / largest;
+    scale[g] = largest / 127.0f;
+    for (int i = 0; i < 32; ++i) {
+      const float scaled = xg[i] * inverse;  // within ±127
+      const float h = std::nearbyint(scaled);
+      hi[g * 32 + i] = static_cast<std::int8_t>(h);
+      lo[g * 32 + i] = static_cast<std::int8_t>(std::clamp(std::lrint(256.0f * (scaled - h)), -127L, 127L));
+    }
+  }
+  return true;
+}
+
+void prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length, kernels::PreparedX& out) {
+  const std::size_t groups = length / 32;
+  out.hi8.resize(n * length), out.lo8.resize(n * length), out.scale8.resize(n * groups);
+  for (std::size_t r = 0; r < n; ++r)
+    if (!int8_parts_of_row(x + r * ldx, length, &out.hi8[r * length], &out.lo8[r * length], &out.scale8[r * groups])) {
+      out.hi8.clear(), out.lo8.clear(), out.scale8.clear();
+      return;
+    }
+}
+
+// Q4_K by int8 products on AVX2 (no VNNI): each sub-block's Σ q·h and Σ q·l by vpmaddubsw
+// (pairs of an unsigned q and a signed byte of x summed in int16: at most 2·15·127) and
+// vpmaddwd (pairs of those into int32, the h sums times 256), so S = 256·Σ q·h + Σ q·l
+// exact in int32 (and in f32: each lane's share below 2^21), and the row's product
+//   Σ_s d·scale_s·s_s/256 · S_s − dmin·min_s · Σ x  (Σ x from xp.sums32).
+// Widening each weight to f32 took 16 instructions a 32 values and a row of x; this takes 8.
+// A 32-byte load of q holds sub-block 2j in its low nibbles and 2j + 1 in its high ones.
+template <int N>
+void dot_q4_k_row_int8(const std::byte* row, std::size_t length, const kernels::PreparedRows& xp, float (&out)[N]) {
+  const std::size_t groups = length / 32;
+  const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), by256 = _mm256_set1_epi16(256);
+  __m256 acc[N], offsets[N];
+  for (int r = 0; r < N; ++r)
+    acc[r] = _mm256_setzero_ps(), offsets[r] = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < length / 256; ++b) {
+    const std::byte* block = row + b * 144;
+    const __m128i scales_mins = k_scales_and_mins(block + 4);  // bytes 0-7 the scales, 8-15 the mins
+    const __m256 scales =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scales_mins)), _mm256_set1_ps(half_at(block) / 256));
+    const __m256 mins = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(scales_mins, 8))),
+                                      _mm256_set1_ps(half_at(block + 2)));
+    __m256i q[8];  // sub-block s's 32 values, one a byte
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16 + 32 * j));
+      q[2 * j] = _mm256_and_si256(bytes, nibble);
+      q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+    }
+    for (int r = 0; r < N; ++r) {
+      const std::size_t group = r * groups + b * 8;
+      offsets[r] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xp.sums32 + group), offsets[r]);
+      const __m256 factors = _mm256_mul_ps(scales, _mm256_loadu_ps(xp.scale8 + group));  // one a sub-block
+      const std::int8_t* h = xp.hi8 + r * length + b * 256;
+      const std::int8_t* l = xp.lo8 + r * length + b * 256;
+      for (int sub = 0; sub < 8; ++sub) {
+        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + 32 * sub));
+        const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + 32 * sub));
+        const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q[sub], high), by256),
+                                              _mm256_madd_epi16(_mm256_maddubs_epi16(q[sub], low), ones));
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_permutevar8x32_ps(factors, _mm256_set1_epi32(sub)),
+                                 acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < N; ++r)
+    out[r] = sum_lanes(bit_cast_vf(acc[r])) - sum_lanes(bit_cast_vf(offsets[r]));
+}
+#endif
+
 #if defined(ATTNLAB_HAS_BF16)
 // Q4_K by int8 dot products (vpdpbusd: 64 products of an unsigned and a signed byte an
 // instruction, summed four at a time in int32 lanes), for CPUs with AVX-512 VNNI, where
@@ -215,7 +319,6 @@ void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std:
 // ones; the prepared x keeps each super-block's groups of 32 in the order 0, 2, 1, 3, 4, 6,
 // 5, 7, so that each product meets its values in one 64-byte load, and its int32 lanes 0-7
 // and 8-15 are two sub-blocks, scaled by one vector of their two factors.
-inline __m128i k_scales_and_mins(const std::byte* packed);
 
 // The products of R weight rows (`stride` bytes apart, from `row`) with the N rows of x,
 // each as 16 lanes to be summed (lanes[k][r]: weight row k, x row r). Each row's q is
@@ -393,21 +496,6 @@ void dot_q6_k_row_bf16(const std::byte* row, std::size_t length, const kernels::
     out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) - 96.0f * _mm512_reduce_add_ps(offsets[r]);
 }
 
-// The eight (scale, min) pairs as 16 bytes, scales then mins, decoded four bytes at a time:
-// for the first four, the low six bits of bytes 0-3 (scales) and 4-7 (mins); for the last
-// four, bytes 8-11's low nibbles (scales) and high nibbles (mins), each with two more bits on
-// top from the top two bits of bytes 0-3 (scales) and 4-7 (mins) (k_scale_and_min in
-// matvec.hpp reads the same a pair at a time).
-inline __m128i k_scales_and_mins(const std::byte* packed) {
-  __m128i v;  // its 32-bit lanes 0-2: bytes 0-3 (b0), 4-7 (b1), 8-11 (b2); lane 3 the q that follow
-  std::memcpy(&v, packed, 16);
-  const __m128i low = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // b0, b2, b1, b2
-  const __m128i top = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // b0, b0, b1, b1
-  const __m128i six_or_four = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
-  const __m128i two = _mm_setr_epi32(0, 0x03030303, 0, 0x03030303);
-  return _mm_or_si128(_mm_and_si128(_mm_srlv_epi32(low, _mm_setr_epi32(0, 0, 0, 4)), six_or_four),
-                      _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(top, 6), two), 4));
-}
 #endif
 
 // Q6_K: super-blocks of 256 values (210 bytes): 128 bytes of low 4 bits (ql), 64 of high 2
@@ -457,9 +545,14 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
     float out[N];
     if constexpr (F == RowFormat::q8_0)
       dot_q8_0_row<N>(row, w.length, x, ldx, out);
-    else if constexpr (F == RowFormat::q4_k)
-      dot_q4_k_row<N>(row, w.length, x, ldx, xp, out);
-    else if constexpr (F == RowFormat::q6_k) {
+    else if constexpr (F == RowFormat::q4_k) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+      if (xp.hi8) {
+        dot_q4_k_row_int8<N>(row, w.length, xp, out);
+      } else
+#endif
+        dot_q4_k_row<N>(row, w.length, x, ldx, xp, out);
+    } else if constexpr (F == RowFormat::q6_k) {
 #if defined(ATTNLAB_HAS_BF16)
       if (xp.hi) {
         dot_q6_k_row_bf16<N>(row, w.length, xp, out);
@@ -614,6 +707,8 @@ void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t 
 #if defined(ATTNLAB_HAS_BF16)
   if (units && q4_k) prepare_int8_parts(x, n, ldx, length, out);
   if (units && q6_k) prepare_bf16_parts(x, n, ldx, length, out);
+#elif defined(__AVX2__)
+  if (units && q4_k) prepare_int8_parts(x, n, ldx, length, out);
 #endif
   (void)units, (void)q4_k, (void)q6_k;
 }

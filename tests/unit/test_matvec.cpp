@@ -170,7 +170,7 @@ TEST(Matvec, ScaledRowsOfEveryFloatFormatMatchTheWidenedRows) {
 // The K-quants' products (Q4_K, Q6_K) on every path are as close to the exact sum as an f32
 // loop over the widened rows is (within 1e-6 of Σ |x·w|, the scale of a dot product's
 // rounding), at a large length and at values of x far apart in size; except Q4_K's int8 dot
-// products (AVX-512 with BF16 and VNNI), which hold each 32 values of x within 1/32512 of
+// products (AVX2, and AVX-512 with BF16 and VNNI), which hold each 32 values of x within 1/32512 of
 // their largest, so may be further off by Σ over the 32s of max |x| / 32512 · Σ |w|; and a
 // non-finite x gives a non-finite y.
 TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
@@ -182,7 +182,7 @@ TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
     for (std::size_t i = 0; i < length; ++i)
       x[length + i] *= std::ldexp(1.0f, int(i % 61) - 30);  // 2^-30 .. 2^30
     for (const Isa isa : test::runnable_isas()) {
-      const bool int8 = format == RowFormat::q4_k && isa == Isa::avx512_bf16;
+      const bool int8 = format == RowFormat::q4_k && (isa == Isa::avx2 || isa == Isa::avx512_bf16);
       std::vector<float> y(2 * count);
       matvec_dot({format, bytes.data(), count, length, stride}, x.data(), 2, length, y.data(), count, 0.0f,
                  {.threads = 1, .isa = isa});
