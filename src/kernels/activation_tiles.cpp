@@ -1,5 +1,5 @@
 // The activations' per-instruction-set part (attnlab/kernels/activation.hpp): a range of
-// rows, sixteen values at a time. Compiled once per instruction set, like flash_tiles.cpp.
+// rows, a vector (W values) at a time. Compiled once per instruction set, like flash_tiles.cpp.
 #include <algorithm>
 #include <cstring>
 

@@ -6,18 +6,19 @@
 // Decoding reads every cached key and value once per step and does only 2·count
 // multiply-adds with each number it reads (count = the queries sharing the KV head), so
 // for one new token it is bound by memory bandwidth. The loop therefore computes straight
-// on the cache's storage type as the rows stream in: 16 rows at a time, each 16-bit vector
-// converted to f32 in a register where it is used and never written back, so the only
-// memory traffic is the cache itself. For each block of 16 rows:
-//   1. scores: four keys (two without AVX-512) by up to four queries at a time, 16
+// on the cache's storage type as the rows stream in: W rows at a time (a vector's width:
+// 16 with AVX-512, 8 with AVX2), each 16-bit vector converted to f32 in a register where it
+// is used and never written back, so the only memory traffic is the cache itself. For each
+// block of W rows:
+//   1. scores: four keys (two without AVX-512) by up to four queries at a time, 16 or 8
 //      independent sums; each key vector is converted once for all four queries, and the
-//      per-key partial sums are folded into one vector of 16 scores per query (sum16);
+//      per-key partial sums are folded into one vector of W scores per query (sum_each);
 //   2. the block's online softmax, in vectors; the earlier output is rescaled only when
 //      the block raises the running max;
 //   3. values: up to four queries by four vectors of columns; each value vector is
 //      converted once for the four queries.
 // More than four queries (several new tokens, or eight or more heads per KV head) go four
-// at a time over the same 16 rows, which are then in L1. From 16 queries on, AVX-512 takes
+// at a time over the same W rows, which are then in L1. From 16 queries on, AVX-512 takes
 // a second loop, decode_run_lanes below, with the queries in the vector lanes.
 //
 // While a block is scored and mixed, the rows kAheadBytes further on are requested a line
@@ -52,7 +53,7 @@ constexpr std::size_t kAheadBytes = 4096;  // how far ahead of each read its arr
 constexpr int kKeys = 4;                   // keys scored together: 4 × 4 sums + 4 keys in 32 registers
 constexpr std::size_t kColumnVectors = 4;  // value columns per pass: 4 × 4 sums + 4 values
 #else
-constexpr int kKeys = 2;  // 16 ymm registers (two a vector): half as many
+constexpr int kKeys = 2;  // 16 ymm registers: half as many
 constexpr std::size_t kColumnVectors = 2;
 #endif
 
@@ -69,7 +70,7 @@ inline VF sum_each(const VF (&acc)[2 * H]) {
   return half[0];
 }
 
-// Where one block's rows are: `rows` (<= 16) rows of `d` values, `row_bytes` apart.
+// Where one block's rows are: `rows` (<= W) rows of `d` values, `row_bytes` apart.
 struct Rows {
   const char* first;
   std::size_t row_bytes, rows, d;
@@ -87,12 +88,12 @@ struct Rows {
 template <DType dtype>
 constexpr std::size_t kValueBytes = dtype == DType::f32 ? 4 : 2;
 
-// Per query (NQ of them, `q` [NQ × d_pad], already scaled): the 16 keys' scores into
-// `scores` [NQ × 16]. Lanes of keys past `keys.rows` hold 0 (masked later).
+// Per query (NQ of them, `q` [NQ × d_pad], already scaled): the W keys' scores into
+// `scores` [NQ × W]. Lanes of keys past `keys.rows` hold 0 (masked later).
 template <DType dtype, bool has_tail, int NQ>
 void score_block(const Rows& keys, const float* q, std::size_t d_pad, float* scores) {
   const std::size_t full = keys.d / W, tail = keys.d % W;
-  VF partial[NQ][W];  // partial[i][k]: query i · key k, 16 lanes still to be added
+  VF partial[NQ][W];  // partial[i][k]: query i · key k, W lanes still to be added
   // NK keys by NQ queries at once: NK·NQ independent sums, and each query vector loaded
   // once for NK keys (four keys by four queries: one load for every two multiply-adds).
   const auto dot = [&]<int NK>(std::size_t k) {
@@ -133,7 +134,7 @@ void score_block(const Rows& keys, const float* q, std::size_t d_pad, float* sco
   }
 }
 
-// out_i = out_i · correction_i + Σ_r p_i[r] · v_r for NQ queries at once (p [NQ × 16]),
+// out_i = out_i · correction_i + Σ_r p_i[r] · v_r for NQ queries at once (p [NQ × W]),
 // so each value vector is converted once for all of them; kColumnVectors vectors of
 // columns a pass, then one at a time, then the zero-padded tail.
 template <DType dtype, bool has_tail, int NQ>
