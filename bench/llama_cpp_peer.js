@@ -172,15 +172,19 @@ function attnlab(file, f, cache) {
     if (r.status !== 0) throw new Error(`attnlab ${args.join(' ')}: ${r.stderr}`);
     return JSON.parse(r.stdout);
   };
-  const threads = ['--threads', String(f.threads)];
-  const prompt = run(['bench', '--model', file, '--tokens', String(f.prompt), '--logits', 'last', '--json', ...threads]);
+  // attnlab's own median (`bench --repeats`, 5 by default) inside each of this script's runs;
+  // from 4,096 tokens on a forward lasts seconds to minutes, and one timed forward a run is
+  // what llama.cpp gets too.
+  const long = Math.max(f.prompt, f.context) >= 4096;
+  const common = ['--threads', String(f.threads), ...(long ? ['--repeats', '1'] : [])];
+  const prompt = run(['bench', '--model', file, '--tokens', String(f.prompt), '--logits', 'last', '--json', ...common]);
   const gen = run(['bench', '--model', file, '--tokens', String(f.context), '--logits', 'last', '--generate',
-    String(f.generate), '--cache-dtype', cache, '--json', ...threads]);
+    String(f.generate), '--cache-dtype', cache, '--json', ...common]);
   // The prompt again with its products in bf16, where the CPU has bf16 units (AVX-512 BF16 or
   // AMX): as a share of that unit's peak.
   const m = prompt.machine;
   const bf16 = m.bf16_peak_gflops > 0 || m.amx_bf16_peak_gflops > 0
-    ? run(['bench', '--model', file, '--tokens', String(f.prompt), '--logits', 'last', '--bf16', '--json', ...threads])
+    ? run(['bench', '--model', file, '--tokens', String(f.prompt), '--logits', 'last', '--bf16', '--json', ...common])
     : null;
   return {
     prompt_tokens_per_second: prompt.tokens_per_second,
