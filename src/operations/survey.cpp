@@ -368,7 +368,9 @@ std::map<std::int32_t, TokenSums> token_sums_from(const json& list, const ModelC
 SurveyTotals survey_from_partial(const json& p, const ModelDir& m, std::string_view field_view) {
   const std::string field(field_view);
   const ModelConfig& c = m.model.config;
-  if (!p.is_object() || p.value("partial", 0) != 1) fail(field, "not a survey's partial sums (\"partial\": 1)");
+  // Compared as JSON, not read as an int: a number past int's range there is no crash.
+  if (!p.is_object() || !p.contains("partial") || p.at("partial") != json(1))
+    fail(field, "not a survey's partial sums (\"partial\": 1)");
   if (count_from(member(p, "layers", field), field + ".layers") != c.n_layer ||
       count_from(member(p, "heads", field), field + ".heads") != c.n_head)
     fail(field,
