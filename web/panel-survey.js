@@ -3,16 +3,19 @@
 // surveyed as a job (POST api/model/analysis, kind "survey") whose progress the panel follows
 // and which "Cancel" stops. The result: a line per head's means, and the head finder (the page
 // `attnlab model survey --html` writes, web/survey-finder.html) with this survey inside, to
-// open in a tab or save. Every number is the server's, the same as `attnlab model survey
-// --json`. The panel's state is the store's `survey` part.
+// open in a tab or save, and shown in the panel itself, where an example's "open in the lab"
+// runs its window through the model and shows the head's heatmap at the example's query. Every
+// number is the server's, the same as `attnlab model survey --json`. The panel's state is the
+// store's `survey` part.
 
 import { api, messageOf } from './api.js';
 import { followJob } from './jobs.js';
 import { $, byId, setAttr, setFlag, setHtml, setText, setValue } from './dom.js';
 import { formatNumber } from './format.js';
 import { html } from './html.js';
-import { parseModelInput } from './panel-model.js';
+import { parseModelInput, requestFor } from './panel-model.js';
 import { getState, update } from './state.js';
+import { loadModelHead } from './traces.js';
 
 /**
  * @typedef {import('./types.js').State} State
@@ -43,7 +46,7 @@ async function start() {
     return;
   }
   // a model without a tokenizer takes token ids, as the model panel's box does
-  /** @type {Record<string, unknown>} */
+  /** @type {{documents: string[]} | {sequences: number[][]}} */
   let documents = { documents: lines };
   if (!info.tokenizer) {
     /** @type {number[][]} */
@@ -62,7 +65,7 @@ async function start() {
     ...(s.model.source.step !== null ? { step: s.model.source.step } : {}) };
   if (s.survey.finder) URL.revokeObjectURL(s.survey.finder);  // the last survey's page
   try {
-    patchSurvey({ job: await api('api/model/analysis', body), status: 'started', error: false, finder: null });
+    patchSurvey({ job: await api('api/model/analysis', body), status: 'started', error: false, finder: null, asked: documents });
     await follow();
   } catch (e) {
     say(messageOf(e), true);
@@ -85,6 +88,29 @@ async function cancel() {
  */
 export function finderPage(page, survey) {
   return page.replace('/*SURVEY*/null', () => JSON.stringify(survey).replace(/<\//g, '<\\/'));
+}
+
+/**
+ * An example the finder's "open in the lab" posted: its document's window (the survey's cut,
+ * max_tokens a window) run through the model, and head L.H loaded into the lab's views with
+ * the example's query row, so that its heatmap, maths and interventions work on it.
+ * @param {{layer: number, head: number, document: number, window: number, position: number}} x
+ */
+async function openExample(x) {
+  const s = getState(), r = s.survey.job && s.survey.job.result, asked = s.survey.asked;
+  if (!r || !asked) return;
+  const source = s.model.source;
+  try {
+    const ids = 'sequences' in asked ? asked.sequences[x.document]
+      : (await api('api/model/run', { ...requestFor({ text: asked.documents[x.document] }, source), weights: false })).ids;
+    const start = x.window * r.max_tokens;
+    const input = requestFor({ ids: ids.slice(start, start + r.max_tokens) }, source);
+    const run = await api('api/model/run', { ...input, weights: false });
+    await loadModelHead(input, run, x.layer, x.head, x.position - start);
+    say(`head ${x.layer}.${x.head} at position ${x.position} of document ${x.document}: in the views below`);
+  } catch (e) {
+    say(messageOf(e), true);
+  }
 }
 
 /** @param {any} r */
@@ -114,9 +140,13 @@ export function renderSurvey(s) {
   status.classList.toggle('error', v.error);
   const r = job && job.state === 'done' && job.kind === 'survey' ? job.result : null;
   setHtml($('survey-result'), r ? tableMarkup(r) : html``);
-  const link = byId('survey-finder', HTMLAnchorElement);
+  const link = byId('survey-finder', HTMLAnchorElement), frame = byId('survey-finder-frame', HTMLIFrameElement);
   setFlag(link, 'hidden', !r || !v.finder);
-  if (v.finder) setAttr(link, 'href', v.finder);
+  setFlag(frame, 'hidden', !r || !v.finder);
+  if (v.finder) {
+    setAttr(link, 'href', v.finder);
+    setAttr(frame, 'src', v.finder);
+  }
   if (r && !v.finder && !v.making) void makeFinder(r);
 }
 
@@ -135,6 +165,11 @@ async function makeFinder(survey) {
 export function bindSurvey() {
   $('survey-run').addEventListener('click', () => { void start(); });
   $('survey-cancel').addEventListener('click', () => { void cancel(); });
+  // the finder in the panel's frame asks for an example (and only it: other windows' messages are not ours)
+  window.addEventListener('message', (e) => {
+    const frame = byId('survey-finder-frame', HTMLIFrameElement);
+    if (e.source === frame.contentWindow && e.data && e.data.attnlab === 'survey-example') void openExample(e.data);
+  });
   byId('survey-texts', HTMLTextAreaElement).addEventListener('input', (e) => {
     patchSurvey({ texts: /** @type {HTMLTextAreaElement} */ (e.target).value });
   });

@@ -68,7 +68,7 @@ function initialState() {
     kvReport: { contexts: '', reply: null, status: '', error: false },
     generation: { prompt: '', tokens: '8', temperature: '0', topK: '0', seed: '0', reply: null, step: 1, status: '', error: false },
     evict: { budgets: '4, 8, 16', policies: ['window', 'sinks', 'h2o', 'random', 'effect'], cache: 'f32', job: null, status: '', error: false },
-    survey: { texts: '', job: null, status: '', error: false, finder: null, making: false },
+    survey: { texts: '', job: null, status: '', error: false, finder: null, making: false, asked: null },
     operations: {},
     options: {},
   };

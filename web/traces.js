@@ -356,8 +356,9 @@ export function loadScenario(name, { query } = {}) {
  * @param {import('./types.js').ModelRun} run
  * @param {number} layer
  * @param {number} head
+ * @param {number} [query]  the query row shown (default: the last token)
  */
-export function loadModelHead(input, run, layer, head) {
+export function loadModelHead(input, run, layer, head, query = run.tokens.length - 1) {
   return busy(async () => {
     const s = getState();
     const modelHead = { ...input, layer, head };
@@ -371,7 +372,7 @@ export function loadModelHead(input, run, layer, head) {
     update({
       name: null, base, modelHead, causal: true, temperature: 1,
       sentence: null, maskTokens: [], ablate: [], scale: [], replace: [], permute: null, removeHeads: [], addHeads: [],
-      head: 0, query: run.tokens.length - 1, sentenceInput: '', trace: null, headDetail: {},
+      head: 0, query, sentenceInput: '', trace: null, headDetail: {},
       probe: { ...s.probe, readout: '' },
     });
     await computed();

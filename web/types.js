@@ -453,6 +453,7 @@
  * @property {boolean} error
  * @property {string | null} finder          the head finder's page for the last survey (a blob: URL)
  * @property {boolean} making                that page is being made
+ * @property {{documents: string[]} | {sequences: number[][]} | null} asked   the documents the job surveys
  */
 
 /**

@@ -92,7 +92,8 @@ Scenario load_with_flags(const ScenarioFlags& flags) {
   return scenario;
 }
 
-std::function<void(double, double)> progress_line(std::string label, std::string unit) {
+std::function<void(double, double)> progress_line(std::string label, std::string unit,
+                                                  std::function<std::string()> also) {
   if (!isatty(fileno(stderr))) return {};
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -105,8 +106,8 @@ std::function<void(double, double)> progress_line(std::string label, std::string
     const double seconds = std::chrono::duration<double>(now - start).count();
     const std::string left =
         done > 0 && !finished ? fmt::format(", {:.0f} s left", seconds * (total - done) / done) : "";
-    fmt::print(stderr, "\r{}: {:.0f}% ({:.0f} of {:.0f} {}){}\x1b[K{}", label, 100 * done / std::max(total, 1.0), done,
-               total, unit, left, finished ? "\n" : "");
+    fmt::print(stderr, "\r{}: {:.0f}% ({:.0f} of {:.0f} {}{}){}\x1b[K{}", label, 100 * done / std::max(total, 1.0),
+               done, total, unit, also ? ", " + also() : "", left, finished ? "\n" : "");
   };
 }
 

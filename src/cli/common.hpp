@@ -58,8 +58,10 @@ Scenario load_with_flags(const ScenarioFlags& flags);
 Experiment load_experiment(const ScenarioFlags& flags);
 
 // A long run's progress on stderr, when it is a terminal: "label: 40% (1,234 of 3,085 steps),
-// 12 s left", redrawn at most 5 times a second and ended with a newline at the last step.
-std::function<void(double done, double total)> progress_line(std::string label, std::string unit);
+// 12 s left", redrawn at most 5 times a second and ended with a newline at the last step;
+// `also` (where given) adds a count of its own after the steps: ", 2 of 9 documents".
+std::function<void(double done, double total)> progress_line(std::string label, std::string unit,
+                                                             std::function<std::string()> also = {});
 
 Command explain_command(CLI::App& parent);
 Command run_command(CLI::App& parent);

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,7 +17,6 @@
 #include "attnlab/analysis/model_head.hpp"
 #include "attnlab/analysis/model_kv.hpp"
 #include "attnlab/analysis/units.hpp"
-#include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/files.hpp"
 #include "attnlab/core/json.hpp"
@@ -471,16 +469,20 @@ int survey_command(const ModelFlags& f, const OperationFlags& flags) {
   const SurveyPlan plan = naming_flags([&] { return price_survey(m, request); });
   for (const SkippedLine& s : plan.skipped)
     fmt::print(stderr, "skipped line {}: {}\n", s.line, s.error);
-  fmt::print(stderr, "survey: {} documents, {} windows of at most {} tokens, {} tokens × {} heads ({:.3g} GFLOP){}\n",
+  fmt::print(stderr,
+             "survey: {} documents, {} windows of at most {} tokens, {} tokens × {} heads ({:.3g} GFLOP, {} of "
+             "memory){}\n",
              format_count(plan.documents.size()), format_count(plan.windows), plan.max_tokens,
-             format_count(plan.tokens), c.n_layer * c.n_head, plan.flops / 1e9,
+             format_count(plan.tokens), c.n_layer * c.n_head, plan.flops / 1e9, format_bytes(plan.memory),
              plan.shards > 1 ? fmt::format(", in {} shards", plan.shards) : "");
-  // Progress: tokens done of the plan's, and the time left at this pace (on a terminal).
-  const auto line = progress_line("survey", "tokens");
-  std::size_t tokens = 0;
+  // Progress: tokens and documents done of the plan's, and the time left at this pace (on a terminal).
+  std::size_t tokens = 0, documents = 0;
+  const auto line = progress_line("survey", "tokens", [&] {
+    return fmt::format("{} of {} documents", format_count(documents), format_count(plan.documents.size()));
+  });
   SurveyTotals totals = naming_flags([&] {
-    return run_survey(m, plan, request.out, [&](std::size_t, std::size_t t) {
-      tokens += t;
+    return run_survey(m, plan, request.out, [&](std::size_t d, std::size_t t) {
+      tokens += t, documents += d;
       if (line) line(double(tokens), double(plan.tokens));
     });
   });
@@ -490,12 +492,7 @@ int survey_command(const ModelFlags& f, const OperationFlags& flags) {
   }
   const nlohmann::json survey = survey_json(m, plan, totals);
   if (request.html) {
-    std::string_view page;
-    for (const EmbeddedFile& file : web_files())
-      if (file.name == "survey-finder.html") page = file.bytes;
-    std::ofstream out(*request.html, std::ios::binary);
-    out << survey_finder_html(page, survey);
-    if (!out.flush()) fail("--html", fmt::format("cannot write {}", *request.html));
+    naming_flags([&] { write_survey_finder(*request.html, survey); });
     fmt::print(stderr, "the head finder: {} (opens from disk)\n", *request.html);
   }
   if (f.json) {

@@ -3,6 +3,7 @@
 #include "attnlab/model/survey.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <tuple>
 
@@ -21,10 +22,7 @@ Fixed to_fixed(double x) {
 double from_fixed(Fixed x) { return static_cast<double>(std::ldexp(static_cast<long double>(x), -kFixedBits)); }
 
 std::size_t distance_bin(std::size_t d) {
-  std::size_t bin = 0;
-  while (d > 0 && bin + 1 < kSurveyDistanceBins)
-    d >>= 1, ++bin;
-  return bin;
+  return std::min<std::size_t>(std::bit_width(d), kSurveyDistanceBins - 1);  // ⌊log₂ d⌋ + 1, and 0 for 0
 }
 
 bool example_before(const SurveyExample& a, const SurveyExample& b) {

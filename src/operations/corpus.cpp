@@ -12,7 +12,7 @@
 namespace attnlab {
 
 std::vector<CorpusDocument> read_corpus(const ModelDir& m, const std::string& path, std::string_view field,
-                                        const CorpusLimits& limits, std::vector<SkippedLine>* skipped) {
+                                        const CorpusLimits& limits, std::vector<SkippedLine>* skipped, bool tokenize) {
   const std::string bytes = read_file_within(path, limits.max_bytes, field);
   std::vector<CorpusDocument> out;
   bool json_lines = false, first = true;
@@ -38,17 +38,22 @@ std::vector<CorpusDocument> read_corpus(const ModelDir& m, const std::string& pa
             at_line(
                 "this model has no tokenizer (tokenizer.json, or vocab.json and merges.txt); write JSON Lines of "
                 "{\"ids\": [...]} instead");
-          return encode_text(m, words);
+          if (tokenize)
+            doc.ids = encode_text(m, words);
+          else if (words.empty())
+            at_line("no tokens");
+          else
+            doc.text = words;
         };
         if (!json_lines) {
-          doc.ids = encode(text);
+          encode(text);
         } else {
           const nlohmann::json j = nlohmann::json::parse(text);
           if (!j.is_object() || (j.contains("text") == j.contains("ids")))
             at_line("a JSON Lines document is an object with \"text\" (a string) or \"ids\" (token ids), one of them");
           if (j.contains("text")) {
             if (!j["text"].is_string()) at_line("\"text\" must be a string");
-            doc.ids = encode(j["text"].get<std::string>());
+            encode(j["text"].get<std::string>());
           } else {
             if (!j["ids"].is_array()) at_line("\"ids\" must be a list of token ids");
             for (const nlohmann::json& id : j["ids"]) {
@@ -67,7 +72,7 @@ std::vector<CorpusDocument> read_corpus(const ModelDir& m, const std::string& pa
       } catch (const nlohmann::json::exception&) {
         at_line("a value of the wrong type; \"text\" is a string, \"ids\" a list of token ids");
       }
-      if (doc.ids.empty()) at_line("no tokens");
+      if (doc.ids.empty() && doc.text.empty()) at_line("no tokens");
     } catch (const InputError& e) {
       if (!skipped) throw;
       if (skipped->size() == limits.max_skipped)
@@ -80,6 +85,11 @@ std::vector<CorpusDocument> read_corpus(const ModelDir& m, const std::string& pa
   }
   if (out.empty()) fail(field, fmt::format("{} holds no documents; write one a line", path));
   return out;
+}
+
+void tokenize_documents(const ModelDir& m, std::span<CorpusDocument> documents) {
+  for (CorpusDocument& d : documents)
+    if (!d.text.empty()) d.ids = encode_text(m, d.text), d.text.clear(), d.text.shrink_to_fit();
 }
 
 }  // namespace attnlab

@@ -934,7 +934,10 @@ json run_model_operation(std::string_view name, const ModelDir& m, const json& b
     const SurveyRequest request = read_request<SurveyRequest>(body, face);
     const SurveyPlan plan = price_survey(m, request);
     const SurveyTotals totals = run_survey(m, plan, request.out);
-    return request.partial ? survey_partial_json(totals, plan.corpus_id) : survey_json(m, plan, totals);
+    if (request.partial) return survey_partial_json(totals, plan.corpus_id);
+    json survey = survey_json(m, plan, totals);
+    if (request.html) write_survey_finder(*request.html, survey);
+    return survey;
   }
   if (name == MapRequest::kName) {
     MapResult r = price_map(m, read_request<MapRequest>(body, face));

@@ -83,7 +83,13 @@ std::string operations_markdown() {
         name += fmt::format(" or `{}`", ids_key(f.info.name));
         flag += fmt::format(" or `{}`", flag_name(ids_key(f.info.name)));
       }
-      if (!(f.info.faces & kHttpApi) || !(f.info.faces & kPython)) name += " (command line only)";
+      if (!(f.info.faces & kHttpApi) || !(f.info.faces & kPython)) {  // the faces that take it, where not all
+        std::vector<std::string_view> faces;
+        if (f.info.faces & kCommandLine) faces.push_back("command line");
+        if (f.info.faces & kHttpApi) faces.push_back("API");
+        if (f.info.faces & kPython) faces.push_back("Python");
+        name += fmt::format(" ({} only)", fmt::join(faces, " and "));
+      }
       if (!(f.info.faces & kCommandLine)) flag = "";
       out += fmt::format("| {} | {} | {} | {} | {} |\n", name, flag, kind_name(f.kind), cell(default_text(f)),
                          cell(field_help_line(f, false)));

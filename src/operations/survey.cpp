@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "attnlab/analysis/machine_memory.hpp"
+#include "attnlab/core/embedded.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/files.hpp"
 #include "attnlab/model/forward.hpp"
@@ -26,18 +28,23 @@ namespace {
 
 constexpr std::size_t kDefaultWindow = 512;
 constexpr std::size_t kTopTokens = 10;
+// A head's sum for one token (HeadSurvey's query_tokens and key_tokens): a std::map node of a key
+// and a TokenSums, 80 bytes, which glibc's malloc hands out as 96.
+constexpr std::size_t kTokenSumBytes = 96;
 
 // FNV-1a over 64 bits: the corpus's identity in a shard's file (not a security check: a shard
 // read back is checked like any other input).
 struct Digest {
+  static constexpr std::uint64_t kPrime = 0x100000001b3ull;
   std::uint64_t h = 0xcbf29ce484222325ull;
   void add(std::uint64_t x) {
     for (int k = 0; k < 8; ++k)
-      h = (h ^ ((x >> (8 * k)) & 0xff)) * 0x100000001b3ull;
+      h = (h ^ ((x >> (8 * k)) & 0xff)) * kPrime;
   }
-  void add(std::string_view s) {
+  void add(std::string_view s) {  // its length, then its bytes
+    add(std::uint64_t(s.size()));
     for (char c : s)
-      add(std::uint64_t(static_cast<unsigned char>(c)));
+      h = (h ^ static_cast<unsigned char>(c)) * kPrime;
   }
 };
 
@@ -99,13 +106,13 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
   plan.max_tokens = r.max_tokens ? std::size_t(*r.max_tokens) : std::min(kDefaultWindow, c.n_positions);
   if (plan.max_tokens > c.n_positions)
     fail("max_tokens", fmt::format("{} is more than the model's {} positions", plan.max_tokens, c.n_positions));
-  if (!r.documents.empty()) {  // given inline (the lab's): texts, tokenized as a file's lines are
+  // The documents read and checked; their texts are tokenized below, only those this plan runs.
+  if (!r.documents.empty()) {  // given inline (the lab's): texts, as a file's lines are
     if (!m.tokenizer) fail("documents", "this model has no tokenizer; survey a file of {\"ids\": [...]} lines");
     plan.texts = fmt::format("{} documents", r.documents.size());
     for (std::size_t k = 0; k < r.documents.size(); ++k) {
-      CorpusDocument d{k + 1, encode_text(m, r.documents[k])};
-      if (d.ids.empty()) fail(fmt::format("documents[{}]", k), "no tokens");
-      plan.documents.push_back(std::move(d));
+      if (r.documents[k].empty()) fail(fmt::format("documents[{}]", k), "no text");
+      plan.documents.push_back({.line = k + 1, .text = r.documents[k]});
     }
   } else if (!r.sequences.empty()) {
     plan.texts = fmt::format("{} sequences", r.sequences.size());
@@ -120,7 +127,8 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
          "give a file of texts (a document a line, or JSON Lines of {\"text\": ...} or {\"ids\": [...]}), "
          "or the documents themselves (the API's documents or sequences)");
   } else {
-    plan.documents = read_corpus(m, r.texts, "texts", {}, r.skip_bad_lines ? &plan.skipped : nullptr);
+    plan.documents =
+        read_corpus(m, r.texts, "texts", {}, r.skip_bad_lines ? &plan.skipped : nullptr, /*tokenize=*/false);
   }
   plan.shards = r.shards;
   if (plan.shards > plan.documents.size())
@@ -131,8 +139,8 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
       fail("shard", fmt::format("{} is not one of the {} shards (0 to {})", *r.shard, plan.shards, plan.shards - 1));
     plan.shard = *r.shard;
   }
-  // The model (its shape, and its embedding's first and last rows: a retrained one differs), the windows, the
-  // documents.
+  // The model (its shape, its embedding's first and last rows: a retrained one differs, and its tokenizer), the
+  // windows, the documents as given (texts or ids: a cluster's worker reads them all but tokenizes only its shard's).
   Digest digest;
   digest.add(describe(c));
   digest.add(std::uint64_t(c.parameters()));
@@ -142,11 +150,26 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
     for (const float x : row)
       digest.add(std::bit_cast<std::uint32_t>(x));
   }
+  if (m.tokenizer)
+    for (int id : encode_text(m, "The survey's digest: a tokenizer's ids of this, 0123456789 éß😀."))
+      digest.add(std::uint64_t(id));
   digest.add(std::uint64_t(plan.max_tokens));
   for (const CorpusDocument& d : plan.documents) {
+    digest.add(d.text);
     digest.add(std::uint64_t(d.ids.size()));
     for (int id : d.ids)
       digest.add(std::uint64_t(id));
+  }
+  plan.corpus_id = fmt::format("{:016x}", digest.h);
+  // Tokenized and priced: every document, or only the shard's where one shard is asked for.
+  const auto [begin, end] = plan.shard ? shard_range(plan.documents.size(), plan.shards, *plan.shard)
+                                       : std::pair{std::size_t{0}, plan.documents.size()};
+  const std::span<CorpusDocument> ours = std::span(plan.documents).subspan(begin, end - begin);
+  tokenize_documents(m, ours);
+  std::vector<bool> seen(c.vocab_size);
+  for (const CorpusDocument& d : ours) {
+    for (int id : d.ids)
+      plan.distinct_tokens += !seen[id], seen[id] = true;
     for (const auto& [start, size] : windows_of(d.ids.size(), plan.max_tokens)) {
       plan.windows += 1, plan.tokens += size;
       // the forward's, and the survey's pass: per head its scores again and ~10 operations a weight
@@ -154,7 +177,17 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
                     double(c.n_layer * c.n_head) * double(size) * double(size + 1) / 2 * (2.0 * c.head_dim() + 10);
     }
   }
-  plan.corpus_id = fmt::format("{:016x}", digest.h);
+  // Memory: a window's forward, and every head's sums for each token it meets as a query and as a key (they grow
+  // with the corpus's distinct tokens, up to the vocabulary; the examples are bounded and small beside them).
+  plan.memory = forward_buffer_bytes(c, plan.max_tokens, LogitRows::none) +
+                c.n_layer * c.n_head * 2 * plan.distinct_tokens * kTokenSumBytes;
+  require_available_memory(
+      plan.memory, "texts",
+      fmt::format("the survey of {} distinct tokens (each head's sums a token, and a window's "
+                  "forward)",
+                  plan.distinct_tokens),
+      "survey fewer documents at once, or on a machine with more memory (a cluster's workers hold only "
+      "their shards' sums, but the merge holds them all)");
   return plan;
 }
 
@@ -174,6 +207,7 @@ SurveyTotals survey_shard(const ModelDir& m, const SurveyPlan& plan, std::size_t
       totals.windows += 1, totals.tokens += size;
       if (progress) progress(w + 1 == windows.size() ? 1 : 0, size);  // a document done with its last window
     }
+    if (windows.empty() && progress) progress(1, 0);  // a text of no tokens
     totals.documents += 1;
   }
   return totals;
@@ -533,6 +567,15 @@ std::string survey_finder_html(std::string_view page, const json& survey) {
   for (std::size_t k = data.find("</"); k != std::string::npos; k = data.find("</", k + 3))
     data.replace(k, 2, "<\\/");
   return std::string(page.substr(0, at)) + data + std::string(page.substr(at + kMarker.size()));
+}
+
+std::vector<EmbeddedFile> survey_finder_files();  // generated: src/operations/CMakeLists.txt
+
+void write_survey_finder(const std::string& path, const json& survey) {
+  const std::string page = survey_finder_html(survey_finder_files().at(0).bytes, survey);
+  std::ofstream out(path, std::ios::binary);
+  out << page;
+  if (!out.flush()) fail("html", fmt::format("cannot write {}: is its folder there, and writable?", path));
 }
 
 }  // namespace attnlab

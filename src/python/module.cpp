@@ -558,6 +558,8 @@ PYBIND11_MODULE(_attnlab, mod) {
             return to_python({{"documents", plan.documents.size()},
                               {"windows", plan.windows},
                               {"tokens", plan.tokens},
+                              {"distinct_tokens", plan.distinct_tokens},
+                              {"memory", plan.memory},
                               {"shards", plan.shards},
                               {"corpus", plan.corpus_id}});
           },
@@ -565,13 +567,14 @@ PYBIND11_MODULE(_attnlab, mod) {
       .def(
           "survey_merge",
           [](const PyModel& m, const py::dict& arguments, const py::list& parts) {
-            const SurveyPlan plan =
-                price_survey(*m.dir, read_request<SurveyRequest>(arguments_json(arguments), kPython));
+            const SurveyRequest request = read_request<SurveyRequest>(arguments_json(arguments), kPython);
+            const SurveyPlan plan = price_survey(*m.dir, request);
             const json sums = from_python(parts, "parts");
             json reply;
             {
               py::gil_scoped_release free;
               reply = survey_json(*m.dir, plan, merge_survey_parts(*m.dir, plan, sums, "parts"));
+              if (request.html) write_survey_finder(*request.html, reply);
             }
             return to_python(reply);
           },

@@ -332,6 +332,23 @@ test('model source: the survey panel gives every head\'s means as the command do
     assert.ok(!finder.page.includes('/*SURVEY*/null'), 'the survey is inside the page');
     const inside = JSON.parse(/<script id="survey-data" type="application\/json">([^]*?)<\/script>/.exec(finder.page)[1]);
     assert.deepEqual(inside.heads.map((h) => h.previous_token), want.heads.map((h) => h.previous_token));
+    // the finder in the panel: a head's strongest example opened in the lab's views, its query's
+    // row there holding the example's heaviest keys with their weights
+    await page.waitForSelector('[data-testid="survey-finder-frame"]:not([hidden])');
+    const frame = page.frameLocator('[data-testid="survey-finder-frame"]');
+    const head = want.heads.find((h) => h.examples.top.length > 0);
+    const strongest = head.examples.top[0];
+    await frame.locator(`[data-testid="finder-head-${head.head}"]`).click();
+    await frame.locator('[data-testid="finder-open"]').first().click();
+    await page.waitForFunction((name) => window.attnlab.state.trace && window.attnlab.state.trace.scenario === name, `head ${head.head}`);
+    const opened = await page.evaluate(() => ({ query: window.attnlab.state.query, tokens: window.attnlab.state.trace.tokens.length,
+      row: window.attnlab.state.trace.heads[0].weights[window.attnlab.state.query] }));
+    const start = strongest.window * want.max_tokens;
+    assert.equal(opened.query, strongest.position - start);
+    assert.equal(opened.tokens, Math.min(want.max_tokens, docs[strongest.document].length - start));
+    for (const k of strongest.keys) assert.ok(Math.abs(opened.row[k.position - start] - k.weight) < 1e-3, `key ${k.position}`);
+    await page.locator('[data-testid="survey-finder-frame"]').scrollIntoViewIfNeeded();
+    await screenshot(page, 'model-survey-finder');
     assertNoErrors(page);
     await page.close();
   });

@@ -2,8 +2,9 @@
 // {"text"} or {"ids"}), read for the tiny GPT-2 fixture (vocabulary 40, no tokenizer, so a
 // line of text is refused naming its line). The input is the file's bytes. A file that is
 // accepted gives documents with at least one token each, every id in the vocabulary, their
-// lines ascending; one that is refused says so in valid UTF-8. Read again leaving bad lines out,
-// the lines kept and skipped are distinct and in order.
+// lines ascending, and the same documents when read untokenized and tokenized afterwards (a
+// survey's shard); one that is refused says so in valid UTF-8. Read again leaving bad lines
+// out, the lines kept and skipped are distinct and in order.
 #include <cstddef>
 #include <cstdint>
 
@@ -25,6 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (int id : docs[k].ids)
         fuzz::check(id >= 0 && std::size_t(id) < model.model.config.vocab_size, "an id outside the vocabulary");
     }
+    // Read without tokenizing (a survey's shard), then tokenized: the same documents.
+    std::vector<CorpusDocument> later = read_corpus(model, input.path(), "texts", {}, nullptr, /*tokenize=*/false);
+    tokenize_documents(model, later);
+    fuzz::check(later.size() == docs.size(), "another number of documents read untokenized");
+    for (std::size_t k = 0; k < docs.size(); ++k)
+      fuzz::check(later[k].line == docs[k].line && later[k].ids == docs[k].ids, "another document read untokenized");
   } catch (const InputError& e) {
     fuzz::check_error(e);
   }

@@ -125,3 +125,72 @@ def test_survey_bad_lines_are_refused_or_skipped(tmp_path, cli):
     got = cli("model", "survey", folder, path, "--skip-bad-lines", "--json")
     assert got["documents"] == 2
     assert [s["line"] for s in got["skipped"]] == [2, 3]
+
+
+def test_survey_progress_counts_tokens_and_documents_on_a_terminal(tmp_path):
+    """On a terminal the progress line counts tokens and documents (their totals from the plan)."""
+    import os
+    import pty
+    import subprocess
+
+    from conftest import ROOT
+    folder = make_llama(tmp_path / "llama", positions=256)
+    docs = corpus(tmp_path / "corpus.jsonl")
+    master, terminal = pty.openpty()
+    command = os.environ.get("ATTNLAB_CLI", str(ROOT / "build" / "attnlab"))
+    done = subprocess.run([command, "model", "survey", str(folder), str(tmp_path / "corpus.jsonl"), "--max-tokens",
+                           str(WINDOW), "--shards", "3", "--json"], stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the terminal's other end closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert done.returncode == 0
+    last = seen.decode().replace("\r\n", "\n").split("\r")[-1]
+    tokens = sum(len(d) for d in docs)
+    assert f"100% ({tokens} of {tokens} tokens, {len(docs)} of {len(docs)} documents)" in last, last
+
+
+def test_a_shard_tokenizes_only_its_documents_and_merges_to_the_whole(tmp_path, vocab_model):
+    """Texts (a tokenizer's model): a shard's plan reads every line (the same documents, the same
+    corpus) but tokenizes and prices only its own, and the shards' sums merge to the one pass."""
+    import attnlab
+    lines = ["The cat sat on the mat. The cat sat.", "", "A second document, a little longer than the first one is.",
+             "x", "Words and words and words again.", "Last: the end of the corpus."]
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(lines) + "\n")
+    model = attnlab.load(str(vocab_model))
+    whole = model._native.survey_plan({"texts": str(path), "max_tokens": 8})
+    assert whole["documents"] == 5
+    parts = [model._native.survey_plan({"texts": str(path), "max_tokens": 8, "shards": 3, "shard": s}) for s in range(3)]
+    assert {p["corpus"] for p in parts} == {whole["corpus"]}
+    assert sum(p["tokens"] for p in parts) == whole["tokens"] and all(0 < p["tokens"] < whole["tokens"] for p in parts)
+    assert sum(p["windows"] for p in parts) == whole["windows"]
+    one = model.survey(str(path), max_tokens=8)
+    sums = [dict(model.survey(str(path), max_tokens=8, shards=3, shard=s, partial=True)) for s in range(3)]
+    merged = model._native.survey_merge({"texts": str(path), "max_tokens": 8, "shards": 3}, sums)
+    assert merged["heads"] == one["heads"] and merged["tokens"] == one["tokens"] == whole["tokens"]
+
+
+def test_the_plan_prices_every_heads_token_sums(tmp_path):
+    """The memory priced before work grows with the corpus's distinct tokens: 2 sums (as a query,
+    as a key) a head a distinct token, 96 bytes each, beside a window's forward."""
+    import attnlab
+    folder = make_llama(tmp_path / "llama", positions=256)
+    model = attnlab.load(str(folder))
+    plans = []
+    for k, docs in enumerate(([[1, 2, 3, 1, 2]], [[1, 2, 3, 4, 5, 6, 7, 8], [40, 41, 1]])):
+        path = tmp_path / f"c{k}.jsonl"
+        path.write_text("".join(json.dumps({"ids": d}) + "\n" for d in docs))
+        plan = model._native.survey_plan({"texts": str(path), "max_tokens": WINDOW})
+        assert plan["distinct_tokens"] == len({i for d in docs for i in d})
+        plans.append(plan)
+    heads = 2 * 2  # make_llama: 2 layers of 2 heads
+    grew = plans[1]["memory"] - plans[0]["memory"]
+    assert grew == heads * 2 * (plans[1]["distinct_tokens"] - plans[0]["distinct_tokens"]) * 96

@@ -22,6 +22,14 @@ def corpus(path, documents=32, length=400):
                             for _ in range(documents)))
 
 
+def finder_survey(path):
+    """The survey inside a head finder's page (the JSON in its script element)."""
+    import re
+    page = path.read_text()
+    data = re.search(r'<script id="survey-data" type="application/json">(.*?)</script>', page, re.S)[1]
+    return json.loads(data)  # JSON reads "<\/" as "</"
+
+
 def without_shards(result):
     out = dict(result)
     out.pop("shards")
@@ -42,10 +50,14 @@ def test_a_cluster_gives_the_local_survey(tmp_path, cluster):
     import attnlab
     folder = make_llama(tmp_path / "llama", positions=512)
     corpus(tmp_path / "corpus.jsonl", documents=6, length=120)
-    local = attnlab.survey(str(folder), tmp_path / "corpus.jsonl", max_tokens=64)
-    remote = attnlab.survey(str(folder), tmp_path / "corpus.jsonl", client=cluster, shards=5, max_tokens=64)
+    local = attnlab.survey(str(folder), tmp_path / "corpus.jsonl", max_tokens=64, html=tmp_path / "local.html")
+    remote = attnlab.survey(str(folder), tmp_path / "corpus.jsonl", client=cluster, shards=5, max_tokens=64,
+                            html=tmp_path / "remote.html")
     assert remote["shards"] == 5
     assert without_shards(remote) == without_shards(local)
+    # the head finder, written on this machine with the merged survey inside, as --html writes it
+    for name, survey in (("local.html", local), ("remote.html", remote)):
+        assert finder_survey(tmp_path / name) == json.loads(json.dumps(dict(survey))), name
     # a list of texts: sent to the workers, which write their own copy
     docs = [json.loads(line) for line in (tmp_path / "corpus.jsonl").read_text().splitlines()]
     listed = attnlab.survey(str(folder), docs, client=cluster, shards=3, max_tokens=64)
@@ -54,10 +66,18 @@ def test_a_cluster_gives_the_local_survey(tmp_path, cluster):
     import subprocess
     import sys
     shell = subprocess.run([sys.executable, "-m", "attnlab", "survey", str(folder), str(tmp_path / "corpus.jsonl"),
-                            "--scheduler", cluster.scheduler_info()["address"], "--max-tokens", "64", "--json"],
+                            "--scheduler", cluster.scheduler_info()["address"], "--max-tokens", "64", "--shards", "2",
+                            "--html", str(tmp_path / "shell.html"), "--json"],
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert shell.returncode == 0, shell.stderr
-    assert without_shards(json.loads(shell.stdout)) == without_shards(local)
+    from_shell = json.loads(shell.stdout)
+    assert from_shell["shards"] == 2 and without_shards(from_shell) == without_shards(local)
+    assert finder_survey(tmp_path / "shell.html") == from_shell
+    # its options are the description's: a flag the survey does not have is refused
+    wrong = subprocess.run([sys.executable, "-m", "attnlab", "survey", str(folder), str(tmp_path / "corpus.jsonl"),
+                            "--max-tokens", "64", "--partial"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert wrong.returncode == 2 and "--partial" in wrong.stderr
 
 
 def test_a_worker_killed_mid_run_costs_only_its_shards(tmp_path, cluster):

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct CorpusLimits {
 struct CorpusDocument {
   std::size_t line = 0;  // 1-based, for messages
   std::vector<int> ids;  // tokenized, each id checked against the model's vocabulary
+  std::string text;      // a text not tokenized yet (read_corpus with tokenize false), then empty
 };
 
 // A line left out of the documents (read_corpus with `skipped`): its number and why.
@@ -30,10 +32,17 @@ struct SkippedLine {
 };
 
 // The documents of `path`, tokenized by the model. InputError naming `field` and the line for
-// a line that is not JSON, has neither "text" nor "ids", or holds an id the model lacks (or,
-// given `skipped`, that line listed there and left out); for a file over the limits, or one
-// with no documents.
+// a line that is not JSON, has neither "text" nor "ids", holds an id the model lacks or no
+// tokens (or, given `skipped`, that line listed there and left out); for a file over the
+// limits, or one with no documents. With `tokenize` false a text is kept as it is, to be
+// tokenized later (tokenize_documents) where only some documents are needed: every line is
+// still checked, so the documents are the same ones, numbered the same.
 std::vector<CorpusDocument> read_corpus(const ModelDir& model, const std::string& path, std::string_view field,
-                                        const CorpusLimits& limits = {}, std::vector<SkippedLine>* skipped = nullptr);
+                                        const CorpusLimits& limits = {}, std::vector<SkippedLine>* skipped = nullptr,
+                                        bool tokenize = true);
+
+// Documents read with `tokenize` false, tokenized now (a text that gives no tokens is a document
+// of none).
+void tokenize_documents(const ModelDir& model, std::span<CorpusDocument> documents);
 
 }  // namespace attnlab

@@ -72,7 +72,7 @@ struct SurveyRequest {
     field(html, {.name = "html",
                  .help = "Also write the head finder to this file: every head a point on two metrics, its examples "
                          "on a click; one page with the survey inside, which opens from disk with no server",
-                 .faces = kCommandLine});
+                 .faces = kCommandLine | kPython});
     field(partial, {.name = "partial",
                     .help = "The sums to merge (docs/survey.md) instead of the survey",
                     .faces = kCommandLine | kPython});
@@ -84,10 +84,12 @@ struct SurveyPlan {
   std::string texts, corpus_id;  // the file, and a digest of its bytes, the model and the windows
   std::size_t max_tokens = 512, shards = 1;
   std::optional<std::size_t> shard;
-  std::vector<CorpusDocument> documents;
+  std::vector<CorpusDocument> documents;  // every one, tokenized where the plan runs it (all, or its shard's)
   std::vector<SkippedLine> skipped;
-  std::size_t windows = 0, tokens = 0;
-  double flops = 0;  // the forwards' and the survey pass's
+  std::size_t windows = 0, tokens = 0;  // of the documents the plan runs
+  double flops = 0;                     // the forwards' and the survey pass's
+  std::size_t distinct_tokens = 0;      // different ids among them
+  std::size_t memory = 0;               // bytes: a window's forward and every head's sums a distinct token
 };
 SurveyPlan price_survey(const ModelDir& model, const SurveyRequest& request);
 
@@ -126,5 +128,8 @@ nlohmann::json survey_json(const ModelDir& model, const SurveyPlan& plan, const 
 // The head finder's page (`page`, web/survey-finder.html) with `survey` inside it in place of its
 // marker: self-contained, to open from disk or share.
 std::string survey_finder_html(std::string_view page, const nlohmann::json& survey);
+// That page, the build's copy of web/survey-finder.html filled, written to `path` (the request's
+// `html`); InputError naming "html" where the file cannot be written.
+void write_survey_finder(const std::string& path, const nlohmann::json& survey);
 
 }  // namespace attnlab

@@ -437,7 +437,8 @@ void survey_rows(const Heads& at, const float* qkv, std::span<const int> ids, st
             double sum = 0, weighted = 0;
             for (std::size_t j = first; j <= i; ++j) {
               const bool seen = j >= at.first_key(i) && at.sees(i, j);
-              const double score = double(row[j - first]) * at.scale, e = seen ? std::exp(score - m) : 0.0;
+              const double score = double(row[j - first]) * at.scale,
+                           e = seen ? std::exp(static_cast<float>(score - m)) : 0.0;  // f32's exp: half the time
               row[j - first] = static_cast<float>(e);
               sum += e;
               if (seen) weighted += e * score;

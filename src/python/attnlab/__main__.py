@@ -5,20 +5,43 @@ import json
 import sys
 
 
+# The survey's own options, from its description (the one `attnlab model survey` and
+# attnlab.survey read): every Python field that attnlab.survey takes as a keyword, with the
+# description's name, type and help (left out, attnlab.survey's default). The shard and its
+# partial sums are a worker's, not a shell's.
+_PYTHON_TYPES = {"count": int, "number": float, "text": str, "choice": str}
+
+
+def _described_options(parser, operation: str, function) -> None:
+    import inspect
+
+    import attnlab
+    takes = inspect.signature(function).parameters
+    for f in attnlab._OPERATIONS[operation]["fields"]:
+        keyword = f["name"] in takes and takes[f["name"]].kind == inspect.Parameter.KEYWORD_ONLY
+        if "python" not in f["faces"] or not keyword:
+            continue
+        flag = "--" + f["name"].replace("_", "-")
+        text = f["help"] + (f" ({f['unit']})" if f["unit"] else "")
+        if f["kind"] == "flag":
+            parser.add_argument(flag, action="store_true", help=text)
+        elif f["kind"] in _PYTHON_TYPES:
+            parser.add_argument(flag, type=_PYTHON_TYPES[f["kind"]], help=text)
+
+
 def main(argv=None) -> int:
+    import attnlab
     parser = argparse.ArgumentParser(prog="python3 -m attnlab", description="attnlab from Python's side")
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("survey", help="what every head does across a corpus (docs/survey.md)")
     p.add_argument("model", help="a model folder, a .gguf file or ollama:NAME, at the same path on every worker")
     p.add_argument("texts", help="a file: a document a line, or JSON Lines of {\"text\"} or {\"ids\"}")
     p.add_argument("--scheduler", help="a Dask scheduler's address, e.g. tcp://10.0.0.5:8786 (default: this machine)")
-    p.add_argument("--shards", type=int, help="shards of the corpus (default: 1 here, 4 a worker on a cluster)")
-    p.add_argument("--max-tokens", type=int, help="windows of at most N tokens (default 512 or the model's positions)")
-    p.add_argument("--skip-bad-lines", action="store_true", help="leave out lines that are not documents")
+    _described_options(p, "model survey", attnlab.survey)
     p.add_argument("--json", action="store_true", help="print the survey as JSON")
     args = parser.parse_args(argv)
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "model", "texts", "scheduler", "json")}
 
-    import attnlab
     client = None
     if args.scheduler:
         try:
@@ -29,8 +52,7 @@ def main(argv=None) -> int:
             return 2
         client = Client(args.scheduler)
     try:
-        result = attnlab.survey(args.model, args.texts, client=client, shards=args.shards, max_tokens=args.max_tokens,
-                                skip_bad_lines=args.skip_bad_lines)
+        result = attnlab.survey(args.model, args.texts, client=client, **options)
     except ValueError as e:
         print(f"attnlab survey: {e}", file=sys.stderr)
         return 2

@@ -63,13 +63,14 @@ def _survey_shard(model_path: str, texts: str, lines: Optional[str], shard: int,
 
 
 def survey(model, texts: Texts, *, client=None, shards: Optional[int] = None, max_tokens: Optional[int] = None,
-           skip_bad_lines: bool = False, out: Optional[str] = None) -> dict:
+           skip_bad_lines: bool = False, out: Optional[str] = None, html: Optional[str] = None) -> dict:
     """Every head of `model` (a Model or its path) over `texts`: a file (a document a line, or
     JSON Lines of {"text"} or {"ids"}), or a list of strings or of such dicts. Without
     `client`, here (`shards` pieces merged, `out` a folder of finished shards to resume from);
     with a ``dask.distributed.Client``, `shards` (default: 4 a worker, at most a document
-    each) go to its workers, which must read the model at the same path. The reply is
-    `attnlab model survey --json`'s."""
+    each) go to its workers, which must read the model at the same path; a list of texts is
+    sent to each worker once. The reply is `attnlab model survey --json`'s; `html`, a file
+    where the head finder is written with the survey inside (as `--html` does)."""
     from . import Model, Result
     path = model.path if isinstance(model, Model) else str(model)
     local = model if isinstance(model, Model) else _model(path)
@@ -78,6 +79,8 @@ def survey(model, texts: Texts, *, client=None, shards: Optional[int] = None, ma
     arguments = {"skip_bad_lines": skip_bad_lines}
     if max_tokens is not None:
         arguments["max_tokens"] = max_tokens
+    if html is not None:
+        arguments["html"] = str(html)
     if client is None:
         return local.survey(corpus, shards=shards or 1, out=out, **arguments)
     if out is not None:
@@ -87,8 +90,11 @@ def survey(model, texts: Texts, *, client=None, shards: Optional[int] = None, ma
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         shards = 4 * workers
     shards = max(1, min(int(shards), plan["documents"]))
-    futures = [client.submit(_survey_shard, path, corpus if lines is None else "", lines, s,
-                             {**arguments, "shards": shards}, pure=False, key=f"attnlab-survey-{plan['corpus']}-{s}-of-{shards}")
+    # the texts go to the cluster once (every task refers to them), not once a task
+    shared = client.scatter(lines, broadcast=True) if lines is not None else None
+    per_shard = {k: v for k, v in arguments.items() if k != "html"}
+    futures = [client.submit(_survey_shard, path, corpus if lines is None else "", shared, s,
+                             {**per_shard, "shards": shards}, pure=False, key=f"attnlab-survey-{plan['corpus']}-{s}-of-{shards}")
                for s in range(shards)]
     parts = client.gather(futures)  # in shard order: one result a shard, whichever worker made it
     return Result(local._native.survey_merge({"texts": corpus, "shards": shards, **arguments}, list(parts)))
