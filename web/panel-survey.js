@@ -98,7 +98,10 @@ export function finderPage(page, survey) {
  */
 async function openExample(x) {
   const s = getState(), r = s.survey.job && s.survey.job.result, asked = s.survey.asked;
-  if (!r || !asked) return;
+  if (!r || !asked) {  // a survey this page did not start (one the server finished before a reload)
+    say('survey the texts again here to open its examples', true);
+    return;
+  }
   const source = s.model.source;
   try {
     const ids = 'sequences' in asked ? asked.sequences[x.document]
