@@ -194,9 +194,10 @@ function attnlab(file, f, cache) {
     bf16_isa: bf16 ? bf16.bf16_isa : 'none',
     generate_tokens_per_second: gen.generation.tokens_per_second,
     generate_percent_of_read_bandwidth: gen.generation.percent_of_read_bandwidth,
-    // resident memory while generating against the goal: the file + 10% + the forward's buffers + the cache
-    generate_resident_bytes: gen.memory.resident_peak_bytes,
-    generate_goal_bytes: gen.memory.goal_bytes,
+    // resident memory while generating (the prompt through the cache, then the new tokens) against the goal:
+    // (the file + the cache's formula) + 10%
+    generate_resident_bytes: gen.generation.resident_peak_bytes,
+    generate_goal_bytes: gen.generation.goal_bytes,
     machine: prompt.machine,
   };
 }
@@ -259,7 +260,7 @@ async function main() {
     `read ${m.read_gbps.toFixed(1)} GB/s; each figure the median of ${f.repeats} runs`);
   console.log(`| file | cache | llama.cpp flash | prompt ${f.prompt} tokens: attnlab tok/s (% f32 peak) | llama.cpp | ` +
     `ratio | generate ${f.generate} after ${f.context}: attnlab tok/s (% read bandwidth) | llama.cpp | ratio | ` +
-    'attnlab resident / goal |');
+    'attnlab resident while generating / goal |');
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
   for (const r of rows)

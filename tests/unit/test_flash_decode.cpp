@@ -124,3 +124,13 @@ TEST(FlashDecode, QueriesInLanesWholeAndPartialGroupsCausalEdgesAndTails) {
                               {10, 1, 4, 300, 64, 100},  {32, 8, 4, 48, 96, 16}};
   expect_matches_reference(cases, 500);
 }
+
+// Many new tokens at once (a prompt through the cache) go in blocks whose partial states
+// stay within 16 MiB: with chunks of 4 keys, 300 new tokens of 8 heads sharing one KV head
+// over 1,200 cached keys make blocks of 26 tokens, the last one short; each block reads the
+// keys up to its last token only. A whole prompt of 400 tokens, chunks of one key: blocks of
+// 291 and 109, the first from position 0. Against the reference, which takes them all at once.
+TEST(FlashDecode, AManyTokenStepGoesInBlocksOfBoundedPartialStates) {
+  const DecodeCase cases[] = {{8, 1, 300, 1200, 64, 4}, {2, 1, 400, 400, 16, 1}};
+  expect_matches_reference(cases, 900);
+}

@@ -405,9 +405,11 @@ INSTANTIATE_TEST_SUITE_P(Families, GgufExportMatchesNumPy,
 
 TEST(GgufExport, F32RoundTripsGiveTheFoldersLogits) {
   // Exactly, but for Llama 3's scaling, which the file holds as f32 divisors of the
-  // frequencies (rope_freqs) rather than as its formula.
+  // frequencies (rope_freqs) rather than as its formula, and for GPT-2, whose folder holds its
+  // matrices as [in × out] and the file as [out × in]: OpenBLAS's AVX-512 kernels sum the two
+  // layouts' products in different orders (a last-bit difference; its Haswell kernels do not).
   const std::vector<int> ids = {1, 5, 9, 2, 7, 3};
-  for (const auto& [folder, bound] : {std::pair{"tiny-f32", 0.0}, {"qwen3-f32-sharded", 0.0}, {"llama-f32", 1e-6}}) {
+  for (const auto& [folder, bound] : {std::pair{"tiny-f32", 1e-6}, {"qwen3-f32-sharded", 0.0}, {"llama-f32", 1e-6}}) {
     SCOPED_TRACE(folder);
     const fs::path path = gguf_test::exported(folder, GgmlType::f32);
     const Model file = load_model(path.string());

@@ -313,6 +313,43 @@ TEST(Decoder, TheKvCacheGivesNumPysLogitsAtEveryStep) {
                         "17 tokens is more than the model's 16 positions");
 }
 
+// A prompt longer than kPrefillBatch goes through the cache a batch at a time (600 tokens:
+// 256, 256 and 88): its last logits and its last token's attention rows are the full
+// forward's, with every key in view and with a sliding window that reaches across batches.
+TEST(Decoder, APromptOfSeveralBatchesGivesTheFullForwardsLastLogitsAndRows) {
+  static_assert(kPrefillBatch == 256, "600 tokens: two whole batches and a part");
+  for (const std::size_t window : {0, 300}) {
+    SCOPED_TRACE("sliding window " + std::to_string(window));
+    nlohmann::json config = nlohmann::json::parse(R"({"model_type": "mistral", "hidden_size": 16,
+        "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 700, "vocab_size": 64, "tie_word_embeddings": true})");
+    if (window) config["sliding_window"] = window;
+    const ModelConfig c = parse_model_config(config, "config.json");
+    std::vector<float> parameters(c.parameters());
+    SplitMix64 rng(11);
+    for (float& x : parameters)
+      x = static_cast<float>(0.3 * rng.normal());
+    const Model model = unflatten(c, parameters);
+    std::vector<int> ids(600);
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      ids[i] = int((i * 29 + 7) % 64);
+    Decoder decoder(model);
+    decoder.keep_weights(true);
+    const std::vector<float> logits = decoder.step(ids);
+    const ForwardResult full = model_forward(model, ids, {.logits = LogitRows::last, .keep_attention = true});
+    EXPECT_TRUE(all_close(logits, std::vector<float>(full.logits.begin(), full.logits.end()), {1e-5, 1e-4}));
+    EXPECT_EQ(decoder.length(), 600u);
+    const std::size_t n = ids.size();
+    for (std::size_t l = 0; l < c.n_layer; ++l)
+      for (std::size_t h = 0; h < c.n_head; ++h) {
+        const float* row = full.attention[l].data() + (h * n + n - 1) * n;
+        const float* cached = decoder.last_weights()[l].data() + h * n;
+        EXPECT_TRUE(all_close(std::vector<float>(cached, cached + n), std::vector<float>(row, row + n), {1e-6, 1e-4}))
+            << "layer " << l << " head " << h;
+      }
+  }
+}
+
 TEST(Decoder, GreedyGenerationThroughTheCacheEqualsRerunningTheFullForward) {
   const Model model = load_gpt2((kFixtures / "tiny-bf16").string());
   const std::size_t vocab = model.config.vocab_size;

@@ -23,10 +23,9 @@ std::vector<ModelKvPoint> measure_model_kv(const Model& model, std::span<const s
     if (tokens < 1 || tokens > c.n_positions)
       fail("context",
            fmt::format("{} tokens: the model has {} positions; give 1 to {}", tokens, c.n_positions, c.n_positions));
-    // The cache, and the prompt's activations while it runs (a few rows of n × width each), and
-    // the last token's logits: the decoder unembeds that one row alone, not n × vocabulary.
-    const std::uint64_t activations =
-        (8 * tokens * (std::uint64_t{c.qkv_width()} + c.fc_width() + c.n_embd) + c.vocab_size) * sizeof(float);
+    // The cache, and the prompt's activations while it runs: a batch's rows (the decoder takes
+    // a prompt kPrefillBatch tokens at a time) and the last token's logits.
+    const std::uint64_t activations = decoder_buffer_bytes(c, tokens);
     require_available_memory(per_token * tokens + activations, "context",
                              fmt::format("a KV cache of {} tokens", tokens), "use a shorter context");
   }

@@ -828,8 +828,17 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
   // at a time then moves the cache's arrays a few times, not at every step.
   if (first + n > cache_.capacity())
     cache_.reserve(std::min(c.n_positions, std::max(first + n, 2 * cache_.capacity())));
+  for (; ids.size() > kPrefillBatch; ids = ids.subspan(kPrefillBatch))
+    step_batch(ids.first(kPrefillBatch), false);
+  return step_batch(ids, true);
+}
+
+std::vector<float> Decoder::step_batch(std::span<const int> ids, bool want_logits) {
+  const ModelConfig& c = model_.config;
+  const std::size_t n = ids.size(), first = length_;
+  const bool keep_weights = keep_weights_ && want_logits;  // the last token's row: the last batch's
   std::vector<float> x = embed(model_, ids, first), logits;
-  if (keep_weights_) last_weights_.resize(c.n_layer);
+  if (keep_weights) last_weights_.resize(c.n_layer);
   const auto blocks_and_logits = [&] {
     BlockActivations<float> a;
     a.keep_residuals = false;
@@ -837,11 +846,12 @@ std::vector<float> Decoder::step(std::span<const int> ids) {
       const Heads at = heads_of(c, l);
       const HeadsStep<float> cached_heads = [&](const float* qkv, float* z) {
         attend_through_cache(cache_, l, at, qkv, n, z);
-        if (keep_weights_) last_row_weights(cache_, l, at, qkv, n, last_weights_[l]);
+        if (keep_weights) last_row_weights(cache_, l, at, qkv, n, last_weights_[l]);
       };
       block_forward(c, l, model_.blocks[l], n, first, x, a, cached_heads);
     }
-    logits = unembed(model_, std::span<const float>(x).last(c.n_embd), 1);  // the last token's: the next one's odds
+    if (want_logits)  // the last token's: the next one's odds
+      logits = unembed(model_, std::span<const float>(x).last(c.n_embd), 1);
   };
   // A generated token's ~5 products and attention calls a layer, each tens of microseconds,
   // share one held team (kernels/team.hpp), not an OpenMP region each. A prompt's products
@@ -872,6 +882,12 @@ std::size_t forward_buffer_bytes(const ModelConfig& c, std::size_t n, LogitRows 
   const std::size_t block = c.qkv_width() + zw + 2 * d + c.fc_width() + c.n_inner;
   // The logits, the residual stream, the attention's input, the final norm's.
   return sizeof(float) * (logit_rows(n, logits) * c.vocab_size + n * (3 * d + block));
+}
+
+std::size_t decoder_buffer_bytes(const ModelConfig& c, std::size_t n) {
+  // A batch's rows as a forward's, and the new tokens' queries gathered for the decode kernel.
+  const std::size_t batch = std::min(n, kPrefillBatch);
+  return forward_buffer_bytes(c, batch, LogitRows::last) + sizeof(float) * batch * c.attention_width();
 }
 
 double log_sum_exp(std::span<const float> logits) {

@@ -64,6 +64,7 @@ std::vector<GeneratedToken> generate(const Model& model, std::span<const int> pr
   check_generate(model.config, prompt.size(), o);
   if (prompt.empty()) fail("prompt", "is empty; give at least one token");
   Decoder decoder(model, o.cache);
+  decoder.reserve(prompt.size() + o.tokens);
   decoder.keep_weights(o.trace);
   SplitMix64 rng(o.seed);
   std::vector<float> logits;
