@@ -15,8 +15,6 @@ namespace attnlab {
 
 namespace {
 
-constexpr std::size_t kMaxPartialBytes = std::size_t(16) << 20;  // a block of new tokens' partial states
-
 // The new tokens' queries against keys [first_key, end_key) of the cache, the first new
 // token at position `position` (each later one a position further).
 void decode_keys(const KVCache& cache, std::size_t layer, std::size_t heads, std::span<const float> queries,
@@ -132,14 +130,14 @@ void flash_decode(const KVCache& cache, std::size_t layer, std::size_t heads, st
   if (!options.window) {
     // Many new tokens (a prompt through the cache) go a block at a time: a block's partial
     // states, a max, a sum and a padded output row for each of its queries and each chunk of
-    // keys, stay within kMaxPartialBytes (all n_new at once held n_new × m / chunk rows: 0.9 GiB
-    // for 16,384 tokens of a 7-to-1 grouped model), and a block reads only the keys its last
-    // token sees.
+    // keys, stay within options.partial_bytes (all n_new at once held n_new × m / chunk rows:
+    // 0.9 GiB for 16,384 tokens of a 7-to-1 grouped model), and a block reads only the keys its
+    // last token sees.
     const std::size_t group = heads / cache.kv_heads(), chunk = std::max<std::size_t>(options.chunk, 1),
                       chunks = (m + chunk - 1) / chunk,
                       d_pad = (d + kernels::kDecodeRowPad - 1) / kernels::kDecodeRowPad * kernels::kDecodeRowPad;
     const std::size_t per_token = cache.kv_heads() * chunks * group * (d_pad + 2) * sizeof(float);
-    const std::size_t block = std::max<std::size_t>(1, kMaxPartialBytes / per_token);
+    const std::size_t block = std::max<std::size_t>(1, options.partial_bytes / per_token);
     for (std::size_t t = 0; t < n_new; t += block) {
       const std::size_t count = std::min(block, n_new - t), position = m - n_new + t;
       decode_keys(cache, layer, heads, queries.subspan(t * row, count * row), count, position, 0, position + count,

@@ -19,6 +19,9 @@ struct DecodeOptions {
   std::optional<double> scale;        // logits = q·k · scale / T; default 1/√head_dim
   std::optional<std::size_t> window;  // a sliding window: token t sees only its last w keys (itself included)
   std::optional<Isa> isa;             // force an instruction set (tests); default best_isa()
+  // Many new tokens (a prompt) go a block at a time, each block's partial states (a max, a sum
+  // and an output row per query and chunk) within these bytes.
+  std::size_t partial_bytes = std::size_t(16) << 20;
 };
 
 // queries and out: [n_new × heads × head_dim], token t and head h at (t·heads + h)·head_dim.
