@@ -64,7 +64,7 @@ std::pair<std::size_t, std::size_t> shard_range(std::size_t documents, std::size
 std::string fixed_text(Fixed x) {
   if (x == 0) return "0";
   const bool negative = x < 0;
-  unsigned __int128 u = negative ? -static_cast<unsigned __int128>(x) : static_cast<unsigned __int128>(x);
+  UnsignedFixed u = negative ? -static_cast<UnsignedFixed>(x) : static_cast<UnsignedFixed>(x);
   std::string digits;
   while (u > 0)
     digits.push_back(char('0' + int(u % 10))), u /= 10;

@@ -23,7 +23,8 @@
 
 namespace attnlab {
 
-using Fixed = __int128;  // a sum in units of 2⁻³²
+__extension__ typedef __int128 Fixed;  // a sum in units of 2⁻³² (__extension__: a GNU type, -Wpedantic)
+__extension__ typedef unsigned __int128 UnsignedFixed;
 Fixed to_fixed(double x);
 double from_fixed(Fixed x);
 
