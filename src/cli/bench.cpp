@@ -220,6 +220,7 @@ int bench_model(const BenchFlags& f) {
   // Generation: the prompt through the cache, then one token at a time (greedy). Each new
   // token reads every weight once and the whole cache: that traffic over the measured read
   // bandwidth is what the step could take at best.
+  const std::size_t file = checkpoint_summary(f.model).bytes;
   nlohmann::json generation;
   std::uint64_t cache_bytes = 0;  // the generating cache's formula at its longest
   std::size_t forward_peak = 0;   // the resident peak before generating (the measure below resets it)
@@ -246,7 +247,7 @@ int bench_model(const BenchFlags& f) {
     // 10% over both (the decoder's own buffers are a prompt batch's: tens of MiB).
     const std::size_t peak = memory::resident_peak_bytes(),
                       resident = generation_peak && peak > resident_before ? peak - resident_before : 0;
-    const double goal = 1.1 * (double(checkpoint_summary(f.model).bytes) + double(cache_bytes));
+    const double goal = 1.1 * (double(file) + double(cache_bytes));
     generation = {{"prompt_tokens", f.tokens},
                   {"new_tokens", generate},
                   {"cache", cache_type_name(cache)},
@@ -275,7 +276,6 @@ int bench_model(const BenchFlags& f) {
               {"percent_of_forward", 100 * plain / surveyed},
               {"goal_met", plain / surveyed >= 0.5}};
   }
-  const std::size_t file = checkpoint_summary(f.model).bytes;
   const std::size_t peak = std::max(forward_peak, memory::resident_peak_bytes());
   const std::size_t resident = peak > resident_before ? peak - resident_before : 0;
   // the weights where the file holds them, the forward's buffers, and a generating cache

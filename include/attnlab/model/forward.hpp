@@ -213,15 +213,15 @@ void check_head(const ModelConfig& config, HeadRef head, std::string_view field)
 // naming "ids" otherwise).
 ForwardResult model_forward(const Model& model, std::span<const int> ids, const ForwardOptions& options = {});
 
-// Generation through a KV cache: each step runs only the new tokens, appending their keys and
-// values to the cache and attending with the decode kernel (kernels/flash_decode.hpp) to
-// everything cached. The logits equal a full forward pass over all tokens so far.
 // The tokens a prompt goes through the decoder at a time: its buffers (forward_buffer_bytes) are
 // then 256 rows' instead of n's (1.3 GiB at 16,384 tokens of a 0.5B model: more than its
 // weights), and its products run as fast (4,096 tokens of a 0.5B model through the cache: 20.0 s
 // in batches of 256, 19.7 s of 512, 21.4 s all at once, on 2 AVX-512 cores).
 inline constexpr std::size_t kPrefillBatch = 256;
 
+// Generation through a KV cache: each step runs only the new tokens, appending their keys and
+// values to the cache and attending with the decode kernel (kernels/flash_decode.hpp) to
+// everything cached. The logits equal a full forward pass over all tokens so far.
 class Decoder {
  public:
   explicit Decoder(const Model& model, CacheType cache_type = CacheType::f32);
