@@ -102,6 +102,10 @@ std::string shard_file(const std::string& out, std::size_t s, std::size_t shards
 SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
   const ModelConfig& c = m.model.config;
   SurveyPlan plan;
+  if (r.partial && r.html)
+    fail("html",
+         "a partial survey gives the sums to merge, not a survey to show; write the head finder where the "
+         "parts are merged (Python's attnlab.survey(..., html=FILE)), or leave out partial");
   plan.texts = r.texts;
   plan.max_tokens = r.max_tokens ? std::size_t(*r.max_tokens) : std::min(kDefaultWindow, c.n_positions);
   if (plan.max_tokens > c.n_positions)
@@ -111,13 +115,15 @@ SurveyPlan price_survey(const ModelDir& m, const SurveyRequest& r) {
     if (!m.tokenizer) fail("documents", "this model has no tokenizer; survey a file of {\"ids\": [...]} lines");
     plan.texts = fmt::format("{} documents", r.documents.size());
     for (std::size_t k = 0; k < r.documents.size(); ++k) {
-      if (r.documents[k].empty()) fail(fmt::format("documents[{}]", k), "no text");
+      if (r.documents[k].empty())
+        fail(fmt::format("documents[{}]", k), "is empty; give each document some text, or leave it out");
       plan.documents.push_back({.line = k + 1, .text = r.documents[k]});
     }
   } else if (!r.sequences.empty()) {
     plan.texts = fmt::format("{} sequences", r.sequences.size());
     for (std::size_t k = 0; k < r.sequences.size(); ++k) {
-      if (r.sequences[k].empty()) fail(fmt::format("sequences[{}]", k), "no tokens");
+      if (r.sequences[k].empty())
+        fail(fmt::format("sequences[{}]", k), "is empty; give each sequence at least one token id, or leave it out");
       for (std::size_t j = 0; j < r.sequences[k].size(); ++j)
         check_token_id(c, r.sequences[k][j], fmt::format("sequences[{}][{}]", k, j));
       plan.documents.push_back({k + 1, r.sequences[k]});

@@ -504,6 +504,18 @@ TEST_F(ModelApi, AnalysisRunsTheVerdictPatchingAndEvictionAsAJobThePageFollows) 
                "this model has no tokenizer");
   expect_field("/api/model/analysis", {{"kind", "survey"}, {"sequences", {{3, 99}}}}, "sequences[0][1]",
                "outside the vocabulary");
+  expect_field("/api/model/analysis", {{"kind", "survey"}, {"sequences", {{3, 17}, json::array()}}}, "sequences[1]",
+               "is empty; give each sequence at least one token id, or leave it out");
+  // The finder's page is of a finished survey: a partial one (a shard's sums) with a page is refused, on every face.
+  survey_request.partial = true;
+  survey_request.html = "finder.html";
+  try {
+    attnlab::price_survey(*model_, survey_request);
+    ADD_FAILURE() << "a partial survey with a page was not refused";
+  } catch (const attnlab::InputError& e) {
+    EXPECT_EQ(e.field(), "html");
+    EXPECT_THAT(e.message(), ::testing::HasSubstr("a partial survey gives the sums to merge"));
+  }
   expect_field("/api/model/analysis", {{"kind", "survey"}, {"texts", "/etc/passwd"}}, "texts", "unknown field");
   expect_field("/api/model/analysis", {{"kind", "survey"}}, "texts", "give a file of texts");
 
