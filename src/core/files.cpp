@@ -87,6 +87,14 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
+void MappedFile::release_pages(std::span<const std::byte> range) const {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(range.data()), end = begin + range.size();
+  const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (range.data() < data_ || range.data() + range.size() > data_ + size_ || first >= last) return;
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 void write_file_whole(const std::string& path, const std::function<bool(std::FILE*)>& write) {
   const std::string partial = path + ".partial";
   std::FILE* f = std::fopen(partial.c_str(), "wb");

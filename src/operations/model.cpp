@@ -207,8 +207,6 @@ RunPlan price_run(const ModelDir& m, const RunRequest& r, double max_sparse_numb
          fmt::format("{} layers × {} heads × {} tokens × (2 × {} + 2) is {:.3g} numbers, more than the {:.3g} "
                      "given here; use fewer keys a row or a shorter text",
                      c.n_layer, c.n_head, plan.ids.size(), r.sparse, sparse_numbers, max_sparse_numbers));
-  if (r.sparse && std::find(r.capture.begin(), r.capture.end(), "attention") == r.capture.end() && !plan.head)
-    plan.options.keep_attention = false;
   return plan;
 }
 

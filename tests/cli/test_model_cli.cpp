@@ -490,6 +490,21 @@ TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeakAndWeighsItsMemory) {
   const attnlab::Isa isa = attnlab::best_isa();
   if (isa != attnlab::Isa::generic)
     EXPECT_NE(b["blas_core"], "Prescott") << "the library has OpenBLAS choose fitting kernels";
+  // Generation weighed on its own: the goal is (the file + the cache's formula) + 10%; its
+  // resident is null ("not measured") where the system cannot reset the peak.
+  const json g = json::parse(
+      run_attnlab("bench --model " + kTiny.string() + " --tokens 8 --generate 4 --cache-dtype f16 --repeats 1 --json")
+          .out)["generation"];
+  EXPECT_EQ(g["cache"], "f16");
+  EXPECT_EQ(g["new_tokens"], 4);
+  EXPECT_EQ(g["cache_bytes"].get<double>(), 2.0 * 2 * 4 * 4 * 12 * 2)
+      << "K and V, 2 layers × 4 heads × 4 wide, 12 tokens";
+  EXPECT_DOUBLE_EQ(g["goal_bytes"].get<double>(),
+                   1.1 * (double(fs::file_size(kTiny / "model.safetensors")) + g["cache_bytes"].get<double>()));
+  if (g["resident_peak_bytes"].is_null())
+    EXPECT_TRUE(g["goal_met"].is_null());
+  else
+    EXPECT_EQ(g["goal_met"].get<bool>(), g["resident_peak_bytes"].get<double>() <= g["goal_bytes"].get<double>());
   expect_refused("bench --model " + kTiny.string() + " --tokens 17",
                  "--tokens: 17 is more than the model's 16 positions");
   const Result over = run_attnlab("bench --model " + kTiny.string() + " --tokens 10 --generate 7");

@@ -11,7 +11,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "attnlab/analysis/memory.hpp"
 #include "attnlab/core/error.hpp"
+#include "attnlab/core/files.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/gguf.hpp"
@@ -67,6 +69,39 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufVersions, ::testing::Values("types.gguf",
                          [](const auto& info) {
                            return std::string(info.param).find("v2") != std::string::npos ? "v2" : "v3";
                          });
+
+// A Llama file's q and k rows are copied into transformers' order; the reader then gives the
+// file's pages of them back (MappedFile::release_pages), so they are not held twice. Pages
+// given back leave the resident memory and read back the same from the file; a range outside
+// the mapping, or within one page, is left alone.
+TEST(MappedFile, ReleasedPagesLeaveResidentMemoryAndReadBackTheSame) {
+  const fs::path path = fs::temp_directory_path() / ("attnlab-release-" + std::to_string(::getpid()));
+  constexpr std::size_t kBytes = std::size_t(8) << 20;
+  {
+    std::vector<unsigned char> bytes(kBytes);
+    for (std::size_t i = 0; i < kBytes; ++i)
+      bytes[i] = static_cast<unsigned char>(i * 131 + i / 4099);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), kBytes);
+  }
+  const MappedFile file(path.string());
+  const auto checksum = [&] {
+    std::uint64_t sum = 0;
+    for (std::size_t i = 0; i < kBytes; ++i)
+      sum = sum * 31 + std::to_integer<unsigned>(file.data()[i]);
+    return sum;
+  };
+  const std::uint64_t read = checksum();  // every page resident
+  const std::size_t before = memory::resident_bytes();
+  file.release_pages({file.data() + (std::size_t(1) << 20) + 1, std::size_t(6) << 20});
+  const std::size_t after = memory::resident_bytes();
+  if (before > 0) EXPECT_GE(before - std::min(before, after), std::size_t(5) << 20) << "6 MiB less a page given back";
+  EXPECT_EQ(checksum(), read) << "read again from the file";
+  const std::byte outside[64]{};
+  file.release_pages(outside);                  // not this mapping's: ignored
+  file.release_pages({file.data() + 10, 100});  // no whole page inside
+  EXPECT_EQ(checksum(), read);
+  fs::remove(path);
+}
 
 TEST(Gguf, TheAlignmentIsTheFilesOwn) {
   EXPECT_EQ(GgufFile((kGguf / "types.gguf").string()).alignment(), 32u);

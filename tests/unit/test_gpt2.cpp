@@ -320,16 +320,8 @@ TEST(Decoder, APromptOfSeveralBatchesGivesTheFullForwardsLastLogitsAndRows) {
   static_assert(kPrefillBatch == 256, "600 tokens: two whole batches and a part");
   for (const std::size_t window : {0, 300}) {
     SCOPED_TRACE("sliding window " + std::to_string(window));
-    nlohmann::json config = nlohmann::json::parse(R"({"model_type": "mistral", "hidden_size": 16,
-        "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "max_position_embeddings": 700, "vocab_size": 64, "tie_word_embeddings": true})");
-    if (window) config["sliding_window"] = window;
-    const ModelConfig c = parse_model_config(config, "config.json");
-    std::vector<float> parameters(c.parameters());
-    SplitMix64 rng(11);
-    for (float& x : parameters)
-      x = static_cast<float>(0.3 * rng.normal());
-    const Model model = unflatten(c, parameters);
+    const Model model = test::seeded_model("mistral", 700, window, 11);
+    const ModelConfig& c = model.config;
     std::vector<int> ids(600);
     for (std::size_t i = 0; i < ids.size(); ++i)
       ids[i] = int((i * 29 + 7) % 64);

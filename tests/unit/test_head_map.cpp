@@ -12,32 +12,20 @@
 #include <vector>
 
 #include "attnlab/core/error.hpp"
-#include "attnlab/core/rng.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/model_dir.hpp"
 #include "attnlab/model/training.hpp"
 #include "attnlab/operations/model.hpp"
+#include "model_fixtures.hpp"
 
 namespace {
 
 using namespace attnlab;
 
-// A model of 256 positions made here (the fixtures have 64: one block of the score products),
-// of the family and sliding window asked for, with grouped-query heads.
-Model made_model(const char* family, std::size_t window) {
-  nlohmann::json config = nlohmann::json::parse(R"({"hidden_size": 16, "intermediate_size": 32,
-      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
-      "vocab_size": 64, "tie_word_embeddings": true})");
-  config["model_type"] = family;
-  if (window) config["sliding_window"] = window;
-  const ModelConfig c = parse_model_config(config, "config.json");
-  std::vector<float> parameters(c.parameters());
-  SplitMix64 rng(5);
-  for (float& x : parameters)
-    x = static_cast<float>(0.3 * rng.normal());
-  return unflatten(c, parameters);
-}
+// A model of 256 positions (the fixtures have 64: one block of the score products), of the
+// family and sliding window asked for, with grouped-query heads.
+Model made_model(const char* family, std::size_t window) { return test::seeded_model(family, 256, window, 5); }
 
 std::vector<int> text_of(std::size_t n) {
   std::vector<int> ids(n);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,11 @@ class MappedFile {
 
   const std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
+
+  // Gives back the pages that lie wholly inside `range` (a part of this mapping): bytes a
+  // reader has copied and will not read again then leave the process's resident memory. Read
+  // again, they come back from the file. Advice only: nothing changes where the system refuses.
+  void release_pages(std::span<const std::byte> range) const;
 
  private:
   const std::byte* data_ = nullptr;

@@ -20,7 +20,8 @@ struct DecodeOptions {
   std::optional<std::size_t> window;  // a sliding window: token t sees only its last w keys (itself included)
   std::optional<Isa> isa;             // force an instruction set (tests); default best_isa()
   // Many new tokens (a prompt) go a block at a time, each block's partial states (a max, a sum
-  // and an output row per query and chunk) within these bytes.
+  // and an output row per query and chunk) within these bytes; a block is one token at least,
+  // whatever the bound (0 included: correct, a token at a time).
   std::size_t partial_bytes = std::size_t(16) << 20;
 };
 

@@ -66,6 +66,14 @@ class GgufFile {
   const GgufTensor* find(std::string_view name) const;  // nullptr when absent
   std::span<const std::byte> bytes(const GgufTensor& tensor) const;
 
+  // Frees the metadata once a reader has taken what it needs: a model's file holds its
+  // tokenizer's tables there (151,936 tokens and as many merges: some 50 MiB as JSON), which a
+  // model viewing the tensors would otherwise keep for its whole life. The tensors stay readable.
+  void drop_metadata();
+  // The tensor's pages out of resident memory (MappedFile::release_pages), for a reader that
+  // has copied its bytes elsewhere.
+  void release_pages(const GgufTensor& tensor) const { file_.release_pages(bytes(tensor)); }
+
  private:
   std::string path_;
   MappedFile file_;  // the whole file, read-only

@@ -344,6 +344,11 @@ std::span<const std::byte> GgufFile::bytes(const GgufTensor& t) const {
   return {file_.data() + data_start_ + t.offset, static_cast<std::size_t>(t.bytes)};
 }
 
+void GgufFile::drop_metadata() {
+  nlohmann::json().swap(metadata_);
+  std::map<std::string, std::string>().swap(types_);
+}
+
 namespace {
 
 float half_at(const std::byte* p) {

@@ -215,6 +215,7 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
           for (std::size_t j = 0; j < hd / 2; ++j)
             std::copy_n(data + (h * hd + 2 * j + s) * row, row, rows.data() + (h * hd + s * hd / 2 + j) * row);
       data = rows.data();
+      f.release_pages(t);  // held once, in transformers' order: the file's copy leaves memory
     }
     return Tensor::Piece{out, t.type, true, data};
   };
@@ -260,6 +261,7 @@ Model load_gguf(const std::string& path, std::optional<BpeTokenizer>* tokenizer)
   m.stored_dtype = stored == GgmlType::f16 ? DType::f16 : stored == GgmlType::bf16 ? DType::bf16 : DType::f32;
   m.stored_type = stored;
   if (tokenizer && has_gguf_tokenizer(f)) *tokenizer = BpeTokenizer::from_gguf(f);
+  mapped->file.drop_metadata();  // the model keeps the mapping, not the tables read above
   return m;
 }
 

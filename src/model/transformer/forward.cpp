@@ -768,17 +768,15 @@ void last_row_weights(const KVCache& cache, std::size_t l, const Heads& at, cons
     cache.load_keys(l, g, 0, length, keys);
     for (std::size_t h = g * (at.H / at.H_kv); h < (g + 1) * (at.H / at.H_kv); ++h) {
       const float* q = row + at.q(h);
-      double largest = -INFINITY, total = 0;
       for (std::size_t j = first; j < length; ++j) {
         double dot = 0;
         for (std::size_t i = 0; i < at.hd; ++i)
           dot += double(q[i]) * keys[j * at.hd + i];
-        largest = std::max(largest, scores[j] = dot * at.scale);
+        scores[j] = dot * at.scale;
       }
+      softmax_in_place(std::span(scores).subspan(first, length - first));
       for (std::size_t j = first; j < length; ++j)
-        total += (scores[j] = std::exp(scores[j] - largest));
-      for (std::size_t j = first; j < length; ++j)
-        weights[h * length + j] = static_cast<float>(scores[j] / total);
+        weights[h * length + j] = static_cast<float>(scores[j]);
     }
   }
 }

@@ -55,7 +55,6 @@ SelectiveDecoder::Step SelectiveDecoder::step(int id, std::span<const std::size_
       for (std::size_t h = 0; h < at.H; ++h) {
         const std::size_t g = at.kv_of(h);
         const float* q = qkv + at.q(h);
-        double largest = -INFINITY;
         for (std::size_t j = 0; j < seen; ++j) {
           const std::size_t p = position(j);
           if (p < at.first_key(t)) {
@@ -67,16 +66,13 @@ SelectiveDecoder::Step SelectiveDecoder::step(int id, std::span<const std::size_
           for (std::size_t i = 0; i < hd; ++i)
             dot += double(q[i]) * k[i];
           scores[j] = dot * at.scale;
-          largest = std::max(largest, scores[j]);
         }
-        double total = 0;
-        for (double& s : scores)
-          total += (s = std::exp(s - largest));
+        softmax_in_place(scores);
         float* w = out.weights.data() + (l * c.n_head + h) * seen;
         float* zh = z + h * hd;
         std::fill_n(zh, hd, 0.0f);
         for (std::size_t j = 0; j < seen; ++j) {
-          w[j] = static_cast<float>(scores[j] / total);
+          w[j] = static_cast<float>(scores[j]);
           if (w[j] == 0) continue;
           const float* v = V.data() + position(j) * kv_width + g * hd;
           for (std::size_t i = 0; i < hd; ++i)

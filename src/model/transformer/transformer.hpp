@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <span>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -273,6 +274,19 @@ void rotate_queries_and_keys(const ModelConfig& c, std::size_t layer, const Head
         rotate(row + at.k(g));
     }
   });
+}
+
+// One query's weights over the keys it sees, from its scores (q · k · scale, −∞ for a key out
+// of its view) in double, in place: softmax(scores), 0 where a score was −∞. The decoders'
+// rows kept for the lab (one query at a time, beside the fast kernel that does not keep them).
+inline void softmax_in_place(std::span<double> scores) {
+  double largest = -INFINITY, total = 0;
+  for (const double s : scores)
+    largest = std::max(largest, s);
+  for (double& s : scores)
+    total += (s = std::exp(s - largest));
+  for (double& s : scores)
+    s /= total;
 }
 
 // Causal attention: probs[h][i][j] = softmax_j(q_i·k_j·scale) over the keys query i sees,
