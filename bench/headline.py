@@ -55,8 +55,11 @@ def main():
 
     m = forward["machine"]
     amx = f"{m['amx_bf16_peak_gflops']:.0f} GFLOP/s" if m.get("amx_bf16_peak_gflops") else "none"
+    int8 = f"{m['int8_peak_gops']:.0f} GOP/s" if m.get("int8_peak_gops") else "none"
+    amx_int8 = f"{m['amx_int8_peak_gops']:.0f} GOP/s" if m.get("amx_int8_peak_gops") else "none"
     print(f"machine: {m['isa']}, {m['threads']} threads, f32 peak {m['f32_peak_gflops']:.0f} GFLOP/s, bf16 peak "
-          f"{m['bf16_peak_gflops']:.0f} GFLOP/s, AMX bf16 peak {amx}, read "
+          f"{m['bf16_peak_gflops']:.0f} GFLOP/s, AMX bf16 peak {amx}, int8 (VNNI) peak {int8}, AMX int8 peak "
+          f"{amx_int8}, read "
           f"{m['read_gbps']:.1f} GB/s (measured by attnlab bench in the forward's run); OpenBLAS kernels "
           f"{forward['blas_core']}; medians of {args.repeats} runs\n")
     print("| what | attnlab | share of this machine | llama.cpp | PyTorch | attnlab ÷ peer |")
@@ -73,7 +76,8 @@ def main():
     for r in short["rows"]:
         a, t = r["attnlab"], r["llama_cpp"]
         print(f"| prompt {short['prompt']} tokens, {r['file']} GGUF | {a['prompt_tokens_per_second']:.0f} tok/s | "
-              f"{a['prompt_percent_of_f32_peak']:.0f}% of f32 peak | {t['prompt_tokens_per_second']:.0f} tok/s | | "
+              f"{a['prompt_percent_of_f32_peak']:.0f}% of f32 peak{int8_share(a)} | "
+              f"{t['prompt_tokens_per_second']:.0f} tok/s | | "
               f"{r['prompt_ratio']:.2f}× llama.cpp |")
     for r in short["rows"]:  # the same prompts with bf16 products, where the CPU has bf16 units
         a, t = r["attnlab"], r["llama_cpp"]
@@ -94,6 +98,12 @@ def main():
                 f"{s['batch']}{' attention-only' if s['attention_only'] else ''}")
         print(f"| {name} | {1e3 * r['attnlab_seconds']:.1f} ms | {r['attnlab_percent_of_peak']:.0f}% of f32 peak | | "
               f"{1e3 * r['torch_seconds']:.1f} ms | {r['torch_seconds'] / r['attnlab_seconds']:.2f}× PyTorch |")
+
+
+def int8_share(attnlab):
+    """A quantized prompt's share of the int8 peak, where its products ran as int8 dot products."""
+    share = attnlab.get("prompt_percent_of_int8_peak")
+    return "" if share is None else f", {share:.0f}% of int8 peak"
 
 
 if __name__ == "__main__":

@@ -142,7 +142,10 @@ async function llama_cpp(file, f, cache, flash) {
   const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
   const type = cache.toUpperCase();
   const context = await model.createContext({
-    contextSize: Math.max(f.prompt, f.context + f.generate) + 8, batchSize: Math.max(f.prompt, f.context),
+    // a batch (node-llama-cpp's micro-batch too) of the prompt, up to llama.cpp's own default of
+    // 2,048 tokens: with flash attention off its scores are [batch × context × heads] floats
+    // (15 GB at 16k tokens of a 14-head model in one batch)
+    contextSize: Math.max(f.prompt, f.context + f.generate) + 8, batchSize: Math.min(Math.max(f.prompt, f.context), 2048),
     threads: f.threads,
     flashAttention: flash === 'on', experimentalKvCacheKeyType: type, experimentalKvCacheValueType: type,
   });
@@ -194,6 +197,8 @@ function attnlab(file, f, cache) {
   return {
     prompt_tokens_per_second: prompt.tokens_per_second,
     prompt_percent_of_f32_peak: prompt.percent_of_peak,
+    // a Q8_0 or Q4_K file's prompt as a share of the int8 peak (VNNI) where its products are int8; else null
+    prompt_percent_of_int8_peak: prompt.percent_of_int8_peak ?? null,
     prompt_bf16_tokens_per_second: bf16 ? bf16.tokens_per_second : 0,
     prompt_bf16_percent_of_bf16_peak: bf16 ? bf16.percent_of_bf16_peak : null,  // null: no peak measured for its unit
     bf16_isa: bf16 ? bf16.bf16_isa : 'none',

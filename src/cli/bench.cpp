@@ -107,6 +107,8 @@ nlohmann::json peaks_json(const MachinePeaks& peaks) {
           {"f32_peak_gflops", peaks.f32_gflops},
           {"bf16_peak_gflops", peaks.bf16_gflops},
           {"amx_bf16_peak_gflops", peaks.amx_gflops},
+          {"int8_peak_gops", peaks.int8_gops},
+          {"amx_int8_peak_gops", peaks.amx_int8_gops},
           {"read_gbps", peaks.read_gbps}};
 }
 
@@ -121,6 +123,14 @@ std::string amx_peak_text(const MachinePeaks& peaks) {
   return peaks.amx_gflops > 0 ? fmt::format("{:.1f} GFLOP/s", peaks.amx_gflops) : std::string("none (no AMX here)");
 }
 
+// The int8 peaks (VNNI's dot products, AMX's tiles), or that there are none.
+std::string int8_peaks_text(const MachinePeaks& peaks) {
+  return fmt::format(
+      "int8 peak {}, AMX int8 {}",
+      peaks.int8_gops > 0 ? fmt::format("{:.1f} GOP/s", peaks.int8_gops) : "none (no AVX-512 VNNI and BF16 here)",
+      peaks.amx_int8_gops > 0 ? fmt::format("{:.1f} GOP/s", peaks.amx_int8_gops) : "none");
+}
+
 // The peak of the unit the bf16 products run on (attnlab/model/blas.hpp): AMX's tiles or
 // AVX-512's bf16 dot products; 0 where they run on neither, or where no probe measured it
 // (ATTNLAB_ISA below avx512_bf16, or the tile probe unbuilt or failing).
@@ -131,9 +141,10 @@ double bf16_products_peak(const MachinePeaks& peaks) {
 
 void print_header(const MachinePeaks& peaks) {
   fmt::print(
-      "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 peak {:.1f} GFLOP/s, AMX bf16 peak {}, read "
+      "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 peak {:.1f} GFLOP/s, AMX bf16 peak {}, {}, read "
       "bandwidth {:.1f} GB/s\n",
-      peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks), peaks.read_gbps);
+      peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks),
+      int8_peaks_text(peaks), peaks.read_gbps);
   fmt::print("{:<34} {:>9} {:>11} {:>10} {:>8} {:>12}\n", "case", "kernel", "median ms", "GFLOP/s", "% peak",
              "extra mem");
 }
@@ -173,9 +184,10 @@ double median_seconds(std::size_t repeats, const std::function<void()>& run) {
 }
 
 void print_blas_machine(const MachinePeaks& peaks) {
-  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 {:.1f}, AMX bf16 {}; OpenBLAS kernels: {}\n",
-             peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks),
-             blas_core());
+  fmt::print(
+      "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 {:.1f}, AMX bf16 {}, {}; OpenBLAS kernels: {}\n",
+      peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks),
+      int8_peaks_text(peaks), blas_core());
 }
 
 // The forward pass of a model over `tokens` seeded random ids: the median of the timed runs
@@ -217,6 +229,10 @@ int bench_model(const BenchFlags& f) {
   const double median = median_seconds(f.repeats, [&] { model_forward(model, ids, {.logits = logit_rows}); });
   const double flops = forward_flops(c, f.tokens, logit_rows);
   const double gflops = flops / median / 1e9;
+  // A Q8_0 or Q4_K file's products are int8 dot products where the CPU has VNNI: the forward's
+  // operations as a share of that unit's peak too (the attention and the norms in f32 included).
+  const bool int8_products = (model.stored_type == GgmlType::q8_0 || model.stored_type == GgmlType::q4_k) &&
+                             peaks.int8_gops > 0 && !f.f32 && !f.bf16;
   // Generation: the prompt through the cache, then one token at a time (greedy). Each new
   // token reads every weight once and the whole cache: that traffic over the measured read
   // bandwidth is what the step could take at best.
@@ -304,6 +320,7 @@ int bench_model(const BenchFlags& f) {
                          {"resident_peak_bytes", resident},
                          {"goal_bytes", goal},
                          {"goal_met", double(resident) <= goal}}}};
+    if (int8_products) out["percent_of_int8_peak"] = 100 * gflops / peaks.int8_gops;
     if (generate) out["generation"] = generation;
     if (f.survey) out["survey"] = survey;
     if (f.bf16) {
@@ -319,6 +336,9 @@ int bench_model(const BenchFlags& f) {
       "{} ({}), {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
       "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",
       f.model, describe(c), f.tokens, median, f.tokens / median, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9);
+  if (int8_products)
+    fmt::print("products in int8 (VNNI): {:.1f}% of the int8 peak, {:.1f} GOP/s\n", 100 * gflops / peaks.int8_gops,
+               peaks.int8_gops);
   if (f.bf16 && bf16_products_peak(peaks) > 0)
     fmt::print("products in bf16 on {}: {:.1f}% of its peak, {:.1f} GFLOP/s\n", bf16_products_isa(),
                100 * gflops / bf16_products_peak(peaks), bf16_products_peak(peaks));

@@ -157,6 +157,10 @@ double bf16_peak_gflops(int threads, long iterations) {
   return best_isa() == Isa::avx512_bf16 ? kernels::avx512::bf16_peak_gflops(threads, iterations) : 0;
 }
 
+double int8_peak_gops(int threads, long iterations) {
+  return best_isa() == Isa::avx512_bf16 ? kernels::avx512::int8_peak_gops(threads, iterations) : 0;
+}
+
 double read_bandwidth_gbps(Isa isa, int threads, const float* data, std::size_t count, int passes) {
   switch (isa) {
     case Isa::generic: return kernels::generic::read_bandwidth_gbps(threads, data, count, passes);

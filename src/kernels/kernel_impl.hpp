@@ -85,6 +85,7 @@ struct PreparedX {
   void decode_run(const DecodeRun& run);                                                                             \
   double fma_peak_gflops(int threads, long iterations);                                                              \
   double bf16_peak_gflops(int threads, long iterations);                                                             \
+  double int8_peak_gops(int threads, long iterations);                                                               \
   double read_bandwidth_gbps(int threads, const float* data, std::size_t count, int passes);                         \
   float read_bytes(const void* data, std::size_t bytes);                                                             \
   /* matvec.hpp's products: over stored rows [first, last) as outputs (dot; prepared: what */                        \

@@ -396,26 +396,32 @@ TEST(Bf16Products, ATrainingStepsGradientsStayWithinBf16RoundingOfTheF32Ones) {
   EXPECT_LT(relative, 0.05);
 }
 
-// The tiles: present exactly where /proc/cpuinfo lists amx_tile and amx_bf16, and there the
-// probe's known sum comes out right and oneDNN multiplies on them.
-bool cpuinfo_lists_amx_bf16() {
+// The tiles: present exactly where /proc/cpuinfo lists amx_tile and amx_bf16 (amx_int8), and
+// there the probes' known sums come out right and oneDNN multiplies on them.
+bool cpuinfo_lists_amx(const std::string& unit) {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
   while (std::getline(cpuinfo, line)) {
     if (line.rfind("flags", 0) != 0) continue;
     std::istringstream words(line);
-    bool tile = false, bf16 = false;
+    bool tile = false, listed = false;
     for (std::string w; words >> w;) {
       tile = tile || w == "amx_tile";
-      bf16 = bf16 || w == "amx_bf16";
+      listed = listed || w == unit;
     }
-    return tile && bf16;
+    return tile && listed;
   }
   return false;
 }
 
 TEST(AmxTiles, AreUsedExactlyWhereTheCpuHasThemAndComputeAKnownSum) {
-  const bool listed = cpuinfo_lists_amx_bf16();
+  const bool int8 = cpuinfo_lists_amx("amx_int8");
+  EXPECT_EQ(amx_int8_available(), int8);
+  if (int8)
+    EXPECT_GT(amx_int8_peak_gops(1, 100000), 0.0) << "the int8 probe's known sum came out wrong";
+  else
+    EXPECT_EQ(amx_int8_peak_gops(1, 1000), 0.0);
+  const bool listed = cpuinfo_lists_amx("amx_bf16");
   EXPECT_EQ(amx_bf16_available(), listed);
   if (!listed) {
     EXPECT_EQ(amx_bf16_peak_gflops(1, 1000), 0.0);
@@ -426,6 +432,15 @@ TEST(AmxTiles, AreUsedExactlyWhereTheCpuHasThemAndComputeAKnownSum) {
   }
   EXPECT_GT(amx_bf16_peak_gflops(1, 100000), 0.0) << "the probe's known sum came out wrong";
   EXPECT_EQ(bf16_products_isa(), "avx512_core_amx");
+}
+
+// The int8 dot products' probe (VNNI): a peak where the kernels' int8 products run (the tier
+// with AVX-512 BF16 and VNNI), its known sums right; none elsewhere.
+TEST(Int8Peak, IsMeasuredWhereTheInt8ProductsRunAndNowhereElse) {
+  if (best_isa() == Isa::avx512_bf16)
+    EXPECT_GT(int8_peak_gops(1, 100000), 0.0) << "the probe's known sums came out wrong";
+  else
+    EXPECT_EQ(int8_peak_gops(1, 1000), 0.0);
 }
 
 }  // namespace bf16_products_test

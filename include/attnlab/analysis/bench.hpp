@@ -14,10 +14,12 @@ namespace attnlab {
 struct MachinePeaks {
   int threads = 1;
   Isa isa = Isa::generic;
-  double f32_gflops = 0;   // fused multiply-adds on every thread, 2 FLOPs each
-  double bf16_gflops = 0;  // bf16 dot products (0 where the CPU has none)
-  double amx_gflops = 0;   // AMX bf16 tile multiplies (0 where the CPU has none)
-  double read_gbps = 0;    // streaming reads from a buffer far larger than the caches
+  double f32_gflops = 0;     // fused multiply-adds on every thread, 2 FLOPs each
+  double bf16_gflops = 0;    // bf16 dot products (0 where the CPU has none)
+  double amx_gflops = 0;     // AMX bf16 tile multiplies (0 where the CPU has none)
+  double int8_gops = 0;      // int8 dot products, AVX-512 VNNI (0 where the CPU has none)
+  double amx_int8_gops = 0;  // AMX int8 tile multiplies (0 where the CPU has none)
+  double read_gbps = 0;      // streaming reads from a buffer far larger than the caches
 };
 MachinePeaks measure_peaks(int threads);
 

@@ -16,14 +16,24 @@ double fma_peak_gflops(Isa isa, int threads, long iterations);
 // GFLOP/s of bf16 dot products (AVX-512 BF16); 0 where the CPU or the build has none.
 double bf16_peak_gflops(int threads, long iterations);
 
-// Whether this CPU has AMX tiles with bf16 multiplies (amx_tile and amx_bf16) and the
-// operating system has let this process use them (asked once, on the first call).
+// GOP/s of int8 dot products (AVX-512 VNNI's vpdpbusd: 64 multiply-adds of u8 · s8 into
+// int32 an instruction, 2 operations each), the unit a Q8_0 or Q4_K prompt's products run on
+// (matvec.hpp's int8_gemm); 0 where the CPU or the build has none, or where the probe's known
+// sums came out wrong.
+double int8_peak_gops(int threads, long iterations);
+
+// Whether this CPU has AMX tiles with bf16 multiplies (amx_tile and amx_bf16), or with int8
+// multiplies (amx_tile and amx_int8), and the operating system has let this process use the
+// tiles (asked once, on the first call).
 bool amx_bf16_available();
+bool amx_int8_available();
 
 // GFLOP/s of AMX bf16 tile multiplies (tdpbf16ps on four accumulators) on `threads` threads,
 // `iterations` rounds each; 0 where amx_bf16_available() is false, or where a short run's
-// known sum came out wrong.
+// known sum came out wrong. amx_int8_peak_gops: the same for int8 (tdpbusd, 16·16·64
+// multiply-adds an instruction), in GOP/s.
 double amx_bf16_peak_gflops(int threads, long iterations);
+double amx_int8_peak_gops(int threads, long iterations);
 
 // GB/s of streaming reads of `count` floats at `data` (`passes` times) on `threads` threads.
 double read_bandwidth_gbps(Isa isa, int threads, const float* data, std::size_t count, int passes);

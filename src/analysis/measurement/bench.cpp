@@ -43,6 +43,8 @@ MachinePeaks measure_peaks(int threads) {
     p.f32_gflops = std::max(p.f32_gflops, fma_peak_gflops(p.isa, p.threads, 50'000'000));
     if (p.isa == Isa::avx512_bf16) p.bf16_gflops = std::max(p.bf16_gflops, bf16_peak_gflops(p.threads, 50'000'000));
     if (amx_bf16_available()) p.amx_gflops = std::max(p.amx_gflops, amx_bf16_peak_gflops(p.threads, 2'000'000));
+    if (p.isa == Isa::avx512_bf16) p.int8_gops = std::max(p.int8_gops, int8_peak_gops(p.threads, 50'000'000));
+    if (amx_int8_available()) p.amx_int8_gops = std::max(p.amx_int8_gops, amx_int8_peak_gops(p.threads, 2'000'000));
   }
   const std::vector<float> big = random_floats((512u << 20) / sizeof(float), 1);  // 512 MiB, far beyond L3
   const Isa isa = p.isa;
