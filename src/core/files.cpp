@@ -91,7 +91,8 @@ void MappedFile::release_pages(std::span<const std::byte> range) const {
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<std::uintptr_t>(range.data()), end = begin + range.size();
   const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
-  if (range.data() < data_ || range.data() + range.size() > data_ + size_ || first >= last) return;
+  const auto mapped = reinterpret_cast<std::uintptr_t>(data_);
+  if (begin < mapped || end > mapped + size_ || first >= last) return;  // not this mapping's, or no whole page
   ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 

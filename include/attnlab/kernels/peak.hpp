@@ -19,7 +19,7 @@ double bf16_peak_gflops(int threads, long iterations);
 // GOP/s of int8 dot products (AVX-512 VNNI's vpdpbusd: 64 multiply-adds of u8 · s8 into
 // int32 an instruction, 2 operations each), the unit a Q8_0 or Q4_K prompt's products run on
 // (matvec.hpp's int8_gemm); 0 where the CPU or the build has none, or where the probe's known
-// sums came out wrong.
+// sums came out wrong (exact in int32 for up to 2^29 iterations).
 double int8_peak_gops(int threads, long iterations);
 
 // Whether this CPU has AMX tiles with bf16 multiplies (amx_tile and amx_bf16), or with int8
@@ -31,7 +31,7 @@ bool amx_int8_available();
 // GFLOP/s of AMX bf16 tile multiplies (tdpbf16ps on four accumulators) on `threads` threads,
 // `iterations` rounds each; 0 where amx_bf16_available() is false, or where a short run's
 // known sum came out wrong. amx_int8_peak_gops: the same for int8 (tdpbusd, 16·16·64
-// multiply-adds an instruction), in GOP/s.
+// multiply-adds an instruction), in GOP/s, its sums exact for up to 2^25 iterations.
 double amx_bf16_peak_gflops(int threads, long iterations);
 double amx_int8_peak_gops(int threads, long iterations);
 
