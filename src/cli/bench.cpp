@@ -115,7 +115,10 @@ nlohmann::json peaks_json(const MachinePeaks& peaks) {
 // The kernels' --json: the machine, each case, and the OpenBLAS kernels this process runs
 // (bench/peers.py gives PyTorch the same ones).
 nlohmann::json kernels_json(const MachinePeaks& peaks, const nlohmann::json& results) {
-  return {{"machine", peaks_json(peaks)}, {"results", results}, {"blas_core", blas_core()}};
+  return {{"machine", peaks_json(peaks)},
+          {"results", results},
+          {"blas_core", blas_core()},
+          {"f32_products", f32_products_kernels()}};
 }
 
 // The AMX peak as a figure, or why there is none.
@@ -184,10 +187,9 @@ double median_seconds(std::size_t repeats, const std::function<void()>& run) {
 }
 
 void print_blas_machine(const MachinePeaks& peaks) {
-  fmt::print(
-      "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 {:.1f}, AMX bf16 {}, {}; OpenBLAS kernels: {}\n",
-      peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks),
-      int8_peaks_text(peaks), blas_core());
+  fmt::print("machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 {:.1f}, AMX bf16 {}, {}; f32 products: {}\n",
+             peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks),
+             int8_peaks_text(peaks), f32_products_kernels());
 }
 
 // The forward pass of a model over `tokens` seeded random ids: the median of the timed runs
@@ -311,6 +313,7 @@ int bench_model(const BenchFlags& f) {
                        {"products", f.bf16 ? "bf16" : "f32"},
                        {"logits", f.logits},
                        {"blas_core", blas_core()},
+                       {"f32_products", f32_products_kernels()},
                        {"memory",
                         {{"file_bytes", file},
                          {"weight_bytes", model.weight_bytes()},
@@ -486,7 +489,8 @@ int bench_train(const BenchFlags& f) {
                                       {"gflops", gflops},
                                       {"percent_of_peak", 100 * gflops / peaks.f32_gflops},
                                       {"products", f.bf16 ? "bf16" : "f32"},
-                                      {"blas_core", blas_core()}}
+                                      {"blas_core", blas_core()},
+                                      {"f32_products", f32_products_kernels()}}
                            .dump(2));
     return 0;
   }

@@ -97,6 +97,9 @@ struct PreparedX {
                       bool q6_k, PreparedX& out);                                                                    \
   void matvec_axpy_rows(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y,               \
                         std::size_t ldy, float beta);                                                                \
+  /* gemm.hpp's product on the calling thread (B stored as f32, f16 or bf16) */                                      \
+  void gemm_f32(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,      \
+                const void* B, DType b_dtype, std::size_t ldb, float beta, float* C, std::size_t ldc);               \
   /* activation.hpp's rows [first, last) */                                                                          \
   void activation_rows(ActivationKind f, const float* gate, const float* up, std::size_t ld_in, std::size_t first,   \
                        std::size_t last, std::size_t cols, float* out, std::size_t ld_out);                          \

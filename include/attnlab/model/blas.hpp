@@ -1,4 +1,5 @@
-// Which kernels OpenBLAS runs the model's linear layers with.
+// Which kernels run the model's linear layers: attnlab's own f32 ones (f32_products_kernels),
+// or OpenBLAS's.
 //
 // OpenBLAS chooses its kernels when it loads, from the CPU's model number. Debian 12's
 // OpenBLAS (0.3.21) does not know every CPU newer than it and then may fall back to
@@ -14,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "attnlab/core/dtype.hpp"
 
 namespace attnlab {
 
@@ -32,6 +35,13 @@ bool use_blas_core(const std::string& core);
 // kernels or the user set OPENBLAS_CORETYPE themselves.
 std::optional<std::string> blas_core_to_use();
 
+// Whose kernels the f32 products below run: attnlab's own (attnlab/kernels/gemm.hpp) where
+// the CPU has AVX2 or AVX-512, so that their speed is this CPU's and not the kernels OpenBLAS
+// chose (OPENBLAS_CORETYPE=Haswell on an AVX-512 machine ran them at 36-45% of the f32 peak),
+// OpenBLAS's on older CPUs or where the environment sets ATTNLAB_GEMM=openblas (to compare
+// the two). "attnlab's (AVX-512 with BF16)", "OpenBLAS's (SkylakeX)", ... Doubles: OpenBLAS's always.
+std::string f32_products_kernels();
+
 // C[M × N] = beta · C + op(A) · op(B), row-major with rows lda, ldb and ldc apart, op
 // transposing where asked: every product the model layer makes (the linear layers, the
 // LM head, training's attention). OpenBLAS runs single-threaded, always: a product big enough
@@ -47,6 +57,14 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const f
           const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc);
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
           const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc);
+
+// C[M × N] = beta · C + A · Bᵀ, A [M × K] in f32 and B [N × K] stored as f16 or bf16 (b_dtype),
+// rows lda, ldb and ldc apart, B widened exactly to f32 as attnlab's f32 kernels pack it (no
+// widened copy of the weight), shared over the threads as gemm's products are. False, C
+// untouched, where those kernels do not run (f32_products_kernels() names OpenBLAS's) or
+// Bf16Products asks for bf16 products: the caller widens B and calls gemm.
+bool gemm_16bit(std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda, const std::uint16_t* B,
+                DType b_dtype, std::size_t ldb, float beta, float* C, std::size_t ldc);
 
 // ---- bf16 products ----------------------------------------------------------------------
 //

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <omp.h>
 #include <strings.h>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -22,6 +23,7 @@
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/kernels/flash_attention.hpp"
+#include "attnlab/kernels/gemm.hpp"
 #include "attnlab/kernels/matvec.hpp"
 #include "attnlab/kernels/peak.hpp"
 #include "attnlab/kernels/team.hpp"
@@ -43,11 +45,27 @@ void prepare_blas() {
   });
 }
 
+// attnlab's own f32 kernels where the CPU has AVX2 or AVX-512 (attnlab/kernels/gemm.hpp),
+// unless ATTNLAB_GEMM=openblas asks for OpenBLAS's (to compare the two); read once.
+bool own_f32_products() {
+  static const bool own = [] {
+    const char* chosen = std::getenv("ATTNLAB_GEMM");
+    if (chosen && std::string_view(chosen) == "openblas") return false;
+    return best_isa() != Isa::generic;
+  }();
+  return own;
+}
+
 }  // namespace
 
 std::string blas_core() {
   prepare_blas();
   return openblas_get_corename();
+}
+
+std::string f32_products_kernels() {
+  return own_f32_products() ? fmt::format("attnlab's ({})", to_string(best_isa()))
+                            : fmt::format("OpenBLAS's ({})", blas_core());
 }
 
 bool use_blas_core(const std::string& core) {
@@ -93,36 +111,48 @@ void blas_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, co
                std::size_t ldb, T beta, T* C, std::size_t ldc) {
   const auto t = [](bool transposed) { return transposed ? CblasTrans : CblasNoTrans; };
   const auto i = [](std::size_t x) { return static_cast<int>(x); };
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (own_f32_products()) return f32_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     cblas_sgemm(CblasRowMajor, t(ta), t(tb), i(M), i(N), i(K), 1.0f, A, i(lda), B, i(ldb), beta, C, i(ldc));
-  else
+  } else {
     cblas_dgemm(CblasRowMajor, t(ta), t(tb), i(M), i(N), i(K), 1.0, A, i(lda), B, i(ldb), beta, C, i(ldc));
+  }
 }
 
-template <class T>
-void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, std::size_t lda, const T* B,
-                 std::size_t ldb, T beta, T* C, std::size_t ldc) {
+// Calls block(by_columns, first, count) for the blocks of C's columns (of its rows, when C is
+// narrow) that this thread's OpenMP threads share, each on its thread; once with the whole of
+// C on the calling thread where the product is small, the threads one, or this thread already
+// in a parallel region.
+template <class Block>
+void share_product(std::size_t M, std::size_t N, std::size_t K, const Block& block) {
   prepare_blas();
   const std::size_t threads = omp_in_parallel() ? 1 : std::size_t(std::max(1, omp_get_max_threads()));
   const bool by_columns = N >= 64 * threads, by_rows = !by_columns && M >= 8 * threads;
   if (threads == 1 || double(M) * double(N) * double(K) < kShareFrom || !(by_columns || by_rows)) {
-    blas_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    block(true, 0, N);
     return;
   }
-  // Block k of C's columns [k·w, (k+1)·w) needs B's same columns (rows, when B is
-  // transposed); block k of C's rows, A's same rows (columns, when A is transposed).
   // Column blocks a multiple of 16 wide (whole vectors of C's rows); row blocks as they fall.
   const std::size_t whole = by_columns ? N : M, width = (whole + threads - 1) / threads,
                     step = by_columns ? (width + 15) / 16 * 16 : width;
 #pragma omp parallel for schedule(static, 1) num_threads(static_cast <int>(threads))
   for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(threads); ++k) {
     const std::size_t first = std::size_t(k) * step, count = first < whole ? std::min(step, whole - first) : 0;
-    if (count == 0) continue;
+    if (count > 0) block(by_columns, first, count);
+  }
+}
+
+template <class T>
+void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, std::size_t lda, const T* B,
+                 std::size_t ldb, T beta, T* C, std::size_t ldc) {
+  // Block k of C's columns [k·w, (k+1)·w) needs B's same columns (rows, when B is
+  // transposed); block k of C's rows, A's same rows (columns, when A is transposed).
+  share_product(M, N, K, [&](bool by_columns, std::size_t first, std::size_t count) {
     if (by_columns)
       blas_gemm(ta, tb, M, count, K, A, lda, tb ? B + first * ldb : B + first, ldb, beta, C + first, ldc);
     else
       blas_gemm(ta, tb, count, N, K, ta ? A + first : A + first * lda, lda, B, ldb, beta, C + first * ldc, ldc);
-  }
+  });
 }
 
 }  // namespace
@@ -154,6 +184,17 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const f
     return;
   }
   shared_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+bool gemm_16bit(std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda, const std::uint16_t* B,
+                DType b_dtype, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+  if (!own_f32_products() || bf16_products()) return false;
+  share_product(M, N, K, [&](bool by_columns, std::size_t first, std::size_t count) {
+    if (by_columns)
+      f32_gemm(false, true, M, count, K, A, lda, B + first * ldb, b_dtype, ldb, beta, C + first, ldc);
+    else
+      f32_gemm(false, true, count, N, K, A + first * lda, lda, B, b_dtype, ldb, beta, C + first * ldc, ldc);
+  });
+  return true;
 }
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
           const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc) {

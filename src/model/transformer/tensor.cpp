@@ -194,6 +194,11 @@ void widened_products(const float* x, std::size_t n, std::size_t width, const st
   // Q8_0 and Q4_K by int8 products where the CPU has them (matvec.hpp's int8_gemm).
   const std::optional<RowFormat> format = row_format(type);
   if (format && int8_gemm({*format, data, rows, width, ggml_row_bytes(type, width)}, x, n, width, y, ldy, beta)) return;
+  // f16 and bf16 widened as attnlab's own f32 kernels pack them, where those run.
+  if ((type == GgmlType::f16 || type == GgmlType::bf16) &&
+      gemm_16bit(n, rows, width, x, width, reinterpret_cast<const std::uint16_t*>(data),
+                 type == GgmlType::f16 ? DType::f16 : DType::bf16, width, beta, y, ldy))
+    return;
   const std::size_t block = std::max<std::size_t>(1, kWidenBlock / std::max<std::size_t>(width, 1));
   const std::size_t blocks = (rows + block - 1) / block;
   share_runs(blocks, 0, [&](std::size_t first, std::size_t end) {
