@@ -505,6 +505,96 @@ int bench_train(const BenchFlags& f) {
   return 0;
 }
 
+// The f32 products of a model's linear layers, y = x · Wᵀ with W stored [out × in] as the
+// layers hold it: attnlab's own kernels with W in f32 and in f16 (packed from the stored
+// values), and OpenBLAS's (on the kernels it runs here), each the median of the timed runs
+// after one warm-up, in GFLOP/s and as a share of the f32 peak measured in the same run.
+int bench_products(const BenchFlags& f) {
+  struct Product {
+    std::string_view name;
+    std::size_t tokens, out, in;
+  };
+  static constexpr Product kProducts[] = {{"GPT-2 small, 1024 tokens: Q, K, V", 1024, 2304, 768},
+                                          {"GPT-2 small: MLP in", 1024, 3072, 768},
+                                          {"GPT-2 small: MLP out", 1024, 768, 3072},
+                                          {"GPT-2 small: LM head", 1024, 50257, 768},
+                                          {"1.1B Llama, 256 tokens: Q, K, V", 256, 2560, 2048},
+                                          {"1.1B Llama: MLP gate and up", 256, 11264, 2048},
+                                          {"1.1B Llama: MLP down", 256, 2048, 5632},
+                                          {"1.1B Llama: LM head", 256, 32000, 2048}};
+  const bool own = best_isa() != Isa::generic;
+  fmt::print(stderr, "measuring this machine's peaks...\n");
+  const MachinePeaks peaks = measure_peaks(int(f.threads));
+  if (!f.json)
+    fmt::print(
+        "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s; OpenBLAS kernels: {}\n{:<58} {:>15} {:>15} {:>15} "
+        "{:>6}\n",
+        peaks.threads, to_string(peaks.isa), peaks.f32_gflops, blas_core(), "product (tokens × out × in)",
+        "attnlab f32 W", "attnlab f16 W", "OpenBLAS f32 W", "ratio");
+  nlohmann::json results = nlohmann::json::array();
+  std::size_t k = 0;
+  for (const Product& p : kProducts) {
+    if (f.quick && p.name.find("Q, K, V") == std::string_view::npos) continue;  // --quick: each model's first
+    fmt::print(stderr, "[{}/{}] {}\n", ++k, f.quick ? 2 : std::size(kProducts), p.name);
+    SplitMix64 rng(k);
+    const auto normals = [&](std::size_t count) {
+      std::vector<float> v(count);
+      for (float& value : v)
+        value = float(rng.normal());
+      return v;
+    };
+    const std::vector<float> x = normals(p.tokens * p.in), w = normals(p.out * p.in);
+    std::vector<std::uint16_t> w16(w.size());
+    f32_to_f16(w, w16);
+    std::vector<float> y(p.tokens * p.out);
+    const double flops = 2.0 * double(p.tokens) * double(p.out) * double(p.in);
+    const auto gflops_by = [&](F32Kernels kernels, bool f16) {
+      const UseF32Kernels use(kernels);
+      const double seconds = median_seconds(f.repeats, [&] {
+        if (!f16)
+          gemm(false, true, p.tokens, p.out, p.in, x.data(), p.in, w.data(), p.in, 0.0f, y.data(), p.out);
+        else if (!gemm_16bit(p.tokens, p.out, p.in, x.data(), p.in, w16.data(), DType::f16, p.in, 0.0f, y.data(),
+                             p.out))
+          throw std::logic_error("bench --products: attnlab's kernels refused an f16 product");
+      });
+      return flops / seconds / 1e9;
+    };
+    const double mine = own ? gflops_by(F32Kernels::attnlab, false) : 0.0,
+                 mine16 = own ? gflops_by(F32Kernels::attnlab, true) : 0.0,
+                 theirs = gflops_by(F32Kernels::openblas, false);
+    const auto share = [&](double g) { return 100 * g / peaks.f32_gflops; };
+    if (f.json) {
+      results.push_back({{"product", p.name},
+                         {"tokens", p.tokens},
+                         {"out", p.out},
+                         {"in", p.in},
+                         {"attnlab_gflops", own ? nlohmann::json(mine) : nlohmann::json(nullptr)},
+                         {"attnlab_percent_of_peak", own ? nlohmann::json(share(mine)) : nlohmann::json(nullptr)},
+                         {"attnlab_f16_gflops", own ? nlohmann::json(mine16) : nlohmann::json(nullptr)},
+                         {"attnlab_f16_percent_of_peak", own ? nlohmann::json(share(mine16)) : nlohmann::json(nullptr)},
+                         {"openblas_gflops", theirs},
+                         {"openblas_percent_of_peak", share(theirs)}});
+      continue;
+    }
+    const auto figure = [&](double g) {
+      return own ? fmt::format("{:.1f} ({:.1f}%)", g, share(g)) : std::string("none (no AVX2)");
+    };
+    fmt::print("{:<58} {:>15} {:>15} {:>15} {:>5.2f}×\n",
+               fmt::format("{} ({} × {} × {})", p.name, p.tokens, p.out, p.in), figure(mine), figure(mine16),
+               fmt::format("{:.1f} ({:.1f}%)", theirs, share(theirs)), own ? mine / theirs : 0.0);
+  }
+  if (f.json)
+    fmt::print(
+        "{}\n",
+        nlohmann::json{{"machine", peaks_json(peaks)}, {"blas_core", blas_core()}, {"results", results}}.dump(2));
+  else
+    fmt::print(
+        "GFLOP/s (share of the f32 peak); ratio: attnlab's f32 ÷ OpenBLAS's. The model's products here: {} "
+        "(ATTNLAB_GEMM=attnlab or openblas chooses; OPENBLAS_CORETYPE, OpenBLAS's kernels).\n",
+        f32_products_kernels());
+  return 0;
+}
+
 }  // namespace
 
 Command bench_command(CLI::App& parent) {
@@ -523,6 +613,7 @@ Command bench_command(CLI::App& parent) {
             if (flags->attribute) fail("--attribute", "times a model's attribution; give --model too");
             if (flags->survey) fail("--survey", "times a model's survey pass; give --model too");
             if (flags->train) return bench_train(*flags);
+            if (flags->products) return bench_products(*flags);
             const std::vector<BenchCase> cases = cases_from_flags(*flags);
             fmt::print(stderr, "measuring this machine's peaks...\n");
             const MachinePeaks peaks = measure_peaks(int(flags->threads));

@@ -81,8 +81,15 @@ void transpose_runs(const void* from, std::size_t first, std::size_t ld, std::si
       v[r] = r >= count ? splat(0.0f) : values == W ? load_as_f32<T>(from, at) : load_tail<T>(from, at, values);
     }
     transpose(v);
-    for (std::size_t l = 0; l < values; ++l)
-      std::memcpy(out + (k + l) * width, &v[l], count * sizeof(float));
+    if (count == std::size_t(W))  // whole vectors stored as such (a copy of a length known only now is a call)
+      for (std::size_t l = 0; l < values; ++l)
+        store(out + (k + l) * width, v[l]);
+    else if (count == kMr)
+      for (std::size_t l = 0; l < values; ++l)
+        std::memcpy(out + (k + l) * width, &v[l], kMr * sizeof(float));
+    else
+      for (std::size_t l = 0; l < values; ++l)
+        std::memcpy(out + (k + l) * width, &v[l], count * sizeof(float));
   }
 }
 

@@ -784,6 +784,26 @@ TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
   expect_refused("bench --train --d-model 30 --heads 4", "--d-model: 30 is not divisible by heads 4");
 }
 
+// bench --products times the layers' products on attnlab's kernels (f32 and f16 weights) and
+// OpenBLAS's, each a share of the f32 peak of the same run; --quick the two Q, K, V ones.
+TEST(ModelCli, BenchProductsTimesBothKernelsAsSharesOfThePeak) {
+  const Result r = run_attnlab("bench --products --quick --repeats 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json b = json::parse(r.out);
+  ASSERT_EQ(b["results"].size(), 2u);
+  const double peak = b["machine"]["f32_peak_gflops"];
+  for (const json& p : b["results"]) {
+    EXPECT_NE(p["product"].get<std::string>().find("Q, K, V"), std::string::npos);
+    for (const std::string kernels : {"attnlab", "attnlab_f16", "openblas"}) {
+      if (p[kernels + "_gflops"].is_null()) continue;  // no AVX2: OpenBLAS's alone
+      const double gflops = p[kernels + "_gflops"];
+      EXPECT_GT(gflops, 0) << kernels;
+      EXPECT_NEAR(p[kernels + "_percent_of_peak"].get<double>(), 100 * gflops / peak, 1e-9 * gflops) << kernels;
+    }
+  }
+  EXPECT_GT(b["results"][0]["openblas_gflops"].get<double>(), 0);
+}
+
 // train --bf16 and bench --train --bf16: where the CPU has bf16 units a short run trains and
 // records the setting, and bench says its products were bf16; elsewhere both are refused
 // naming the flag, before any work.

@@ -35,12 +35,36 @@ bool use_blas_core(const std::string& core);
 // kernels or the user set OPENBLAS_CORETYPE themselves.
 std::optional<std::string> blas_core_to_use();
 
-// Whose kernels the f32 products below run: attnlab's own (attnlab/kernels/gemm.hpp) where
-// the CPU has AVX2 or AVX-512, so that their speed is this CPU's and not the kernels OpenBLAS
-// chose (OPENBLAS_CORETYPE=Haswell on an AVX-512 machine ran them at 36-45% of the f32 peak),
-// OpenBLAS's on older CPUs or where the environment sets ATTNLAB_GEMM=openblas (to compare
-// the two). "attnlab's (AVX-512 with BF16)", "OpenBLAS's (SkylakeX)", ... Doubles: OpenBLAS's always.
+// Whose kernels the f32 products below run. OpenBLAS chooses its kernels by the CPU's model,
+// or by OPENBLAS_CORETYPE; attnlab's own (attnlab/kernels/gemm.hpp) use this CPU's widest
+// vectors whatever OpenBLAS chose. Measured on 2 Sapphire Rapids cores (bench --products),
+// OpenBLAS's SkylakeX kernels multiply an f32 weight 4-17% faster than attnlab's, its Haswell
+// ones (OPENBLAS_CORETYPE=Haswell) about a third slower; and a 16-bit weight packed by
+// attnlab's straight from its stored values beats widening it for OpenBLAS (a 1.1B model's F16
+// prompt: 109 tokens/s against 92 on SkylakeX kernels, 76 on Haswell ones). So:
+// - f32 weights: OpenBLAS's where its kernels are as wide as the CPU's vectors (AVX-512 ones on
+//   an AVX-512 CPU, AVX2 ones on an AVX2 CPU), attnlab's where they are narrower;
+// - 16-bit weights (gemm_16bit): attnlab's wherever the CPU has AVX2 or AVX-512;
+// - ATTNLAB_GEMM=openblas or =attnlab in the environment (or a UseF32Kernels) chooses one for
+//   both, to compare them. A CPU with neither AVX2 nor AVX-512: OpenBLAS's. Doubles: OpenBLAS's.
+enum class F32Kernels { attnlab, openblas };
+F32Kernels f32_kernels();  // an f32 weight's, on this thread, now
+// f32_kernels() in words, and gemm_16bit's where they differ: "attnlab's (AVX-512 with BF16)",
+// "OpenBLAS's (SkylakeX), of 16-bit weights attnlab's (AVX-512 with BF16)", ...
 std::string f32_products_kernels();
+
+// While it lives, the f32 products started on the thread that made it run `kernels` (bench
+// --products times both). std::logic_error for attnlab's where the CPU has neither AVX2 nor AVX-512.
+class UseF32Kernels {
+ public:
+  explicit UseF32Kernels(F32Kernels kernels);
+  ~UseF32Kernels();
+  UseF32Kernels(const UseF32Kernels&) = delete;
+  UseF32Kernels& operator=(const UseF32Kernels&) = delete;
+
+ private:
+  std::optional<F32Kernels> before_;
+};
 
 // C[M × N] = beta · C + op(A) · op(B), row-major with rows lda, ldb and ldc apart, op
 // transposing where asked: every product the model layer makes (the linear layers, the

@@ -45,16 +45,33 @@ void prepare_blas() {
   });
 }
 
-// attnlab's own f32 kernels where the CPU has AVX2 or AVX-512 (attnlab/kernels/gemm.hpp),
-// unless ATTNLAB_GEMM=openblas asks for OpenBLAS's (to compare the two); read once.
-bool own_f32_products() {
-  static const bool own = [] {
+// The kernels the environment asks for (ATTNLAB_GEMM=attnlab or openblas), read once; nullopt:
+// f32_kernels' rule.
+std::optional<F32Kernels> kernels_from_environment() {
+  static const std::optional<F32Kernels> kernels = []() -> std::optional<F32Kernels> {
     const char* chosen = std::getenv("ATTNLAB_GEMM");
-    if (chosen && std::string_view(chosen) == "openblas") return false;
-    return best_isa() != Isa::generic;
+    if (!chosen) return std::nullopt;
+    if (std::string_view(chosen) == "openblas") return F32Kernels::openblas;
+    if (std::string_view(chosen) == "attnlab" && best_isa() != Isa::generic) return F32Kernels::attnlab;
+    return std::nullopt;
   }();
-  return own;
+  return kernels;
 }
+
+// Whether OpenBLAS runs kernels as wide as this CPU's vectors: its AVX-512 ones on an AVX-512
+// CPU, its AVX2 ones on an AVX2 CPU.
+bool blas_kernels_fit() {
+  const std::string core = blas_core();
+  const Isa isa = best_isa();
+  const auto among = [&](std::initializer_list<std::string_view> names) {
+    return std::find(names.begin(), names.end(), core) != names.end();
+  };
+  if (isa == Isa::avx512 || isa == Isa::avx512_bf16) return among({"SkylakeX", "Cooperlake", "SapphireRapids"});
+  return isa == Isa::avx2 && among({"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"});
+}
+
+// What a UseF32Kernels on this thread asks for, if any.
+thread_local std::optional<F32Kernels> f32_kernels_asked;
 
 }  // namespace
 
@@ -63,10 +80,36 @@ std::string blas_core() {
   return openblas_get_corename();
 }
 
-std::string f32_products_kernels() {
-  return own_f32_products() ? fmt::format("attnlab's ({})", to_string(best_isa()))
-                            : fmt::format("OpenBLAS's ({})", blas_core());
+F32Kernels f32_kernels() {
+  if (f32_kernels_asked) return *f32_kernels_asked;
+  if (const std::optional<F32Kernels> chosen = kernels_from_environment()) return *chosen;
+  return best_isa() == Isa::generic || blas_kernels_fit() ? F32Kernels::openblas : F32Kernels::attnlab;
 }
+
+namespace {
+
+// Whether gemm_16bit multiplies (by attnlab's kernels) on this thread, now.
+bool sixteen_bit_products_run() {
+  const F32Kernels asked = f32_kernels_asked.value_or(kernels_from_environment().value_or(F32Kernels::attnlab));
+  return asked == F32Kernels::attnlab && best_isa() != Isa::generic && !bf16_products();
+}
+
+}  // namespace
+
+std::string f32_products_kernels() {
+  const std::string ours = fmt::format("attnlab's ({})", to_string(best_isa()));
+  const std::string f32 = f32_kernels() == F32Kernels::attnlab ? ours : fmt::format("OpenBLAS's ({})", blas_core());
+  const std::string sixteen = sixteen_bit_products_run() ? ours : "widened for the f32 ones";
+  return f32 == sixteen ? f32 : fmt::format("{}, of 16-bit weights {}", f32, sixteen);
+}
+
+UseF32Kernels::UseF32Kernels(F32Kernels kernels) : before_(f32_kernels_asked) {
+  if (kernels == F32Kernels::attnlab && best_isa() == Isa::generic)
+    throw std::logic_error("UseF32Kernels: attnlab's f32 kernels need AVX2 or AVX-512");
+  f32_kernels_asked = kernels;
+}
+
+UseF32Kernels::~UseF32Kernels() { f32_kernels_asked = before_; }
 
 bool use_blas_core(const std::string& core) {
   using Step = void (*)();
@@ -106,13 +149,14 @@ namespace {
 // microseconds to wake, a product of 2^20 about as long again on one core.
 constexpr double kShareFrom = double(1 << 20);
 
+// One product on this thread, by `kernels` (f32; doubles are always OpenBLAS's).
 template <class T>
-void blas_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A, std::size_t lda, const T* B,
-               std::size_t ldb, T beta, T* C, std::size_t ldc) {
+void blas_gemm(F32Kernels kernels, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A,
+               std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
   const auto t = [](bool transposed) { return transposed ? CblasTrans : CblasNoTrans; };
   const auto i = [](std::size_t x) { return static_cast<int>(x); };
   if constexpr (std::is_same_v<T, float>) {
-    if (own_f32_products()) return f32_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    if (kernels == F32Kernels::attnlab) return f32_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     cblas_sgemm(CblasRowMajor, t(ta), t(tb), i(M), i(N), i(K), 1.0f, A, i(lda), B, i(ldb), beta, C, i(ldc));
   } else {
     cblas_dgemm(CblasRowMajor, t(ta), t(tb), i(M), i(N), i(K), 1.0, A, i(lda), B, i(ldb), beta, C, i(ldc));
@@ -147,11 +191,13 @@ void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
                  std::size_t ldb, T beta, T* C, std::size_t ldc) {
   // Block k of C's columns [k·w, (k+1)·w) needs B's same columns (rows, when B is
   // transposed); block k of C's rows, A's same rows (columns, when A is transposed).
+  const F32Kernels kernels = f32_kernels();  // this thread's choice, for the team's threads too
   share_product(M, N, K, [&](bool by_columns, std::size_t first, std::size_t count) {
     if (by_columns)
-      blas_gemm(ta, tb, M, count, K, A, lda, tb ? B + first * ldb : B + first, ldb, beta, C + first, ldc);
+      blas_gemm(kernels, ta, tb, M, count, K, A, lda, tb ? B + first * ldb : B + first, ldb, beta, C + first, ldc);
     else
-      blas_gemm(ta, tb, count, N, K, ta ? A + first : A + first * lda, lda, B, ldb, beta, C + first * ldc, ldc);
+      blas_gemm(kernels, ta, tb, count, N, K, ta ? A + first : A + first * lda, lda, B, ldb, beta, C + first * ldc,
+                ldc);
   });
 }
 
@@ -187,7 +233,7 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const f
 }
 bool gemm_16bit(std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda, const std::uint16_t* B,
                 DType b_dtype, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-  if (!own_f32_products() || bf16_products()) return false;
+  if (!sixteen_bit_products_run()) return false;
   share_product(M, N, K, [&](bool by_columns, std::size_t first, std::size_t count) {
     if (by_columns)
       f32_gemm(false, true, M, count, K, A, lda, B + first * ldb, b_dtype, ldb, beta, C + first, ldc);
