@@ -41,7 +41,10 @@ struct DecodeRun {
 // [n × length/32] (none where x holds a non-finite value: the f32 kernel takes those); and,
 // with AVX-512 BF16, for Q6_K rows x as the sum of two bf16
 // parts, x ≈ hi + lo [n × length] each (within 2^-18 of x), and Σ (hi + lo) over each 16
-// values [n × length/16] (Q6_K's sub-blocks).
+// values [n × length/16] (Q6_K's sub-blocks); and, with AVX-512 BF16 and VNNI, for Q8_0 rows,
+// the same int8 parts in the values' own order, q8_hi and q8_lo [n × length], with the scale s
+// as above and 128·(256·Σ hi + Σ lo) over each 4 values [n × length/4] (q8_0_rows_int8_lanes
+// says why).
 struct PreparedRows {  // from one row of x on
   const float* sums32 = nullptr;
   const float* sums16 = nullptr;      // null without the bf16 parts
@@ -49,16 +52,21 @@ struct PreparedRows {  // from one row of x on
   const std::uint16_t* lo = nullptr;
   const std::int8_t* hi8 = nullptr;  // the int8 parts; null without them
   const std::int8_t* lo8 = nullptr;
-  const float* scale8 = nullptr;
+  const float* scale8 = nullptr;       // the int8 parts' scales, either order's
+  const std::int8_t* q8_hi = nullptr;  // the int8 parts in their own order; null without them
+  const std::int8_t* q8_lo = nullptr;
+  const std::int32_t* q8_offsets = nullptr;
 };
 struct PreparedX {
   std::size_t length = 0;
   std::vector<float> sums32, sums16, scale8;
   std::vector<std::uint16_t> hi, lo;
-  std::vector<std::int8_t> hi8, lo8;
+  std::vector<std::int8_t> hi8, lo8, q8_hi, q8_lo;
+  std::vector<std::int32_t> q8_offsets;
   void clear() {  // nothing prepared; the vectors keep their memory for the next product
     length = 0;
     sums32.clear(), sums16.clear(), scale8.clear(), hi.clear(), lo.clear(), hi8.clear(), lo8.clear();
+    q8_hi.clear(), q8_lo.clear(), q8_offsets.clear();
   }
   PreparedRows from(std::size_t row) const {
     const auto at = [](const auto& v, std::size_t offset) { return v.empty() ? nullptr : v.data() + offset; };
@@ -68,8 +76,16 @@ struct PreparedX {
             at(lo, row * length),
             at(hi8, row * length),
             at(lo8, row * length),
-            at(scale8, row * (length / 32))};
+            at(scale8, row * (length / 32)),
+            at(q8_hi, row * length),
+            at(q8_lo, row * length),
+            at(q8_offsets, row * (length / 4))};
   }
+};
+
+// Which of the formats whose products read a prepared x are among a product's weights.
+struct PreparedFormats {
+  bool q4_k = false, q6_k = false, q8_0 = false;
 };
 
 }  // namespace attnlab::kernels
@@ -92,9 +108,9 @@ struct PreparedX {
   /* matvec_prepare made of x, for K-quant rows), or every stored row as an input (axpy) */                          \
   void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,      \
                        std::size_t ldx, const PreparedX* prepared, float* y, std::size_t ldy, float beta);           \
-  /* units: the product may use the CPU's integer units (AVX2, or AVX-512 BF16 and VNNI); q4_k, q6_k: the formats */ \
-  void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units, bool q4_k,     \
-                      bool q6_k, PreparedX& out);                                                                    \
+  /* units: the product may use the CPU's integer units (AVX2, or AVX-512 BF16 and VNNI); the formats present */     \
+  void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units,                \
+                      const PreparedFormats& formats, PreparedX& out);                                               \
   void matvec_axpy_rows(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y,               \
                         std::size_t ldy, float beta);                                                                \
   /* gemm.hpp's product on the calling thread (B stored as f32, f16 or bf16) */                                      \

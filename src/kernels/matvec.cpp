@@ -90,11 +90,12 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
                 std::size_t ldy, float beta, const MatvecOptions& options) {
   if (parts.empty()) return;
   std::size_t columns = 0, bytes = 0;
-  bool q4_k = false, q6_k = false;
+  kernels::PreparedFormats formats;
   for (const StoredRows& w : parts) {
     if (w.length != parts[0].length) throw std::logic_error("matvec_dot: the parts' rows differ in length");
-    columns += w.count, bytes += w.count * w.stride, q4_k |= w.format == RowFormat::q4_k;
-    q6_k |= w.format == RowFormat::q6_k;
+    columns += w.count, bytes += w.count * w.stride;
+    formats.q4_k |= w.format == RowFormat::q4_k, formats.q6_k |= w.format == RowFormat::q6_k;
+    formats.q8_0 |= w.format == RowFormat::q8_0;
   }
   for (const StoredRows& w : parts)
     check(w, n, ldx, ldy, w.length, columns, "matvec_dot");
@@ -106,14 +107,12 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
   thread_local kernels::PreparedX kept;
   kernels::PreparedX& prepared = kept;  // the calling thread's, named so the team's threads read it
   prepared.clear();
-  if (q4_k || (q6_k && isa == Isa::avx512_bf16)) switch (isa) {
-      case Isa::generic:
-        kernels::generic::matvec_prepare(x, n, ldx, parts[0].length, false, q4_k, q6_k, prepared);
-        break;
-      case Isa::avx2: kernels::avx2::matvec_prepare(x, n, ldx, parts[0].length, true, q4_k, q6_k, prepared); break;
+  if (formats.q4_k || ((formats.q6_k || formats.q8_0) && isa == Isa::avx512_bf16)) switch (isa) {
+      case Isa::generic: kernels::generic::matvec_prepare(x, n, ldx, parts[0].length, false, formats, prepared); break;
+      case Isa::avx2: kernels::avx2::matvec_prepare(x, n, ldx, parts[0].length, true, formats, prepared); break;
       case Isa::avx512:
       case Isa::avx512_bf16:
-        kernels::avx512::matvec_prepare(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, q4_k, q6_k, prepared);
+        kernels::avx512::matvec_prepare(x, n, ldx, parts[0].length, isa == Isa::avx512_bf16, formats, prepared);
         break;
     }
   // The rows in pieces of kPiece, in order over the parts, shared in runs (team.hpp): a

@@ -377,6 +377,77 @@ __attribute__((always_inline)) inline void q4_k_rows_int8_lanes(const std::byte*
       lanes[k][r] = _mm512_sub_ps(acc[k][r], _mm512_zextps256_ps512(offsets[k][r]));
 }
 
+// Q8_0 by int8 dot products (vpdpbusd), for CPUs with AVX-512 VNNI: widening each weight to
+// f32 costs about ten instructions per 34-byte block, and generation then waits on them
+// instead of on memory. x is held per 32 values as s·(h + l/256), as for Q4_K but in the
+// values' own order (PreparedX's q8_hi, q8_lo). vpdpbusd multiplies an unsigned byte by a
+// signed one, and Q8_0's q is signed: it takes q + 128, and the offsets x was prepared with,
+// 128·Σ(256·h + l) over each lane's four values, are subtracted in int32. So a block's
+//   Σ q·x = s/256 · Σ q·(256·h + l),
+// each lane's share exact in int32 and in f32 (|q| ≤ 128 and |256·h + l| ≤ 32639: four of
+// them below 2^24), scaled by d·s/256 once a block. Two blocks (68 bytes) fill a 64-byte
+// vector of q, lanes 0-7 the first block's, 8-15 the second's; a row of an odd number of
+// blocks ends with one in the lower half.
+template <int R, int N>
+__attribute__((always_inline)) inline void q8_0_rows_int8_lanes(const std::byte* row, std::size_t stride,
+                                                                std::size_t length, const kernels::PreparedRows& xp,
+                                                                __m512 (&lanes)[R][N]) {
+  const std::size_t blocks = length / 32;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));  // q + 128: the sign bit flipped
+  __m512 acc[R][N];
+  for (int k = 0; k < R; ++k)
+    for (int r = 0; r < N; ++r)
+      acc[k][r] = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < blocks; b += 2) {
+    const bool pair = b + 1 < blocks;
+    __m512i q[R];
+    float d[R][2];
+    for (int k = 0; k < R; ++k) {
+      const std::byte* block = row + k * stride + b * 34;
+      prefetch_ahead(block, 68);
+      const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+      const __m256i second =
+          pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 36)) : _mm256_set1_epi8(-128);
+      q[k] =
+          _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1), flip);  // 0 past a lone block
+      d[k][0] = half_at(block) / 256, d[k][1] = pair ? half_at(block + 34) / 256 : 0.0f;
+    }
+    const __mmask64 bytes = pair ? ~__mmask64{0} : __mmask64{0xFFFFFFFF};
+    for (int r = 0; r < N; ++r) {
+      const __m512i h = _mm512_maskz_loadu_epi8(bytes, xp.q8_hi + r * length + b * 32),
+                    l = _mm512_maskz_loadu_epi8(bytes, xp.q8_lo + r * length + b * 32),
+                    offsets =
+                        _mm512_maskz_loadu_epi32(pair ? 0xFFFF : 0x00FF, xp.q8_offsets + r * (length / 4) + b * 8);
+      const float s0 = xp.scale8[r * blocks + b], s1 = pair ? xp.scale8[r * blocks + b + 1] : 0.0f;
+      for (int k = 0; k < R; ++k) {
+        const __m512i high = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k], h);
+        const __m512i sums = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(high, 8), q[k], l), offsets);
+        const __m512 factors = _mm512_insertf32x8(_mm512_set1_ps(d[k][0] * s0), _mm256_set1_ps(d[k][1] * s1), 1);
+        acc[k][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), factors, acc[k][r]);
+      }
+    }
+  }
+  for (int k = 0; k < R; ++k)
+    for (int r = 0; r < N; ++r)
+      lanes[k][r] = acc[k][r];
+}
+
+// The two int8 products' lanes, as dot_int8_rows takes them.
+struct Q4KLanes {
+  template <int R, int N>
+  static void of(const std::byte* row, std::size_t stride, std::size_t length, const kernels::PreparedRows& xp,
+                 __m512 (&lanes)[R][N]) {
+    q4_k_rows_int8_lanes<R, N>(row, stride, length, xp, lanes);
+  }
+};
+struct Q80Lanes {
+  template <int R, int N>
+  static void of(const std::byte* row, std::size_t stride, std::size_t length, const kernels::PreparedRows& xp,
+                 __m512 (&lanes)[R][N]) {
+    q8_0_rows_int8_lanes<R, N>(row, stride, length, xp, lanes);
+  }
+};
+
 // The sums of four vectors' lanes, a's to d's, in one: a row's sum alone (_mm512_reduce_add_ps)
 // takes as many shuffles as four rows' do here.
 inline __m128 sum_lanes_of_four(__m512 a, __m512 b, __m512 c, __m512 d) {
@@ -391,11 +462,11 @@ inline __m128 sum_lanes_of_four(__m512 a, __m512 b, __m512 c, __m512 d) {
       _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), sums));
 }
 
-// Rows [first, last) of w (Q4_K) by the N rows of x: four rows at a time, summed together
-// (one row of x: as two pairs of weight rows).
-template <int N>
-void dot_q4_k_rows_int8(const StoredRows& w, std::size_t first, std::size_t last, const kernels::PreparedRows& xp,
-                        float* y, std::size_t ldy, float beta) {
+// Rows [first, last) of w (Q4_K or Q8_0, Lanes the kernel of its format) by the N rows of x:
+// four rows at a time, summed together (one row of x: as two pairs of weight rows).
+template <class Lanes, int N>
+void dot_int8_rows(const StoredRows& w, std::size_t first, std::size_t last, const kernels::PreparedRows& xp, float* y,
+                   std::size_t ldy, float beta) {
   const auto store = [&](std::size_t c, int r, float sum) {
     y[r * ldy + c] = beta == 0.0f ? sum : beta * y[r * ldy + c] + sum;
   };
@@ -405,14 +476,14 @@ void dot_q4_k_rows_int8(const StoredRows& w, std::size_t first, std::size_t last
     __m512 lanes[4][N];  // weight row c + k by x row r
     if constexpr (N == 1) {
       __m512 first_pair[2][1], second_pair[2][1];
-      q4_k_rows_int8_lanes<2, 1>(at(c), w.stride, w.length, xp, first_pair);
-      q4_k_rows_int8_lanes<2, 1>(at(c + 2), w.stride, w.length, xp, second_pair);
+      Lanes::template of<2, 1>(at(c), w.stride, w.length, xp, first_pair);
+      Lanes::template of<2, 1>(at(c + 2), w.stride, w.length, xp, second_pair);
       lanes[0][0] = first_pair[0][0], lanes[1][0] = first_pair[1][0];
       lanes[2][0] = second_pair[0][0], lanes[3][0] = second_pair[1][0];
     } else {
       for (int k = 0; k < 4; ++k) {
         __m512 one[1][N];
-        q4_k_rows_int8_lanes<1, N>(at(c + k), w.stride, w.length, xp, one);
+        Lanes::template of<1, N>(at(c + k), w.stride, w.length, xp, one);
         for (int r = 0; r < N; ++r)
           lanes[k][r] = one[0][r];
       }
@@ -426,7 +497,7 @@ void dot_q4_k_rows_int8(const StoredRows& w, std::size_t first, std::size_t last
   }
   for (; c < last; ++c) {
     __m512 lanes[1][N];
-    q4_k_rows_int8_lanes<1, N>(at(c), w.stride, w.length, xp, lanes);
+    Lanes::template of<1, N>(at(c), w.stride, w.length, xp, lanes);
     for (int r = 0; r < N; ++r)
       store(c, r, _mm512_reduce_add_ps(lanes[0][r]));
   }
@@ -537,7 +608,9 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
                  const kernels::PreparedRows& xp, float* y, std::size_t ldy, float beta) {
 #if defined(ATTNLAB_HAS_BF16)
   if constexpr (F == RowFormat::q4_k)
-    if (xp.hi8) return dot_q4_k_rows_int8<N>(w, first, last, xp, y, ldy, beta);
+    if (xp.hi8) return dot_int8_rows<Q4KLanes, N>(w, first, last, xp, y, ldy, beta);
+  if constexpr (F == RowFormat::q8_0)
+    if (xp.q8_hi) return dot_int8_rows<Q80Lanes, N>(w, first, last, xp, y, ldy, beta);
 #endif
   for (std::size_t c = first; c < last; ++c) {
     const std::byte* row = w.data + c * w.stride;
@@ -669,6 +742,25 @@ void prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::siz
     }
 }
 
+// x's int8 parts in their own order for q8_0_rows_int8_lanes, with the offsets that turn its
+// unsigned weights' sums back into signed ones: 128·(256·Σ h + Σ l) over each 4 values, the
+// lane of a dot product; none kept where a row's cannot be made (the f32 kernel takes those).
+void prepare_q8_0_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length, kernels::PreparedX& out) {
+  const std::size_t groups = length / 32;
+  out.q8_hi.resize(n * length), out.q8_lo.resize(n * length), out.scale8.resize(n * groups);
+  out.q8_offsets.resize(n * (length / 4));
+  for (std::size_t r = 0; r < n; ++r) {
+    std::int8_t *hi = &out.q8_hi[r * length], *lo = &out.q8_lo[r * length];
+    if (!int8_parts_of_row(x + r * ldx, length, false, hi, lo, &out.scale8[r * groups], nullptr)) {
+      out.q8_hi.clear(), out.q8_lo.clear(), out.q8_offsets.clear();
+      return;
+    }
+    for (std::size_t i = 0; i < length; i += 4)
+      out.q8_offsets[r * (length / 4) + i / 4] =
+          128 * (256 * (hi[i] + hi[i + 1] + hi[i + 2] + hi[i + 3]) + (lo[i] + lo[i + 1] + lo[i + 2] + lo[i + 3]));
+  }
+}
+
 // x's bf16 parts for dot_q6_k_row_bf16: hi = x rounded to bf16, lo = what is left rounded to
 // bf16 (|x − hi − lo| ≤ 2^-18 |x|). x is first held within bf16's largest finite value, M, so
 // that hi never rounds up to infinity: a larger finite x is M + lo, an infinite one M + ∞, a
@@ -692,8 +784,8 @@ void prepare_bf16_parts(const float* x, std::size_t n, std::size_t ldx, std::siz
 
 }  // namespace
 
-void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units, bool q4_k,
-                    bool q6_k, kernels::PreparedX& out) {
+void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t length, bool units,
+                    const kernels::PreparedFormats& formats, kernels::PreparedX& out) {
   out.length = length;
   out.sums32.resize(n * (length / 32));
   for (std::size_t r = 0; r < n; ++r)
@@ -705,12 +797,13 @@ void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t 
       out.sums32[r * (length / 32) + g] = sum_lanes(sum);
     }
 #if defined(ATTNLAB_HAS_BF16)
-  if (units && q4_k) prepare_int8_parts(x, n, ldx, length, out);
-  if (units && q6_k) prepare_bf16_parts(x, n, ldx, length, out);
+  if (units && formats.q4_k) prepare_int8_parts(x, n, ldx, length, out);
+  if (units && formats.q6_k) prepare_bf16_parts(x, n, ldx, length, out);
+  if (units && formats.q8_0) prepare_q8_0_parts(x, n, ldx, length, out);
 #elif defined(__AVX2__)
-  if (units && q4_k) prepare_int8_parts(x, n, ldx, length, out);
+  if (units && formats.q4_k) prepare_int8_parts(x, n, ldx, length, out);
 #endif
-  (void)units, (void)q4_k, (void)q6_k;
+  (void)units, (void)formats;
 }
 
 void matvec_dot_rows(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t n,

@@ -19,11 +19,11 @@ inline std::vector<Isa> runnable_isas() {
   return isas;
 }
 
-// How much further than an f32 loop's rounding a Q4_K product's int8 dot products (the
+// How much further than an f32 loop's rounding the int8 dot products of Q4_K and Q8_0 (the
 // avx512_bf16 path, matvec_tiles.cpp) may be from the exact sum x · w: they hold each 32
 // values of x within max|x| / 32512 of them, so Σ over the 32s of max|x| / 32512 · Σ |w|.
 // x: `length` values; w: `length` values `w_step` apart.
-inline double q4_k_int8_bound(const float* x, const float* w, std::size_t length, std::size_t w_step = 1) {
+inline double int8_parts_bound(const float* x, const float* w, std::size_t length, std::size_t w_step = 1) {
   double bound = 0;
   for (std::size_t g = 0; g < length; g += 32) {
     double largest = 0, weights = 0;

@@ -78,8 +78,10 @@ TEST(Matvec, DotProductsOfEveryFormatMatchTheWidenedRows) {
     for (const RowFormat format : kFormats) {
       const bool quantized = ggml_block_values(ggml_of(format)) > 1;
       // Float rows with a tail (37, 21 values past the vectors) and without; quantized: whole blocks.
-      const std::vector<std::size_t> lengths =
-          quantized ? std::vector<std::size_t>{256, 512} : std::vector<std::size_t>{16, 37, 96, 533};
+      const std::vector<std::size_t> lengths = format == RowFormat::q8_0 ? std::vector<std::size_t>{96, 256, 512}
+                                               // 96: an odd number of blocks
+                                               : quantized ? std::vector<std::size_t>{256, 512}
+                                                           : std::vector<std::size_t>{16, 37, 96, 533};
       for (const std::size_t length : lengths)
         for (const std::size_t n : {1, 2, 3, 4, 5, 6})
           for (const float beta : {0.0f, 0.5f}) {
@@ -105,7 +107,11 @@ TEST(Matvec, DotProductsOfEveryFormatMatchTheWidenedRows) {
                   expected += double(x[r * ldx + i]) * w[c * length + i];
                   scale += std::abs(double(x[r * ldx + i]) * w[c * length + i]);
                 }
-                ASSERT_NEAR(y[r * ldy + c], expected, 1e-5 * scale + 1e-6)
+                // The int8 dot products' own bound where they run (KQuantProductsAreAsExact... below).
+                const bool int8 = (format == RowFormat::q4_k && (isa == Isa::avx2 || isa == Isa::avx512_bf16)) ||
+                                  (format == RowFormat::q8_0 && isa == Isa::avx512_bf16);
+                const double int8_bound = int8 ? test::int8_parts_bound(&x[r * ldx], &w[c * length], length) : 0.0;
+                ASSERT_NEAR(y[r * ldy + c], expected, 1e-5 * scale + 1e-6 + int8_bound)
                     << to_string(isa) << " " << to_string(format) << " length " << length << " n " << n << " row " << r
                     << " column " << c;
               }
@@ -167,14 +173,14 @@ TEST(Matvec, ScaledRowsOfEveryFloatFormatMatchTheWidenedRows) {
     }
 }
 
-// The K-quants' products (Q4_K, Q6_K) on every path are as close to the exact sum as an f32
-// loop over the widened rows is (within 1e-6 of Σ |x·w|, the scale of a dot product's
-// rounding), at a large length and at values of x far apart in size; except Q4_K's int8 dot
-// products (AVX2, and AVX-512 with BF16 and VNNI), which hold each 32 values of x within 1/32512 of
-// their largest, so may be further off by Σ over the 32s of max |x| / 32512 · Σ |w|; and a
-// non-finite x gives a non-finite y.
+// The quantized products (Q8_0, Q4_K, Q6_K) on every path are as close to the exact sum as an
+// f32 loop over the widened rows is (within 1e-6 of Σ |x·w|, the scale of a dot product's
+// rounding), at a large length and at values of x far apart in size; except the int8 dot
+// products (Q4_K's with AVX2, Q4_K's and Q8_0's with AVX-512 BF16 and VNNI), which hold each
+// 32 values of x within 1/32512 of their largest, so may be further off by Σ over the 32s of
+// max |x| / 32512 · Σ |w|; and a non-finite x gives a non-finite y.
 TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
-  for (const RowFormat format : {RowFormat::q4_k, RowFormat::q6_k}) {
+  for (const RowFormat format : {RowFormat::q8_0, RowFormat::q4_k, RowFormat::q6_k}) {
     const std::size_t count = 64, length = 4096, stride = ggml_row_bytes(ggml_of(format), length);
     const std::vector<std::byte> bytes = random_rows(format, count, length, stride, 11);
     const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
@@ -182,7 +188,8 @@ TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
     for (std::size_t i = 0; i < length; ++i)
       x[length + i] *= std::ldexp(1.0f, int(i % 61) - 30);  // 2^-30 .. 2^30
     for (const Isa isa : test::runnable_isas()) {
-      const bool int8 = format == RowFormat::q4_k && (isa == Isa::avx2 || isa == Isa::avx512_bf16);
+      const bool int8 = (format == RowFormat::q4_k && (isa == Isa::avx2 || isa == Isa::avx512_bf16)) ||
+                        (format == RowFormat::q8_0 && isa == Isa::avx512_bf16);
       std::vector<float> y(2 * count);
       matvec_dot({format, bytes.data(), count, length, stride}, x.data(), 2, length, y.data(), count, 0.0f,
                  {.threads = 1, .isa = isa});
@@ -193,7 +200,7 @@ TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
             expected += double(x[r * length + i]) * w[c * length + i];
             scale += std::abs(double(x[r * length + i]) * w[c * length + i]);
           }
-          const double int8_bound = int8 ? test::q4_k_int8_bound(&x[r * length], &w[c * length], length) : 0.0;
+          const double int8_bound = int8 ? test::int8_parts_bound(&x[r * length], &w[c * length], length) : 0.0;
           ASSERT_NEAR(y[r * count + c], expected, 1e-6 * scale + int8_bound)
               << to_string(isa) << " " << to_string(format) << " x " << r << " row " << c;
         }
@@ -214,12 +221,12 @@ TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
 // mixes them) give each part's own product in its columns, bit for bit, whatever the threads.
 TEST(Matvec, PartsSideBySideAreEachPartsOwnProduct) {
   const std::size_t length = 512;
-  const RowFormat formats[] = {RowFormat::q4_k, RowFormat::q6_k, RowFormat::f16, RowFormat::q4_k};
-  const std::size_t counts[] = {300, 45, 70, 1};
+  const RowFormat formats[] = {RowFormat::q4_k, RowFormat::q6_k, RowFormat::q8_0, RowFormat::f16, RowFormat::q4_k};
+  const std::size_t counts[] = {300, 45, 33, 70, 1};
   std::vector<std::vector<std::byte>> bytes;
   std::vector<StoredRows> parts;
   std::size_t columns = 0;
-  for (std::size_t p = 0; p < 4; ++p) {
+  for (std::size_t p = 0; p < std::size(formats); ++p) {
     const std::size_t stride = ggml_row_bytes(ggml_of(formats[p]), length);
     bytes.push_back(random_rows(formats[p], counts[p], length, stride, unsigned(20 + p)));
     parts.push_back({formats[p], bytes.back().data(), counts[p], length, stride});
@@ -276,7 +283,7 @@ TEST(Matvec, Int8GemmIsTheProductWithinTheInt8Bound) {
               scale += std::abs(double(x[r * ldx + i]) * w[c * length + i]);
             }
             ASSERT_NEAR(y[r * ldy + c], expected,
-                        1e-6 * scale + test::q4_k_int8_bound(&x[r * ldx], &w[c * length], length))
+                        1e-6 * scale + test::int8_parts_bound(&x[r * ldx], &w[c * length], length))
                 << to_string(format) << " n " << n << " threads " << threads << " x " << r << " row " << c;
           }
           for (std::size_t c = count; c < ldy; ++c)

@@ -158,15 +158,17 @@ TEST(TensorViewQuantized, MultipliesReadsRowsAndColumnsLikeItsDequantizedValues)
     multiply(x.data(), 2, in, linear, out, y.data());
     // Within 1e-6 of Σ |x·w|, the scale of a dot product's rounding (the sums cancel: a
     // bound relative to the result would ask more than an f32 loop over the values gives),
-    // and Q4_K's int8 dot products' own bound where the CPU takes them.
+    // and the int8 dot products' own bound where the CPU takes them (Q4_K's with AVX2 or
+    // AVX-512 VNNI, Q8_0's with AVX-512 VNNI).
     const std::vector<double> expected = reference_product(x, 2, logical, in, out);
-    const bool int8 = type == GgmlType::q4_k && (best_isa() == Isa::avx2 || best_isa() == Isa::avx512_bf16);
+    const bool int8 = (type == GgmlType::q4_k && (best_isa() == Isa::avx2 || best_isa() == Isa::avx512_bf16)) ||
+                      (type == GgmlType::q8_0 && best_isa() == Isa::avx512_bf16);
     for (std::size_t r = 0; r < 2; ++r)
       for (std::size_t o = 0; o < out; ++o) {
         double scale = 0;
         for (std::size_t i = 0; i < in; ++i)
           scale += std::abs(double(x[r * in + i]) * logical[i * out + o]);
-        const double int8_bound = int8 ? test::q4_k_int8_bound(&x[r * in], &logical[o], in, out) : 0.0;
+        const double int8_bound = int8 ? test::int8_parts_bound(&x[r * in], &logical[o], in, out) : 0.0;
         EXPECT_NEAR(y[r * out + o], expected[r * out + o], 1e-6 * scale + int8_bound)
             << ggml_type_name(type) << " column " << o;
       }
