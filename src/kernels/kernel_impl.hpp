@@ -33,9 +33,10 @@ struct DecodeRun {
 };
 
 // What a K-quant product reads of x besides x itself, made once for all the rows
-// (matvec_prepare): Σ x over each 32 values [n × length/32] (Q4_K's sub-blocks' offsets).
-// Where the CPU has AVX2 (and not AVX-512), or AVX-512 BF16 and VNNI, also, for Q4_K rows, x as
-// two int8 parts and a scale per 32 values, x ≈ s·(hi + lo/256) (q4_k_rows_int8_lanes in
+// (matvec_prepare): Σ x over each 32 values [n × length/32] (Q4_K's and Q5_K's sub-blocks'
+// offsets). Where the CPU has AVX2 (and not AVX-512), or AVX-512 BF16 and VNNI, also, for Q4_K
+// and Q5_K rows, x as
+// two int8 parts and a scale per 32 values, x ≈ s·(hi + lo/256) (k_rows_int8_lanes in
 // matvec_tiles.cpp says how; within max|x|/32512 of the 32), hi and lo [n × length] (with
 // AVX-512, each super-block's eight groups of 32 in the order 0, 2, 1, 3, 4, 6, 5, 7), s
 // [n × length/32] (none where x holds a non-finite value: the f32 kernel takes those); and,
@@ -83,7 +84,8 @@ struct PreparedX {
   }
 };
 
-// Which of the formats whose products read a prepared x are among a product's weights.
+// Which of the formats whose products read a prepared x are among a product's weights (q4_k:
+// Q4_K or Q5_K rows, whose products read x alike).
 struct PreparedFormats {
   bool q4_k = false, q6_k = false, q8_0 = false;
 };

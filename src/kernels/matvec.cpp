@@ -30,6 +30,7 @@ std::size_t block_values(RowFormat f) {
   switch (f) {
     case RowFormat::q8_0: return 32;
     case RowFormat::q4_k:
+    case RowFormat::q5_k:
     case RowFormat::q6_k: return 256;
     default: return 1;
   }
@@ -42,6 +43,7 @@ std::size_t block_bytes(RowFormat f) {
     case RowFormat::bf16: return 2;
     case RowFormat::q8_0: return 34;
     case RowFormat::q4_k: return 144;
+    case RowFormat::q5_k: return 176;
     case RowFormat::q6_k: return 210;
   }
   return 0;
@@ -76,6 +78,7 @@ std::string_view to_string(RowFormat format) {
     case RowFormat::bf16: return "bf16";
     case RowFormat::q8_0: return "Q8_0";
     case RowFormat::q4_k: return "Q4_K";
+    case RowFormat::q5_k: return "Q5_K";
     case RowFormat::q6_k: return "Q6_K";
   }
   return "?";
@@ -94,7 +97,8 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
   for (const StoredRows& w : parts) {
     if (w.length != parts[0].length) throw std::logic_error("matvec_dot: the parts' rows differ in length");
     columns += w.count, bytes += w.count * w.stride;
-    formats.q4_k |= w.format == RowFormat::q4_k, formats.q6_k |= w.format == RowFormat::q6_k;
+    formats.q4_k |= w.format == RowFormat::q4_k || w.format == RowFormat::q5_k;  // x prepared alike
+    formats.q6_k |= w.format == RowFormat::q6_k;
     formats.q8_0 |= w.format == RowFormat::q8_0;
   }
   for (const StoredRows& w : parts)

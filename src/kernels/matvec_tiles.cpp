@@ -9,8 +9,8 @@
 // value. A K-quant's per-sub-block offset (Q4_K: value = d·scale·q − dmin·min) multiplies the
 // sub-block's sum of activations, computed once per call (matvec_prepare),
 // instead of being subtracted from every value. Where the CPU has AVX2, or AVX-512 BF16 and
-// VNNI, Q4_K's products are int8 dot products instead (dot_q4_k_row_int8,
-// q4_k_rows_int8_lanes: x within 2^-15 of each 32 values' largest), and with AVX-512 BF16
+// VNNI, Q4_K's products are int8 dot products instead (dot_k_row_int8,
+// k_rows_int8_lanes: x within 2^-15 of each 32 values' largest), and with AVX-512 BF16
 // Q6_K's are bf16 dot products (dot_q6_k_row_bf16, x within 2^-18).
 #include <algorithm>
 #include <cmath>
@@ -162,26 +162,40 @@ void dot_q8_0_row(const std::byte* row, std::size_t length, const float* x, std:
 // are values 0-31 (sub-block 2j), the high ones 32-63 (sub-block 2j + 1).
 // value = d · scale_s · q − dmin · min_s, so a sub-block's share of the dot product is
 // d · scale_s · Σ q·x − dmin · min_s · Σ x, the last sum from xp.sums32 [N × length/32].
-template <int N>
-void dot_q4_k_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx,
-                  const kernels::PreparedRows& xp, float (&out)[N]) {
+// Q5_K (176 bytes) is the same with a fifth bit of each q, 16, in 32 bytes qh between the
+// scales and the nibbles: value l of sub-block s has bit s of qh[l].
+template <RowFormat F>
+struct KQuant {
+  static constexpr bool five_bits = F == RowFormat::q5_k;
+  static constexpr std::size_t bytes = five_bits ? 176 : 144, nibbles = five_bits ? 48 : 16;
+};
+
+template <RowFormat F, int N>
+void dot_k_row(const std::byte* row, std::size_t length, const float* x, std::size_t ldx,
+               const kernels::PreparedRows& xp, float (&out)[N]) {
+  using Q = KQuant<F>;
   const std::size_t lds = length / 32;
   const float* sums = xp.sums32;
   VF acc[N] = {};
   float offsets[N] = {};
   for (std::size_t b = 0; b < length / 256; ++b) {
-    const std::byte* block = row + b * 144;
+    const std::byte* block = row + b * Q::bytes;
     const float d = half_at(block), dmin = half_at(block + 2);
     const auto* scales = reinterpret_cast<const std::uint8_t*>(block + 4);
-    const std::byte* qs = block + 16;
+    const std::byte* qs = block + Q::nibbles;
     for (std::size_t j = 0; j < 4; ++j) {
       float s1, m1, s2, m2;
       k_scale_and_min(scales, 2 * j, s1, m1);
       k_scale_and_min(scales, 2 * j + 1, s2, m2);
       VF lo[32 / W], hi[32 / W];  // values 0-31 of the 64, and 32-63
       for (int l = 0; l < 32 / W; ++l) {
-        const VB q = load_lane_bytes(qs + j * 32 + l * W);
-        lo[l] = to_float(VB(q & 15)), hi[l] = to_float(VB(q >> 4));
+        VB q_lo = load_lane_bytes(qs + j * 32 + l * W), q_hi = q_lo >> 4;
+        q_lo &= 15;
+        if constexpr (Q::five_bits) {
+          const VB top = load_lane_bytes(block + 16 + l * W);  // qh: bits 2j and 2j + 1 are these two's
+          q_lo |= ((top >> (2 * j)) & 1) << 4, q_hi |= ((top >> (2 * j + 1)) & 1) << 4;
+        }
+        lo[l] = to_float(q_lo), hi[l] = to_float(q_hi);
       }
       const VF scale1 = splat(d * s1), scale2 = splat(d * s2);
       const std::size_t group = b * 8 + 2 * j;
@@ -220,8 +234,8 @@ inline __m128i k_scales_and_mins(const std::byte* packed) {
 #endif
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
-// x's int8 parts for dot_q4_k_row_int8 (AVX2), each 32 values as s·(h + l/256) as the AVX-512
-// kernel holds them (q4_k_rows_int8_lanes says how and how close), in their own order: hi and
+// x's int8 parts for dot_k_row_int8 (AVX2), each 32 values as s·(h + l/256) as the AVX-512
+// kernel holds them (k_rows_int8_lanes says how and how close), in their own order: hi and
 // lo [length], scale [length / 32]. False where a group holds a non-finite value, or all its
 // values are nonzero and below 2^-100: the f32 kernel takes those rows.
 bool int8_parts_of_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* lo, float* scale) {
@@ -262,15 +276,17 @@ void prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::siz
 //   Σ_s d·scale_s·s_s/256 · S_s − dmin·min_s · Σ x  (Σ x from xp.sums32).
 // Widening each weight to f32 took 16 instructions a 32 values and a row of x; this takes 8.
 // A 32-byte load of q holds sub-block 2j in its low nibbles and 2j + 1 in its high ones.
-template <int N>
-void dot_q4_k_row_int8(const std::byte* row, std::size_t length, const kernels::PreparedRows& xp, float (&out)[N]) {
+// Q5_K the same, each q's fifth bit added from qh.
+template <RowFormat F, int N>
+void dot_k_row_int8(const std::byte* row, std::size_t length, const kernels::PreparedRows& xp, float (&out)[N]) {
+  using Q = KQuant<F>;
   const std::size_t groups = length / 32;
   const __m256i nibble = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), by256 = _mm256_set1_epi16(256);
   __m256 acc[N], offsets[N];
   for (int r = 0; r < N; ++r)
     acc[r] = _mm256_setzero_ps(), offsets[r] = _mm256_setzero_ps();
   for (std::size_t b = 0; b < length / 256; ++b) {
-    const std::byte* block = row + b * 144;
+    const std::byte* block = row + b * Q::bytes;
     const __m128i scales_mins = k_scales_and_mins(block + 4);  // bytes 0-7 the scales, 8-15 the mins
     const __m256 scales =
         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scales_mins)), _mm256_set1_ps(half_at(block) / 256));
@@ -278,9 +294,14 @@ void dot_q4_k_row_int8(const std::byte* row, std::size_t length, const kernels::
                                       _mm256_set1_ps(half_at(block + 2)));
     __m256i q[8];  // sub-block s's 32 values, one a byte
     for (int j = 0; j < 4; ++j) {
-      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16 + 32 * j));
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + Q::nibbles + 32 * j));
       q[2 * j] = _mm256_and_si256(bytes, nibble);
       q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+    }
+    if constexpr (Q::five_bits) {  // sub-block s's fifth bits: bit s of each of qh's bytes, moved to bit 4
+      const __m256i top = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16)), one = _mm256_set1_epi8(1);
+      for (int sub = 0; sub < 8; ++sub)
+        q[sub] = _mm256_or_si256(q[sub], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(top, sub), one), 4));
     }
     for (int r = 0; r < N; ++r) {
       const std::size_t group = r * groups + b * 8;
@@ -326,10 +347,12 @@ void dot_q4_k_row_int8(const std::byte* row, std::size_t length, const kernels::
 // Generation (N = 1) takes two weight rows at a time: on this project's AMD EPYC a
 // super-block then takes one core 14 timestamp ticks instead of 20-22 (R = 1; R = 4 spills
 // registers to the stack: 15-17), measured on rows in L2.
-template <int R, int N>
-__attribute__((always_inline)) inline void q4_k_rows_int8_lanes(const std::byte* row, std::size_t stride,
-                                                                std::size_t length, const kernels::PreparedRows& xp,
-                                                                __m512 (&lanes)[R][N]) {
+// Q5_K the same, each q's fifth bit added from qh (bit s of its bytes for sub-block s).
+template <RowFormat F, int R, int N>
+__attribute__((always_inline)) inline void k_rows_int8_lanes(const std::byte* row, std::size_t stride,
+                                                             std::size_t length, const kernels::PreparedRows& xp,
+                                                             __m512 (&lanes)[R][N]) {
+  using Q = KQuant<F>;
   const std::size_t groups = length / 32;
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const auto pair = [](int a, int b) { return _mm512_setr_epi32(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b); };
@@ -343,14 +366,23 @@ __attribute__((always_inline)) inline void q4_k_rows_int8_lanes(const std::byte*
     __m256 scales[R], mins[R];
     __m512i q[R][4];
     for (int k = 0; k < R; ++k) {
-      const std::byte* block = row + k * stride + b * 144;
-      prefetch_ahead(block, 144);
+      const std::byte* block = row + k * stride + b * Q::bytes;
+      prefetch_ahead(block, Q::bytes);
       const __m512 scales_mins = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(k_scales_and_mins(block + 4)));
       scales[k] = _mm256_mul_ps(_mm512_castps512_ps256(scales_mins), _mm256_set1_ps(half_at(block) / 256));
       mins[k] = _mm256_mul_ps(_mm512_extractf32x8_ps(scales_mins, 1), _mm256_set1_ps(half_at(block + 2)));
-      const __m512i q01 = _mm512_loadu_si512(block + 16), q23 = _mm512_loadu_si512(block + 80);
+      const __m512i q01 = _mm512_loadu_si512(block + Q::nibbles), q23 = _mm512_loadu_si512(block + Q::nibbles + 64);
       q[k][0] = _mm512_and_si512(q01, nibble), q[k][1] = _mm512_and_si512(_mm512_srli_epi16(q01, 4), nibble);
       q[k][2] = _mm512_and_si512(q23, nibble), q[k][3] = _mm512_and_si512(_mm512_srli_epi16(q23, 4), nibble);
+      if constexpr (Q::five_bits) {  // product c's halves are sub-blocks pairs[c]: bits of qh, in both halves
+        const __m512i top = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16)));
+        const auto bits = [](int a, int b) {
+          return _mm512_inserti64x4(_mm512_set1_epi8(char(1 << a)), _mm256_set1_epi8(char(1 << b)), 1);
+        };
+        const __m512i sixteen = _mm512_set1_epi8(16), which[4] = {bits(0, 2), bits(1, 3), bits(4, 6), bits(5, 7)};
+        for (int c = 0; c < 4; ++c)
+          q[k][c] = _mm512_mask_add_epi8(q[k][c], _mm512_test_epi8_mask(top, which[c]), q[k][c], sixteen);
+      }
     }
     for (int r = 0; r < N; ++r) {
       const std::size_t group = r * groups + b * 8;
@@ -432,12 +464,13 @@ __attribute__((always_inline)) inline void q8_0_rows_int8_lanes(const std::byte*
       lanes[k][r] = acc[k][r];
 }
 
-// The two int8 products' lanes, as dot_int8_rows takes them.
-struct Q4KLanes {
+// The int8 products' lanes, as dot_int8_rows takes them.
+template <RowFormat F>
+struct KLanes {
   template <int R, int N>
   static void of(const std::byte* row, std::size_t stride, std::size_t length, const kernels::PreparedRows& xp,
                  __m512 (&lanes)[R][N]) {
-    q4_k_rows_int8_lanes<R, N>(row, stride, length, xp, lanes);
+    k_rows_int8_lanes<F, R, N>(row, stride, length, xp, lanes);
   }
 };
 struct Q80Lanes {
@@ -607,8 +640,8 @@ template <RowFormat F, int N>
 void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const float* x, std::size_t ldx,
                  const kernels::PreparedRows& xp, float* y, std::size_t ldy, float beta) {
 #if defined(ATTNLAB_HAS_BF16)
-  if constexpr (F == RowFormat::q4_k)
-    if (xp.hi8) return dot_int8_rows<Q4KLanes, N>(w, first, last, xp, y, ldy, beta);
+  if constexpr (F == RowFormat::q4_k || F == RowFormat::q5_k)
+    if (xp.hi8) return dot_int8_rows<KLanes<F>, N>(w, first, last, xp, y, ldy, beta);
   if constexpr (F == RowFormat::q8_0)
     if (xp.q8_hi) return dot_int8_rows<Q80Lanes, N>(w, first, last, xp, y, ldy, beta);
 #endif
@@ -618,13 +651,13 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
     float out[N];
     if constexpr (F == RowFormat::q8_0)
       dot_q8_0_row<N>(row, w.length, x, ldx, out);
-    else if constexpr (F == RowFormat::q4_k) {
+    else if constexpr (F == RowFormat::q4_k || F == RowFormat::q5_k) {
 #if defined(__AVX2__) && !defined(__AVX512F__)
       if (xp.hi8) {
-        dot_q4_k_row_int8<N>(row, w.length, xp, out);
+        dot_k_row_int8<F, N>(row, w.length, xp, out);
       } else
 #endif
-        dot_q4_k_row<N>(row, w.length, x, ldx, xp, out);
+        dot_k_row<F, N>(row, w.length, x, ldx, xp, out);
     } else if constexpr (F == RowFormat::q6_k) {
 #if defined(ATTNLAB_HAS_BF16)
       if (xp.hi) {
@@ -648,6 +681,7 @@ void dot_rows_n(const StoredRows& w, std::size_t first, std::size_t last, const 
     case RowFormat::bf16: return dot_rows_as<RowFormat::bf16, N>(w, first, last, x, ldx, xp, y, ldy, beta);
     case RowFormat::q8_0: return dot_rows_as<RowFormat::q8_0, N>(w, first, last, x, ldx, xp, y, ldy, beta);
     case RowFormat::q4_k: return dot_rows_as<RowFormat::q4_k, N>(w, first, last, x, ldx, xp, y, ldy, beta);
+    case RowFormat::q5_k: return dot_rows_as<RowFormat::q5_k, N>(w, first, last, x, ldx, xp, y, ldy, beta);
     case RowFormat::q6_k: return dot_rows_as<RowFormat::q6_k, N>(w, first, last, x, ldx, xp, y, ldy, beta);
   }
 }
@@ -690,12 +724,12 @@ void axpy_rows_n(const StoredRows& w, const float* x, std::size_t ldx, float* y,
 }
 
 #if defined(ATTNLAB_HAS_BF16)
-// x's int8 parts for q4_k_rows_int8_lanes; none kept where a group of 32 values holds a
+// x's int8 parts for k_rows_int8_lanes; none kept where a group of 32 values holds a
 // non-finite value, or all its values are nonzero and below 2^-100 (where s and the factors
 // would fall among f32's subnormals): the f32 kernel takes those.
 // One row of x as int8 parts, hi and lo [length] and scale [length / 32] (and, where sums
 // is not null, each 32's sum as the parts hold it, s·Σ(h + l/256)); q4_k_slots: each
-// super-block's groups of 32 in the order q4_k_rows_int8_lanes reads them, 0, 2, 1, 3, 4, 6,
+// super-block's groups of 32 in the order k_rows_int8_lanes reads them, 0, 2, 1, 3, 4, 6,
 // 5, 7 (else in their own order). False where a group holds a non-finite value, or all its
 // values are nonzero and below 2^-100 (where s and the factors would fall among f32's
 // subnormals).
@@ -729,7 +763,7 @@ bool int8_parts_of_row(const float* x, std::size_t length, bool q4_k_slots, std:
   return true;
 }
 
-// x's int8 parts for q4_k_rows_int8_lanes; none kept where a row's cannot be made (above):
+// x's int8 parts for k_rows_int8_lanes; none kept where a row's cannot be made (above):
 // the f32 kernel takes those.
 void prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length, kernels::PreparedX& out) {
   const std::size_t groups = length / 32;

@@ -29,6 +29,7 @@ GgmlType ggml_of(RowFormat f) {
     case RowFormat::bf16: return GgmlType::bf16;
     case RowFormat::q8_0: return GgmlType::q8_0;
     case RowFormat::q4_k: return GgmlType::q4_k;
+    case RowFormat::q5_k: return GgmlType::q5_k;
     case RowFormat::q6_k: return GgmlType::q6_k;
   }
   return GgmlType::f32;
@@ -56,7 +57,7 @@ std::vector<std::byte> random_rows(RowFormat format, std::size_t count, std::siz
          at += ggml_block_bytes(type)) {
       const std::uint16_t d = f32_to_f16(0.005f + 0.01f * float(rng() % 100) / 100.0f);
       std::memcpy(row + at + (type == GgmlType::q6_k ? 208 : 0), &d, 2);
-      if (type == GgmlType::q4_k) std::memcpy(row + at + 2, &d, 2);  // dmin
+      if (type == GgmlType::q4_k || type == GgmlType::q5_k) std::memcpy(row + at + 2, &d, 2);  // dmin
     }
   }
   return bytes;
@@ -70,8 +71,15 @@ std::vector<float> widened_rows(RowFormat format, const std::vector<std::byte>& 
   return out;
 }
 
-constexpr RowFormat kFormats[] = {RowFormat::f32,  RowFormat::f16,  RowFormat::bf16,
-                                  RowFormat::q8_0, RowFormat::q4_k, RowFormat::q6_k};
+constexpr RowFormat kFormats[] = {RowFormat::f32,  RowFormat::f16,  RowFormat::bf16, RowFormat::q8_0,
+                                  RowFormat::q4_k, RowFormat::q5_k, RowFormat::q6_k};
+
+// Whether `format`'s products on `isa` are int8 dot products, held to their own bound
+// (test::int8_parts_bound): Q4_K's and Q5_K's with AVX2 or AVX-512 VNNI, Q8_0's with VNNI.
+bool int8_products(RowFormat format, Isa isa) {
+  const bool k = format == RowFormat::q4_k || format == RowFormat::q5_k;
+  return (k && (isa == Isa::avx2 || isa == Isa::avx512_bf16)) || (format == RowFormat::q8_0 && isa == Isa::avx512_bf16);
+}
 
 TEST(Matvec, DotProductsOfEveryFormatMatchTheWidenedRows) {
   for (const Isa isa : test::runnable_isas())
@@ -108,9 +116,8 @@ TEST(Matvec, DotProductsOfEveryFormatMatchTheWidenedRows) {
                   scale += std::abs(double(x[r * ldx + i]) * w[c * length + i]);
                 }
                 // The int8 dot products' own bound where they run (KQuantProductsAreAsExact... below).
-                const bool int8 = (format == RowFormat::q4_k && (isa == Isa::avx2 || isa == Isa::avx512_bf16)) ||
-                                  (format == RowFormat::q8_0 && isa == Isa::avx512_bf16);
-                const double int8_bound = int8 ? test::int8_parts_bound(&x[r * ldx], &w[c * length], length) : 0.0;
+                const double int8_bound =
+                    int8_products(format, isa) ? test::int8_parts_bound(&x[r * ldx], &w[c * length], length) : 0.0;
                 ASSERT_NEAR(y[r * ldy + c], expected, 1e-5 * scale + 1e-6 + int8_bound)
                     << to_string(isa) << " " << to_string(format) << " length " << length << " n " << n << " row " << r
                     << " column " << c;
@@ -173,14 +180,14 @@ TEST(Matvec, ScaledRowsOfEveryFloatFormatMatchTheWidenedRows) {
     }
 }
 
-// The quantized products (Q8_0, Q4_K, Q6_K) on every path are as close to the exact sum as an
-// f32 loop over the widened rows is (within 1e-6 of Σ |x·w|, the scale of a dot product's
-// rounding), at a large length and at values of x far apart in size; except the int8 dot
-// products (Q4_K's with AVX2, Q4_K's and Q8_0's with AVX-512 BF16 and VNNI), which hold each
-// 32 values of x within 1/32512 of their largest, so may be further off by Σ over the 32s of
-// max |x| / 32512 · Σ |w|; and a non-finite x gives a non-finite y.
+// The quantized products (Q8_0, Q4_K, Q5_K, Q6_K) on every path are as close to the exact
+// sum as an f32 loop over the widened rows is (within 1e-6 of Σ |x·w|, the scale of a dot
+// product's rounding), at a large length and at values of x far apart in size; except the int8
+// dot products (int8_products above), which hold each 32 values of x within 1/32512 of their
+// largest, so may be further off by Σ over the 32s of max |x| / 32512 · Σ |w|; and a
+// non-finite x gives a non-finite y.
 TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
-  for (const RowFormat format : {RowFormat::q8_0, RowFormat::q4_k, RowFormat::q6_k}) {
+  for (const RowFormat format : {RowFormat::q8_0, RowFormat::q4_k, RowFormat::q5_k, RowFormat::q6_k}) {
     const std::size_t count = 64, length = 4096, stride = ggml_row_bytes(ggml_of(format), length);
     const std::vector<std::byte> bytes = random_rows(format, count, length, stride, 11);
     const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
@@ -188,8 +195,7 @@ TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
     for (std::size_t i = 0; i < length; ++i)
       x[length + i] *= std::ldexp(1.0f, int(i % 61) - 30);  // 2^-30 .. 2^30
     for (const Isa isa : test::runnable_isas()) {
-      const bool int8 = (format == RowFormat::q4_k && (isa == Isa::avx2 || isa == Isa::avx512_bf16)) ||
-                        (format == RowFormat::q8_0 && isa == Isa::avx512_bf16);
+      const bool int8 = int8_products(format, isa);
       std::vector<float> y(2 * count);
       matvec_dot({format, bytes.data(), count, length, stride}, x.data(), 2, length, y.data(), count, 0.0f,
                  {.threads = 1, .isa = isa});
@@ -221,8 +227,9 @@ TEST(Matvec, KQuantProductsAreAsExactAsF32SumsOrTheirInt8Bound) {
 // mixes them) give each part's own product in its columns, bit for bit, whatever the threads.
 TEST(Matvec, PartsSideBySideAreEachPartsOwnProduct) {
   const std::size_t length = 512;
-  const RowFormat formats[] = {RowFormat::q4_k, RowFormat::q6_k, RowFormat::q8_0, RowFormat::f16, RowFormat::q4_k};
-  const std::size_t counts[] = {300, 45, 33, 70, 1};
+  const RowFormat formats[] = {RowFormat::q4_k, RowFormat::q6_k, RowFormat::q8_0,
+                               RowFormat::q5_k, RowFormat::f16,  RowFormat::q4_k};
+  const std::size_t counts[] = {300, 45, 33, 20, 70, 1};
   std::vector<std::vector<std::byte>> bytes;
   std::vector<StoredRows> parts;
   std::size_t columns = 0;

@@ -11,7 +11,7 @@
 // products instead, their small integers exact either way: Q8_0's and Q4_K's by x held as two
 // int8 parts per 32 values (within 2^-15 of the 32's largest: a product within
 // Σ max|x|/32512 · Σ|w| over the 32s of the exact one, 128 times finer than llama.cpp's 8-bit
-// activations), Q6_K's by x split into two bf16 parts (as close as an f32 loop's);
+// activations; Q5_K's as Q4_K's), Q6_K's by x split into two bf16 parts (as close as an f32 loop's);
 // matvec_tiles.cpp says how.
 //
 // A weight is either rows of outputs (an nn.Linear's [out, in], every GGUF tensor, the
@@ -31,9 +31,9 @@
 namespace attnlab {
 
 // The stored formats these kernels read in place: the float types, and ggml's Q8_0 (32 int8
-// and an f16 scale), Q4_K and Q6_K (super-blocks of 256 values with 6- and 8-bit sub-block
-// scales) that Q8_0, Q4_K_M and Q5_K_M files are mostly made of.
-enum class RowFormat { f32, f16, bf16, q8_0, q4_k, q6_k };
+// and an f16 scale), Q4_K, Q5_K and Q6_K (super-blocks of 256 values with 6- and 8-bit
+// sub-block scales) that Q8_0, Q4_K_M and Q5_K_M files are mostly made of.
+enum class RowFormat { f32, f16, bf16, q8_0, q4_k, q5_k, q6_k };
 std::string_view to_string(RowFormat format);
 
 // `count` stored rows of `length` values each, the first at `data`, `stride` bytes apart

@@ -53,6 +53,7 @@ std::optional<RowFormat> row_format(GgmlType type) {
     case GgmlType::bf16: return RowFormat::bf16;
     case GgmlType::q8_0: return RowFormat::q8_0;
     case GgmlType::q4_k: return RowFormat::q4_k;
+    case GgmlType::q5_k: return RowFormat::q5_k;
     case GgmlType::q6_k: return RowFormat::q6_k;
     default: return std::nullopt;
   }
