@@ -231,9 +231,11 @@ int bench_model(const BenchFlags& f) {
   const double median = median_seconds(f.repeats, [&] { model_forward(model, ids, {.logits = logit_rows}); });
   const double flops = forward_flops(c, f.tokens, logit_rows);
   const double gflops = flops / median / 1e9;
-  // A Q8_0 or Q4_K file's products are int8 dot products where the CPU has VNNI: the forward's
-  // operations as a share of that unit's peak too (the attention and the norms in f32 included).
-  const bool int8_products = (model.stored_type == GgmlType::q8_0 || model.stored_type == GgmlType::q4_k) &&
+  // A Q8_0, Q4_K or Q5_K file's products are int8 dot products where the CPU has VNNI (matvec.hpp's
+  // int8_gemm): the forward's operations as a share of that unit's peak too (the attention and
+  // the norms in f32 included).
+  const GgmlType stored = model.stored_type;
+  const bool int8_products = (stored == GgmlType::q8_0 || stored == GgmlType::q4_k || stored == GgmlType::q5_k) &&
                              peaks.int8_gops > 0 && !f.f32 && !f.bf16;
   // Generation: the prompt through the cache, then one token at a time (greedy). Each new
   // token reads every weight once and the whole cache: that traffic over the measured read

@@ -141,7 +141,7 @@ struct Int8Rows {
 // One row's parts, in its values' order: false, with nothing kept, where they cannot be made.
 bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* lo, float* scale, float* sums);
 // y[i·ldy + (c − first)] = beta · y + Σ x_i · w_c for i < n, c in [first, last), at most 32
-// rows (two panels) of Q8_0 or Q4_K.
+// rows (two panels) of Q8_0, Q4_K or Q5_K.
 inline constexpr std::size_t kInt8GemmRows = 32;
 void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
                       float* y, std::size_t ldy, float beta);

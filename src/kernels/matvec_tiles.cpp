@@ -872,12 +872,12 @@ void matvec_axpy_rows(const StoredRows& w, const float* x, std::size_t n, std::s
 #if defined(ATTNLAB_HAS_BF16) && defined(__AVX512VNNI__)
 // ---- The int8 GEMM of quantized prompts ----
 //
-// Many rows of x (a prompt) by Q8_0 or Q4_K rows. x is held per 32 values as s·(h + l/256)
+// Many rows of x (a prompt) by Q8_0, Q4_K or Q5_K rows. x is held per 32 values as s·(h + l/256)
 // (int8_parts_of_row, in the values' own order). The weight rows are regrouped 16 at a time
 // (a panel; two a pass) so that one vector holds four consecutive values of each of the 16
-// rows, as unsigned bytes q: Q4_K's 4-bit values as they are, Q8_0's int8 values + 128. A vpdpbusd
+// rows, as unsigned bytes q: Q4_K's 4-bit and Q5_K's 5-bit values as they are, Q8_0's int8 values + 128. A vpdpbusd
 // then adds, in each weight row's lane, its four values times four of x's (broadcast); eight
-// make a 32's sum. Each 32 of a weight row is w = a·q − c (Q4_K: a = d·scale, c = dmin·min;
+// make a 32's sum. Each 32 of a weight row is w = a·q − c (Q4_K, Q5_K: a = d·scale, c = dmin·min;
 // Q8_0: a = d, c = 128·d), so
 //   Σ w·x = a · s/256 · (256·Σ q·h + Σ q·l) − c · Σ x,   x as its parts hold it,
 // its sums in int32 (at most 32 · 255 · 127 · 257 < 2^31), scaled once a 32 in f32. The panels
@@ -920,29 +920,43 @@ inline void transpose_words(const std::byte* base, std::size_t stride, std::size
 
 // Rows [first, first + rows) of w (rows ≤ 32) regrouped into p: a panel's vectors of q are
 // its 16 rows' 32 bytes transposed (Q8_0: its int8 values, + 128; Q4_K: a pair of
-// sub-blocks' bytes, the first's values their low nibbles, the second's the high), the
-// factors a row at a time.
+// sub-blocks' bytes, the first's values their low nibbles, the second's the high; Q5_K: the
+// same, each value's fifth bit added from qh, transposed alike), the factors a row at a time.
 void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p) {
   const std::size_t groups = w.length / 32, width = kPanels * kPanel;
   p.q.resize(w.length * width), p.a.resize(groups * width), p.c.resize(groups * width);
-  const bool q8_0 = w.format == RowFormat::q8_0;
+  const bool q8_0 = w.format == RowFormat::q8_0, q5_k = w.format == RowFormat::q5_k;
+  const std::size_t k_bytes = q5_k ? 176 : 144, nibbles = q5_k ? 48 : 16;  // a K-quant super-block's
   const auto store = [&](std::size_t g, std::size_t panel, int t, __m512i q) {
     _mm512_storeu_si512(&p.q[((g * 8 + t) * kPanels + panel) * 64], q);
   };
   for (std::size_t panel = 0; panel < kPanels; ++panel) {
     const std::size_t live = rows > panel * kPanel ? std::min(kPanel, rows - panel * kPanel) : 0;
     const std::byte* base = w.data + (first + panel * kPanel) * w.stride;
-    __m512i words[8];
+    __m512i words[8], top[8];
     // Q8_0: 34 bytes a 32 (d, then 32 int8); Q4_K: 144 a 256 (d, dmin, 12 bytes of scales
-    // and mins, then 128: sub-blocks 2k and 2k + 1 in bytes 32k.., low and high nibbles).
+    // and mins, then 128: sub-blocks 2k and 2k + 1 in bytes 32k.., low and high nibbles);
+    // Q5_K: 176 a 256, 32 bytes of fifth bits (qh: value l of sub-block s is bit s of byte l)
+    // between the scales and the nibbles.
+    const __m512i nibble = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
+    // Sub-block s's fifth bits of the four values in each lane's bytes, as 16.
+    const auto fifth = [&](int t, int s) {
+      return _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(top[t], s), one), 4);
+    };
     for (std::size_t g = 0; g < groups; g += q8_0 ? 1 : 2) {
-      transpose_words(q8_0 ? base + g * 34 + 2 : base + (g / 8) * 144 + 16 + (g % 8 / 2) * 32, w.stride, live, words);
+      const std::byte* block = base + (g / 8) * k_bytes;
+      transpose_words(q8_0 ? base + g * 34 + 2 : block + nibbles + (g % 8 / 2) * 32, w.stride, live, words);
+      if (q5_k && g % 8 == 0) transpose_words(block + 16, w.stride, live, top);
       for (int t = 0; t < 8; ++t)
         if (q8_0) {
           store(g, panel, t, _mm512_xor_si512(words[t], _mm512_set1_epi8(char(0x80))));
         } else {
-          store(g, panel, t, _mm512_and_si512(words[t], _mm512_set1_epi8(0x0F)));
-          store(g + 1, panel, t, _mm512_and_si512(_mm512_srli_epi32(words[t], 4), _mm512_set1_epi8(0x0F)));
+          __m512i low = _mm512_and_si512(words[t], nibble),
+                  high = _mm512_and_si512(_mm512_srli_epi32(words[t], 4), nibble);
+          if (q5_k)
+            low = _mm512_or_si512(low, fifth(t, int(g % 8))), high = _mm512_or_si512(high, fifth(t, int(g % 8) + 1));
+          store(g, panel, t, low);
+          store(g + 1, panel, t, high);
         }
     }
   }
@@ -953,7 +967,7 @@ void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p
       if (j < rows && q8_0) {
         a = half_at(row + g * 34), c = 128 * a;  // (the 128 added to q, taken off again)
       } else if (j < rows) {
-        const std::byte* block = row + (g / 8) * 144;
+        const std::byte* block = row + (g / 8) * k_bytes;
         float scale, min;
         k_scale_and_min(reinterpret_cast<const std::uint8_t*>(block + 4), g % 8, scale, min);
         a = half_at(block) * scale, c = half_at(block + 2) * min;
