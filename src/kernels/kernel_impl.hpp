@@ -32,55 +32,40 @@ struct DecodeRun {
   float* out = nullptr;  // [count × round_up(d, kDecodeRowPad)] out: Σ 2^(logit - max) · v
 };
 
-// What a K-quant product reads of x besides x itself, made once for all the rows
+// What a quantized product reads of x besides x itself, made once for all the rows
 // (matvec_prepare): Σ x over each 32 values [n × length/32] (Q4_K's and Q5_K's sub-blocks'
-// offsets). Where the CPU has AVX2 (and not AVX-512), or AVX-512 BF16 and VNNI, also, for Q4_K
-// and Q5_K rows, x as
-// two int8 parts and a scale per 32 values, x ≈ s·(hi + lo/256) (k_rows_int8_lanes in
-// matvec_tiles.cpp says how; within max|x|/32512 of the 32), hi and lo [n × length] (with
-// AVX-512, each super-block's eight groups of 32 in the order 0, 2, 1, 3, 4, 6, 5, 7), s
-// [n × length/32] (none where x holds a non-finite value: the f32 kernel takes those); and,
-// with AVX-512 BF16, for Q6_K rows x as the sum of two bf16
-// parts, x ≈ hi + lo [n × length] each (within 2^-18 of x), and Σ (hi + lo) over each 16
-// values [n × length/16] (Q6_K's sub-blocks); and, with AVX-512 BF16 and VNNI, for Q8_0 rows,
-// the same int8 parts in the values' own order, q8_hi and q8_lo [n × length], with the scale s
-// as above and 128·(256·Σ hi + Σ lo) over each 4 values [n × length/4] (q8_0_rows_int8_lanes
-// says why).
+// offsets). Where the CPU has AVX2 (and not AVX-512), or AVX-512 BF16 and VNNI, also, for
+// Q4_K and Q5_K rows, x as two int8 parts and a scale per 32 values, x ≈ s·(hi + lo/256)
+// (k_rows_int8_lanes in matvec_tiles.cpp says how; within max|x|/32512 of the 32), hi8 and
+// lo8 [n × length] (with AVX-512, each super-block's eight groups of 32 in the order 0, 2, 1,
+// 3, 4, 6, 5, 7), s [n × length/32]; and, with AVX-512 BF16 and VNNI, for Q8_0 and Q6_K rows,
+// the same parts in the values' own order, hi8_in_order and lo8_in_order [n × length], the
+// same s, and 128·Σ(256·hi + lo) over each 4 values [n × length/4] (q8_0_rows_int8_lanes says
+// why). None of the int8 parts where x holds a non-finite value: the f32 kernels take those.
 struct PreparedRows {  // from one row of x on
   const float* sums32 = nullptr;
-  const float* sums16 = nullptr;      // null without the bf16 parts
-  const std::uint16_t* hi = nullptr;  // the bf16 parts; null without them
-  const std::uint16_t* lo = nullptr;
   const std::int8_t* hi8 = nullptr;  // the int8 parts; null without them
   const std::int8_t* lo8 = nullptr;
-  const float* scale8 = nullptr;       // the int8 parts' scales, either order's
-  const std::int8_t* q8_hi = nullptr;  // the int8 parts in their own order; null without them
-  const std::int8_t* q8_lo = nullptr;
-  const std::int32_t* q8_offsets = nullptr;
+  const float* scale8 = nullptr;              // the int8 parts' scales, either order's
+  const std::int8_t* hi8_in_order = nullptr;  // the int8 parts in their own order; null without them
+  const std::int8_t* lo8_in_order = nullptr;
+  const std::int32_t* offsets_in_order = nullptr;
 };
 struct PreparedX {
   std::size_t length = 0;
-  std::vector<float> sums32, sums16, scale8;
-  std::vector<std::uint16_t> hi, lo;
-  std::vector<std::int8_t> hi8, lo8, q8_hi, q8_lo;
-  std::vector<std::int32_t> q8_offsets;
+  std::vector<float> sums32, scale8;
+  std::vector<std::int8_t> hi8, lo8, hi8_in_order, lo8_in_order;
+  std::vector<std::int32_t> offsets_in_order;
   void clear() {  // nothing prepared; the vectors keep their memory for the next product
     length = 0;
-    sums32.clear(), sums16.clear(), scale8.clear(), hi.clear(), lo.clear(), hi8.clear(), lo8.clear();
-    q8_hi.clear(), q8_lo.clear(), q8_offsets.clear();
+    sums32.clear(), scale8.clear(), hi8.clear(), lo8.clear();
+    hi8_in_order.clear(), lo8_in_order.clear(), offsets_in_order.clear();
   }
   PreparedRows from(std::size_t row) const {
     const auto at = [](const auto& v, std::size_t offset) { return v.empty() ? nullptr : v.data() + offset; };
-    return {at(sums32, row * (length / 32)),
-            at(sums16, row * (length / 16)),
-            at(hi, row * length),
-            at(lo, row * length),
-            at(hi8, row * length),
-            at(lo8, row * length),
-            at(scale8, row * (length / 32)),
-            at(q8_hi, row * length),
-            at(q8_lo, row * length),
-            at(q8_offsets, row * (length / 4))};
+    return {at(sums32, row * (length / 32)),         at(hi8, row * length),          at(lo8, row * length),
+            at(scale8, row * (length / 32)),         at(hi8_in_order, row * length), at(lo8_in_order, row * length),
+            at(offsets_in_order, row * (length / 4))};
   }
 };
 

@@ -9,9 +9,9 @@
 // value. A K-quant's per-sub-block offset (Q4_K: value = d·scale·q − dmin·min) multiplies the
 // sub-block's sum of activations, computed once per call (matvec_prepare),
 // instead of being subtracted from every value. Where the CPU has AVX2, or AVX-512 BF16 and
-// VNNI, Q4_K's products are int8 dot products instead (dot_k_row_int8,
-// k_rows_int8_lanes: x within 2^-15 of each 32 values' largest), and with AVX-512 BF16
-// Q6_K's are bf16 dot products (dot_q6_k_row_bf16, x within 2^-18).
+// VNNI, Q4_K's and Q5_K's products are int8 dot products instead (dot_k_row_int8,
+// k_rows_int8_lanes: x within 2^-15 of each 32 values' largest), and with AVX-512 VNNI Q8_0's
+// and Q6_K's are too (q8_0_rows_int8_lanes, q6_k_rows_int8_lanes).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -412,7 +412,7 @@ __attribute__((always_inline)) inline void k_rows_int8_lanes(const std::byte* ro
 // Q8_0 by int8 dot products (vpdpbusd), for CPUs with AVX-512 VNNI: widening each weight to
 // f32 costs about ten instructions per 34-byte block, and generation then waits on them
 // instead of on memory. x is held per 32 values as s·(h + l/256), as for Q4_K but in the
-// values' own order (PreparedX's q8_hi, q8_lo). vpdpbusd multiplies an unsigned byte by a
+// values' own order (PreparedX's hi8_in_order, lo8_in_order). vpdpbusd multiplies an unsigned byte by a
 // signed one, and Q8_0's q is signed: it takes q + 128, and the offsets x was prepared with,
 // 128·Σ(256·h + l) over each lane's four values, are subtracted in int32. So a block's
 //   Σ q·x = s/256 · Σ q·(256·h + l),
@@ -446,10 +446,10 @@ __attribute__((always_inline)) inline void q8_0_rows_int8_lanes(const std::byte*
     }
     const __mmask64 bytes = pair ? ~__mmask64{0} : __mmask64{0xFFFFFFFF};
     for (int r = 0; r < N; ++r) {
-      const __m512i h = _mm512_maskz_loadu_epi8(bytes, xp.q8_hi + r * length + b * 32),
-                    l = _mm512_maskz_loadu_epi8(bytes, xp.q8_lo + r * length + b * 32),
-                    offsets =
-                        _mm512_maskz_loadu_epi32(pair ? 0xFFFF : 0x00FF, xp.q8_offsets + r * (length / 4) + b * 8);
+      const __m512i h = _mm512_maskz_loadu_epi8(bytes, xp.hi8_in_order + r * length + b * 32),
+                    l = _mm512_maskz_loadu_epi8(bytes, xp.lo8_in_order + r * length + b * 32),
+                    offsets = _mm512_maskz_loadu_epi32(pair ? 0xFFFF : 0x00FF,
+                                                       xp.offsets_in_order + r * (length / 4) + b * 8);
       const float s0 = xp.scale8[r * blocks + b], s1 = pair ? xp.scale8[r * blocks + b + 1] : 0.0f;
       for (int k = 0; k < R; ++k) {
         const __m512i high = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k], h);
@@ -464,6 +464,77 @@ __attribute__((always_inline)) inline void q8_0_rows_int8_lanes(const std::byte*
       lanes[k][r] = acc[k][r];
 }
 
+// Q6_K by int8 dot products (vpdpbusd), for CPUs with AVX-512 VNNI, x in the same parts as for
+// Q8_0. A super-block of 256 values (210 bytes): 128 bytes of low nibbles, 64 of high bit
+// pairs, 16 int8 scales (one a 16 values), f16 d; value = d · scale · (q − 32), q in 0..63.
+// Each 128 values' 64 bytes of nibbles, loaded whole, hold in their low nibbles values 0-63
+// and in their high ones 64-127 (in order), their top two bits from the half's 32 bytes qh:
+// bits 0-1 of qh[l] for value l, 2-3 for 32 + l, 4-5 for 64 + l, 6-7 for 96 + l. The unsigned
+// q meets x's parts as Q8_0's q + 128 does, and the offsets x was prepared with, 128 times
+// each lane's Σ(256·h + l), are a quarter of what is subtracted here: 32·Σ(256·h + l). Each
+// lane's sum is exact (four q of at most 63, |256·h + l| ≤ 32639: below 2^24), and is scaled
+// by d · scale · s/256, a 16's scale in four lanes and a 32's s in eight.
+template <int R, int N>
+__attribute__((always_inline)) inline void q6_k_rows_int8_lanes(const std::byte* row, std::size_t stride,
+                                                                std::size_t length, const kernels::PreparedRows& xp,
+                                                                __m512 (&lanes)[R][N]) {
+  const std::size_t groups = length / 32;
+  const __m512i nibble = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3);
+  const auto halves = [](short a, short b) {  // 16-bit lanes: a in the lower 256 bits, b in the upper
+    return _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(b), 1);
+  };
+  const __m512i low_shift = halves(0, 2), high_shift = halves(4, 6);  // where each value's top bits lie in qh
+  const auto fours = [](int c) {  // scale index of each lane: sub-blocks 4c..4c+3, four lanes each
+    return _mm512_setr_epi32(4 * c, 4 * c, 4 * c, 4 * c, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 2,
+                             4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3);
+  };
+  const __m512i scale_at[4] = {fours(0), fours(1), fours(2), fours(3)};
+  const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  __m512 acc[R][N];
+  for (int k = 0; k < R; ++k)
+    for (int r = 0; r < N; ++r)
+      acc[k][r] = _mm512_setzero_ps();
+  for (std::size_t b = 0; b < length / 256; ++b) {
+    __m512 scales[R];  // d · scale / 256, one a 16 values
+    __m512i q[R][4];   // values 64c..64c + 63 in q[k][c]
+    for (int k = 0; k < R; ++k) {
+      const std::byte* block = row + k * stride + b * 210;
+      prefetch_ahead(block, 210);
+      scales[k] = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 192)))),
+          _mm512_set1_ps(half_at(block + 208) / 256));
+      for (int half = 0; half < 2; ++half) {
+        const __m512i ql = _mm512_loadu_si512(block + 64 * half);
+        const __m512i qh =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * half)));
+        const auto top = [&](__m512i shift) {  // the two bits, to bits 4-5 of each byte
+          return _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift), three), 4);
+        };
+        q[k][2 * half] = _mm512_or_si512(_mm512_and_si512(ql, nibble), top(low_shift));
+        q[k][2 * half + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), top(high_shift));
+      }
+    }
+    for (int r = 0; r < N; ++r)
+      for (int c = 0; c < 4; ++c) {
+        const std::size_t at = r * length + b * 256 + 64 * c;
+        const __m512i h = _mm512_loadu_si512(xp.hi8_in_order + at), l = _mm512_loadu_si512(xp.lo8_in_order + at);
+        const __m512i offsets = _mm512_srai_epi32(_mm512_loadu_si512(xp.offsets_in_order + at / 4), 2);
+        const __m512 x_scales = _mm512_permutexvar_ps(
+            pair, _mm512_castps128_ps512(_mm_castsi128_ps(
+                      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(xp.scale8 + r * groups + b * 8 + 2 * c)))));
+        for (int k = 0; k < R; ++k) {
+          const __m512i high = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k][c], h);
+          const __m512i sums = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(high, 8), q[k][c], l), offsets);
+          const __m512 factors = _mm512_mul_ps(_mm512_permutexvar_ps(scale_at[c], scales[k]), x_scales);
+          acc[k][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), factors, acc[k][r]);
+        }
+      }
+  }
+  for (int k = 0; k < R; ++k)
+    for (int r = 0; r < N; ++r)
+      lanes[k][r] = acc[k][r];
+}
+
 // The int8 products' lanes, as dot_int8_rows takes them.
 template <RowFormat F>
 struct KLanes {
@@ -471,6 +542,13 @@ struct KLanes {
   static void of(const std::byte* row, std::size_t stride, std::size_t length, const kernels::PreparedRows& xp,
                  __m512 (&lanes)[R][N]) {
     k_rows_int8_lanes<F, R, N>(row, stride, length, xp, lanes);
+  }
+};
+struct Q6KLanes {
+  template <int R, int N>
+  static void of(const std::byte* row, std::size_t stride, std::size_t length, const kernels::PreparedRows& xp,
+                 __m512 (&lanes)[R][N]) {
+    q6_k_rows_int8_lanes<R, N>(row, stride, length, xp, lanes);
   }
 };
 struct Q80Lanes {
@@ -536,70 +614,6 @@ void dot_int8_rows(const StoredRows& w, std::size_t first, std::size_t last, con
   }
 }
 
-// Q6_K by bf16 dot products (vdpbf16ps: 32 products an instruction, summed in f32), for CPUs
-// where widening every weight to f32 costs more than reading it. x is hi + lo, two bf16 parts
-// (PreparedX), so each product is exact and each sum is f32's. A 6-bit q is exact in bf16 as
-// 1 + q/64 (bits 0x3F80 | q << 1: the 1 keeps q's bits in the fraction, and D − Σ x below
-// loses at most a factor of two of its precision to the cancellation), and a sub-block of 16
-// values adds
-//   d · scale · Σ (q − 32)·x = 64·d·scale · D − 96·d·scale · Σ x,  D = Σ (1 + q/64)·x,
-// with Σ x (of hi + lo) from xp.sums16; a super-block's 16 sub-blocks' Σ x terms are one
-// 16-lane FMA. A bf16 dot product's lane sums two neighbouring values, so the 16 lanes of 32
-// values' D are two sub-blocks, eight lanes each, and are scaled by one vector of the two
-// sub-blocks' factors.
-template <int N>
-void dot_q6_k_row_bf16(const std::byte* row, std::size_t length, const kernels::PreparedRows& xp, float (&out)[N]) {
-  const std::size_t sixteens = length / 16;
-  const __m512i low_bits = _mm512_set1_epi16(0x1E), q_bits = _mm512_set1_epi16(0x7E), one = _mm512_set1_epi16(0x3F80);
-  __m512 acc[N][2], offsets[N];
-  for (int r = 0; r < N; ++r)
-    acc[r][0] = acc[r][1] = offsets[r] = _mm512_setzero_ps();
-  for (std::size_t b = 0; b < length / 256; ++b) {
-    const std::byte* block = row + b * 210;
-    __m128i scales;
-    std::memcpy(&scales, block + 192, 16);
-    const __m512 factors =
-        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(scales)), _mm512_set1_ps(half_at(block + 208)));
-    for (int r = 0; r < N; ++r)
-      offsets[r] = _mm512_fmadd_ps(factors, _mm512_loadu_ps(xp.sums16 + r * sixteens + b * 16), offsets[r]);
-    const __m512 factors64 = _mm512_mul_ps(factors, _mm512_set1_ps(64.0f));
-    for (std::size_t half = 0; half < 2; ++half) {
-      // 32 words each: ql's bytes l and l + 32 (their nibbles: q's low four bits), qh's byte l
-      // (its four pairs of bits: q's top two, for values l, l + 32, l + 64, l + 96).
-      __m256i bytes_a, bytes_c, bytes_h;
-      std::memcpy(&bytes_a, block + half * 64, 32);
-      std::memcpy(&bytes_c, block + half * 64 + 32, 32);
-      std::memcpy(&bytes_h, block + 128 + half * 32, 32);
-      const __m512i a = _mm512_cvtepu8_epi16(bytes_a), c = _mm512_cvtepu8_epi16(bytes_c),
-                    h = _mm512_cvtepu8_epi16(bytes_h);
-      // Group k (values 32k .. 32k + 31 of the half): q << 1 is the nibble in bits 1-4 and the
-      // pair in bits 5-6 (shifted there), then 0x3F80 on top.
-      const __m512i low[4] = {_mm512_slli_epi16(a, 1), _mm512_slli_epi16(c, 1), _mm512_srli_epi16(a, 3),
-                              _mm512_srli_epi16(c, 3)};
-      const __m512i top[4] = {_mm512_slli_epi16(h, 5), _mm512_slli_epi16(h, 3), _mm512_slli_epi16(h, 1),
-                              _mm512_srli_epi16(h, 1)};
-      for (std::size_t k = 0; k < 4; ++k) {
-        const __m512i picked = _mm512_ternarylogic_epi32(low[k], top[k], low_bits, 0xE4);   // low_bits ? low : top
-        const __m512bh q = __m512bh(_mm512_ternarylogic_epi32(picked, q_bits, one, 0xEA));  // picked & q_bits | one
-        const std::size_t sub = half * 8 + 2 * k;  // the first of the group's two sub-blocks
-        const __m512 scale =
-            _mm512_permutexvar_ps(_mm512_setr_epi32(sub, sub, sub, sub, sub, sub, sub, sub, sub + 1, sub + 1, sub + 1,
-                                                    sub + 1, sub + 1, sub + 1, sub + 1, sub + 1),
-                                  factors64);
-        for (int r = 0; r < N; ++r) {
-          const std::size_t at = r * length + b * 256 + half * 128 + k * 32;
-          const __m512 dq =
-              _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), q, __m512bh(_mm512_loadu_si512(xp.hi + at))), q,
-                               __m512bh(_mm512_loadu_si512(xp.lo + at)));
-          acc[r][k % 2] = _mm512_fmadd_ps(dq, scale, acc[r][k % 2]);
-        }
-      }
-    }
-  }
-  for (int r = 0; r < N; ++r)
-    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) - 96.0f * _mm512_reduce_add_ps(offsets[r]);
-}
-
 #endif
 
 // Q6_K: super-blocks of 256 values (210 bytes): 128 bytes of low 4 bits (ql), 64 of high 2
@@ -643,7 +657,9 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
   if constexpr (F == RowFormat::q4_k || F == RowFormat::q5_k)
     if (xp.hi8) return dot_int8_rows<KLanes<F>, N>(w, first, last, xp, y, ldy, beta);
   if constexpr (F == RowFormat::q8_0)
-    if (xp.q8_hi) return dot_int8_rows<Q80Lanes, N>(w, first, last, xp, y, ldy, beta);
+    if (xp.hi8_in_order) return dot_int8_rows<Q80Lanes, N>(w, first, last, xp, y, ldy, beta);
+  if constexpr (F == RowFormat::q6_k)
+    if (xp.hi8_in_order) return dot_int8_rows<Q6KLanes, N>(w, first, last, xp, y, ldy, beta);
 #endif
   for (std::size_t c = first; c < last; ++c) {
     const std::byte* row = w.data + c * w.stride;
@@ -659,12 +675,7 @@ void dot_rows_as(const StoredRows& w, std::size_t first, std::size_t last, const
 #endif
         dot_k_row<F, N>(row, w.length, x, ldx, xp, out);
     } else if constexpr (F == RowFormat::q6_k) {
-#if defined(ATTNLAB_HAS_BF16)
-      if (xp.hi) {
-        dot_q6_k_row_bf16<N>(row, w.length, xp, out);
-      } else
-#endif
-        dot_q6_k_row<N>(row, w.length, x, ldx, out);
+      dot_q6_k_row<N>(row, w.length, x, ldx, out);
     } else
       dot_float_row<F, N>(row, w.length, x, ldx, out);
     for (int r = 0; r < N; ++r)
@@ -779,41 +790,23 @@ void prepare_int8_parts(const float* x, std::size_t n, std::size_t ldx, std::siz
 // x's int8 parts in their own order for q8_0_rows_int8_lanes, with the offsets that turn its
 // unsigned weights' sums back into signed ones: 128·(256·Σ h + Σ l) over each 4 values, the
 // lane of a dot product; none kept where a row's cannot be made (the f32 kernel takes those).
-void prepare_q8_0_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length, kernels::PreparedX& out) {
+void prepare_in_order_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length,
+                            kernels::PreparedX& out) {
   const std::size_t groups = length / 32;
-  out.q8_hi.resize(n * length), out.q8_lo.resize(n * length), out.scale8.resize(n * groups);
-  out.q8_offsets.resize(n * (length / 4));
+  out.hi8_in_order.resize(n * length), out.lo8_in_order.resize(n * length), out.scale8.resize(n * groups);
+  out.offsets_in_order.resize(n * (length / 4));
   for (std::size_t r = 0; r < n; ++r) {
-    std::int8_t *hi = &out.q8_hi[r * length], *lo = &out.q8_lo[r * length];
+    std::int8_t *hi = &out.hi8_in_order[r * length], *lo = &out.lo8_in_order[r * length];
     if (!int8_parts_of_row(x + r * ldx, length, false, hi, lo, &out.scale8[r * groups], nullptr)) {
-      out.q8_hi.clear(), out.q8_lo.clear(), out.q8_offsets.clear();
+      out.hi8_in_order.clear(), out.lo8_in_order.clear(), out.offsets_in_order.clear();
       return;
     }
     for (std::size_t i = 0; i < length; i += 4)
-      out.q8_offsets[r * (length / 4) + i / 4] =
+      out.offsets_in_order[r * (length / 4) + i / 4] =
           128 * (256 * (hi[i] + hi[i + 1] + hi[i + 2] + hi[i + 3]) + (lo[i] + lo[i + 1] + lo[i + 2] + lo[i + 3]));
   }
 }
 
-// x's bf16 parts for dot_q6_k_row_bf16: hi = x rounded to bf16, lo = what is left rounded to
-// bf16 (|x − hi − lo| ≤ 2^-18 |x|). x is first held within bf16's largest finite value, M, so
-// that hi never rounds up to infinity: a larger finite x is M + lo, an infinite one M + ∞, a
-// NaN stays a NaN.
-void prepare_bf16_parts(const float* x, std::size_t n, std::size_t ldx, std::size_t length, kernels::PreparedX& out) {
-  out.sums16.assign(n * (length / 16), 0.0f);
-  out.hi.resize(n * length), out.lo.resize(n * length);
-  const __m512 top = _mm512_set1_ps(3.38953139e38f), bottom = _mm512_set1_ps(-3.38953139e38f);
-  for (std::size_t r = 0; r < n; ++r)
-    for (std::size_t i = 0; i < length; i += 16) {
-      const __m512 v = _mm512_loadu_ps(x + r * ldx + i);
-      const __m256bh hi = _mm512_cvtneps_pbh(_mm512_min_ps(top, _mm512_max_ps(bottom, v)));  // NaN: v
-      const __m512 hi_f32 = _mm512_cvtpbh_ps(hi);
-      const __m256bh lo = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hi_f32));
-      std::memcpy(&out.hi[r * length + i], &hi, 32);
-      std::memcpy(&out.lo[r * length + i], &lo, 32);
-      out.sums16[r * (length / 16) + i / 16] = _mm512_reduce_add_ps(_mm512_add_ps(hi_f32, _mm512_cvtpbh_ps(lo)));
-    }
-}
 #endif
 
 }  // namespace
@@ -832,8 +825,7 @@ void matvec_prepare(const float* x, std::size_t n, std::size_t ldx, std::size_t 
     }
 #if defined(ATTNLAB_HAS_BF16)
   if (units && formats.q4_k) prepare_int8_parts(x, n, ldx, length, out);
-  if (units && formats.q6_k) prepare_bf16_parts(x, n, ldx, length, out);
-  if (units && formats.q8_0) prepare_q8_0_parts(x, n, ldx, length, out);
+  if (units && (formats.q8_0 || formats.q6_k)) prepare_in_order_parts(x, n, ldx, length, out);
 #elif defined(__AVX2__)
   if (units && formats.q4_k) prepare_int8_parts(x, n, ldx, length, out);
 #endif

@@ -75,10 +75,12 @@ constexpr RowFormat kFormats[] = {RowFormat::f32,  RowFormat::f16,  RowFormat::b
                                   RowFormat::q4_k, RowFormat::q5_k, RowFormat::q6_k};
 
 // Whether `format`'s products on `isa` are int8 dot products, held to their own bound
-// (test::int8_parts_bound): Q4_K's and Q5_K's with AVX2 or AVX-512 VNNI, Q8_0's with VNNI.
+// (test::int8_parts_bound): Q4_K's and Q5_K's with AVX2 or AVX-512 VNNI, Q8_0's and Q6_K's
+// with VNNI.
 bool int8_products(RowFormat format, Isa isa) {
   const bool k = format == RowFormat::q4_k || format == RowFormat::q5_k;
-  return (k && (isa == Isa::avx2 || isa == Isa::avx512_bf16)) || (format == RowFormat::q8_0 && isa == Isa::avx512_bf16);
+  const bool vnni_only = format == RowFormat::q8_0 || format == RowFormat::q6_k;
+  return (k && (isa == Isa::avx2 || isa == Isa::avx512_bf16)) || (vnni_only && isa == Isa::avx512_bf16);
 }
 
 TEST(Matvec, DotProductsOfEveryFormatMatchTheWidenedRows) {

@@ -159,11 +159,11 @@ TEST(TensorViewQuantized, MultipliesReadsRowsAndColumnsLikeItsDequantizedValues)
     // Within 1e-6 of Σ |x·w|, the scale of a dot product's rounding (the sums cancel: a
     // bound relative to the result would ask more than an f32 loop over the values gives),
     // and the int8 dot products' own bound where the CPU takes them (Q4_K's and Q5_K's with
-    // AVX2 or AVX-512 VNNI, Q8_0's with AVX-512 VNNI).
+    // AVX2 or AVX-512 VNNI, Q8_0's and Q6_K's with AVX-512 VNNI).
     const std::vector<double> expected = reference_product(x, 2, logical, in, out);
     const bool k = type == GgmlType::q4_k || type == GgmlType::q5_k;
     const bool int8 = (k && (best_isa() == Isa::avx2 || best_isa() == Isa::avx512_bf16)) ||
-                      (type == GgmlType::q8_0 && best_isa() == Isa::avx512_bf16);
+                      ((type == GgmlType::q8_0 || type == GgmlType::q6_k) && best_isa() == Isa::avx512_bf16);
     for (std::size_t r = 0; r < 2; ++r)
       for (std::size_t o = 0; o < out; ++o) {
         double scale = 0;

@@ -7,12 +7,11 @@
 // kernels instead stream the stored rows and compute on them as they arrive: a 16-bit value
 // is widened in a register, a quantized block (ggml's layouts, the ones GGUF files hold) is
 // expanded in registers and its scale applied once per block, and nothing is written back.
-// Where the CPU has AVX-512 BF16 and VNNI the quantized products are integer or bf16 dot
-// products instead, their small integers exact either way: Q8_0's and Q4_K's by x held as two
-// int8 parts per 32 values (within 2^-15 of the 32's largest: a product within
-// Σ max|x|/32512 · Σ|w| over the 32s of the exact one, 128 times finer than llama.cpp's 8-bit
-// activations; Q5_K's as Q4_K's), Q6_K's by x split into two bf16 parts (as close as an f32 loop's);
-// matvec_tiles.cpp says how.
+// Where the CPU has AVX-512 VNNI (or, for Q4_K and Q5_K, AVX2) the quantized products are
+// int8 dot products instead, the weights' small integers exact: Q8_0's, Q4_K's, Q5_K's and
+// Q6_K's by x held as two int8 parts per 32 values (within 2^-15 of the 32's largest: a
+// product within Σ max|x|/32512 · Σ|w| over the 32s of the exact one, 128 times finer than
+// llama.cpp's 8-bit activations); matvec_tiles.cpp says how.
 //
 // A weight is either rows of outputs (an nn.Linear's [out, in], every GGUF tensor, the
 // unembedding: y_c = x · row_c, a dot product per stored row) or rows of inputs (GPT-2's
