@@ -58,9 +58,10 @@ class F32Gemm : public ::testing::TestWithParam<Isa> {};
 
 TEST_P(F32Gemm, EveryLayoutBetaAndEdgeMatchesTheTripleLoop) {
   const Isa isa = GetParam();
-  // Below a tile; tails of both; past a slice of K (256), a block of rows (≥ 96) and of columns.
-  for (const Shape s :
-       {Shape{1, 1, 1}, Shape{3, 5, 7}, Shape{13, 50, 33}, Shape{130, 70, 300}, Shape{9, 1601, 20}, Shape{40, 17, 513}})
+  // No terms (C = beta · C); below a tile; tails of both; past a slice of K (256), a block of
+  // rows (≥ 96) and of columns.
+  for (const Shape s : {Shape{4, 5, 0}, Shape{1, 1, 1}, Shape{3, 5, 7}, Shape{13, 50, 33}, Shape{130, 70, 300},
+                        Shape{9, 1601, 20}, Shape{40, 17, 513}})
     for (const bool ta : {false, true})
       for (const bool tb : {false, true})
         for (const float beta : {0.0f, 0.5f}) {

@@ -344,10 +344,8 @@ void gemm_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, co
                const std::uint16_t* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
   if (!bf16_products_available()) throw std::logic_error("gemm_bf16: this CPU makes no bf16 products");
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // no terms: C = beta · C
-    for (std::size_t i = 0; i < M; ++i)
-      for (std::size_t j = 0; j < N; ++j)
-        C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+  if (K == 0) {  // no terms: C = beta · C, as the f32 product makes it
+    f32_gemm(false, false, M, N, 0, nullptr, 1, static_cast<const float*>(nullptr), N, beta, C, ldc);
     return;
   }
   // Inside a parallel region the product runs on the calling thread alone: oneDNN then
