@@ -525,6 +525,11 @@ int bench_products(const BenchFlags& f) {
                                           {"1.1B Llama: MLP down", 256, 2048, 5632},
                                           {"1.1B Llama: LM head", 256, 32000, 2048}};
   const bool own = best_isa() != Isa::generic;
+  std::size_t most = 0;  // the largest product's x, W (f32 and f16) and y, in bytes
+  for (const Product& p : kProducts)
+    most = std::max(most, (p.tokens * p.in + p.out * p.in + p.tokens * p.out) * sizeof(float) +
+                              p.out * p.in * sizeof(std::uint16_t));
+  require_available_memory(most, "--products", "the largest product's operands", "free some memory first");
   fmt::print(stderr, "measuring this machine's peaks...\n");
   const MachinePeaks peaks = measure_peaks(int(f.threads));
   if (!f.json)
@@ -586,9 +591,11 @@ int bench_products(const BenchFlags& f) {
                fmt::format("{:.1f} ({:.1f}%)", theirs, share(theirs)), own ? mine / theirs : 0.0);
   }
   if (f.json)
-    fmt::print(
-        "{}\n",
-        nlohmann::json{{"machine", peaks_json(peaks)}, {"blas_core", blas_core()}, {"results", results}}.dump(2));
+    fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},
+                                      {"blas_core", blas_core()},
+                                      {"f32_products", f32_products_kernels()},
+                                      {"results", results}}
+                           .dump(2));
   else
     fmt::print(
         "GFLOP/s (share of the f32 peak); ratio: attnlab's f32 ÷ OpenBLAS's. The model's products here: {} "
@@ -611,6 +618,8 @@ Command bench_command(CLI::App& parent) {
             // --threads: the OpenMP threads the kernels and the shared products use (model/threads.hpp)
             std::optional<ThreadBudget> budget;
             if (flags->threads > 0) budget.emplace(int(flags->threads));
+            if (flags->products && (!flags->model.empty() || flags->train))
+              fail("--products", "times the layers' products alone; leave out --model and --train");
             if (!flags->model.empty()) return flags->attribute ? bench_attribute(*flags) : bench_model(*flags);
             if (flags->attribute) fail("--attribute", "times a model's attribution; give --model too");
             if (flags->survey) fail("--survey", "times a model's survey pass; give --model too");

@@ -44,9 +44,9 @@ float* scratch(std::unique_ptr<float, decltype(&std::free)>& kept, std::size_t& 
   return kept.get();
 }
 
-// The W × W block of floats at rows[0..W)'s first W values, transposed: out[l] holds the
-// l-th value of every row. log2 W rounds of interleaving pairs of vectors W / 2 apart (each
-// interleave one lane-permuting instruction with AVX-512), instead of W · W scalar copies.
+// A W × W block of floats, v[r] its row r, transposed in place: v[l] then holds the l-th value
+// of every row. log2 W rounds of interleaving pairs of vectors W / 2 apart (each interleave one
+// lane-permuting instruction with AVX-512), instead of W · W scalar copies.
 struct InterleaveLow {
   static constexpr int at(int l) { return (l % 2) * W + l / 2; }
 };

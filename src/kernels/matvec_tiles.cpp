@@ -412,8 +412,8 @@ __attribute__((always_inline)) inline void k_rows_int8_lanes(const std::byte* ro
 // Q8_0 by int8 dot products (vpdpbusd), for CPUs with AVX-512 VNNI: widening each weight to
 // f32 costs about ten instructions per 34-byte block, and generation then waits on them
 // instead of on memory. x is held per 32 values as s·(h + l/256), as for Q4_K but in the
-// values' own order (PreparedX's hi8_in_order, lo8_in_order). vpdpbusd multiplies an unsigned byte by a
-// signed one, and Q8_0's q is signed: it takes q + 128, and the offsets x was prepared with,
+// values' own order (PreparedX's hi8_in_order, lo8_in_order). vpdpbusd multiplies an unsigned
+// byte by a signed one, and Q8_0's q is signed: it takes q + 128, and the offsets x was prepared with,
 // 128·Σ(256·h + l) over each lane's four values, are subtracted in int32. So a block's
 //   Σ q·x = s/256 · Σ q·(256·h + l),
 // each lane's share exact in int32 and in f32 (|q| ≤ 128 and |256·h + l| ≤ 32639: four of
@@ -573,8 +573,8 @@ inline __m128 sum_lanes_of_four(__m512 a, __m512 b, __m512 c, __m512 d) {
       _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), sums));
 }
 
-// Rows [first, last) of w (Q4_K or Q8_0, Lanes the kernel of its format) by the N rows of x:
-// four rows at a time, summed together (one row of x: as two pairs of weight rows).
+// Rows [first, last) of w (Q4_K, Q5_K, Q6_K or Q8_0, Lanes the kernel of its format) by the N
+// rows of x: four rows at a time, summed together (one row of x: as two pairs of weight rows).
 template <class Lanes, int N>
 void dot_int8_rows(const StoredRows& w, std::size_t first, std::size_t last, const kernels::PreparedRows& xp, float* y,
                    std::size_t ldy, float beta) {

@@ -802,6 +802,7 @@ TEST(ModelCli, BenchProductsTimesBothKernelsAsSharesOfThePeak) {
     }
   }
   EXPECT_GT(b["results"][0]["openblas_gflops"].get<double>(), 0);
+  expect_refused("bench --products --train", "--products: times the layers' products alone");
 }
 
 // train --bf16 and bench --train --bf16: where the CPU has bf16 units a short run trains and

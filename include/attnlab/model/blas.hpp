@@ -38,10 +38,11 @@ std::optional<std::string> blas_core_to_use();
 // Whose kernels the f32 products below run. OpenBLAS chooses its kernels by the CPU's model,
 // or by OPENBLAS_CORETYPE; attnlab's own (attnlab/kernels/gemm.hpp) use this CPU's widest
 // vectors whatever OpenBLAS chose. Measured on 2 Sapphire Rapids cores (bench --products),
-// OpenBLAS's SkylakeX kernels multiply an f32 weight 4-17% faster than attnlab's, its Haswell
-// ones (OPENBLAS_CORETYPE=Haswell) about a third slower; and a 16-bit weight packed by
-// attnlab's straight from its stored values beats widening it for OpenBLAS (a 1.1B model's F16
-// prompt: 109 tokens/s against 92 on SkylakeX kernels, 76 on Haswell ones). So:
+// OpenBLAS's SkylakeX kernels multiply an f32 weight up to 18% faster than attnlab's at the
+// model's shapes, its Haswell ones (OPENBLAS_CORETYPE=Haswell) 1.3-1.5 times slower; and a
+// 16-bit weight packed by attnlab's straight from its stored values beats widening it for
+// OpenBLAS (a 1.1B model's F16 prompt: 105-112 tokens/s against 90-96 on SkylakeX kernels,
+// 75-78 on Haswell ones). So:
 // - f32 weights: OpenBLAS's where its kernels are as wide as the CPU's vectors (AVX-512 ones on
 //   an AVX-512 CPU, AVX2 ones on an AVX2 CPU), attnlab's where they are narrower;
 // - 16-bit weights (gemm_16bit): attnlab's wherever the CPU has AVX2 or AVX-512;
@@ -85,8 +86,9 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const d
 // C[M × N] = beta · C + A · Bᵀ, A [M × K] in f32 and B [N × K] stored as f16 or bf16 (b_dtype),
 // rows lda, ldb and ldc apart, B widened exactly to f32 as attnlab's f32 kernels pack it (no
 // widened copy of the weight), shared over the threads as gemm's products are. False, C
-// untouched, where those kernels do not run (f32_products_kernels() names OpenBLAS's) or
-// Bf16Products asks for bf16 products: the caller widens B and calls gemm.
+// untouched, where those kernels are not to take 16-bit weights (ATTNLAB_GEMM=openblas, a
+// UseF32Kernels asking for OpenBLAS's, a CPU with neither AVX2 nor AVX-512) or Bf16Products
+// asks for bf16 products: the caller widens B and calls gemm.
 bool gemm_16bit(std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda, const std::uint16_t* B,
                 DType b_dtype, std::size_t ldb, float beta, float* C, std::size_t ldc);
 

@@ -231,6 +231,7 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const f
   }
   shared_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
+
 bool gemm_16bit(std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda, const std::uint16_t* B,
                 DType b_dtype, std::size_t ldb, float beta, float* C, std::size_t ldc) {
   if (!sixteen_bit_products_run()) return false;
@@ -242,6 +243,7 @@ bool gemm_16bit(std::size_t M, std::size_t N, std::size_t K, const float* A, std
   });
   return true;
 }
+
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const double* A, std::size_t lda,
           const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc) {
   shared_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
