@@ -17,9 +17,11 @@ namespace attnlab {
 
 namespace {
 
-// Values of a 16-bit or quantized matrix are widened this many at a time (1 MiB of f32), so that the
-// scratch buffer stays in cache while OpenBLAS multiplies by it.
-constexpr std::size_t kWidenBlock = 1 << 18;
+// Values of a 16-bit or quantized matrix are widened this many at a time (4 MiB of f32), so that the
+// scratch buffer stays near while the product multiplies by it. Each block's product packs all
+// of x again: with 1 MiB a block (128 rows at d_model 2048), a 1.1B Q6_K file's prompt of 256
+// ran at 84-85 tokens/s, with 4 MiB at 91-93, with 8 MiB no faster.
+constexpr std::size_t kWidenBlock = 1 << 20;
 
 // count values of `type` at src into out (a whole number of its blocks), exactly: 16-bit
 // values are f32 values, and a quantized block is dequantized as ggml defines it.
