@@ -120,13 +120,15 @@ struct Int8Rows {
   const std::int8_t* hi = nullptr;
   const std::int8_t* lo = nullptr;
   const float* scale = nullptr;
-  const float* sums = nullptr;
+  const float* sums = nullptr;  // Σ x as held over each factor group: 32 values, 16 for Q6_K (int8_factor_values)
   std::size_t length = 0;
 };
+// The values that share a weight factor in the int8 GEMM: a Q6_K scale's 16, every other's 32.
+inline std::size_t int8_factor_values(RowFormat format) { return format == RowFormat::q6_k ? 16 : 32; }
 // One row's parts, in its values' order: false, with nothing kept, where they cannot be made.
 bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* lo, float* scale, float* sums);
 // y[i·ldy + (c − first)] = beta · y + Σ x_i · w_c for i < n, c in [first, last), at most 32
-// rows (two panels) of Q8_0, Q4_K or Q5_K.
+// rows (two panels) of Q8_0, Q4_K, Q5_K or Q6_K.
 inline constexpr std::size_t kInt8GemmRows = 32;
 void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
                       float* y, std::size_t ldy, float beta);

@@ -152,7 +152,9 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
 
 bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                float beta, const MatvecOptions& options) {
-  if (w.format != RowFormat::q8_0 && w.format != RowFormat::q4_k && w.format != RowFormat::q5_k) return false;
+  if (w.format != RowFormat::q8_0 && w.format != RowFormat::q4_k && w.format != RowFormat::q5_k &&
+      w.format != RowFormat::q6_k)
+    return false;
   check(w, n, ldx, ldy, w.length, w.count, "int8_gemm");
   if (usable_isa(options.isa) != Isa::avx512_bf16) return false;  // the tier that has VNNI
   if (n == 0 || w.count == 0) return true;
@@ -172,6 +174,19 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
       made.store(false, std::memory_order_relaxed);
   });
   if (!made) return false;
+  // Q6_K's factors are a 16 values': Σ x as held over each 16 instead, s·Σ(h + l/256).
+  if (const std::size_t values = kernels::avx512::int8_factor_values(w.format); values != 32) {
+    const std::size_t factors = length / values;
+    sums.resize(n * factors);
+    share_items(n, threads, [&](std::size_t i) {
+      for (std::size_t f = 0; f < factors; ++f) {
+        std::int32_t held = 0;  // 256·Σ h + Σ l, exact
+        for (std::size_t v = f * values; v < (f + 1) * values; ++v)
+          held += 256 * hi[i * length + v] + lo[i * length + v];
+        sums[i * factors + f] = scale[i * groups + f * values / 32] * float(held) / 256;
+      }
+    });
+  }
   // The weight rows 32 at a time (two panels), over the threads.
   const kernels::avx512::Int8Rows parts{hi.data(), lo.data(), scale.data(), sums.data(), length};
   const std::size_t step = kernels::avx512::kInt8GemmRows;

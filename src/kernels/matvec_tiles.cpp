@@ -864,16 +864,18 @@ void matvec_axpy_rows(const StoredRows& w, const float* x, std::size_t n, std::s
 #if defined(ATTNLAB_HAS_BF16) && defined(__AVX512VNNI__)
 // ---- The int8 GEMM of quantized prompts ----
 //
-// Many rows of x (a prompt) by Q8_0, Q4_K or Q5_K rows. x is held per 32 values as s·(h + l/256)
-// (int8_parts_of_row, in the values' own order). The weight rows are regrouped 16 at a time
-// (a panel; two a pass) so that one vector holds four consecutive values of each of the 16
-// rows, as unsigned bytes q: Q4_K's 4-bit and Q5_K's 5-bit values as they are, Q8_0's int8 values + 128. A vpdpbusd
-// then adds, in each weight row's lane, its four values times four of x's (broadcast); eight
-// make a 32's sum. Each 32 of a weight row is w = a·q − c (Q4_K, Q5_K: a = d·scale, c = dmin·min;
-// Q8_0: a = d, c = 128·d), so
+// Many rows of x (a prompt) by Q8_0, Q4_K, Q5_K or Q6_K rows. x is held per 32 values as
+// s·(h + l/256) (int8_parts_of_row, in the values' own order). The weight rows are regrouped
+// 16 at a time (a panel; two a pass) so that one vector holds four consecutive values of each
+// of the 16 rows, as unsigned bytes q: Q4_K's 4-bit, Q5_K's 5-bit and Q6_K's 6-bit values as
+// they are, Q8_0's int8 values + 128. A vpdpbusd then adds, in each weight row's lane, its four
+// values times four of x's (broadcast); eight make a 32's sum (four a 16's, for Q6_K, whose
+// scales are a 16 values'). Each 32 (16) of a weight row is w = a·q − c (Q4_K, Q5_K: a =
+// d·scale, c = dmin·min; Q6_K: a = d·scale, c = 32·a; Q8_0: a = d, c = 128·d), so
 //   Σ w·x = a · s/256 · (256·Σ q·h + Σ q·l) − c · Σ x,   x as its parts hold it,
-// its sums in int32 (at most 32 · 255 · 127 · 257 < 2^31), scaled once a 32 in f32. The panels
-// (16 bytes a value and two floats a 32 each) are regrouped once and used for every row of x.
+// its sums in int32 (at most 32 · 255 · 127 · 257 < 2^31), scaled once a 32 (16) in f32. The
+// panels (16 bytes a value and two floats a 32 or 16 each) are regrouped once and used for
+// every row of x.
 namespace {
 
 constexpr std::size_t kPanel = 16;  // weight rows a panel: one vector lane each
@@ -881,9 +883,27 @@ constexpr std::size_t kPanels = 2;  // panels a pass over x's rows: each broadca
 constexpr int kTile = 3;            // rows of x at once: 3 · 2 · 3 vectors of sums (4 spill)
 
 struct Panels {
-  std::vector<std::uint8_t> q;  // [length / 4][2 panels][16 rows][4 values]
-  std::vector<float> a, c;      // [length / 32][2 panels][16 rows]
+  std::vector<std::uint8_t> q;   // [length / 4][2 panels][16 rows][4 values]
+  std::vector<float> a, c;       // [length / factor values][2 panels][16 rows]
+  std::vector<std::uint8_t> q6;  // Q6_K: a panel's rows' super-block unpacked, [16 rows][256 values]
 };
+
+// A Q6_K super-block's 256 q (0..63) as bytes, in order: each 128 values' 64 bytes of nibbles
+// (low: values 0-63, high: 64-127) and 32 bytes of top bit pairs (qh[l]: values l, 32 + l,
+// 64 + l, 96 + l, two bits each from the bottom).
+inline void unpack_q6_k(const std::byte* block, std::uint8_t* out) {
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(block);
+  for (int half = 0; half < 2; ++half) {
+    const std::uint8_t *ql = bytes + 64 * half, *qh = bytes + 128 + 32 * half;
+    std::uint8_t* q = out + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      q[l] = std::uint8_t((ql[l] & 15) | ((qh[l] & 3) << 4));
+      q[32 + l] = std::uint8_t((ql[32 + l] & 15) | (((qh[l] >> 2) & 3) << 4));
+      q[64 + l] = std::uint8_t((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+      q[96 + l] = std::uint8_t((ql[32 + l] >> 4) | (((qh[l] >> 6) & 3) << 4));
+    }
+  }
+}
 
 // The 32 bytes at base + j·stride of rows j < rows (≤ 16; the rest read as 0) as eight
 // vectors, vector t holding each row's bytes 4t..4t+3 in its lane j: rows j and j + 8 side
@@ -910,13 +930,45 @@ inline void transpose_words(const std::byte* base, std::size_t stride, std::size
   }
 }
 
+// Q6_K's rows regrouped as regroup does the others (below): each super-block of the panel's
+// rows unpacked to bytes first, then transposed 32 values at a time; a factor a = d·scale and
+// c = 32·a (the q − 32 of ggml's values) for each 16 values.
+void regroup_q6_k(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p) {
+  const std::size_t width = kPanels * kPanel;
+  p.q6.resize(kPanel * 256);
+  for (std::size_t panel = 0; panel < kPanels; ++panel) {
+    const std::size_t live = rows > panel * kPanel ? std::min(kPanel, rows - panel * kPanel) : 0;
+    const std::byte* base = w.data + (first + panel * kPanel) * w.stride;
+    __m512i words[8];
+    for (std::size_t b = 0; b < w.length / 256; ++b) {
+      for (std::size_t j = 0; j < live; ++j)
+        unpack_q6_k(base + j * w.stride + b * 210, &p.q6[j * 256]);
+      for (std::size_t g = 0; g < 8; ++g) {
+        transpose_words(reinterpret_cast<const std::byte*>(&p.q6[g * 32]), 256, live, words);
+        for (int t = 0; t < 8; ++t)
+          _mm512_storeu_si512(&p.q[(((b * 8 + g) * 8 + t) * kPanels + panel) * 64], words[t]);
+      }
+    }
+  }
+  for (std::size_t j = 0; j < width; ++j) {
+    const std::byte* row = w.data + (first + j) * w.stride;
+    for (std::size_t f = 0; f < w.length / 16; ++f) {
+      const std::byte* block = row + (f / 16) * 210;
+      const float a = j < rows ? half_at(block + 208) * float(std::int8_t(block[192 + f % 16])) : 0.0f;
+      p.a[f * width + j] = a / 256, p.c[f * width + j] = 32 * a;  // (a/256: h's sums come 256 times over)
+    }
+  }
+}
+
 // Rows [first, first + rows) of w (rows ≤ 32) regrouped into p: a panel's vectors of q are
 // its 16 rows' 32 bytes transposed (Q8_0: its int8 values, + 128; Q4_K: a pair of
 // sub-blocks' bytes, the first's values their low nibbles, the second's the high; Q5_K: the
 // same, each value's fifth bit added from qh, transposed alike), the factors a row at a time.
 void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p) {
   const std::size_t groups = w.length / 32, width = kPanels * kPanel;
-  p.q.resize(w.length * width), p.a.resize(groups * width), p.c.resize(groups * width);
+  const std::size_t factor_values = int8_factor_values(w.format), factors = w.length / factor_values;
+  p.q.resize(w.length * width), p.a.resize(factors * width), p.c.resize(factors * width);
+  if (w.format == RowFormat::q6_k) return regroup_q6_k(w, first, rows, p);
   const bool q8_0 = w.format == RowFormat::q8_0, q5_k = w.format == RowFormat::q5_k;
   const std::size_t k_bytes = q5_k ? 176 : 144, nibbles = q5_k ? 48 : 16;  // a K-quant super-block's
   const auto store = [&](std::size_t g, std::size_t panel, int t, __m512i q) {
@@ -971,15 +1023,16 @@ void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p
 
 // Rows i0..i0+R of x by the two panels, into their `cols` (≤ 32) columns of y. (The loops
 // over r and t unrolled at GCC's request: without, it keeps the sums in memory.)
-template <int R>
+// Values: the values that share a weight factor (32; Q6_K's 16).
+template <int R, int Values>
 void panel_tile(const Panels& p, const kernels::avx512::Int8Rows& x, std::size_t i0, float* y, std::size_t ldy,
                 std::size_t cols, float beta) {
-  const std::size_t length = x.length, groups = length / 32;
+  const std::size_t length = x.length, groups = length / Values;
   const std::int8_t *hi[R], *lo[R];
   const float *scale[R], *sums[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    hi[r] = x.hi + (i0 + r) * length, lo[r] = x.lo + (i0 + r) * length, scale[r] = x.scale + (i0 + r) * groups,
+    hi[r] = x.hi + (i0 + r) * length, lo[r] = x.lo + (i0 + r) * length, scale[r] = x.scale + (i0 + r) * (length / 32),
     sums[r] = x.sums + (i0 + r) * groups;
   __m512 acc[R][kPanels];
 #pragma GCC unroll 8
@@ -990,14 +1043,14 @@ void panel_tile(const Panels& p, const kernels::avx512::Int8Rows& x, std::size_t
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
       high[r][0] = high[r][1] = low[r][0] = low[r][1] = _mm512_setzero_si512();
-    const std::uint8_t* qg = &p.q[g * 8 * kPanels * 64];
+    const std::uint8_t* qg = &p.q[g * (Values / 4) * kPanels * 64];
 #pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {  // four values of the 32 rows, against four of each x row
+    for (int t = 0; t < Values / 4; ++t) {  // four values of the 32 rows, against four of each x row
       const __m512i q0 = _mm512_loadu_si512(qg + (2 * t) * 64), q1 = _mm512_loadu_si512(qg + (2 * t + 1) * 64);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         std::int32_t h, l;
-        std::memcpy(&h, hi[r] + g * 32 + t * 4, 4), std::memcpy(&l, lo[r] + g * 32 + t * 4, 4);
+        std::memcpy(&h, hi[r] + g * Values + t * 4, 4), std::memcpy(&l, lo[r] + g * Values + t * 4, 4);
         const __m512i hh = _mm512_set1_epi32(h), ll = _mm512_set1_epi32(l);
         high[r][0] = _mm512_dpbusd_epi32(high[r][0], q0, hh), high[r][1] = _mm512_dpbusd_epi32(high[r][1], q1, hh);
         low[r][0] = _mm512_dpbusd_epi32(low[r][0], q0, ll), low[r][1] = _mm512_dpbusd_epi32(low[r][1], q1, ll);
@@ -1010,8 +1063,8 @@ void panel_tile(const Panels& p, const kernels::avx512::Int8Rows& x, std::size_t
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512i total = _mm512_add_epi32(_mm512_slli_epi32(high[r][panel], 8), low[r][panel]);
-        acc[r][panel] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(a, _mm512_set1_ps(scale[r][g])), acc[r][panel]);
+        acc[r][panel] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total),
+                                        _mm512_mul_ps(a, _mm512_set1_ps(scale[r][g * Values / 32])), acc[r][panel]);
         acc[r][panel] = _mm512_fnmadd_ps(c, _mm512_set1_ps(sums[r][g]), acc[r][panel]);
       }
     }
@@ -1044,14 +1097,20 @@ void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, 
                       float* y, std::size_t ldy, float beta) {
   thread_local Panels panels;  // (its memory kept: a prompt's product regroups many a thread)
   regroup(w, first, last - first, panels);
-  std::size_t i = 0;
-  for (; i + kTile <= n; i += kTile)
-    panel_tile<kTile>(panels, x, i, y, ldy, last - first, beta);
-  switch (n - i) {
-    case 1: return panel_tile<1>(panels, x, i, y, ldy, last - first, beta);
-    case 2: return panel_tile<2>(panels, x, i, y, ldy, last - first, beta);
-    default: return;
-  }
+  const auto tiles = [&]<int Values>() {
+    std::size_t i = 0;
+    for (; i + kTile <= n; i += kTile)
+      panel_tile<kTile, Values>(panels, x, i, y, ldy, last - first, beta);
+    switch (n - i) {
+      case 1: return panel_tile<1, Values>(panels, x, i, y, ldy, last - first, beta);
+      case 2: return panel_tile<2, Values>(panels, x, i, y, ldy, last - first, beta);
+      default: return;
+    }
+  };
+  if (int8_factor_values(w.format) == 16)
+    tiles.template operator()<16>();
+  else
+    tiles.template operator()<32>();
 }
 
 }  // namespace attnlab::kernels::avx512

@@ -269,7 +269,7 @@ TEST(Matvec, Int8GemmIsTheProductWithinTheInt8Bound) {
   const std::vector<Isa> isas = test::runnable_isas();
   if (std::find(isas.begin(), isas.end(), Isa::avx512_bf16) == isas.end())
     GTEST_SKIP() << "the int8 products run where the CPU has AVX-512 VNNI, and this one has not";
-  for (const RowFormat format : {RowFormat::q8_0, RowFormat::q4_k, RowFormat::q5_k}) {
+  for (const RowFormat format : {RowFormat::q8_0, RowFormat::q4_k, RowFormat::q5_k, RowFormat::q6_k}) {
     const std::size_t count = 37, length = 512, stride = ggml_row_bytes(ggml_of(format), length) + 16;
     const std::vector<std::byte> bytes = random_rows(format, count, length, stride, 31);
     const std::vector<float> w = widened_rows(format, bytes, count, length, stride);

@@ -69,7 +69,7 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
 void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                  float beta, const MatvecOptions& options = {});
 
-// Many rows of x (a prompt) by rows of Q8_0, Q4_K or Q5_K, y as matvec_dot's, as int8 dot products
+// Many rows of x (a prompt) by rows of Q8_0, Q4_K, Q5_K or Q6_K, y as matvec_dot's, as int8 dot products
 // where the CPU has AVX-512 VNNI: x held per 32 values as s·(h + l/256), h and l int8 and
 // s = max|x|/127 (each value within max|x|/32512, as Q4_K's generation holds it), the weights
 // as the integers they are. So each 32's product is within max|x|/32512 · Σ|w| of the exact

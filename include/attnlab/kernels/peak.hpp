@@ -17,7 +17,7 @@ double fma_peak_gflops(Isa isa, int threads, long iterations);
 double bf16_peak_gflops(int threads, long iterations);
 
 // GOP/s of int8 dot products (AVX-512 VNNI's vpdpbusd: 64 multiply-adds of u8 · s8 into
-// int32 an instruction, 2 operations each), the unit a Q8_0, Q4_K or Q5_K prompt's products run on
+// int32 an instruction, 2 operations each), the unit a Q8_0 or K-quant prompt's products run on
 // (matvec.hpp's int8_gemm); 0 where the CPU or the build has none, or where the probe's known
 // sums came out wrong (exact in int32 for up to 2^29 iterations).
 double int8_peak_gops(int threads, long iterations);

@@ -194,7 +194,7 @@ namespace {
 // one-thread product: the widening is as much of the work as the product for a prompt).
 void widened_products(const float* x, std::size_t n, std::size_t width, const std::byte* data, GgmlType type,
                       std::size_t rows, float beta, float* y, std::size_t ldy) {
-  // Q8_0, Q4_K and Q5_K by int8 products where the CPU has them (matvec.hpp's int8_gemm).
+  // Q8_0, Q4_K, Q5_K and Q6_K by int8 products where the CPU has them (matvec.hpp's int8_gemm).
   const std::optional<RowFormat> format = row_format(type);
   if (format && int8_gemm({*format, data, rows, width, ggml_row_bytes(type, width)}, x, n, width, y, ldy, beta)) return;
   // f16 and bf16 widened as attnlab's own f32 kernels pack them, where those run.
