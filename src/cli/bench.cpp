@@ -20,6 +20,7 @@
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
 #include "attnlab/model/selective_decoder.hpp"
+#include "attnlab/model/tensor.hpp"
 #include "attnlab/model/threads.hpp"
 #include "attnlab/model/train_run.hpp"
 #include "attnlab/model/training.hpp"
@@ -231,13 +232,10 @@ int bench_model(const BenchFlags& f) {
   const double median = median_seconds(f.repeats, [&] { model_forward(model, ids, {.logits = logit_rows}); });
   const double flops = forward_flops(c, f.tokens, logit_rows);
   const double gflops = flops / median / 1e9;
-  // A Q8_0, Q4_K, Q5_K or Q6_K file's products are int8 dot products where the CPU has VNNI (matvec.hpp's
-  // int8_gemm): the forward's operations as a share of that unit's peak too (the attention and
-  // the norms in f32 included).
-  const GgmlType stored = model.stored_type;
-  const bool int8_products =
-      (stored == GgmlType::q8_0 || stored == GgmlType::q4_k || stored == GgmlType::q5_k || stored == GgmlType::q6_k) &&
-      peaks.int8_gops > 0 && !f.f32 && !f.bf16;
+  // A Q8_0 or K-quant file's products are int8 dot products where the CPU has VNNI
+  // (int8_prompt_products): the forward's operations as a share of that unit's peak too (the
+  // attention and the norms in f32 included).
+  const bool int8_products = int8_prompt_products(model.stored_type) && peaks.int8_gops > 0 && !f.f32 && !f.bf16;
   // Generation: the prompt through the cache, then one token at a time (greedy). Each new
   // token reads every weight once and the whole cache: that traffic over the measured read
   // bandwidth is what the step could take at best.

@@ -152,9 +152,7 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
 
 bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                float beta, const MatvecOptions& options) {
-  if (w.format != RowFormat::q8_0 && w.format != RowFormat::q4_k && w.format != RowFormat::q5_k &&
-      w.format != RowFormat::q6_k)
-    return false;
+  if (!int8_gemm_takes(w.format)) return false;
   check(w, n, ldx, ldy, w.length, w.count, "int8_gemm");
   if (usable_isa(options.isa) != Isa::avx512_bf16) return false;  // the tier that has VNNI
   if (n == 0 || w.count == 0) return true;

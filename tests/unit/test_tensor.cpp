@@ -249,3 +249,12 @@ TEST(TensorLoading, MisalignedTensorsAreRealignedOnce) {
 }
 
 }  // namespace tensor_test
+
+// The types whose prompts multiply in int8 are int8_gemm's, where the CPU has AVX-512 VNNI.
+TEST(TensorViewQuantized, Int8PromptProductsAreQ8_0AndTheKQuantsWithVnni) {
+  const bool vnni = best_isa() == Isa::avx512_bf16;
+  for (const GgmlType type : {GgmlType::q8_0, GgmlType::q4_k, GgmlType::q5_k, GgmlType::q6_k})
+    EXPECT_EQ(int8_prompt_products(type), vnni) << ggml_type_name(type);
+  for (const GgmlType type : {GgmlType::f32, GgmlType::f16, GgmlType::bf16, GgmlType::q4_0})
+    EXPECT_FALSE(int8_prompt_products(type)) << ggml_type_name(type);
+}

@@ -79,6 +79,12 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
 bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                float beta, const MatvecOptions& options = {});
 
+// The formats int8_gemm multiplies (where the CPU has VNNI): Q8_0 and the K-quants.
+inline constexpr bool int8_gemm_takes(RowFormat format) {
+  return format == RowFormat::q8_0 || format == RowFormat::q4_k || format == RowFormat::q5_k ||
+         format == RowFormat::q6_k;
+}
+
 // How many rows of activations these kernels take at once: past it a GEMM, which reuses
 // each weight it loads for many rows, is faster.
 inline constexpr std::size_t kMatvecMaxRows = 4;

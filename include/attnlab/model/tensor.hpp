@@ -66,9 +66,14 @@ class Tensor {
 
 // y[n × out] = x[n × in] · W + beta · y, W [in × out] stored any way a Tensor is. Up to
 // kMatvecMaxRows rows of x (generation's new tokens) go through the matrix–vector kernels,
-// which read f32, f16, bf16, Q8_0, Q4_K and Q6_K where they lie (attnlab/kernels/matvec.hpp);
-// more rows, or other types, through OpenBLAS GEMMs, a 16-bit or quantized piece widened a
-// block at a time into a scratch buffer first.
+// which read f32, f16, bf16, Q8_0, Q4_K, Q5_K and Q6_K where they lie (attnlab/kernels/
+// matvec.hpp); more rows through int8 dot products for Q8_0 and the K-quants where the CPU
+// has them (int8_prompt_products), f32 GEMMs otherwise (attnlab/model/blas.hpp): a 16-bit
+// piece packed from its stored values, another type widened a block at a time first.
+// Whether a prompt's products by weights stored as `type` are int8 dot products on this CPU
+// (matvec.hpp's int8_gemm: Q8_0 and the K-quants, with AVX-512 VNNI).
+bool int8_prompt_products(GgmlType type);
+
 void multiply(const float* x, std::size_t n, std::size_t in, const Tensor& w, std::size_t out, float* y,
               float beta = 0.0f);
 

@@ -61,6 +61,15 @@ std::optional<RowFormat> row_format(GgmlType type) {
   }
 }
 
+}  // namespace
+
+bool int8_prompt_products(GgmlType type) {
+  const std::optional<RowFormat> format = row_format(type);
+  return format && int8_gemm_takes(*format) && best_isa() == Isa::avx512_bf16;
+}
+
+namespace {
+
 // A few rows of x by one piece of W (its columns of y) through the matrix–vector kernels,
 // when its type is one they read: true if done.
 bool matvec_piece(const float* x, std::size_t n, std::size_t in, const Tensor::Piece& p, float* y, std::size_t ldy,
