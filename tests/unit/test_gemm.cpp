@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -143,6 +144,20 @@ TEST(ModelProducts, SharedOverTheThreadsMatchTheTripleLoopOnEachKernels) {
     else
       EXPECT_EQ(D, before) << "a refused product wrote C";
   }
+}
+
+// f32 weights stay on OpenBLAS's kernels only while they are as wide as the CPU's vectors:
+// told to run its Haswell kernels on an AVX-512 CPU, the products move to attnlab's, and back
+// with its SkylakeX ones (the choice is kept between products and asked again on a change).
+TEST(ModelProducts, OpenBlasKeepsF32WeightsOnlyWhereItsKernelsFitTheCpu) {
+  if (best_isa() != Isa::avx512 && best_isa() != Isa::avx512_bf16) GTEST_SKIP() << "an AVX-512 CPU's rule";
+  if (std::getenv("ATTNLAB_GEMM")) GTEST_SKIP() << "ATTNLAB_GEMM chooses the kernels here";
+  const std::string before = blas_core();
+  if (!use_blas_core("Haswell")) GTEST_SKIP() << "this OpenBLAS cannot choose its kernels again";
+  EXPECT_EQ(f32_kernels(), F32Kernels::attnlab) << "OpenBLAS on Haswell kernels";
+  ASSERT_TRUE(use_blas_core("SkylakeX"));
+  EXPECT_EQ(f32_kernels(), F32Kernels::openblas) << "OpenBLAS on SkylakeX kernels";
+  use_blas_core(before);
 }
 
 }  // namespace gemm_test

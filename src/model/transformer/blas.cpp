@@ -9,6 +9,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -58,16 +59,26 @@ std::optional<F32Kernels> kernels_from_environment() {
   return kernels;
 }
 
+// blas_kernels_fit's answer, kept (every f32 product asks) until use_blas_core has OpenBLAS
+// choose again; -1: not known yet.
+std::atomic<int> kernels_fit{-1};
+
 // Whether OpenBLAS runs kernels as wide as this CPU's vectors: its AVX-512 ones on an AVX-512
 // CPU, its AVX2 ones on an AVX2 CPU.
 bool blas_kernels_fit() {
-  const std::string core = blas_core();
-  const Isa isa = best_isa();
-  const auto among = [&](std::initializer_list<std::string_view> names) {
-    return std::find(names.begin(), names.end(), core) != names.end();
-  };
-  if (isa == Isa::avx512 || isa == Isa::avx512_bf16) return among({"SkylakeX", "Cooperlake", "SapphireRapids"});
-  return isa == Isa::avx2 && among({"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"});
+  int known = kernels_fit.load(std::memory_order_relaxed);
+  if (known < 0) {
+    const std::string core = blas_core();
+    const Isa isa = best_isa();
+    const auto among = [&](std::initializer_list<std::string_view> names) {
+      return std::find(names.begin(), names.end(), core) != names.end();
+    };
+    known = (isa == Isa::avx512 || isa == Isa::avx512_bf16)
+                ? among({"SkylakeX", "Cooperlake", "SapphireRapids"})
+                : isa == Isa::avx2 && among({"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"});
+    kernels_fit.store(known, std::memory_order_relaxed);
+  }
+  return known == 1;
 }
 
 // What a UseF32Kernels on this thread asks for, if any.
@@ -121,6 +132,7 @@ bool use_blas_core(const std::string& core) {
   setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
   quit();  // forgets the kernels chosen, so that init chooses again, by OPENBLAS_CORETYPE
   init();
+  kernels_fit.store(-1, std::memory_order_relaxed);  // f32_kernels asks again
   if (before)
     setenv("OPENBLAS_CORETYPE", before->c_str(), 1);
   else
