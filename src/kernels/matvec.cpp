@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "attnlab/kernels/matvec.hpp"
+#include "attnlab/kernels/peak.hpp"
 #include "attnlab/kernels/team.hpp"
 #include "kernel_impl.hpp"
 
@@ -55,6 +58,16 @@ void check(const StoredRows& w, std::size_t n, std::size_t ldx, std::size_t ldy,
     throw std::logic_error(std::string(who) + ": the rows are not whole blocks of their format, or overlap");
   if (n > 0 && (ldx < x_width || ldy < y_width))
     throw std::logic_error(std::string(who) + ": a row stride is too short");
+}
+
+// Whether int8_gemm may use AMX's tiles: where the CPU and the kernel allow them, unless
+// ATTNLAB_AMX=off (VNNI's vectors only, to compare the two).
+bool int8_tiles_allowed() {
+  static const bool allowed = [] {
+    const char* setting = std::getenv("ATTNLAB_AMX");
+    return amx_int8_available() && !(setting && std::string_view(setting) == "off");
+  }();
+  return allowed;
 }
 
 int threads_for(std::size_t bytes, const MatvecOptions& options) {
@@ -157,7 +170,10 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
   if (usable_isa(options.isa) != Isa::avx512_bf16) return false;  // the tier that has VNNI
   if (n == 0 || w.count == 0) return true;
   // x's int8 parts, its rows shared over the threads: [n × length] and [n × length / 32].
+  const bool tiles = options.tiles && int8_tiles_allowed();
+  const std::size_t tile_rows = kernels::amx::kTileRows;
   const std::size_t length = w.length, groups = length / 32;
+  const std::size_t rows = tiles ? (n + tile_rows - 1) / tile_rows * tile_rows : n;
   const int threads = threads_for(n * length * sizeof(float) + w.count * w.stride, options);
   // (Kept by the calling thread, as the prepared x is: a prompt makes them for every matrix.)
   thread_local std::vector<std::int8_t> kept_hi, kept_lo;
@@ -172,9 +188,9 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
       made.store(false, std::memory_order_relaxed);
   });
   if (!made) return false;
+  const std::size_t values = kernels::avx512::int8_factor_values(w.format), factors = length / values;
   // Q6_K's factors are a 16 values': Σ x as held over each 16 instead, s·Σ(h + l/256).
-  if (const std::size_t values = kernels::avx512::int8_factor_values(w.format); values != 32) {
-    const std::size_t factors = length / values;
+  if (values != 32) {
     sums.resize(n * factors);
     share_items(n, threads, [&](std::size_t i) {
       for (std::size_t f = 0; f < factors; ++f) {
@@ -185,12 +201,34 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
       }
     });
   }
-  // The weight rows 32 at a time (two panels), over the threads.
-  const kernels::avx512::Int8Rows parts{hi.data(), lo.data(), scale.data(), sums.data(), length};
+  kernels::avx512::Int8Rows parts{hi.data(), lo.data(), scale.data(), sums.data(), length};
+  // For the tiles, the parts in the order tiles load them: a tile's 16 rows of one factor
+  // group's values side by side, [rows / 16][factors][16][values], and its scales and sums as
+  // [rows / 16][groups][16] and [rows / 16][factors][16] (rows of zeros at the end).
+  thread_local std::vector<std::int8_t> kept_tiled_hi, kept_tiled_lo;
+  thread_local std::vector<float> kept_tiled_scale, kept_tiled_sums;
+  if (tiles) {
+    std::vector<std::int8_t>&tiled_hi = kept_tiled_hi, &tiled_lo = kept_tiled_lo;  // (this thread's, named)
+    std::vector<float>&tiled_scale = kept_tiled_scale, &tiled_sums = kept_tiled_sums;
+    tiled_hi.assign(rows * length, 0), tiled_lo.assign(rows * length, 0);
+    tiled_scale.assign(rows * groups, 0.0f), tiled_sums.assign(rows * factors, 0.0f);
+    share_items(n, threads, [&](std::size_t i) {
+      const std::size_t tile = i / tile_rows, r = i % tile_rows;
+      for (std::size_t f = 0; f < factors; ++f) {
+        const std::size_t at = ((tile * factors + f) * tile_rows + r) * values;
+        std::copy_n(&hi[i * length + f * values], values, &tiled_hi[at]);
+        std::copy_n(&lo[i * length + f * values], values, &tiled_lo[at]);
+        tiled_sums[(tile * factors + f) * tile_rows + r] = sums[i * factors + f];
+      }
+      for (std::size_t g = 0; g < groups; ++g)
+        tiled_scale[(tile * groups + g) * tile_rows + r] = scale[i * groups + g];
+    });
+    parts = {tiled_hi.data(), tiled_lo.data(), tiled_scale.data(), tiled_sums.data(), length};
+  }
   const std::size_t step = kernels::avx512::kInt8GemmRows;
   share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {
     const std::size_t first = k * step, last = std::min(w.count, first + step);
-    kernels::avx512::int8_gemm_panels(w, first, last, parts, n, y + first, ldy, beta);
+    kernels::avx512::int8_gemm_panels(w, first, last, parts, n, y + first, ldy, beta, tiles);
   });
   return true;
 }

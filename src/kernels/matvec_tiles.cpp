@@ -932,8 +932,9 @@ inline void transpose_words(const std::byte* base, std::size_t stride, std::size
 
 // Q6_K's rows regrouped as regroup does the others (below): each super-block of the panel's
 // rows unpacked to bytes first, then transposed 32 values at a time; a factor a = d·scale and
-// c = 32·a (the q − 32 of ggml's values) for each 16 values.
-void regroup_q6_k(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p) {
+// c = 32·a (the q − 32 of ggml's values) for each 16 values, or with `signed_values` the
+// values q − 32 themselves and c = 0.
+void regroup_q6_k(const StoredRows& w, std::size_t first, std::size_t rows, bool signed_values, Panels& p) {
   const std::size_t width = kPanels * kPanel;
   p.q6.resize(kPanel * 256);
   for (std::size_t panel = 0; panel < kPanels; ++panel) {
@@ -946,7 +947,8 @@ void regroup_q6_k(const StoredRows& w, std::size_t first, std::size_t rows, Pane
       for (std::size_t g = 0; g < 8; ++g) {
         transpose_words(reinterpret_cast<const std::byte*>(&p.q6[g * 32]), 256, live, words);
         for (int t = 0; t < 8; ++t)
-          _mm512_storeu_si512(&p.q[(((b * 8 + g) * 8 + t) * kPanels + panel) * 64], words[t]);
+          _mm512_storeu_si512(&p.q[(((b * 8 + g) * 8 + t) * kPanels + panel) * 64],
+                              signed_values ? _mm512_sub_epi8(words[t], _mm512_set1_epi8(32)) : words[t]);
       }
     }
   }
@@ -955,7 +957,8 @@ void regroup_q6_k(const StoredRows& w, std::size_t first, std::size_t rows, Pane
     for (std::size_t f = 0; f < w.length / 16; ++f) {
       const std::byte* block = row + (f / 16) * 210;
       const float a = j < rows ? half_at(block + 208) * float(std::int8_t(block[192 + f % 16])) : 0.0f;
-      p.a[f * width + j] = a / 256, p.c[f * width + j] = 32 * a;  // (a/256: h's sums come 256 times over)
+      p.a[f * width + j] = a / 256,
+                      p.c[f * width + j] = signed_values ? 0 : 32 * a;  // (a/256: h's sums come 256 times over)
     }
   }
 }
@@ -964,11 +967,13 @@ void regroup_q6_k(const StoredRows& w, std::size_t first, std::size_t rows, Pane
 // its 16 rows' 32 bytes transposed (Q8_0: its int8 values, + 128; Q4_K: a pair of
 // sub-blocks' bytes, the first's values their low nibbles, the second's the high; Q5_K: the
 // same, each value's fifth bit added from qh, transposed alike), the factors a row at a time.
-void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p) {
+// With `signed_values` (for AMX's tiles, which multiply signed bytes by signed bytes too),
+// Q8_0's and Q6_K's values are kept signed, as ggml means them, and c is 0.
+void regroup(const StoredRows& w, std::size_t first, std::size_t rows, bool signed_values, Panels& p) {
   const std::size_t groups = w.length / 32, width = kPanels * kPanel;
   const std::size_t factor_values = int8_factor_values(w.format), factors = w.length / factor_values;
   p.q.resize(w.length * width), p.a.resize(factors * width), p.c.resize(factors * width);
-  if (w.format == RowFormat::q6_k) return regroup_q6_k(w, first, rows, p);
+  if (w.format == RowFormat::q6_k) return regroup_q6_k(w, first, rows, signed_values, p);
   const bool q8_0 = w.format == RowFormat::q8_0, q5_k = w.format == RowFormat::q5_k;
   const std::size_t k_bytes = q5_k ? 176 : 144, nibbles = q5_k ? 48 : 16;  // a K-quant super-block's
   const auto store = [&](std::size_t g, std::size_t panel, int t, __m512i q) {
@@ -993,7 +998,7 @@ void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p
       if (q5_k && g % 8 == 0) transpose_words(block + 16, w.stride, live, top);
       for (int t = 0; t < 8; ++t)
         if (q8_0) {
-          store(g, panel, t, _mm512_xor_si512(words[t], _mm512_set1_epi8(char(0x80))));
+          store(g, panel, t, signed_values ? words[t] : _mm512_xor_si512(words[t], _mm512_set1_epi8(char(0x80))));
         } else {
           __m512i low = _mm512_and_si512(words[t], nibble),
                   high = _mm512_and_si512(_mm512_srli_epi32(words[t], 4), nibble);
@@ -1009,7 +1014,7 @@ void regroup(const StoredRows& w, std::size_t first, std::size_t rows, Panels& p
     for (std::size_t g = 0; g < groups; ++g) {
       float a = 0, c = 0;  // (0 in the lanes of rows past the last)
       if (j < rows && q8_0) {
-        a = half_at(row + g * 34), c = 128 * a;  // (the 128 added to q, taken off again)
+        a = half_at(row + g * 34), c = signed_values ? 0 : 128 * a;  // (the 128 added to q, taken off again)
       } else if (j < rows) {
         const std::byte* block = row + (g / 8) * k_bytes;
         float scale, min;
@@ -1094,10 +1099,14 @@ bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* 
 }
 
 void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
-                      float* y, std::size_t ldy, float beta) {
+                      float* y, std::size_t ldy, float beta, bool tiles) {
   thread_local Panels panels;  // (its memory kept: a prompt's product regroups many a thread)
-  regroup(w, first, last - first, panels);
-  const auto tiles = [&]<int Values>() {
+  const bool signed_values = tiles && int8_signed_values(w.format);
+  regroup(w, first, last - first, signed_values, panels);
+  if (tiles)
+    return amx::int8_panels({panels.q.data(), panels.a.data(), panels.c.data(), signed_values}, x, n,
+                            int8_factor_values(w.format), y, ldy, last - first, beta);
+  const auto vector_tiles = [&]<int Values>() {
     std::size_t i = 0;
     for (; i + kTile <= n; i += kTile)
       panel_tile<kTile, Values>(panels, x, i, y, ldy, last - first, beta);
@@ -1108,9 +1117,9 @@ void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, 
     }
   };
   if (int8_factor_values(w.format) == 16)
-    tiles.template operator()<16>();
+    vector_tiles.template operator()<16>();
   else
-    tiles.template operator()<32>();
+    vector_tiles.template operator()<32>();
 }
 
 }  // namespace attnlab::kernels::avx512

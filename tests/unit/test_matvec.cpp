@@ -261,9 +261,10 @@ TEST(Matvec, PartsSideBySideAreEachPartsOwnProduct) {
       << "parts of different lengths";
 }
 
-// A prompt's product by Q8_0 and Q4_K rows as int8 dot products (where the CPU has AVX-512
-// VNNI): within the int8 parts' bound of the exact product, for rows past whole panels of
-// 16, rows of x past whole tiles of 6, beta, strides wider than the rows, 1 and 2 threads;
+// A prompt's product by Q8_0 and K-quant rows as int8 dot products (where the CPU has AVX-512
+// VNNI), on VNNI's vectors and (where the CPU has them) on AMX's tiles: within the int8
+// parts' bound of the exact product, for rows past whole panels of 16, rows of x past whole
+// vector tiles of 3 and AMX tiles of 16, beta, strides wider than the rows, 1 and 2 threads;
 // y's padding untouched. Where it does not apply it says so (false) and leaves y as it was.
 TEST(Matvec, Int8GemmIsTheProductWithinTheInt8Bound) {
   const std::vector<Isa> isas = test::runnable_isas();
@@ -274,16 +275,16 @@ TEST(Matvec, Int8GemmIsTheProductWithinTheInt8Bound) {
     const std::vector<std::byte> bytes = random_rows(format, count, length, stride, 31);
     const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
     const StoredRows rows{format, bytes.data(), count, length, stride};
-    for (const std::size_t n : {1, 5, 6, 13}) {
+    for (const std::size_t n : {1, 5, 6, 13, 16, 35}) {
       const std::size_t ldx = length + 3, ldy = count + 2;
       std::vector<float> x = random_floats(n * ldx, unsigned(40 + n));
       for (std::size_t i = 0; i < length; ++i)
         x[(n - 1) * ldx + i] *= std::ldexp(1.0f, int(i % 61) - 30);  // 2^-30 .. 2^30
       const std::vector<float> before = random_floats(n * ldy, 50);
-      for (const int threads : {1, 2}) {
+      for (const auto& [threads, tiles] : {std::pair{1, false}, {2, false}, {1, true}, {2, true}}) {
         std::vector<float> y = before;
-        ASSERT_TRUE(
-            int8_gemm(rows, x.data(), n, ldx, y.data(), ldy, 0.5f, {.threads = threads, .isa = Isa::avx512_bf16}));
+        ASSERT_TRUE(int8_gemm(rows, x.data(), n, ldx, y.data(), ldy, 0.5f,
+                              {.threads = threads, .isa = Isa::avx512_bf16, .tiles = tiles}));
         for (std::size_t r = 0; r < n; ++r) {
           for (std::size_t c = 0; c < count; ++c) {
             double expected = 0.5 * before[r * ldy + c], scale = std::abs(expected);
@@ -293,7 +294,8 @@ TEST(Matvec, Int8GemmIsTheProductWithinTheInt8Bound) {
             }
             ASSERT_NEAR(y[r * ldy + c], expected,
                         1e-6 * scale + test::int8_parts_bound(&x[r * ldx], &w[c * length], length))
-                << to_string(format) << " n " << n << " threads " << threads << " x " << r << " row " << c;
+                << to_string(format) << " n " << n << " threads " << threads << (tiles ? " tiles" : "") << " x " << r
+                << " row " << c;
           }
           for (std::size_t c = count; c < ldy; ++c)
             ASSERT_EQ(y[r * ldy + c], before[r * ldy + c]) << "y's padding, x " << r;

@@ -43,11 +43,13 @@ struct StoredRows {
   std::size_t count = 0, length = 0, stride = 0;
 };
 
-// Options both products take: the threads (0: OpenMP's default) and the instruction set
-// (nullopt: the best this CPU has; a narrower one for tests and benchmarks).
+// Options the products take: the threads (0: OpenMP's default), the instruction set
+// (nullopt: the best this CPU has; a narrower one for tests and benchmarks), and whether
+// int8_gemm multiplies on AMX's tiles where the CPU has them (false: VNNI's vectors only).
 struct MatvecOptions {
   int threads = 0;
   std::optional<Isa> isa;
+  bool tiles = true;
 };
 
 // Rows as outputs: for r < n and c < w.count,
@@ -70,12 +72,11 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
                  float beta, const MatvecOptions& options = {});
 
 // Many rows of x (a prompt) by rows of Q8_0, Q4_K, Q5_K or Q6_K, y as matvec_dot's, as int8 dot products
-// where the CPU has AVX-512 VNNI: x held per 32 values as s·(h + l/256), h and l int8 and
-// s = max|x|/127 (each value within max|x|/32512, as Q4_K's generation holds it), the weights
-// as the integers they are. So each 32's product is within max|x|/32512 · Σ|w| of the exact
-// one, beside an f32 loop's rounding. False, y untouched, where it does not apply (another
-// format, no VNNI or options.isa another, a value of x not finite): the caller multiplies
-// otherwise.
+// where the CPU has AVX-512 VNNI (on AMX's int8 tiles where it has those too): x held per 32 values as s·(h + l/256), h
+// and l int8 and s = max|x|/127 (each value within max|x|/32512, as Q4_K's generation holds it), the weights as the
+// integers they are. So each 32's product is within max|x|/32512 · Σ|w| of the exact one, beside an f32 loop's
+// rounding. False, y untouched, where it does not apply (another format, no VNNI or options.isa another, a value of x
+// not finite): the caller multiplies otherwise.
 bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                float beta, const MatvecOptions& options = {});
 
