@@ -16,6 +16,7 @@
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
+#include "attnlab/kernels/matvec.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
 #include "attnlab/model/model.hpp"
@@ -236,6 +237,9 @@ int bench_model(const BenchFlags& f) {
   // (int8_prompt_products): the forward's operations as a share of that unit's peak too (the
   // attention and the norms in f32 included).
   const bool int8_products = int8_prompt_products(model.stored_type) && peaks.int8_gops > 0 && !f.f32 && !f.bf16;
+  // Where the CPU has AMX, those products run on its bf16 tiles instead (int8_gemm_tiles):
+  // three tile multiplies a product, so the unit's busy share is three times the useful one.
+  const bool tile_products = int8_products && int8_gemm_tiles() && peaks.amx_gflops > 0;
   // Generation: the prompt through the cache, then one token at a time (greedy). Each new
   // token reads every weight once and the whole cache: that traffic over the measured read
   // bandwidth is what the step could take at best.
@@ -325,6 +329,8 @@ int bench_model(const BenchFlags& f) {
                          {"goal_bytes", goal},
                          {"goal_met", double(resident) <= goal}}}};
     if (int8_products) out["percent_of_int8_peak"] = 100 * gflops / peaks.int8_gops;
+    if (tile_products) out["percent_of_amx_bf16_peak"] = 100 * gflops / peaks.amx_gflops;
+    if (int8_products) out["quantized_products_on"] = tile_products ? "amx_bf16_tiles" : "vnni_int8";
     if (generate) out["generation"] = generation;
     if (f.survey) out["survey"] = survey;
     if (f.bf16) {
@@ -340,7 +346,12 @@ int bench_model(const BenchFlags& f) {
       "{} ({}), {} tokens: median {:.3f} s, {:.0f} tokens/s, {:.1f} GFLOP/s "
       "({:.1f}% of the f32 peak; {:.1f} GFLOP a pass)\n",
       f.model, describe(c), f.tokens, median, f.tokens / median, gflops, 100 * gflops / peaks.f32_gflops, flops / 1e9);
-  if (int8_products)
+  if (tile_products)
+    fmt::print(
+        "products on AMX's bf16 tiles (x and the weights as two bf16 parts each, three multiplies a product): "
+        "{:.1f}% of the AMX bf16 peak, {:.1f}% counting the three; {:.1f}% of the VNNI int8 peak\n",
+        100 * gflops / peaks.amx_gflops, 300 * gflops / peaks.amx_gflops, 100 * gflops / peaks.int8_gops);
+  else if (int8_products)
     fmt::print("products in int8 (VNNI): {:.1f}% of the int8 peak, {:.1f} GOP/s\n", 100 * gflops / peaks.int8_gops,
                peaks.int8_gops);
   if (f.bf16 && bf16_products_peak(peaks) > 0)

@@ -12,9 +12,16 @@ bool amx_int8_available() { return false; }
 double amx_bf16_peak_gflops(int, long) { return 0; }
 double amx_int8_peak_gops(int, long) { return 0; }
 
-void kernels::amx::int8_panels(const Int8PanelsView&, const avx512::Int8Rows&, std::size_t, std::size_t, float*,
-                               std::size_t, std::size_t, float) {
-  throw std::logic_error("int8_panels: this build has no AMX tiles (amx_int8_available() is false)");
+// (Never called: amx_bf16_available() is false.)
+bool kernels::amx::split_row_bf16(const float*, std::size_t, std::size_t, std::uint16_t*) {
+  throw std::logic_error("split_row_bf16: this build has no AMX tiles");
+}
+void kernels::amx::bf16_weights(const Int8PanelsView&, std::size_t, std::size_t, std::uint16_t*) {
+  throw std::logic_error("bf16_weights: this build has no AMX tiles");
+}
+void kernels::amx::bf16_tiles(const std::uint16_t*, std::size_t, const std::uint16_t*, std::size_t, std::size_t, float*,
+                              std::size_t, std::size_t, float, float*) {
+  throw std::logic_error("bf16_tiles: this build has no AMX tiles");
 }
 
 }  // namespace attnlab

@@ -126,36 +126,46 @@ struct Int8Rows {
 // The values that share a weight factor in the int8 GEMM: a Q6_K scale's 16, every other's 32.
 inline std::size_t int8_factor_values(RowFormat format) { return format == RowFormat::q6_k ? 16 : 32; }
 // Whether a format's values are signed as ggml means them (Q8_0's int8, Q6_K's q − 32), with
-// no offset c: AMX's tiles multiply them so; VNNI's vpdpbusd needs one side unsigned.
+// no offset c: the bf16 tiles take them so; VNNI's vpdpbusd needs one side unsigned.
 inline bool int8_signed_values(RowFormat format) { return format == RowFormat::q8_0 || format == RowFormat::q6_k; }
 // One row's parts, in its values' order: false, with nothing kept, where they cannot be made.
 bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* lo, float* scale, float* sums);
 // y[i·ldy + (c − first)] = beta · y + Σ x_i · w_c for i < n, c in [first, last), at most 32
 // rows (two panels) of Q8_0, Q4_K, Q5_K or Q6_K.
-// With `tiles`, on AMX's tiles (amx::int8_panels), x's parts as that takes them.
 inline constexpr std::size_t kInt8GemmRows = 32;
 void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
-                      float* y, std::size_t ldy, float beta, bool tiles);
+                      float* y, std::size_t ldy, float beta);
+// The same on AMX's bf16 tiles (x split as amx::split_row_bf16 makes it), for any number of
+// rows [first, last): regrouped 32 at a time, then split (amx::bf16_weights) and multiplied.
+void bf16_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const std::uint16_t* x, std::size_t n,
+                      float* y, std::size_t ldy, float beta);
 }  // namespace attnlab::kernels::avx512
 
-// The same product on AMX's int8 tiles (amx_int8.cpp), where amx_int8_available() (peak.hpp).
+// The same products on AMX's bf16 tiles (amx_bf16.cpp), where amx_bf16_available() (peak.hpp).
 namespace attnlab::kernels::amx {
-// Rows of x a tile multiplies at once: x's parts must hold a whole number of these rows.
+// Rows of x a tile multiplies at once.
 inline constexpr std::size_t kTileRows = 16;
 // Two panels of weight rows as int8_gemm_panels regroups them: `q` [length / 4][2 panels][16
 // rows][4 values], the factors `a` and `c` [length / values][2 panels][16 rows]; the values
-// unsigned bytes with w = a·q − c, or (`signed_values`: Q8_0's and Q6_K's) signed ones with
-// w = a·q.
+// unsigned bytes with w = 256·a·q − c, or (`signed_values`: Q8_0's and Q6_K's) signed ones with
+// w = 256·a·q (a is kept over 256 for the int8 sums).
 struct Int8PanelsView {
   const std::uint8_t* q = nullptr;
   const float* a = nullptr;
   const float* c = nullptr;
   bool signed_values = false;
 };
-// y[i·ldy + c] = beta · y + Σ x_i · w_c for i < n and c < cols (≤ 32), the weights' factors a
-// `values` values' each (32, or Q6_K's 16). x's parts in tile order: hi and lo [rows / 16]
-// [length / values][16][values], scale [rows / 16][length / 32][16] and sums [rows / 16]
-// [length / values][16], the rows padded with zeros to a whole number of tiles (16).
-void int8_panels(const Int8PanelsView& p, const avx512::Int8Rows& x, std::size_t n, std::size_t values, float* y,
-                 std::size_t ldy, std::size_t cols, float beta);
+// x and the weights each as two bf16 parts (amx_bf16.cpp says why). x's row `row` of `length`
+// values (a multiple of 32) into `tiled`, [rows / 16][length / 32][hi, lo][16][32] bf16: false
+// where a value is not finite.
+bool split_row_bf16(const float* x, std::size_t length, std::size_t row, std::uint16_t* tiled);
+// Two regrouped panels' weights, split, as B tiles: [length / 32][2 panels][hi, lo][16][32]
+// bf16 (a tile's row: two consecutive values of each of the panel's 16 rows).
+void bf16_weights(const Int8PanelsView& p, std::size_t length, std::size_t values, std::uint16_t* b);
+// y[i·ldy + c] = beta · y + Σ x_i · w_c for i < n, c < cols (≤ 32 · pairs), the weights
+// `pairs` pairs of panels as bf16_weights makes each, one after the other; x's rows padded with
+// zeros to a whole number of pairs of tiles (32). `acc`: room for [pairs][rows][32] floats,
+// 64-byte aligned.
+void bf16_tiles(const std::uint16_t* b, std::size_t pairs, const std::uint16_t* x, std::size_t n, std::size_t length,
+                float* y, std::size_t ldy, std::size_t cols, float beta, float* acc);
 }  // namespace attnlab::kernels::amx

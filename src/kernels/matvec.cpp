@@ -60,15 +60,17 @@ void check(const StoredRows& w, std::size_t n, std::size_t ldx, std::size_t ldy,
     throw std::logic_error(std::string(who) + ": a row stride is too short");
 }
 
-// Whether int8_gemm may use AMX's tiles: where the CPU and the kernel allow them, unless
-// ATTNLAB_AMX=off (VNNI's vectors only, to compare the two).
-bool int8_tiles_allowed() {
+}  // namespace
+
+bool int8_gemm_tiles() {
   static const bool allowed = [] {
     const char* setting = std::getenv("ATTNLAB_AMX");
-    return amx_int8_available() && !(setting && std::string_view(setting) == "off");
+    return amx_bf16_available() && !(setting && std::string_view(setting) == "off");
   }();
   return allowed;
 }
+
+namespace {
 
 int threads_for(std::size_t bytes, const MatvecOptions& options) {
   return bytes < kParallelBytes ? 1 : sharing_threads(options.threads);
@@ -169,19 +171,38 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
   check(w, n, ldx, ldy, w.length, w.count, "int8_gemm");
   if (usable_isa(options.isa) != Isa::avx512_bf16) return false;  // the tier that has VNNI
   if (n == 0 || w.count == 0) return true;
-  // x's int8 parts, its rows shared over the threads: [n × length] and [n × length / 32].
-  const bool tiles = options.tiles && int8_tiles_allowed();
-  const std::size_t tile_rows = kernels::amx::kTileRows;
-  const std::size_t length = w.length, groups = length / 32;
-  const std::size_t rows = tiles ? (n + tile_rows - 1) / tile_rows * tile_rows : n;
+  const std::size_t length = w.length;
   const int threads = threads_for(n * length * sizeof(float) + w.count * w.stride, options);
+  std::atomic<bool> made{true};
+  if (options.tiles && int8_gemm_tiles()) {
+    // x split into bf16 parts in the tiles' order, rows of zeros to a whole pair of tiles.
+    const std::size_t rows = (n + 31) / 32 * 32;
+    thread_local std::vector<std::uint16_t> kept_split;
+    std::vector<std::uint16_t>& split = kept_split;  // (this thread's, named: the lambdas run on others)
+    split.assign(rows * length * 2 + 32, 0);
+    std::uint16_t* const tiled =
+        reinterpret_cast<std::uint16_t*>((reinterpret_cast<std::uintptr_t>(split.data()) + 63) & ~std::uintptr_t(63));
+    share_items(n, threads, [&](std::size_t i) {
+      if (!kernels::amx::split_row_bf16(x + i * ldx, length, i, tiled)) made.store(false, std::memory_order_relaxed);
+    });
+    if (!made) return false;
+    // Each thread a run of up to 256 weight rows at a time (x's slices read once for all).
+    const std::size_t per_thread = (w.count + threads - 1) / threads;
+    const std::size_t step = std::clamp<std::size_t>((per_thread + 31) / 32 * 32, 32, 256);
+    share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {
+      const std::size_t first = k * step, last = std::min(w.count, first + step);
+      kernels::avx512::bf16_gemm_panels(w, first, last, tiled, n, y + first, ldy, beta);
+    });
+    return true;
+  }
+  // x's int8 parts, its rows shared over the threads: [n × length] and [n × length / 32].
+  const std::size_t groups = length / 32;
   // (Kept by the calling thread, as the prepared x is: a prompt makes them for every matrix.)
   thread_local std::vector<std::int8_t> kept_hi, kept_lo;
   thread_local std::vector<float> kept_scale, kept_sums;
   std::vector<std::int8_t>&hi = kept_hi, &lo = kept_lo;
   std::vector<float>&scale = kept_scale, &sums = kept_sums;
   hi.resize(n * length), lo.resize(n * length), scale.resize(n * groups), sums.resize(n * groups);
-  std::atomic<bool> made{true};
   share_items(n, threads, [&](std::size_t i) {
     if (!kernels::avx512::int8_row(x + i * ldx, length, &hi[i * length], &lo[i * length], &scale[i * groups],
                                    &sums[i * groups]))
@@ -201,34 +222,11 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
       }
     });
   }
-  kernels::avx512::Int8Rows parts{hi.data(), lo.data(), scale.data(), sums.data(), length};
-  // For the tiles, the parts in the order tiles load them: a tile's 16 rows of one factor
-  // group's values side by side, [rows / 16][factors][16][values], and its scales and sums as
-  // [rows / 16][groups][16] and [rows / 16][factors][16] (rows of zeros at the end).
-  thread_local std::vector<std::int8_t> kept_tiled_hi, kept_tiled_lo;
-  thread_local std::vector<float> kept_tiled_scale, kept_tiled_sums;
-  if (tiles) {
-    std::vector<std::int8_t>&tiled_hi = kept_tiled_hi, &tiled_lo = kept_tiled_lo;  // (this thread's, named)
-    std::vector<float>&tiled_scale = kept_tiled_scale, &tiled_sums = kept_tiled_sums;
-    tiled_hi.assign(rows * length, 0), tiled_lo.assign(rows * length, 0);
-    tiled_scale.assign(rows * groups, 0.0f), tiled_sums.assign(rows * factors, 0.0f);
-    share_items(n, threads, [&](std::size_t i) {
-      const std::size_t tile = i / tile_rows, r = i % tile_rows;
-      for (std::size_t f = 0; f < factors; ++f) {
-        const std::size_t at = ((tile * factors + f) * tile_rows + r) * values;
-        std::copy_n(&hi[i * length + f * values], values, &tiled_hi[at]);
-        std::copy_n(&lo[i * length + f * values], values, &tiled_lo[at]);
-        tiled_sums[(tile * factors + f) * tile_rows + r] = sums[i * factors + f];
-      }
-      for (std::size_t g = 0; g < groups; ++g)
-        tiled_scale[(tile * groups + g) * tile_rows + r] = scale[i * groups + g];
-    });
-    parts = {tiled_hi.data(), tiled_lo.data(), tiled_scale.data(), tiled_sums.data(), length};
-  }
+  const kernels::avx512::Int8Rows parts{hi.data(), lo.data(), scale.data(), sums.data(), length};
   const std::size_t step = kernels::avx512::kInt8GemmRows;
   share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {
     const std::size_t first = k * step, last = std::min(w.count, first + step);
-    kernels::avx512::int8_gemm_panels(w, first, last, parts, n, y + first, ldy, beta, tiles);
+    kernels::avx512::int8_gemm_panels(w, first, last, parts, n, y + first, ldy, beta);
   });
   return true;
 }

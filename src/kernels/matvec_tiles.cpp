@@ -15,7 +15,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/kernels/matvec.hpp"
@@ -882,6 +885,28 @@ constexpr std::size_t kPanel = 16;  // weight rows a panel: one vector lane each
 constexpr std::size_t kPanels = 2;  // panels a pass over x's rows: each broadcast of x used twice
 constexpr int kTile = 3;            // rows of x at once: 3 · 2 · 3 vectors of sums (4 spill)
 
+// A 64-byte-aligned buffer of this thread's (AMX's tiles load whole cache lines), grown as
+// needed and kept for the next call; what it held is not kept when it grows.
+template <typename T>
+class AlignedScratch {
+ public:
+  T* get(std::size_t count) {
+    if (count > capacity_) {
+      kept_.reset(static_cast<T*>(std::aligned_alloc(64, round_up(count * sizeof(T), 64))));
+      if (!kept_) throw std::bad_alloc();
+      capacity_ = count;
+    }
+    return kept_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> kept_;
+  std::size_t capacity_ = 0;
+};
+
 struct Panels {
   std::vector<std::uint8_t> q;   // [length / 4][2 panels][16 rows][4 values]
   std::vector<float> a, c;       // [length / factor values][2 panels][16 rows]
@@ -1098,15 +1123,29 @@ bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* 
   return int8_parts_of_row(x, length, false, hi, lo, scale, sums);
 }
 
+void bf16_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const std::uint16_t* x, std::size_t n,
+                      float* y, std::size_t ldy, float beta) {
+  thread_local Panels panels;
+  thread_local AlignedScratch<std::uint16_t> split_weights;  // [pairs of panels][bf16_weights' layout]
+  thread_local AlignedScratch<float> sums;                   // bf16_tiles' acc
+  const bool signed_values = int8_signed_values(w.format);
+  const std::size_t width = kPanels * kPanel, pairs = (last - first + width - 1) / width;
+  const std::size_t pair_values = w.length * width * 2;
+  std::uint16_t* b = split_weights.get(pairs * pair_values);
+  for (std::size_t p = 0; p < pairs; ++p) {
+    const std::size_t from = first + p * width;
+    regroup(w, from, std::min(width, last - from), signed_values, panels);
+    amx::bf16_weights({panels.q.data(), panels.a.data(), panels.c.data(), signed_values}, w.length,
+                      int8_factor_values(w.format), b + p * pair_values);
+  }
+  amx::bf16_tiles(b, pairs, x, n, w.length, y, ldy, last - first, beta, sums.get(pairs * round_up(n, 32) * width));
+}
+
 void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
-                      float* y, std::size_t ldy, float beta, bool tiles) {
+                      float* y, std::size_t ldy, float beta) {
   thread_local Panels panels;  // (its memory kept: a prompt's product regroups many a thread)
-  const bool signed_values = tiles && int8_signed_values(w.format);
-  regroup(w, first, last - first, signed_values, panels);
-  if (tiles)
-    return amx::int8_panels({panels.q.data(), panels.a.data(), panels.c.data(), signed_values}, x, n,
-                            int8_factor_values(w.format), y, ldy, last - first, beta);
-  const auto vector_tiles = [&]<int Values>() {
+  regroup(w, first, last - first, false, panels);
+  const auto tiles = [&]<int Values>() {
     std::size_t i = 0;
     for (; i + kTile <= n; i += kTile)
       panel_tile<kTile, Values>(panels, x, i, y, ldy, last - first, beta);
@@ -1117,9 +1156,9 @@ void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, 
     }
   };
   if (int8_factor_values(w.format) == 16)
-    vector_tiles.template operator()<16>();
+    tiles.template operator()<16>();
   else
-    vector_tiles.template operator()<32>();
+    tiles.template operator()<32>();
 }
 
 }  // namespace attnlab::kernels::avx512

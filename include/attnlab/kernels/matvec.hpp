@@ -45,7 +45,7 @@ struct StoredRows {
 
 // Options the products take: the threads (0: OpenMP's default), the instruction set
 // (nullopt: the best this CPU has; a narrower one for tests and benchmarks), and whether
-// int8_gemm multiplies on AMX's tiles where the CPU has them (false: VNNI's vectors only).
+// int8_gemm may multiply on AMX's bf16 tiles (int8_gemm_tiles; false: VNNI's vectors only).
 struct MatvecOptions {
   int threads = 0;
   std::optional<Isa> isa;
@@ -72,13 +72,22 @@ void matvec_axpy(const StoredRows& w, const float* x, std::size_t n, std::size_t
                  float beta, const MatvecOptions& options = {});
 
 // Many rows of x (a prompt) by rows of Q8_0, Q4_K, Q5_K or Q6_K, y as matvec_dot's, as int8 dot products
-// where the CPU has AVX-512 VNNI (on AMX's int8 tiles where it has those too): x held per 32 values as s·(h + l/256), h
-// and l int8 and s = max|x|/127 (each value within max|x|/32512, as Q4_K's generation holds it), the weights as the
-// integers they are. So each 32's product is within max|x|/32512 · Σ|w| of the exact one, beside an f32 loop's
-// rounding. False, y untouched, where it does not apply (another format, no VNNI or options.isa another, a value of x
-// not finite): the caller multiplies otherwise.
+// where the CPU has AVX-512 VNNI (or on AMX's bf16 tiles where it has those: int8_gemm_tiles): x held per 32 values as
+// s·(h + l/256), h and l int8 and s = max|x|/127 (each value within max|x|/32512, as Q4_K's generation holds it), the
+// weights as the integers they are. So each 32's product is within max|x|/32512 · Σ|w| of the exact one, beside an f32
+// loop's rounding. False, y untouched, where it does not apply (another format, no VNNI or options.isa another, a value
+// of x not finite): the caller multiplies otherwise.
 bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                float beta, const MatvecOptions& options = {});
+
+// Whether int8_gemm multiplies on AMX's bf16 tiles here (options.tiles left true): where the
+// CPU has AMX-BF16, the kernel allows the tiles, and ATTNLAB_AMX is not "off". There x and
+// each weight w = a·q − c are split into two bf16 parts, v = v_hi + v_lo with
+// |v − v_hi − v_lo| ≤ 2^-18 |v|, and each product is x_hi·w_hi + x_hi·w_lo + x_lo·w_hi summed in
+// f32: within 3 · 2^-18 |x·w| of the exact product, inside the int8 parts' bound (values of x
+// below 2^-117 in size lose their low part, and below 2^-126 count as 0: the tiles flush them).
+// The split refuses values beyond 3·10^38 (their bf16 would overflow) as it does infinities.
+bool int8_gemm_tiles();
 
 // The formats int8_gemm multiplies (where the CPU has VNNI): Q8_0 and the K-quants.
 inline constexpr bool int8_gemm_takes(RowFormat format) {
