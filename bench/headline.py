@@ -7,10 +7,13 @@ bandwidth `attnlab bench` measured in that run, and as ratios to the peers:
 
   - bench/gpt2_forward.py: GPT-2 small's forward over 1024 tokens (f32, random weights),
     attnlab against PyTorch's (Debian's python3-torch) on the same checkpoint;
-  - bench/llama_cpp_peer.js: a Llama-architecture GGUF file of GPT-2 small's size in F32,
-    F16, Q8_0 and Q4_K, prompt processing (512 tokens) and generation (32 tokens after a
-    prompt of 64, and of 1024) against llama.cpp (npm's node-llama-cpp, installed by the
-    test command into build/peers) on the same file;
+  - bench/llama_cpp_peer.js: Llama-architecture GGUF files at the size people run, TinyLlama-
+    1.1B's shape (22 layers, d_model 2048, 32 query heads sharing 4 KV heads, FFN 5632,
+    vocabulary 32000; seeded weights) in F16, Q8_0 and Q4_K: prompt processing (256 tokens)
+    and generation (16 tokens after a prompt of 64, and of 1024); and, the small end, of
+    GPT-2 small's size in F32, F16, Q8_0 and Q4_K (prompt 512, generation after 64); each
+    against llama.cpp (npm's node-llama-cpp, installed by the test command into build/peers)
+    on the same file;
   - bench/train_step.py: whole training steps against PyTorch's autograd.
 
 Run from the repository: /usr/bin/python3 bench/headline.py [--attnlab build/attnlab]
@@ -40,17 +43,21 @@ def main():
     parser.add_argument("--attnlab", default="build/attnlab")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--shape", default="tinyllama-1.1b", help="the large files' shape (llama_cpp_peer.js --shape)")
     args = parser.parse_args()
     python = sys.executable
     forward = run_json([python, str(HERE / "gpt2_forward.py"), "--attnlab", args.attnlab, "--repeats",
                         str(args.repeats), "--json"])
-    peers = {context: run_json(["node", str(HERE / "llama_cpp_peer.js"), "--attnlab", args.attnlab, "--context",
-                                str(context), "--repeats", str(args.repeats), "--json"])
-             for context in (64, 1024)}
+    peer = ["node", str(HERE / "llama_cpp_peer.js"), "--attnlab", args.attnlab, "--repeats", str(args.repeats), "--json"]
+    large = ["--shape", args.shape, "--types", "F16,Q8_0,Q4_K", "--prompt", "256", "--generate", "16"]
+    peers = {(args.shape, context): run_json(peer + large + ["--context", str(context)]) for context in (64, 1024)}
+    peers[("gpt2-small", 64)] = run_json(peer + ["--context", "64"])
     training = run_json([python, str(HERE / "train_step.py"), "--attnlab", args.attnlab, "--steps", "10",
                          "--repeats", str(args.repeats), "--json"])
     if args.json:
-        print(json.dumps({"forward": forward, "llama_cpp": peers, "training": training}, indent=2))
+        print(json.dumps({"forward": forward, "llama_cpp": {f"{shape} after {context}": result
+                                                            for (shape, context), result in peers.items()},
+                          "training": training}, indent=2))
         return
 
     m = forward["machine"]
@@ -72,24 +79,28 @@ def main():
         print(f"| GPT-2 small forward, {f['tokens']} tokens, bf16 products ({f['bf16_isa']}) | "
               f"{f['attnlab_bf16_seconds']:.3f} s | {share_of(f['attnlab_bf16_percent_of_bf16_peak'], 'bf16 peak')} | | "
               f"{f['torch_seconds']:.3f} s | {f['torch_seconds'] / f['attnlab_bf16_seconds']:.2f}× PyTorch |")
-    short = peers[64]
-    for r in short["rows"]:
-        a, t = r["attnlab"], r["llama_cpp"]
-        print(f"| prompt {short['prompt']} tokens, {r['file']} GGUF | {a['prompt_tokens_per_second']:.0f} tok/s | "
-              f"{a['prompt_percent_of_f32_peak']:.0f}% of f32 peak{int8_share(a)} | "
-              f"{t['prompt_tokens_per_second']:.0f} tok/s | | "
-              f"{r['prompt_ratio']:.2f}× llama.cpp |")
-    for r in short["rows"]:  # the same prompts with bf16 products, where the CPU has bf16 units
-        a, t = r["attnlab"], r["llama_cpp"]
-        if a["prompt_bf16_tokens_per_second"] > 0:
-            print(f"| prompt {short['prompt']} tokens, {r['file']} GGUF, bf16 products ({a['bf16_isa']}) | "
-                  f"{a['prompt_bf16_tokens_per_second']:.0f} tok/s | "
-                  f"{share_of(a['prompt_bf16_percent_of_bf16_peak'], 'bf16 peak')} | "
-                  f"{t['prompt_tokens_per_second']:.0f} tok/s | | {r['prompt_bf16_ratio']:.2f}× llama.cpp |")
-    for context, result in peers.items():
+    for (shape, context), result in peers.items():
+        rm = result["rows"][0]["attnlab"]["machine"]
+        print(f"| ({shape}: f32 peak {rm['f32_peak_gflops']:.0f} GFLOP/s, read {rm['read_gbps']:.1f} GB/s in "
+              f"this run) | | | | | |")
+        if context == 64:
+            for r in result["rows"]:
+                a, t = r["attnlab"], r["llama_cpp"]
+                print(f"| prompt {result['prompt']} tokens, {shape} {r['file']} GGUF | "
+                      f"{a['prompt_tokens_per_second']:.0f} tok/s | {a['prompt_percent_of_f32_peak']:.0f}% of f32 peak"
+                      f"{int8_share(a)} | {t['prompt_tokens_per_second']:.0f} tok/s | | "
+                      f"{r['prompt_ratio']:.2f}× llama.cpp |")
+            for r in result["rows"]:  # the same prompts with bf16 products, where the CPU has bf16 units
+                a, t = r["attnlab"], r["llama_cpp"]
+                if a["prompt_bf16_tokens_per_second"] > 0:
+                    print(f"| prompt {result['prompt']} tokens, {shape} {r['file']} GGUF, bf16 products "
+                          f"({a['bf16_isa']}) | {a['prompt_bf16_tokens_per_second']:.0f} tok/s | "
+                          f"{share_of(a['prompt_bf16_percent_of_bf16_peak'], 'bf16 peak')} | "
+                          f"{t['prompt_tokens_per_second']:.0f} tok/s | | {r['prompt_bf16_ratio']:.2f}× llama.cpp |")
         for r in result["rows"]:
             a, t = r["attnlab"], r["llama_cpp"]
-            print(f"| generation after {context} tokens, {r['file']} | {a['generate_tokens_per_second']:.1f} tok/s | "
+            print(f"| generation after {context} tokens, {shape} {r['file']} | "
+                  f"{a['generate_tokens_per_second']:.1f} tok/s | "
                   f"{a['generate_percent_of_read_bandwidth']:.0f}% of read bandwidth | "
                   f"{t['generate_tokens_per_second']:.1f} tok/s | | {r['generate_ratio']:.2f}× llama.cpp |")
     for r in training["rows"]:
@@ -101,8 +112,11 @@ def main():
 
 
 def int8_share(attnlab):
-    """A quantized prompt's share of the int8 peak, where its products ran as int8 dot products."""
-    share = attnlab.get("prompt_percent_of_int8_peak")
+    """A quantized prompt's share of the int8 peak, where its products ran as int8 dot products
+    (and of the AMX bf16 peak, where they ran on those tiles)."""
+    share, tiles = attnlab.get("prompt_percent_of_int8_peak"), attnlab.get("prompt_percent_of_amx_bf16_peak")
+    if tiles is not None:
+        return f", {tiles:.0f}% of AMX bf16 peak ({share:.0f}% of int8 peak)"
     return "" if share is None else f", {share:.0f}% of int8 peak"
 
 

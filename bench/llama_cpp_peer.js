@@ -199,6 +199,8 @@ function attnlab(file, f, cache) {
     prompt_percent_of_f32_peak: prompt.percent_of_peak,
     // a Q8_0 or Q4_K file's prompt as a share of the int8 peak (VNNI) where its products are int8; else null
     prompt_percent_of_int8_peak: prompt.percent_of_int8_peak ?? null,
+    // where those products ran on AMX's bf16 tiles instead: that unit's share too; else null
+    prompt_percent_of_amx_bf16_peak: prompt.percent_of_amx_bf16_peak ?? null,
     prompt_bf16_tokens_per_second: bf16 ? bf16.tokens_per_second : 0,
     prompt_bf16_percent_of_bf16_peak: bf16 ? bf16.percent_of_bf16_peak : null,  // null: no peak measured for its unit
     bf16_isa: bf16 ? bf16.bf16_isa : 'none',

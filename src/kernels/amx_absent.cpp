@@ -13,7 +13,10 @@ double amx_bf16_peak_gflops(int, long) { return 0; }
 double amx_int8_peak_gops(int, long) { return 0; }
 
 // (Never called: amx_bf16_available() is false.)
-bool kernels::amx::split_row_bf16(const float*, std::size_t, std::size_t, std::uint16_t*) {
+bool kernels::amx::splittable(const float*, std::size_t) {
+  throw std::logic_error("splittable: this build has no AMX tiles");
+}
+void kernels::amx::split_row_bf16(const float*, std::size_t, std::size_t, std::uint16_t*) {
   throw std::logic_error("split_row_bf16: this build has no AMX tiles");
 }
 void kernels::amx::bf16_weights(const Int8PanelsView&, std::size_t, std::size_t, std::uint16_t*) {

@@ -30,7 +30,9 @@ namespace attnlab::kernels::amx {
 namespace {
 
 constexpr std::size_t kPanel = 16, kPanels = 2, kStep = 32;  // weight rows a panel; values a tile's K
-constexpr std::size_t kSliceSteps = 8;                       // K's slices: 256 values
+constexpr std::size_t kSliceSteps = 8;
+constexpr float kLargestSplit = 3.0e38f;  // (bf16's largest is 3.39·10^38: a value past it rounds to infinity) // K's
+                                          // slices: 256 values
 
 // v rounded to bf16, as f32 (its low 16 bits zero).
 inline __m512 bf16_of(__m512 v) {
@@ -54,22 +56,26 @@ struct alignas(64) TileConfig {
 
 }  // namespace
 
-bool split_row_bf16(const float* x, std::size_t length, std::size_t row, std::uint16_t* tiled) {
-  const std::size_t tile = row / kTileRows, r = row % kTileRows, steps = length / kStep;
+bool splittable(const float* x, std::size_t length) {
   __mmask16 bad = 0;
+  for (std::size_t i = 0; i < length; i += 16)
+    bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), _mm512_set1_ps(kLargestSplit), _CMP_NLT_UQ);
+  return bad == 0;
+}
+
+void split_row_bf16(const float* x, std::size_t length, std::size_t row, std::uint16_t* tiled) {
+  const std::size_t tile = row / kTileRows, r = row % kTileRows, steps = length / kStep;
   for (std::size_t k = 0; k < steps; ++k) {
     std::uint16_t* out = tiled + ((tile * steps + k) * 2 * kTileRows + r) * kStep;  // [tile][step][part][16][32]
     for (std::size_t half = 0; half < 2; ++half) {
       const __m512 v = _mm512_loadu_ps(x + k * kStep + half * 16);
-      bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(3.0e38f), _CMP_NLT_UQ);  // not finite (or near)
-      const __m512 lo = _mm512_sub_ps(v, bf16_of(v));                                     // (exact)
+      const __m512 lo = _mm512_sub_ps(v, bf16_of(v));  // (exact)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + half * 16),
                           reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + kTileRows * kStep + half * 16),
                           reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(lo)));
     }
   }
-  return bad == 0;
 }
 
 void bf16_weights(const Int8PanelsView& p, std::size_t length, std::size_t values, std::uint16_t* b) {

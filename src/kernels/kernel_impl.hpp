@@ -155,10 +155,12 @@ struct Int8PanelsView {
   const float* c = nullptr;
   bool signed_values = false;
 };
-// x and the weights each as two bf16 parts (amx_bf16.cpp says why). x's row `row` of `length`
-// values (a multiple of 32) into `tiled`, [rows / 16][length / 32][hi, lo][16][32] bf16: false
-// where a value is not finite.
-bool split_row_bf16(const float* x, std::size_t length, std::size_t row, std::uint16_t* tiled);
+// x and the weights each as two bf16 parts (amx_bf16.cpp says why). Whether a row of x can be
+// split: every value finite and below 3·10^38 in size (`length` a multiple of 16).
+bool splittable(const float* x, std::size_t length);
+// x's row `row` of `length` values (a multiple of 32) into `tiled`, [rows / 16][length / 32]
+// [hi, lo][16][32] bf16.
+void split_row_bf16(const float* x, std::size_t length, std::size_t row, std::uint16_t* tiled);
 // Two regrouped panels' weights, split, as B tiles: [length / 32][2 panels][hi, lo][16][32]
 // bf16 (a tile's row: two consecutive values of each of the panel's 16 rows).
 void bf16_weights(const Int8PanelsView& p, std::size_t length, std::size_t values, std::uint16_t* b);

@@ -29,6 +29,9 @@ constexpr std::size_t kParallelBytes = 256 << 10;
 // weight is whole cache lines and the pieces even out between threads.
 constexpr std::size_t kPiece = 16;
 
+// Rows of x int8_gemm splits for AMX's tiles at once (each 4 bytes a value).
+constexpr std::size_t kTileChunk = 256;
+
 std::size_t block_values(RowFormat f) {
   switch (f) {
     case RowFormat::q8_0: return 32;
@@ -175,24 +178,31 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
   const int threads = threads_for(n * length * sizeof(float) + w.count * w.stride, options);
   std::atomic<bool> made{true};
   if (options.tiles && int8_gemm_tiles()) {
-    // x split into bf16 parts in the tiles' order, rows of zeros to a whole pair of tiles.
-    const std::size_t rows = (n + 31) / 32 * 32;
-    thread_local std::vector<std::uint16_t> kept_split;
-    std::vector<std::uint16_t>& split = kept_split;  // (this thread's, named: the lambdas run on others)
-    split.assign(rows * length * 2 + 32, 0);
-    std::uint16_t* const tiled =
-        reinterpret_cast<std::uint16_t*>((reinterpret_cast<std::uintptr_t>(split.data()) + 63) & ~std::uintptr_t(63));
+    // Each thread a run of weight rows at a time, whole pairs of panels: x's slices read once
+    // for up to 8 pairs, their split weights at most 2 MiB a thread (FFN-wide rows take fewer).
+    const std::size_t per_thread = (w.count + threads - 1) / threads, pair_bytes = length * 32 * 2 * 2;
+    const std::size_t most = std::clamp<std::size_t>((std::size_t(2) << 20) / pair_bytes, 1, 8) * 32;
+    const std::size_t step = std::clamp<std::size_t>((per_thread + 31) / 32 * 32, 32, most);
+    // x split into bf16 parts in the tiles' order, 256 rows at a time (rows of zeros to a whole
+    // pair of tiles): a long prompt's split is not held whole.
     share_items(n, threads, [&](std::size_t i) {
-      if (!kernels::amx::split_row_bf16(x + i * ldx, length, i, tiled)) made.store(false, std::memory_order_relaxed);
+      if (!kernels::amx::splittable(x + i * ldx, length)) made.store(false, std::memory_order_relaxed);
     });
     if (!made) return false;
-    // Each thread a run of up to 256 weight rows at a time (x's slices read once for all).
-    const std::size_t per_thread = (w.count + threads - 1) / threads;
-    const std::size_t step = std::clamp<std::size_t>((per_thread + 31) / 32 * 32, 32, 256);
-    share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {
-      const std::size_t first = k * step, last = std::min(w.count, first + step);
-      kernels::avx512::bf16_gemm_panels(w, first, last, tiled, n, y + first, ldy, beta);
-    });
+    thread_local std::vector<std::uint16_t> kept_split;
+    std::vector<std::uint16_t>& split = kept_split;  // (this thread's, named: the lambdas run on others)
+    for (std::size_t i0 = 0; i0 < n; i0 += kTileChunk) {
+      const std::size_t rows = std::min(kTileChunk, n - i0), padded = (rows + 31) / 32 * 32;
+      split.assign(padded * length * 2 + 32, 0);
+      std::uint16_t* const tiled = reinterpret_cast<std::uint16_t*>(
+          (reinterpret_cast<std::uintptr_t>(split.data()) + 63) & ~std::uintptr_t(63));  // (whole cache lines)
+      share_items(rows, threads,
+                  [&](std::size_t i) { kernels::amx::split_row_bf16(x + (i0 + i) * ldx, length, i, tiled); });
+      share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {
+        const std::size_t first = k * step, last = std::min(w.count, first + step);
+        kernels::avx512::bf16_gemm_panels(w, first, last, tiled, rows, y + i0 * ldy + first, ldy, beta);
+      });
+    }
     return true;
   }
   // x's int8 parts, its rows shared over the threads: [n × length] and [n × length / 32].

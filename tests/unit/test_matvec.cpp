@@ -275,7 +275,7 @@ TEST(Matvec, Int8GemmIsTheProductWithinTheInt8Bound) {
     const std::vector<std::byte> bytes = random_rows(format, count, length, stride, 31);
     const std::vector<float> w = widened_rows(format, bytes, count, length, stride);
     const StoredRows rows{format, bytes.data(), count, length, stride};
-    for (const std::size_t n : {1, 5, 6, 13, 16, 35}) {
+    for (const std::size_t n : {1, 5, 6, 13, 16, 35, 300}) {  // (300: past the tiles' 256 rows at a time)
       const std::size_t ldx = length + 3, ldy = count + 2;
       std::vector<float> x = random_floats(n * ldx, unsigned(40 + n));
       for (std::size_t i = 0; i < length; ++i)
@@ -311,6 +311,15 @@ TEST(Matvec, Int8GemmIsTheProductWithinTheInt8Bound) {
     EXPECT_FALSE(int8_gemm(rows, x.data(), 7, length, y.data(), count, 0.0f, {.isa = Isa::avx512}))
         << "an instruction set without VNNI";
     EXPECT_EQ(y, std::vector<float>(7 * count, 1.0f)) << "y untouched when refused";
+    std::vector<float> long_x = random_floats(300 * length, 61), long_y(300 * count, 1.0f);
+    long_x[290 * length + 5] = std::numeric_limits<float>::infinity();
+    EXPECT_FALSE(int8_gemm(rows, long_x.data(), 300, length, long_y.data(), count, 0.0f))
+        << "an infinity past the first 256 rows";
+    long_x[290 * length + 5] = 3.2e38f;
+    if (int8_gemm_tiles())
+      EXPECT_FALSE(int8_gemm(rows, long_x.data(), 300, length, long_y.data(), count, 0.0f))
+          << "a value whose bf16 parts would overflow: refused on the tiles";
+    EXPECT_EQ(long_y, std::vector<float>(300 * count, 1.0f)) << "y untouched when refused";
   }
   std::vector<float> w(64 * 32), x(8 * 32), y(8 * 64);
   EXPECT_FALSE(int8_gemm({RowFormat::f32, reinterpret_cast<const std::byte*>(w.data()), 64, 32, 128}, x.data(), 8, 32,

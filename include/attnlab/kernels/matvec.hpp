@@ -84,9 +84,10 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
 // CPU has AMX-BF16, the kernel allows the tiles, and ATTNLAB_AMX is not "off". There x and
 // each weight w = a·q − c are split into two bf16 parts, v = v_hi + v_lo with
 // |v − v_hi − v_lo| ≤ 2^-18 |v|, and each product is x_hi·w_hi + x_hi·w_lo + x_lo·w_hi summed in
-// f32: within 3 · 2^-18 |x·w| of the exact product, inside the int8 parts' bound (values of x
-// below 2^-117 in size lose their low part, and below 2^-126 count as 0: the tiles flush them).
-// The split refuses values beyond 3·10^38 (their bf16 would overflow) as it does infinities.
+// f32: within 3 · 2^-18 |x·w| of the exact product, inside the int8 parts' bound (values, of x
+// or the weights, below 2^-117 in size lose their low part, and below 2^-126 count as 0: the
+// tiles flush them).
+// It refuses values beyond 3·10^38 (their bf16 would overflow) as it does infinities.
 bool int8_gemm_tiles();
 
 // The formats int8_gemm multiplies (where the CPU has VNNI): Q8_0 and the K-quants.
