@@ -168,6 +168,45 @@ void matvec_dot(std::span<const StoredRows> parts, const float* x, std::size_t n
   share_items(pieces.size(), threads_for(bytes, options), [&](std::size_t i) { run(pieces[i]); });
 }
 
+namespace {
+
+// int8_gemm on AMX's bf16 tiles (int8_gemm_tiles): x checked, then split and multiplied 256
+// rows at a time. False, y untouched, where a value of x cannot be split.
+bool products_on_tiles(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
+                       float beta, int threads) {
+  const std::size_t length = w.length;
+  std::atomic<bool> made{true};
+  // Each thread a run of weight rows at a time, whole pairs of panels: x's slices read once
+  // for up to 8 pairs, their split weights at most 2 MiB a thread (FFN-wide rows take fewer).
+  const std::size_t per_thread = (w.count + threads - 1) / threads, pair_bytes = length * 32 * 2 * 2;
+  const std::size_t most = std::clamp<std::size_t>((std::size_t(2) << 20) / pair_bytes, 1, 8) * 32;
+  const std::size_t step = std::clamp<std::size_t>((per_thread + 31) / 32 * 32, 32, most);
+  // x checked whole first, so that a refusal leaves y untouched.
+  share_items(n, threads, [&](std::size_t i) {
+    if (!kernels::amx::splittable(x + i * ldx, length)) made.store(false, std::memory_order_relaxed);
+  });
+  if (!made) return false;
+  // x split into bf16 parts in the tiles' order, 256 rows at a time (rows of zeros to a whole
+  // pair of tiles): a long prompt's split is not held whole.
+  thread_local std::vector<std::uint16_t> kept_split;
+  std::vector<std::uint16_t>& split = kept_split;  // (this thread's, named: the lambdas run on others)
+  for (std::size_t i0 = 0; i0 < n; i0 += kTileChunk) {
+    const std::size_t rows = std::min(kTileChunk, n - i0), padded = (rows + 31) / 32 * 32;
+    split.assign(padded * length * 2 + 32, 0);
+    std::uint16_t* const tiled = reinterpret_cast<std::uint16_t*>(
+        (reinterpret_cast<std::uintptr_t>(split.data()) + 63) & ~std::uintptr_t(63));  // (whole cache lines)
+    share_items(rows, threads,
+                [&](std::size_t i) { kernels::amx::split_row_bf16(x + (i0 + i) * ldx, length, i, tiled); });
+    share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {
+      const std::size_t first = k * step, last = std::min(w.count, first + step);
+      kernels::avx512::bf16_gemm_panels(w, first, last, tiled, rows, y + i0 * ldy + first, ldy, beta);
+    });
+  }
+  return true;
+}
+
+}  // namespace
+
 bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t ldx, float* y, std::size_t ldy,
                float beta, const MatvecOptions& options) {
   if (!int8_gemm_takes(w.format)) return false;
@@ -176,35 +215,7 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
   if (n == 0 || w.count == 0) return true;
   const std::size_t length = w.length;
   const int threads = threads_for(n * length * sizeof(float) + w.count * w.stride, options);
-  std::atomic<bool> made{true};
-  if (options.tiles && int8_gemm_tiles()) {
-    // Each thread a run of weight rows at a time, whole pairs of panels: x's slices read once
-    // for up to 8 pairs, their split weights at most 2 MiB a thread (FFN-wide rows take fewer).
-    const std::size_t per_thread = (w.count + threads - 1) / threads, pair_bytes = length * 32 * 2 * 2;
-    const std::size_t most = std::clamp<std::size_t>((std::size_t(2) << 20) / pair_bytes, 1, 8) * 32;
-    const std::size_t step = std::clamp<std::size_t>((per_thread + 31) / 32 * 32, 32, most);
-    // x split into bf16 parts in the tiles' order, 256 rows at a time (rows of zeros to a whole
-    // pair of tiles): a long prompt's split is not held whole.
-    share_items(n, threads, [&](std::size_t i) {
-      if (!kernels::amx::splittable(x + i * ldx, length)) made.store(false, std::memory_order_relaxed);
-    });
-    if (!made) return false;
-    thread_local std::vector<std::uint16_t> kept_split;
-    std::vector<std::uint16_t>& split = kept_split;  // (this thread's, named: the lambdas run on others)
-    for (std::size_t i0 = 0; i0 < n; i0 += kTileChunk) {
-      const std::size_t rows = std::min(kTileChunk, n - i0), padded = (rows + 31) / 32 * 32;
-      split.assign(padded * length * 2 + 32, 0);
-      std::uint16_t* const tiled = reinterpret_cast<std::uint16_t*>(
-          (reinterpret_cast<std::uintptr_t>(split.data()) + 63) & ~std::uintptr_t(63));  // (whole cache lines)
-      share_items(rows, threads,
-                  [&](std::size_t i) { kernels::amx::split_row_bf16(x + (i0 + i) * ldx, length, i, tiled); });
-      share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {
-        const std::size_t first = k * step, last = std::min(w.count, first + step);
-        kernels::avx512::bf16_gemm_panels(w, first, last, tiled, rows, y + i0 * ldy + first, ldy, beta);
-      });
-    }
-    return true;
-  }
+  if (options.tiles && int8_gemm_tiles()) return products_on_tiles(w, x, n, ldx, y, ldy, beta, threads);
   // x's int8 parts, its rows shared over the threads: [n × length] and [n × length / 32].
   const std::size_t groups = length / 32;
   // (Kept by the calling thread, as the prepared x is: a prompt makes them for every matrix.)
@@ -213,15 +224,16 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
   std::vector<std::int8_t>&hi = kept_hi, &lo = kept_lo;
   std::vector<float>&scale = kept_scale, &sums = kept_sums;
   hi.resize(n * length), lo.resize(n * length), scale.resize(n * groups), sums.resize(n * groups);
+  std::atomic<bool> made{true};
   share_items(n, threads, [&](std::size_t i) {
     if (!kernels::avx512::int8_row(x + i * ldx, length, &hi[i * length], &lo[i * length], &scale[i * groups],
                                    &sums[i * groups]))
       made.store(false, std::memory_order_relaxed);
   });
   if (!made) return false;
-  const std::size_t values = kernels::avx512::int8_factor_values(w.format), factors = length / values;
   // Q6_K's factors are a 16 values': Σ x as held over each 16 instead, s·Σ(h + l/256).
-  if (values != 32) {
+  if (const std::size_t values = kernels::avx512::int8_factor_values(w.format); values != 32) {
+    const std::size_t factors = length / values;
     sums.resize(n * factors);
     share_items(n, threads, [&](std::size_t i) {
       for (std::size_t f = 0; f < factors; ++f) {
@@ -232,6 +244,7 @@ bool int8_gemm(const StoredRows& w, const float* x, std::size_t n, std::size_t l
       }
     });
   }
+  // The weight rows 32 at a time (two panels), over the threads.
   const kernels::avx512::Int8Rows parts{hi.data(), lo.data(), scale.data(), sums.data(), length};
   const std::size_t step = kernels::avx512::kInt8GemmRows;
   share_items((w.count + step - 1) / step, threads, [&](std::size_t k) {

@@ -913,6 +913,8 @@ struct Panels {
   std::vector<std::uint8_t> q6;  // Q6_K: a panel's rows' super-block unpacked, [16 rows][256 values]
 };
 
+thread_local Panels thread_panels;  // (its memory kept: a prompt's product regroups many a thread)
+
 // A Q6_K super-block's 256 q (0..63) as bytes, in order: each 128 values' 64 bytes of nibbles
 // (low: values 0-63, high: 64-127) and 32 bytes of top bit pairs (qh[l]: values l, 32 + l,
 // 64 + l, 96 + l, two bits each from the bottom).
@@ -982,8 +984,8 @@ void regroup_q6_k(const StoredRows& w, std::size_t first, std::size_t rows, bool
     for (std::size_t f = 0; f < w.length / 16; ++f) {
       const std::byte* block = row + (f / 16) * 210;
       const float a = j < rows ? half_at(block + 208) * float(std::int8_t(block[192 + f % 16])) : 0.0f;
-      p.a[f * width + j] = a / 256,
-                      p.c[f * width + j] = signed_values ? 0 : 32 * a;  // (a/256: h's sums come 256 times over)
+      p.a[f * width + j] = a / 256;  // (a/256: h's sums come 256 times over)
+      p.c[f * width + j] = signed_values ? 0 : 32 * a;
     }
   }
 }
@@ -992,8 +994,8 @@ void regroup_q6_k(const StoredRows& w, std::size_t first, std::size_t rows, bool
 // its 16 rows' 32 bytes transposed (Q8_0: its int8 values, + 128; Q4_K: a pair of
 // sub-blocks' bytes, the first's values their low nibbles, the second's the high; Q5_K: the
 // same, each value's fifth bit added from qh, transposed alike), the factors a row at a time.
-// With `signed_values` (for AMX's tiles, which multiply signed bytes by signed bytes too),
-// Q8_0's and Q6_K's values are kept signed, as ggml means them, and c is 0.
+// With `signed_values` (for the bf16 tiles, which make each weight in f32 and need no unsigned
+// byte), Q8_0's and Q6_K's values are kept signed, as ggml means them, and c is 0.
 void regroup(const StoredRows& w, std::size_t first, std::size_t rows, bool signed_values, Panels& p) {
   const std::size_t groups = w.length / 32, width = kPanels * kPanel;
   const std::size_t factor_values = int8_factor_values(w.format), factors = w.length / factor_values;
@@ -1125,7 +1127,7 @@ bool int8_row(const float* x, std::size_t length, std::int8_t* hi, std::int8_t* 
 
 void bf16_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const std::uint16_t* x, std::size_t n,
                       float* y, std::size_t ldy, float beta) {
-  thread_local Panels panels;
+  Panels& panels = thread_panels;
   thread_local AlignedScratch<std::uint16_t> split_weights;  // [pairs of panels][bf16_weights' layout]
   thread_local AlignedScratch<float> sums;                   // bf16_tiles' acc
   const bool signed_values = int8_signed_values(w.format);
@@ -1143,7 +1145,7 @@ void bf16_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, 
 
 void int8_gemm_panels(const StoredRows& w, std::size_t first, std::size_t last, const Int8Rows& x, std::size_t n,
                       float* y, std::size_t ldy, float beta) {
-  thread_local Panels panels;  // (its memory kept: a prompt's product regroups many a thread)
+  Panels& panels = thread_panels;
   regroup(w, first, last - first, false, panels);
   const auto tiles = [&]<int Values>() {
     std::size_t i = 0;
