@@ -79,36 +79,40 @@ def main():
         print(f"| GPT-2 small forward, {f['tokens']} tokens, bf16 products ({f['bf16_isa']}) | "
               f"{f['attnlab_bf16_seconds']:.3f} s | {share_of(f['attnlab_bf16_percent_of_bf16_peak'], 'bf16 peak')} | | "
               f"{f['torch_seconds']:.3f} s | {f['torch_seconds'] / f['attnlab_bf16_seconds']:.2f}× PyTorch |")
-    for (shape, context), result in peers.items():
-        rm = result["rows"][0]["attnlab"]["machine"]
-        print(f"| ({shape}: f32 peak {rm['f32_peak_gflops']:.0f} GFLOP/s, read {rm['read_gbps']:.1f} GB/s in "
-              f"this run) | | | | | |")
-        if context == 64:
-            for r in result["rows"]:
-                a, t = r["attnlab"], r["llama_cpp"]
-                print(f"| prompt {result['prompt']} tokens, {shape} {r['file']} GGUF | "
-                      f"{a['prompt_tokens_per_second']:.0f} tok/s | {a['prompt_percent_of_f32_peak']:.0f}% of f32 peak"
-                      f"{int8_share(a)} | {t['prompt_tokens_per_second']:.0f} tok/s | | "
-                      f"{r['prompt_ratio']:.2f}× llama.cpp |")
-            for r in result["rows"]:  # the same prompts with bf16 products, where the CPU has bf16 units
-                a, t = r["attnlab"], r["llama_cpp"]
-                if a["prompt_bf16_tokens_per_second"] > 0:
-                    print(f"| prompt {result['prompt']} tokens, {shape} {r['file']} GGUF, bf16 products "
-                          f"({a['bf16_isa']}) | {a['prompt_bf16_tokens_per_second']:.0f} tok/s | "
-                          f"{share_of(a['prompt_bf16_percent_of_bf16_peak'], 'bf16 peak')} | "
-                          f"{t['prompt_tokens_per_second']:.0f} tok/s | | {r['prompt_bf16_ratio']:.2f}× llama.cpp |")
-        for r in result["rows"]:
-            a, t = r["attnlab"], r["llama_cpp"]
-            print(f"| generation after {context} tokens, {shape} {r['file']} | "
-                  f"{a['generate_tokens_per_second']:.1f} tok/s | "
-                  f"{a['generate_percent_of_read_bandwidth']:.0f}% of read bandwidth | "
-                  f"{t['generate_tokens_per_second']:.1f} tok/s | | {r['generate_ratio']:.2f}× llama.cpp |")
+    print_llama_cpp_rows(peers)
     for r in training["rows"]:
         s = r["shape"]
         name = (f"training step, L{s['layers']} H{s['heads']} d{s['d_model']} context {s['context']} batch "
                 f"{s['batch']}{' attention-only' if s['attention_only'] else ''}")
         print(f"| {name} | {1e3 * r['attnlab_seconds']:.1f} ms | {r['attnlab_percent_of_peak']:.0f}% of f32 peak | | "
               f"{1e3 * r['torch_seconds']:.1f} ms | {r['torch_seconds'] / r['attnlab_seconds']:.2f}× PyTorch |")
+
+
+def print_llama_cpp_rows(peers):
+    """The rows beside llama.cpp: each shape's machine line, its prompts (and their bf16
+    products, where the CPU has bf16 units) after a context of 64, and its generation."""
+    def row(what, ours, share, theirs, ratio):
+        print(f"| {what} | {ours} | {share} | {theirs} | | {ratio:.2f}× llama.cpp |")
+
+    for (shape, context), result in peers.items():
+        m = result["rows"][0]["attnlab"]["machine"]
+        print(f"| ({shape}: f32 peak {m['f32_peak_gflops']:.0f} GFLOP/s, read {m['read_gbps']:.1f} GB/s in "
+              f"this run) | | | | | |")
+        for r in result["rows"] if context == 64 else []:
+            a, t = r["attnlab"], r["llama_cpp"]
+            row(f"prompt {result['prompt']} tokens, {shape} {r['file']} GGUF", f"{a['prompt_tokens_per_second']:.0f} tok/s",
+                f"{a['prompt_percent_of_f32_peak']:.0f}% of f32 peak{int8_share(a)}",
+                f"{t['prompt_tokens_per_second']:.0f} tok/s", r["prompt_ratio"])
+            if a["prompt_bf16_tokens_per_second"] > 0:
+                row(f"prompt {result['prompt']} tokens, {shape} {r['file']} GGUF, bf16 products ({a['bf16_isa']})",
+                    f"{a['prompt_bf16_tokens_per_second']:.0f} tok/s",
+                    share_of(a["prompt_bf16_percent_of_bf16_peak"], "bf16 peak"),
+                    f"{t['prompt_tokens_per_second']:.0f} tok/s", r["prompt_bf16_ratio"])
+        for r in result["rows"]:
+            a, t = r["attnlab"], r["llama_cpp"]
+            row(f"generation after {context} tokens, {shape} {r['file']}", f"{a['generate_tokens_per_second']:.1f} tok/s",
+                f"{a['generate_percent_of_read_bandwidth']:.0f}% of read bandwidth",
+                f"{t['generate_tokens_per_second']:.1f} tok/s", r["generate_ratio"])
 
 
 def int8_share(attnlab):
