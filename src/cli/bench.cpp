@@ -16,6 +16,7 @@
 #include "attnlab/core/dtype.hpp"
 #include "attnlab/core/error.hpp"
 #include "attnlab/core/rng.hpp"
+#include "attnlab/kernels/gemm.hpp"
 #include "attnlab/kernels/matvec.hpp"
 #include "attnlab/model/blas.hpp"
 #include "attnlab/model/forward.hpp"
@@ -111,7 +112,8 @@ nlohmann::json peaks_json(const MachinePeaks& peaks) {
           {"amx_bf16_peak_gflops", peaks.amx_gflops},
           {"int8_peak_gops", peaks.int8_gops},
           {"amx_int8_peak_gops", peaks.amx_int8_gops},
-          {"read_gbps", peaks.read_gbps}};
+          {"read_gbps", peaks.read_gbps},
+          {"clock_ghz", peaks.clock_ghz}};
 }
 
 // The kernels' --json: the machine, each case, and the OpenBLAS kernels this process runs
@@ -147,9 +149,9 @@ double bf16_products_peak(const MachinePeaks& peaks) {
 void print_header(const MachinePeaks& peaks) {
   fmt::print(
       "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s, bf16 peak {:.1f} GFLOP/s, AMX bf16 peak {}, {}, read "
-      "bandwidth {:.1f} GB/s\n",
+      "bandwidth {:.1f} GB/s, clock {:.2f} GHz\n",
       peaks.threads, to_string(peaks.isa), peaks.f32_gflops, peaks.bf16_gflops, amx_peak_text(peaks),
-      int8_peaks_text(peaks), peaks.read_gbps);
+      int8_peaks_text(peaks), peaks.read_gbps, peaks.clock_ghz);
   fmt::print("{:<34} {:>9} {:>11} {:>10} {:>8} {:>12}\n", "case", "kernel", "median ms", "GFLOP/s", "% peak",
              "extra mem");
 }
@@ -274,7 +276,12 @@ int bench_model(const BenchFlags& f) {
     // Where the peak could not be reset (/proc/self/clear_refs), it is the forward's: not measured.
     const nlohmann::json measured = generation_peak ? nlohmann::json(resident) : nlohmann::json(nullptr),
                          met = generation_peak ? nlohmann::json(double(resident) <= goal) : nlohmann::json(nullptr);
+    // Each thread's time per 256 weights (a K-quant super-block's worth), in ns and in cycles
+    // of the clock measured with the peaks: what a kernel spends on a block beside its bytes.
+    const double super_block_ns = per_token * 1e9 * peaks.threads / (double(model.weight_values()) / 256);
     generation = {{"prompt_tokens", f.tokens},
+                  {"ns_per_super_block", super_block_ns},
+                  {"cycles_per_super_block", super_block_ns * peaks.clock_ghz},
                   {"new_tokens", generate},
                   {"cache", cache_type_name(cache)},
                   {"cache_bytes", cache_bytes},
@@ -376,10 +383,13 @@ int bench_model(const BenchFlags& f) {
     const std::string goal = format_bytes(static_cast<std::uint64_t>(generation["goal_bytes"].get<double>()));
     fmt::print(
         "generation: {} tokens after {} of prompt, {:.1f} tokens/s; {} read per token, {:.1f} GB/s ({:.0f}% of "
-        "the measured read bandwidth); {}\n",
+        "the measured read bandwidth); {:.1f} ns a 256-weight block on each thread ({:.0f} cycles at {:.2f} GHz); "
+        "{}\n",
         generate, f.tokens, generation["tokens_per_second"].get<double>(),
         format_bytes(static_cast<std::uint64_t>(generation["bytes_per_token"].get<double>())),
         generation["gbps"].get<double>(), generation["percent_of_read_bandwidth"].get<double>(),
+        generation["ns_per_super_block"].get<double>(), generation["cycles_per_super_block"].get<double>(),
+        peaks.clock_ghz,
         resident.is_null()
             ? fmt::format("peak resident while generating not measured: this system does not let a process reset "
                           "its peak (/proc/self/clear_refs; goal ≤ (file + cache) + 10% = {})",
@@ -534,7 +544,7 @@ int bench_products(const BenchFlags& f) {
                                           {"1.1B Llama: MLP gate and up", 256, 11264, 2048},
                                           {"1.1B Llama: MLP down", 256, 2048, 5632},
                                           {"1.1B Llama: LM head", 256, 32000, 2048}};
-  const bool own = best_isa() != Isa::generic;
+  const bool own = f32_gemm_vectorized();
   std::size_t most = 0;  // the largest product's x, W (f32 and f16) and y, in bytes
   for (const Product& p : kProducts)
     most = std::max(most, (p.tokens * p.in + p.out * p.in + p.tokens * p.out) * sizeof(float) +

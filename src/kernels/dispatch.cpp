@@ -5,6 +5,7 @@
 #include <cassert>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -23,6 +24,31 @@ KernelKind kernel_named(std::string_view name, std::string_view field) {
   for (const KernelKind kind : {KernelKind::reference, KernelKind::tiled})
     if (name == to_string(kind)) return kind;
   fail(field, fmt::format("\"{}\" is not a kernel; use reference (every intermediate) or tiled (outputs only)", name));
+}
+
+double core_clock_ghz(int threads, long iterations) {
+#if defined(__x86_64__)
+  double total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+  {
+    // (A register's 1, not an immediate one: newer cores fold chains of adds of a constant
+    // before they execute, three and more a cycle.)
+    std::uint64_t x = 0, one = 1;
+    const auto start = std::chrono::steady_clock::now();
+    for (long i = 0; i < iterations; ++i)  // (the loop's own counting runs beside the chain)
+      __asm__ volatile(
+          "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+          "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
+          : "+r"(x)
+          : "r"(one));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    total += x == 8 * std::uint64_t(iterations) && seconds > 0 ? double(x) / seconds / 1e9 : 0.0;
+  }
+  return total / threads;
+#else
+  (void)threads, (void)iterations;
+  return 0;
+#endif
 }
 
 Isa best_isa() {

@@ -224,6 +224,13 @@ std::size_t Model::weight_bytes() const {
   return total;
 }
 
+std::size_t Model::weight_values() const {
+  std::size_t total = 0;
+  for (const ParameterTensor& t : parameter_tensors(config))
+    total += tensor_of(*this, t).size();
+  return total;
+}
+
 void widen_to_f32(Model& model) {
   for (const ParameterTensor& t : parameter_tensors(model.config))
     if (Tensor& tensor = tensor_of(model, t); !tensor.owned()) tensor = tensor.to_f32();

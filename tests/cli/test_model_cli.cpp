@@ -492,9 +492,20 @@ TEST(ModelCli, BenchTimesTheForwardAsAShareOfThePeakAndWeighsItsMemory) {
     EXPECT_NE(b["blas_core"], "Prescott") << "the library has OpenBLAS choose fitting kernels";
   // Generation weighed on its own: the goal is (the file + the cache's formula) + 10%; its
   // resident is null ("not measured") where the system cannot reset the peak.
-  const json g = json::parse(
+  const json generating = json::parse(
       run_attnlab("bench --model " + kTiny.string() + " --tokens 8 --generate 4 --cache-dtype f16 --repeats 1 --json")
-          .out)["generation"];
+          .out);
+  const json& g = generating["generation"];
+  // Each thread's time per 256 weights, in ns and in cycles of the clock measured with the
+  // peaks (a chain of dependent adds: a plausible clock where the build has one).
+  const double clock = generating["machine"]["clock_ghz"].get<double>();
+#if defined(__x86_64__)
+  EXPECT_GT(clock, 0.3);
+  EXPECT_LT(clock, 10.0);
+#endif
+  EXPECT_GT(g["ns_per_super_block"].get<double>(), 0);
+  EXPECT_NEAR(g["cycles_per_super_block"].get<double>(), g["ns_per_super_block"].get<double>() * clock,
+              1e-9 * g["cycles_per_super_block"].get<double>());
   EXPECT_EQ(g["cache"], "f16");
   EXPECT_EQ(g["new_tokens"], 4);
   EXPECT_EQ(g["cache_bytes"].get<double>(), 2.0 * 2 * 4 * 4 * 12 * 2)

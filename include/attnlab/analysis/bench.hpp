@@ -20,6 +20,7 @@ struct MachinePeaks {
   double int8_gops = 0;      // int8 dot products, AVX-512 VNNI (0 where the CPU has none)
   double amx_int8_gops = 0;  // AMX int8 tile multiplies (0 where the CPU has none)
   double read_gbps = 0;      // streaming reads from a buffer far larger than the caches
+  double clock_ghz = 0;      // a core's clock running scalar code (0 where not measured)
 };
 MachinePeaks measure_peaks(int threads);
 

@@ -2,7 +2,8 @@
 // instruction set (src/kernels/gemm_tiles.cpp says how), so that the model's products run at
 // the speed of this CPU's FMA units whatever BLAS library is installed and whichever kernels
 // it chose (OpenBLAS picks its own by CPU model, or by OPENBLAS_CORETYPE: measured on an
-// AVX-512 machine, its Haswell kernels ran the model's products at 36-45% of the f32 peak).
+// AVX-512 machine, its Haswell kernels ran the model's products at 41-47% of the f32 peak,
+// `attnlab bench --products`).
 // The reference is the plain triple loop; the tests compare the two for every
 // transposition, stride, beta and edge.
 #pragma once
@@ -27,5 +28,9 @@ void f32_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, con
 void f32_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const float* A, std::size_t lda,
               const std::uint16_t* B, DType b_dtype, std::size_t ldb, float beta, float* C, std::size_t ldc,
               std::optional<Isa> isa = {});
+
+// Whether these kernels have vectors here (AVX2 or AVX-512): where not, the model's products
+// stay on the BLAS library's.
+inline bool f32_gemm_vectorized() { return best_isa() != Isa::generic; }
 
 }  // namespace attnlab

@@ -35,6 +35,12 @@ bool amx_int8_available();
 double amx_bf16_peak_gflops(int threads, long iterations);
 double amx_int8_peak_gops(int threads, long iterations);
 
+// The clock a core runs at, in GHz: a chain of dependent integer adds (one cycle each) timed
+// on each of `threads` threads at once, `iterations` rounds of eight, averaged over the
+// threads; 0 where the build has no such chain (not x86-64). Under AVX-512 or AMX work a core
+// may run slower than this.
+double core_clock_ghz(int threads, long iterations);
+
 // GB/s of streaming reads of `count` floats at `data` (`passes` times) on `threads` threads.
 double read_bandwidth_gbps(Isa isa, int threads, const float* data, std::size_t count, int passes);
 

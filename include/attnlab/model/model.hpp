@@ -131,7 +131,8 @@ struct Model {
   GgmlType stored_type = GgmlType::f32;  // the same for a GGUF file, quantized types included
   Tensor lm_head;                        // [vocab_size × d] when not tied
 
-  std::size_t weight_bytes() const;  // what the tensors take in memory, owned or mapped
+  std::size_t weight_bytes() const;   // what the tensors take in memory, owned or mapped
+  std::size_t weight_values() const;  // how many values the tensors hold
 };
 
 // The one parameter table: every weight tensor a model of this config has, in checkpoint

@@ -53,7 +53,7 @@ std::optional<F32Kernels> kernels_from_environment() {
     const char* chosen = std::getenv("ATTNLAB_GEMM");
     if (!chosen) return std::nullopt;
     if (std::string_view(chosen) == "openblas") return F32Kernels::openblas;
-    if (std::string_view(chosen) == "attnlab" && best_isa() != Isa::generic) return F32Kernels::attnlab;
+    if (std::string_view(chosen) == "attnlab" && f32_gemm_vectorized()) return F32Kernels::attnlab;
     return std::nullopt;
   }();
   return kernels;
@@ -94,7 +94,7 @@ std::string blas_core() {
 F32Kernels f32_kernels() {
   if (f32_kernels_asked) return *f32_kernels_asked;
   if (const std::optional<F32Kernels> chosen = kernels_from_environment()) return *chosen;
-  return best_isa() == Isa::generic || blas_kernels_fit() ? F32Kernels::openblas : F32Kernels::attnlab;
+  return !f32_gemm_vectorized() || blas_kernels_fit() ? F32Kernels::openblas : F32Kernels::attnlab;
 }
 
 namespace {
@@ -102,7 +102,7 @@ namespace {
 // Whether gemm_16bit multiplies (by attnlab's kernels) on this thread, now.
 bool sixteen_bit_products_run() {
   const F32Kernels asked = f32_kernels_asked.value_or(kernels_from_environment().value_or(F32Kernels::attnlab));
-  return asked == F32Kernels::attnlab && best_isa() != Isa::generic && !bf16_products();
+  return asked == F32Kernels::attnlab && f32_gemm_vectorized() && !bf16_products();
 }
 
 }  // namespace
@@ -115,7 +115,7 @@ std::string f32_products_kernels() {
 }
 
 UseF32Kernels::UseF32Kernels(F32Kernels kernels) : before_(f32_kernels_asked) {
-  if (kernels == F32Kernels::attnlab && best_isa() == Isa::generic)
+  if (kernels == F32Kernels::attnlab && !f32_gemm_vectorized())
     throw std::logic_error("UseF32Kernels: attnlab's f32 kernels need AVX2 or AVX-512");
   f32_kernels_asked = kernels;
 }
