@@ -1,4 +1,5 @@
-// AMX's ceiling where the compiler or the processor family has no AMX (attnlab/kernels/peak.hpp).
+// AMX where the compiler or the processor family has none (attnlab/kernels/peak.hpp): no ceiling,
+// and the tiles' products (kernel_impl.hpp's amx namespace) never called.
 #include <stdexcept>
 
 #include "attnlab/kernels/peak.hpp"
