@@ -10,8 +10,8 @@
 // every product exact in f32 (8-bit by 8-bit significands), summed by the tile in f32. That
 // is within the int8 parts' bound (max |x| / 32512 over each 32 values, ≥ 2^-15 |x·w|): three
 // multiplies where the int8 tiles take two, but no sums to store and scale every 32 values.
-// A weight w = a·q − c is made in f32 from the regrouped panels' values and factors (exact:
-// q has at most 8 bits), then split.
+// A weight w = a·q − c is made in f32 from the regrouped panels' values and factors (one
+// fused multiply-subtract: within 2^-24 of a·q − c), then split.
 //
 // Compiled alone with the AMX and AVX-512 flags (no templates of the standard library used
 // here); run only where amx_bf16_available() says the CPU and the kernel allow the tiles.
