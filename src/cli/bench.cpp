@@ -545,6 +545,8 @@ int bench_products(const BenchFlags& f) {
                                           {"1.1B Llama: MLP down", 256, 2048, 5632},
                                           {"1.1B Llama: LM head", 256, 32000, 2048}};
   const bool own = f32_gemm_vectorized();
+  const F32Kernels model_kernels = f32_kernels();
+  const bool with_onednn = onednn_f32_available();
   std::size_t most = 0;  // the largest product's x, W (f32 and f16) and y, in bytes
   for (const Product& p : kProducts)
     most = std::max(most, (p.tokens * p.in + p.out * p.in + p.tokens * p.out) * sizeof(float) +
@@ -555,9 +557,9 @@ int bench_products(const BenchFlags& f) {
   if (!f.json)
     fmt::print(
         "machine: {} threads, {}; f32 FMA peak {:.1f} GFLOP/s; OpenBLAS kernels: {}\n{:<58} {:>15} {:>15} {:>15} "
-        "{:>6}\n",
+        "{:>15} {:>6}\n",
         peaks.threads, to_string(peaks.isa), peaks.f32_gflops, blas_core(), "product (tokens × out × in)",
-        "attnlab f32 W", "attnlab f16 W", "OpenBLAS f32 W", "ratio");
+        "oneDNN f32 W", "attnlab f32 W", "attnlab f16 W", "OpenBLAS f32 W", "ratio");
   nlohmann::json results = nlohmann::json::array();
   std::size_t k = 0;
   for (const Product& p : kProducts) {
@@ -586,29 +588,39 @@ int bench_products(const BenchFlags& f) {
       });
       return flops / seconds / 1e9;
     };
-    const double mine = own ? gflops_by(F32Kernels::attnlab, false) : 0.0,
+    const double onednn = with_onednn ? gflops_by(F32Kernels::onednn, false) : 0.0,
+                 mine = own ? gflops_by(F32Kernels::attnlab, false) : 0.0,
                  mine16 = own ? gflops_by(F32Kernels::attnlab, true) : 0.0,
                  theirs = gflops_by(F32Kernels::openblas, false);
+    const double chosen = model_kernels == F32Kernels::onednn    ? onednn
+                          : model_kernels == F32Kernels::attnlab ? mine
+                                                                 : theirs;
     const auto share = [&](double g) { return 100 * g / peaks.f32_gflops; };
+    const auto or_null = [](bool measured, double value) {
+      return measured ? nlohmann::json(value) : nlohmann::json(nullptr);
+    };
     if (f.json) {
       results.push_back({{"product", p.name},
                          {"tokens", p.tokens},
                          {"out", p.out},
                          {"in", p.in},
-                         {"attnlab_gflops", own ? nlohmann::json(mine) : nlohmann::json(nullptr)},
-                         {"attnlab_percent_of_peak", own ? nlohmann::json(share(mine)) : nlohmann::json(nullptr)},
-                         {"attnlab_f16_gflops", own ? nlohmann::json(mine16) : nlohmann::json(nullptr)},
-                         {"attnlab_f16_percent_of_peak", own ? nlohmann::json(share(mine16)) : nlohmann::json(nullptr)},
+                         {"onednn_gflops", or_null(with_onednn, onednn)},
+                         {"onednn_percent_of_peak", or_null(with_onednn, share(onednn))},
+                         {"attnlab_gflops", or_null(own, mine)},
+                         {"attnlab_percent_of_peak", or_null(own, share(mine))},
+                         {"attnlab_f16_gflops", or_null(own, mine16)},
+                         {"attnlab_f16_percent_of_peak", or_null(own, share(mine16))},
                          {"openblas_gflops", theirs},
-                         {"openblas_percent_of_peak", share(theirs)}});
+                         {"openblas_percent_of_peak", share(theirs)},
+                         {"model_f32_kernels_over_openblas", chosen / theirs}});
       continue;
     }
-    const auto figure = [&](double g) {
-      return own ? fmt::format("{:.1f} ({:.1f}%)", g, share(g)) : std::string("none (no AVX2)");
+    const auto figure = [&](bool measured, double g) {
+      return measured ? fmt::format("{:.1f} ({:.1f}%)", g, share(g)) : std::string("none here");
     };
-    fmt::print("{:<58} {:>15} {:>15} {:>15} {:>5.2f}×\n",
-               fmt::format("{} ({} × {} × {})", p.name, p.tokens, p.out, p.in), figure(mine), figure(mine16),
-               fmt::format("{:.1f} ({:.1f}%)", theirs, share(theirs)), own ? mine / theirs : 0.0);
+    fmt::print("{:<58} {:>15} {:>15} {:>15} {:>15} {:>5.2f}×\n",
+               fmt::format("{} ({} × {} × {})", p.name, p.tokens, p.out, p.in), figure(with_onednn, onednn),
+               figure(own, mine), figure(own, mine16), figure(true, theirs), chosen / theirs);
   }
   if (f.json)
     fmt::print("{}\n", nlohmann::json{{"machine", peaks_json(peaks)},
@@ -618,8 +630,9 @@ int bench_products(const BenchFlags& f) {
                            .dump(2));
   else
     fmt::print(
-        "GFLOP/s (share of the f32 peak); ratio: attnlab's f32 ÷ OpenBLAS's. The model's products here: {} "
-        "(ATTNLAB_GEMM=attnlab or openblas chooses; OPENBLAS_CORETYPE, OpenBLAS's kernels).\n",
+        "GFLOP/s (share of the f32 peak); ratio: the model's f32 products' kernels ÷ OpenBLAS's. The model's "
+        "products here: {} (ATTNLAB_GEMM=onednn, attnlab or openblas chooses; OPENBLAS_CORETYPE, OpenBLAS's "
+        "kernels).\n",
         f32_products_kernels());
   return 0;
 }

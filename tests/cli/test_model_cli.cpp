@@ -795,8 +795,9 @@ TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
   expect_refused("bench --train --d-model 30 --heads 4", "--d-model: 30 is not divisible by heads 4");
 }
 
-// bench --products times the layers' products on attnlab's kernels (f32 and f16 weights) and
-// OpenBLAS's, each a share of the f32 peak of the same run; --quick the two Q, K, V ones.
+// bench --products times the layers' products on oneDNN's kernels (where it has fast ones),
+// attnlab's (f32 and f16 weights) and OpenBLAS's, each a share of the f32 peak of the same run,
+// and the model's choice against OpenBLAS's; --quick the two Q, K, V ones.
 TEST(ModelCli, BenchProductsTimesBothKernelsAsSharesOfThePeak) {
   const Result r = run_attnlab("bench --products --quick --repeats 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -805,7 +806,7 @@ TEST(ModelCli, BenchProductsTimesBothKernelsAsSharesOfThePeak) {
   const double peak = b["machine"]["f32_peak_gflops"];
   for (const json& p : b["results"]) {
     EXPECT_NE(p["product"].get<std::string>().find("Q, K, V"), std::string::npos);
-    for (const std::string kernels : {"attnlab", "attnlab_f16", "openblas"}) {
+    for (const std::string kernels : {"onednn", "attnlab", "attnlab_f16", "openblas"}) {
       if (p[kernels + "_gflops"].is_null()) continue;  // no AVX2: OpenBLAS's alone
       const double gflops = p[kernels + "_gflops"];
       EXPECT_GT(gflops, 0) << kernels;
@@ -813,6 +814,11 @@ TEST(ModelCli, BenchProductsTimesBothKernelsAsSharesOfThePeak) {
     }
   }
   EXPECT_GT(b["results"][0]["openblas_gflops"].get<double>(), 0);
+  const bool onednn = b["f32_products"].get<std::string>().find("oneDNN's") != std::string::npos;
+  EXPECT_EQ(b["results"][0]["onednn_gflops"].is_null(), !onednn) << b["f32_products"];
+  const double theirs = b["results"][0]["openblas_gflops"],
+               chosen = onednn ? b["results"][0]["onednn_gflops"].get<double>() : theirs;
+  if (onednn) EXPECT_NEAR(b["results"][0]["model_f32_kernels_over_openblas"].get<double>(), chosen / theirs, 1e-9);
   expect_refused("bench --products --train", "--products: times the layers' products alone");
 }
 

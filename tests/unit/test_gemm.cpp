@@ -116,8 +116,9 @@ INSTANTIATE_TEST_SUITE_P(Isas, F32Gemm, ::testing::ValuesIn(attnlab::test::runna
 });
 
 // The model's products over the threads, on each kernels this CPU runs (UseF32Kernels): gemm
-// and gemm_16bit on a product large enough to be shared, against the triple loop; gemm_16bit
-// refuses where OpenBLAS's are asked for (the caller then widens).
+// and gemm_16bit on a product large enough to be shared (and for oneDNN's, to be theirs),
+// against the triple loop; gemm_16bit refuses where OpenBLAS's or oneDNN's are asked for (the
+// caller then widens).
 TEST(ModelProducts, SharedOverTheThreadsMatchTheTripleLoopOnEachKernels) {
   const Shape s{70, 300, 200};  // 4.2 M multiply-adds: shared
   const std::vector<float> A = random_floats(s.M * s.K, 6), B = random_floats(s.N * s.K, 7);
@@ -127,16 +128,17 @@ TEST(ModelProducts, SharedOverTheThreadsMatchTheTripleLoopOnEachKernels) {
     stored[i] = f32_to_f16(B[i]), widened[i] = f16_to_f32(stored[i]);
   std::vector<F32Kernels> kernels{F32Kernels::openblas};
   if (best_isa() != Isa::generic) kernels.push_back(F32Kernels::attnlab);
+  if (onednn_f32_available()) kernels.push_back(F32Kernels::onednn);
   for (const F32Kernels k : kernels) {
     const UseF32Kernels use(k);
     const bool ours = k == F32Kernels::attnlab;
+    const std::string name = ours ? "attnlab's" : k == F32Kernels::onednn ? "oneDNN's" : "OpenBLAS's";
     EXPECT_EQ(f32_kernels(), k);
-    EXPECT_NE(f32_products_kernels().find(ours ? "attnlab's" : "OpenBLAS's"), std::string::npos)
-        << f32_products_kernels();
+    EXPECT_NE(f32_products_kernels().find(name), std::string::npos) << f32_products_kernels();
     std::vector<float> C(s.M * s.N, 2.0f);
     const std::vector<float> before = C;
     gemm(false, true, s.M, s.N, s.K, A.data(), s.K, B.data(), s.K, 1.0f, C.data(), s.N);
-    expect_product(s, false, true, A, s.K, B, s.K, 1.0f, before, C, s.N, ours ? "gemm, attnlab's" : "gemm, OpenBLAS's");
+    expect_product(s, false, true, A, s.K, B, s.K, 1.0f, before, C, s.N, "gemm, " + name);
     std::vector<float> D = before;
     ASSERT_EQ(gemm_16bit(s.M, s.N, s.K, A.data(), s.K, stored.data(), DType::f16, s.K, 1.0f, D.data(), s.N), ours);
     if (ours)
@@ -146,17 +148,54 @@ TEST(ModelProducts, SharedOverTheThreadsMatchTheTripleLoopOnEachKernels) {
   }
 }
 
-// f32 weights stay on OpenBLAS's kernels only while they are as wide as the CPU's vectors:
-// told to run its Haswell kernels on an AVX-512 CPU, the products move to attnlab's, and back
-// with its SkylakeX ones (the choice is kept between products and asked again on a change).
+// oneDNN's f32 products, as the model and training make them: each transposition, beta 0 (a
+// NaN in C ignored) and not, rows longer than the operands with C's padding untouched, on the
+// threads and inside a parallel region (on the calling thread), above and below the size
+// where they hand the product to the packed kernels; and the same shape again (its kernel kept).
+TEST(ModelProducts, OneDnnsMatchTheTripleLoopInEveryLayout) {
+  if (!onednn_f32_available()) GTEST_SKIP() << "oneDNN has no fast f32 product on this CPU";
+  const UseF32Kernels use(F32Kernels::onednn);
+  for (const Shape s : {Shape{67, 130, 150}, Shape{5, 40, 30}})  // 1.3 M multiply-adds (oneDNN's); 6000 (packed)
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const float beta : {0.0f, 0.5f})
+          for (const bool nested : {false, true}) {
+            const std::size_t lda = (ta ? s.M : s.K) + 3, ldb = (tb ? s.K : s.N) + 5, ldc = s.N + 2;
+            const std::vector<float> A = random_floats((ta ? s.K : s.M) * lda, 8),
+                                     B = random_floats((tb ? s.N : s.K) * ldb, 9);
+            std::vector<float> C = random_floats(s.M * ldc, 10);
+            if (beta == 0.0f) C[0] = std::numeric_limits<float>::quiet_NaN();
+            const std::vector<float> before = C;
+            const std::string what = std::string(ta ? "ta " : "") + (tb ? "tb " : "") + (nested ? "nested " : "") +
+                                     "beta " + std::to_string(beta) + " M " + std::to_string(s.M);
+            for (int again = 0; again < 2; ++again) {
+              C = before;
+              if (nested) {
+#pragma omp parallel num_threads(2)
+#pragma omp single
+                gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+              } else {
+                gemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+              }
+              expect_product(s, ta, tb, A, lda, B, ldb, beta, before, C, ldc, what);
+            }
+          }
+}
+
+// The packed kernels keep f32 weights on OpenBLAS's only while they are as wide as the CPU's
+// vectors: told to run its Haswell kernels on an AVX-512 CPU, the products move to attnlab's,
+// and back with its SkylakeX ones (the choice is kept between products and asked again on a
+// change). oneDNN's, where it has a fast kernel, take the large ones whatever OpenBLAS runs.
 TEST(ModelProducts, OpenBlasKeepsF32WeightsOnlyWhereItsKernelsFitTheCpu) {
   if (best_isa() != Isa::avx512 && best_isa() != Isa::avx512_bf16) GTEST_SKIP() << "an AVX-512 CPU's rule";
   if (std::getenv("ATTNLAB_GEMM")) GTEST_SKIP() << "ATTNLAB_GEMM chooses the kernels here";
   const std::string before = blas_core();
   if (!use_blas_core("Haswell")) GTEST_SKIP() << "this OpenBLAS cannot choose its kernels again";
-  EXPECT_EQ(f32_kernels(), F32Kernels::attnlab) << "OpenBLAS on Haswell kernels";
+  EXPECT_EQ(packed_f32_kernels(), F32Kernels::attnlab) << "OpenBLAS on Haswell kernels";
+  EXPECT_EQ(f32_kernels(), onednn_f32_available() ? F32Kernels::onednn : F32Kernels::attnlab);
   ASSERT_TRUE(use_blas_core("SkylakeX"));
-  EXPECT_EQ(f32_kernels(), F32Kernels::openblas) << "OpenBLAS on SkylakeX kernels";
+  EXPECT_EQ(packed_f32_kernels(), F32Kernels::openblas) << "OpenBLAS on SkylakeX kernels";
+  EXPECT_EQ(f32_kernels(), onednn_f32_available() ? F32Kernels::onednn : F32Kernels::openblas);
   use_blas_core(before);
 }
 

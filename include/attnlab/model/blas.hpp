@@ -1,5 +1,5 @@
-// Which kernels run the model's linear layers: attnlab's own f32 ones (f32_products_kernels),
-// or OpenBLAS's.
+// Which kernels run the model's linear layers: oneDNN's f32 ones, attnlab's own or OpenBLAS's
+// (f32_products_kernels).
 //
 // OpenBLAS chooses its kernels when it loads, from the CPU's model number. Debian 12's
 // OpenBLAS (0.3.21) does not know every CPU newer than it and then may fall back to
@@ -37,25 +37,35 @@ std::optional<std::string> blas_core_to_use();
 
 // Whose kernels the f32 products below run. OpenBLAS chooses its kernels by the CPU's model,
 // or by OPENBLAS_CORETYPE; attnlab's own (attnlab/kernels/gemm.hpp) use this CPU's widest
-// vectors whatever OpenBLAS chose. Measured on 2 Sapphire Rapids cores (bench --products),
-// OpenBLAS's SkylakeX kernels multiply an f32 weight up to 18% faster than attnlab's at the
-// model's shapes, its Haswell ones (OPENBLAS_CORETYPE=Haswell) 1.3-1.5 times slower; and a
-// 16-bit weight packed by attnlab's straight from its stored values beats widening it for
-// OpenBLAS (a 1.1B model's F16 prompt: 105-112 tokens/s against 90-96 on SkylakeX kernels,
-// 75-78 on Haswell ones). So:
-// - f32 weights: OpenBLAS's where its kernels are as wide as the CPU's vectors (AVX-512 ones on
-//   an AVX-512 CPU, AVX2 ones on an AVX2 CPU), attnlab's where they are narrower;
+// vectors whatever OpenBLAS chose; oneDNN's (its f32 matmul, the library the bf16 products
+// already use) choose theirs at run time by the CPU's instructions alone. Measured on 2
+// Sapphire Rapids cores (bench --products), at GPT-2 small's and a 1.1B Llama's shapes:
+// oneDNN's 69-71% of the f32 peak, OpenBLAS's SkylakeX kernels 60-67%, attnlab's 60-68%,
+// OpenBLAS's Haswell ones (OPENBLAS_CORETYPE=Haswell) 41-47%; and a 16-bit weight packed by
+// attnlab's straight from its stored values beats widening it for OpenBLAS (a 1.1B model's F16
+// prompt: 105-112 tokens/s against 90-96 on SkylakeX kernels, 75-78 on Haswell ones). So:
+// - f32 weights: oneDNN's wherever it has a fast kernel (not its reference loops) and the CPU
+//   AVX2 or AVX-512, for products of 2^20 multiply-adds and more; smaller ones, and every one
+//   where oneDNN has none, on packed_f32_kernels();
 // - 16-bit weights (gemm_16bit): attnlab's wherever the CPU has AVX2 or AVX-512;
-// - ATTNLAB_GEMM=openblas or =attnlab in the environment (or a UseF32Kernels) chooses one for
-//   both, to compare them. A CPU with neither AVX2 nor AVX-512: OpenBLAS's. Doubles: OpenBLAS's.
-enum class F32Kernels { attnlab, openblas };
+// - ATTNLAB_GEMM=openblas, =attnlab or =onednn in the environment (or a UseF32Kernels) chooses
+//   one for both, to compare them. A CPU with neither AVX2 nor AVX-512: OpenBLAS's. Doubles:
+//   OpenBLAS's.
+enum class F32Kernels { attnlab, openblas, onednn };
 F32Kernels f32_kernels();  // an f32 weight's, on this thread, now
+// Whether oneDNN has a fast f32 product here (its reference loops do not count).
+bool onednn_f32_available();
+// The packed kernels that take the f32 products oneDNN's do not: OpenBLAS's where its kernels
+// are as wide as the CPU's vectors (AVX-512 ones on an AVX-512 CPU, AVX2 ones on an AVX2 CPU),
+// attnlab's where they are narrower.
+F32Kernels packed_f32_kernels();
 // f32_kernels() in words, and gemm_16bit's where they differ: "attnlab's (AVX-512 with BF16)",
-// "OpenBLAS's (SkylakeX), of 16-bit weights attnlab's (AVX-512 with BF16)", ...
+// "oneDNN's (brg:avx512_core), of 16-bit weights attnlab's (AVX-512 with BF16)", ...
 std::string f32_products_kernels();
 
 // While it lives, the f32 products started on the thread that made it run `kernels` (bench
-// --products times both). std::logic_error for attnlab's where the CPU has neither AVX2 nor AVX-512.
+// --products times each). std::logic_error for attnlab's where the CPU has neither AVX2 nor
+// AVX-512, for oneDNN's where it has no fast f32 kernel here.
 class UseF32Kernels {
  public:
   explicit UseF32Kernels(F32Kernels kernels);
@@ -69,7 +79,8 @@ class UseF32Kernels {
 
 // C[M × N] = beta · C + op(A) · op(B), row-major with rows lda, ldb and ldc apart, op
 // transposing where asked: every product the model layer makes (the linear layers, the
-// LM head, training's attention). OpenBLAS runs single-threaded, always: a product big enough
+// LM head, training's attention). oneDNN's kernels share OpenMP's threads themselves (one
+// inside a parallel region). OpenBLAS runs single-threaded, always: a product big enough
 // to share is cut into blocks of C's columns (of its rows, when C is narrow), one OpenBLAS
 // call per block, over this thread's OpenMP threads (its ThreadBudget, attnlab/model/
 // threads.hpp). One pool of threads, OpenMP's, then runs the kernels and the products

@@ -103,12 +103,11 @@ struct BenchRequest {
     field(survey, info({.name = "survey",
                         .help = "With model: also time the corpus survey's pass (model survey) over the tokens, as a "
                                 "share of the plain forward's tokens/s (goal: 50% or more)"}));
-    field(
-        products,
-        info({.name = "products",
-              .help = "Time the f32 matrix products of a model's layers instead (GPT-2 small's at 1024 "
-                      "tokens, a 1.1B Llama's at 256): attnlab's own kernels, with f32 and f16 weights, "
-                      "beside OpenBLAS's, each as a share of the f32 peak (with quick: the Q, K, V products alone)"}));
+    field(products,
+          info({.name = "products",
+                .help = "Time the f32 matrix products of a model's layers instead (GPT-2 small's at 1024 "
+                        "tokens, a 1.1B Llama's at 256): oneDNN's, attnlab's own with f32 and f16 weights, "
+                        "and OpenBLAS's, each as a share of the f32 peak (with quick: the Q, K, V products alone)"}));
     field(train, info({.name = "train",
                        .help = "Time training steps of a small GPT-2 instead (attnlab train's model "
                                "and task)"}));

@@ -46,14 +46,22 @@ void prepare_blas() {
   });
 }
 
-// The kernels the environment asks for (ATTNLAB_GEMM=attnlab or openblas), read once; nullopt:
-// f32_kernels' rule.
+// oneDNN's f32 product (defined with its bf16 one below): the kernel it runs here
+// ("brg:avx512_core", "gemm:jit", ...), nullopt where it has only its reference loops or the
+// CPU has neither AVX2 nor AVX-512; and one product by it.
+const std::optional<std::string>& onednn_f32_kernel();
+void onednn_gemm(dnnl::memory::data_type type, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K,
+                 const void* A, std::size_t lda, const void* B, std::size_t ldb, float beta, float* C, std::size_t ldc);
+
+// The kernels the environment asks for (ATTNLAB_GEMM=attnlab, openblas or onednn), read once;
+// nullopt: f32_kernels' rule.
 std::optional<F32Kernels> kernels_from_environment() {
   static const std::optional<F32Kernels> kernels = []() -> std::optional<F32Kernels> {
     const char* chosen = std::getenv("ATTNLAB_GEMM");
     if (!chosen) return std::nullopt;
     if (std::string_view(chosen) == "openblas") return F32Kernels::openblas;
     if (std::string_view(chosen) == "attnlab" && f32_gemm_vectorized()) return F32Kernels::attnlab;
+    if (std::string_view(chosen) == "onednn" && onednn_f32_kernel()) return F32Kernels::onednn;
     return std::nullopt;
   }();
   return kernels;
@@ -91,10 +99,16 @@ std::string blas_core() {
   return openblas_get_corename();
 }
 
+bool onednn_f32_available() { return onednn_f32_kernel().has_value(); }
+
+F32Kernels packed_f32_kernels() {
+  return !f32_gemm_vectorized() || blas_kernels_fit() ? F32Kernels::openblas : F32Kernels::attnlab;
+}
+
 F32Kernels f32_kernels() {
   if (f32_kernels_asked) return *f32_kernels_asked;
   if (const std::optional<F32Kernels> chosen = kernels_from_environment()) return *chosen;
-  return !f32_gemm_vectorized() || blas_kernels_fit() ? F32Kernels::openblas : F32Kernels::attnlab;
+  return onednn_f32_kernel() ? F32Kernels::onednn : packed_f32_kernels();
 }
 
 namespace {
@@ -109,7 +123,10 @@ bool sixteen_bit_products_run() {
 
 std::string f32_products_kernels() {
   const std::string ours = fmt::format("attnlab's ({})", to_string(best_isa()));
-  const std::string f32 = f32_kernels() == F32Kernels::attnlab ? ours : fmt::format("OpenBLAS's ({})", blas_core());
+  const F32Kernels kernels = f32_kernels();
+  const std::string f32 = kernels == F32Kernels::attnlab  ? ours
+                          : kernels == F32Kernels::onednn ? fmt::format("oneDNN's ({})", *onednn_f32_kernel())
+                                                          : fmt::format("OpenBLAS's ({})", blas_core());
   const std::string sixteen = sixteen_bit_products_run() ? ours : "widened for the f32 ones";
   return f32 == sixteen ? f32 : fmt::format("{}, of 16-bit weights {}", f32, sixteen);
 }
@@ -117,6 +134,8 @@ std::string f32_products_kernels() {
 UseF32Kernels::UseF32Kernels(F32Kernels kernels) : before_(f32_kernels_asked) {
   if (kernels == F32Kernels::attnlab && !f32_gemm_vectorized())
     throw std::logic_error("UseF32Kernels: attnlab's f32 kernels need AVX2 or AVX-512");
+  if (kernels == F32Kernels::onednn && !onednn_f32_kernel())
+    throw std::logic_error("UseF32Kernels: oneDNN has no fast f32 product on this CPU");
   f32_kernels_asked = kernels;
 }
 
@@ -161,6 +180,11 @@ namespace {
 // microseconds to wake, a product of 2^20 about as long again on one core.
 constexpr double kShareFrom = double(1 << 20);
 
+// Below this many multiply-adds an f32 product stays on the packed kernels even where oneDNN's
+// are chosen: a call to oneDNN costs microseconds, and each new shape half a millisecond to
+// make its kernel (a tiny model's products, training's attention).
+constexpr double kOnednnFrom = double(1 << 20);
+
 // One product on this thread, by `kernels` (f32; doubles are always OpenBLAS's).
 template <class T>
 void blas_gemm(F32Kernels kernels, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A,
@@ -203,7 +227,14 @@ void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
                  std::size_t ldb, T beta, T* C, std::size_t ldc) {
   // Block k of C's columns [k·w, (k+1)·w) needs B's same columns (rows, when B is
   // transposed); block k of C's rows, A's same rows (columns, when A is transposed).
-  const F32Kernels kernels = f32_kernels();  // this thread's choice, for the team's threads too
+  F32Kernels kernels = f32_kernels();  // this thread's choice, for the team's threads too
+  if constexpr (std::is_same_v<T, float>)
+    if (kernels == F32Kernels::onednn) {
+      if (M > 0 && N > 0 && K > 0 && double(M) * double(N) * double(K) >= kOnednnFrom)
+        return onednn_gemm(dnnl::memory::data_type::f32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+      kernels = packed_f32_kernels();
+    }
+  if (kernels == F32Kernels::onednn) kernels = packed_f32_kernels();  // (doubles)
   share_product(M, N, K, [&](bool by_columns, std::size_t first, std::size_t count) {
     if (by_columns)
       blas_gemm(kernels, ta, tb, M, count, K, A, lda, tb ? B + first * ldb : B + first, ldb, beta, C + first, ldc);
@@ -270,20 +301,18 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// The shape, layout and beta of one product and the threads it runs on: oneDNN makes a
-// primitive per key (choosing and generating its kernel for that many threads, tens of
-// microseconds), kept for the next call (bf16_product below).
-using ProductKey =
-    std::tuple<bool, bool, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, float, int>;
+// The operands' type, shape, layout and beta of one product and the threads it runs on:
+// oneDNN makes a primitive per key (choosing and generating its kernel for that many threads,
+// about half a millisecond), kept for the next call (onednn_product below).
+using ProductKey = std::tuple<dnnl::memory::data_type, bool, bool, std::size_t, std::size_t, std::size_t, std::size_t,
+                              std::size_t, std::size_t, float, int>;
 
-dnnl::matmul::primitive_desc bf16_product_desc(const ProductKey& key) {
+dnnl::matmul::primitive_desc product_desc(const ProductKey& key) {
   using dnnl::memory;
-  const auto [ta, tb, M, N, K, lda, ldb, ldc, beta, threads] = key;
+  const auto [type, ta, tb, M, N, K, lda, ldb, ldc, beta, threads] = key;
   const auto dim = [](std::size_t x) { return static_cast<memory::dim>(x); };
-  const memory::desc a({dim(M), dim(K)}, memory::data_type::bf16,
-                       ta ? memory::dims{1, dim(lda)} : memory::dims{dim(lda), 1});
-  const memory::desc b({dim(K), dim(N)}, memory::data_type::bf16,
-                       tb ? memory::dims{1, dim(ldb)} : memory::dims{dim(ldb), 1});
+  const memory::desc a({dim(M), dim(K)}, type, ta ? memory::dims{1, dim(lda)} : memory::dims{dim(lda), 1});
+  const memory::desc b({dim(K), dim(N)}, type, tb ? memory::dims{1, dim(ldb)} : memory::dims{dim(ldb), 1});
   const memory::desc c({dim(M), dim(N)}, memory::data_type::f32, memory::dims{dim(ldc), 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -298,23 +327,57 @@ dnnl::matmul::primitive_desc bf16_product_desc(const ProductKey& key) {
 // One product's primitive, made once per key for the whole process (training's workers are
 // new threads every step) and shared between threads: each call brings its own scratch
 // space (scratchpad_mode::user), so that several threads may run one primitive at once.
-struct Bf16Product {
+struct OnednnProduct {
   dnnl::matmul::primitive_desc desc;
   dnnl::matmul product;
 };
 
-std::shared_ptr<const Bf16Product> bf16_product(const ProductKey& key) {
+std::shared_ptr<const OnednnProduct> onednn_product(const ProductKey& key) {
   static std::mutex guard;
-  static std::map<ProductKey, std::shared_ptr<const Bf16Product>> made;
+  static std::map<ProductKey, std::shared_ptr<const OnednnProduct>> made;
   const std::lock_guard<std::mutex> lock(guard);
   auto it = made.find(key);
   if (it == made.end()) {
     if (made.size() >= 256) made.clear();  // prompts of many lengths: start again (callers hold theirs)
-    dnnl::matmul::primitive_desc desc = bf16_product_desc(key);
+    dnnl::matmul::primitive_desc desc = product_desc(key);
     dnnl::matmul product(desc);
-    it = made.emplace(key, std::make_shared<const Bf16Product>(Bf16Product{std::move(desc), std::move(product)})).first;
+    it = made.emplace(key, std::make_shared<const OnednnProduct>(OnednnProduct{std::move(desc), std::move(product)}))
+             .first;
   }
   return it->second;
+}
+
+// C = beta · C + op(A) · op(B) by oneDNN, A and B of `type` (f32 or bf16), C f32: over this
+// thread's OpenMP threads, or on the calling thread alone inside a parallel region (oneDNN
+// would otherwise plan for OpenMP's team and run one share). M, N and K at least 1.
+void onednn_gemm(dnnl::memory::data_type type, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K,
+                 const void* A, std::size_t lda, const void* B, std::size_t ldb, float beta, float* C,
+                 std::size_t ldc) {
+  const bool nested = omp_in_parallel();
+  const int team = omp_get_max_threads();
+  if (nested) omp_set_num_threads(1);
+  struct Restore {
+    bool nested;
+    int team;
+    ~Restore() {
+      if (nested) omp_set_num_threads(team);
+    }
+  } restore{nested, team};
+  const std::shared_ptr<const OnednnProduct> made =
+      onednn_product({type, ta, tb, M, N, K, lda, ldb, ldc, beta, nested ? 1 : team});
+  const dnnl::matmul::primitive_desc& pd = made->desc;
+  // Scratch space of this call's own (the primitives are shared between threads).
+  thread_local std::vector<std::byte> scratch;
+  const std::size_t scratch_bytes = pd.scratchpad_desc().get_size();
+  if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
+  const dnnl::memory a(pd.src_desc(), cpu_engine(), const_cast<void*>(A));
+  const dnnl::memory b(pd.weights_desc(), cpu_engine(), const_cast<void*>(B));
+  const dnnl::memory c(pd.dst_desc(), cpu_engine(), C);
+  const dnnl::memory pad(pd.scratchpad_desc(), cpu_engine(), scratch.data());
+  dnnl::stream stream(cpu_engine());
+  made->product.execute(stream,
+                        {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, pad}});
+  stream.wait();
 }
 
 // What oneDNN's bf16 product runs on here, or nullopt where it makes none (or only emulates
@@ -326,13 +389,30 @@ const std::optional<std::string>& bf16_unit() {
       (void)amx_bf16_available();  // asks the kernel for the tiles (where there are some) before oneDNN looks
       const cpu_isa isa = dnnl::get_effective_cpu_isa();
       if (isa != cpu_isa::avx512_core_bf16 && isa != cpu_isa::avx512_core_amx) return std::nullopt;
-      (void)bf16_product_desc({false, false, 32, 32, 32, 32, 32, 32, 0.0f, 1});  // it can make one
+      (void)product_desc(
+          {dnnl::memory::data_type::bf16, false, false, 32, 32, 32, 32, 32, 32, 0.0f, 1});  // it can make one
       return isa == cpu_isa::avx512_core_amx ? "avx512_core_amx" : "avx512_core_bf16";
     } catch (const dnnl::error&) {
       return std::nullopt;
     }
   }();
   return unit;
+}
+
+const std::optional<std::string>& onednn_f32_kernel() {
+  static const std::optional<std::string> kernel = []() -> std::optional<std::string> {
+    if (!f32_gemm_vectorized()) return std::nullopt;
+    try {
+      const std::string made =
+          product_desc({dnnl::memory::data_type::f32, false, true, 256, 256, 256, 256, 256, 256, 0.0f, 1})
+              .impl_info_str();
+      if (made.rfind("ref", 0) == 0) return std::nullopt;  // oneDNN's reference loops: slower than ours
+      return made;
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  }();
+  return kernel;
 }
 
 thread_local bool bf16_products_asked = false;
@@ -362,34 +442,7 @@ void gemm_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, co
     f32_gemm(false, false, M, N, 0, nullptr, 1, static_cast<const float*>(nullptr), N, beta, C, ldc);
     return;
   }
-  // Inside a parallel region the product runs on the calling thread alone: oneDNN then
-  // plans for one thread (it would otherwise plan for OpenMP's team and run one share).
-  const bool nested = omp_in_parallel();
-  const int team = omp_get_max_threads();
-  if (nested) omp_set_num_threads(1);
-  struct Restore {
-    bool nested;
-    int team;
-    ~Restore() {
-      if (nested) omp_set_num_threads(team);
-    }
-  } restore{nested, team};
-  const std::shared_ptr<const Bf16Product> made =
-      bf16_product({ta, tb, M, N, K, lda, ldb, ldc, beta, nested ? 1 : team});
-  const Bf16Product& product = *made;
-  // Scratch space of this call's own (the primitives are shared between threads).
-  thread_local std::vector<std::byte> scratch;
-  const std::size_t scratch_bytes = product.desc.scratchpad_desc().get_size();
-  if (scratch.size() < scratch_bytes) scratch.resize(scratch_bytes);
-  const dnnl::matmul::primitive_desc& pd = product.desc;
-  const dnnl::memory a(pd.src_desc(), cpu_engine(), const_cast<std::uint16_t*>(A));
-  const dnnl::memory b(pd.weights_desc(), cpu_engine(), const_cast<std::uint16_t*>(B));
-  const dnnl::memory c(pd.dst_desc(), cpu_engine(), C);
-  const dnnl::memory pad(pd.scratchpad_desc(), cpu_engine(), scratch.data());
-  dnnl::stream stream(cpu_engine());
-  product.product.execute(stream,
-                          {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, pad}});
-  stream.wait();
+  onednn_gemm(dnnl::memory::data_type::bf16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 Bf16Products::Bf16Products(bool on) : before_(bf16_products_asked) { bf16_products_asked = on; }
