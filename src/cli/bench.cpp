@@ -264,9 +264,11 @@ int bench_model(const BenchFlags& f) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double per_token = seconds / double(generate);
-    // The cache read at the middle step: 2 × L × H_kv × a row's bytes (cache_token_bytes) × its length.
+    // The weights a token reads, and the cache read at the middle step: 2 × L × H_kv × a row's
+    // bytes (cache_token_bytes) × its length.
+    const Model::Read read = model.read_per_token();
     const double per_cache_token = double(cache_token_bytes(c, cache)),
-                 bytes = double(model.weight_bytes()) + per_cache_token * (double(f.tokens) + double(generate) / 2);
+                 bytes = double(read.bytes) + per_cache_token * (double(f.tokens) + double(generate) / 2);
     cache_bytes = cache_token_bytes(c, cache) * (f.tokens + generate);
     // The goal while generating: the weights where the file holds them and the cache's formula,
     // 10% over both (the decoder's own buffers are a prompt batch's: tens of MiB).
@@ -278,7 +280,7 @@ int bench_model(const BenchFlags& f) {
                          met = generation_peak ? nlohmann::json(double(resident) <= goal) : nlohmann::json(nullptr);
     // Each thread's time per 256 weights (a K-quant super-block's worth), in ns and in cycles
     // of the clock measured with the peaks: what a kernel spends on a block beside its bytes.
-    const double super_block_ns = per_token * 1e9 * peaks.threads / (double(model.weight_values()) / 256);
+    const double super_block_ns = per_token * 1e9 * peaks.threads / (double(read.values) / 256);
     generation = {{"prompt_tokens", f.tokens},
                   {"ns_per_super_block", super_block_ns},
                   {"cycles_per_super_block", super_block_ns * peaks.clock_ghz},

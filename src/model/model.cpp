@@ -224,11 +224,16 @@ std::size_t Model::weight_bytes() const {
   return total;
 }
 
-std::size_t Model::weight_values() const {
-  std::size_t total = 0;
-  for (const ParameterTensor& t : parameter_tensors(config))
-    total += tensor_of(*this, t).size();
-  return total;
+Model::Read Model::read_per_token() const {
+  Read read;
+  for (const ParameterTensor& t : parameter_tensors(config)) {
+    const Tensor& tensor = tensor_of(*this, t);
+    const bool looked_up = t.slot == TensorSlot::wpe || (t.slot == TensorSlot::wte && !config.tied);
+    const std::size_t parts = looked_up ? t.shape.front() : 1;  // a row of the table
+    read.bytes += tensor.bytes() / parts;
+    read.values += tensor.size() / parts;
+  }
+  return read;
 }
 
 void widen_to_f32(Model& model) {

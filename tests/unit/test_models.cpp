@@ -171,3 +171,28 @@ TEST(ModelKv, TheWeightsAreTheirSizeAsStored) {
   EXPECT_LT(priced.weight_bytes, m.model.config.parameters() * sizeof(float));
   EXPECT_NE(attnlab::model_kv_report(priced).find("in memory as stored (F16)"), std::string::npos);
 }
+
+// What a generated token reads of the weights: every tensor whole, but one row of each table
+// it looks up: GPT-2's position embedding (its token embedding is the LM head, read whole),
+// and a Llama's token embedding where its LM head is a tensor of its own. Counted here from
+// the config's sizes, apart from the parameter table.
+TEST(Models, AGeneratedTokenReadsOneRowOfEachTableItLooksUp) {
+  ModelConfig gpt2{2, 4, 16, 8, 11, 24, 1e-5};  // layers, heads, d, positions, vocabulary, MLP, eps
+  ModelConfig llama = gpt2;
+  llama.family = Family::llama;
+  llama.norm = NormKind::rms_norm;
+  llama.rotary = true;
+  llama.mlp = MlpKind::swiglu;
+  llama.qkv_bias = llama.out_bias = llama.mlp_bias = false;
+  llama.tied = false;
+  for (const ModelConfig& c : {gpt2, llama}) {
+    const std::size_t all = c.parameters();
+    const Model model = unflatten(c, std::vector<float>(all, 0.5f));
+    // The tables a token looks up a row of, beside everything else it reads whole.
+    const std::size_t tables = c.rotary ? c.vocab_size * c.n_embd : c.n_positions * c.n_embd;
+    const Model::Read read = model.read_per_token();
+    EXPECT_EQ(read.values, all - tables + c.n_embd) << (c.rotary ? "llama" : "gpt2");
+    EXPECT_EQ(read.bytes, read.values * sizeof(float)) << "f32 tensors, every value 4 bytes";
+    EXPECT_LT(read.bytes, model.weight_bytes());
+  }
+}

@@ -131,8 +131,14 @@ struct Model {
   GgmlType stored_type = GgmlType::f32;  // the same for a GGUF file, quantized types included
   Tensor lm_head;                        // [vocab_size × d] when not tied
 
-  std::size_t weight_bytes() const;   // what the tensors take in memory, owned or mapped
-  std::size_t weight_values() const;  // how many values the tensors hold
+  std::size_t weight_bytes() const;  // what the tensors take in memory, owned or mapped
+  // What generating one token reads of the weights: every tensor whole, but one row of a
+  // table a token looks up (the position embedding; the token embedding where the LM head is
+  // a tensor of its own, and so read whole in its place).
+  struct Read {
+    std::size_t bytes = 0, values = 0;
+  };
+  Read read_per_token() const;
 };
 
 // The one parameter table: every weight tensor a model of this config has, in checkpoint
