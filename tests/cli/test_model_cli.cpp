@@ -798,7 +798,7 @@ TEST(TrainCli, BenchTrainTimesWholeStepsAndCountsTheirFlops) {
 // bench --products times the layers' products on oneDNN's kernels (where it has fast ones),
 // attnlab's (f32 and f16 weights) and OpenBLAS's, each a share of the f32 peak of the same run,
 // and the model's choice against OpenBLAS's; --quick the two Q, K, V ones.
-TEST(ModelCli, BenchProductsTimesBothKernelsAsSharesOfThePeak) {
+TEST(ModelCli, BenchProductsTimesEachKernelsAsSharesOfThePeak) {
   const Result r = run_attnlab("bench --products --quick --repeats 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json b = json::parse(r.out);

@@ -1,9 +1,10 @@
 // attnlab's own f32 matrix product: packed panels and a register-blocked micro-kernel per
-// instruction set (src/kernels/gemm_tiles.cpp says how), so that the model's products run at
-// the speed of this CPU's FMA units whatever BLAS library is installed and whichever kernels
-// it chose (OpenBLAS picks its own by CPU model, or by OPENBLAS_CORETYPE: measured on an
-// AVX-512 machine, its Haswell kernels ran the model's products at 41-47% of the f32 peak,
-// `attnlab bench --products`).
+// instruction set (src/kernels/gemm_tiles.cpp says how), B in f32 or packed straight from
+// stored 16-bit values. The model multiplies its 16-bit weights with it, and its small f32
+// products where OpenBLAS's kernels are narrower than the CPU's vectors (OpenBLAS picks its
+// own by CPU model, or by OPENBLAS_CORETYPE: measured on an AVX-512 machine, its Haswell
+// kernels ran the model's products at 41-47% of the f32 peak, these 57-72%, `attnlab bench
+// --products`); oneDNN's f32 matmul takes the large f32 ones (attnlab/model/blas.hpp).
 // The reference is the plain triple loop; the tests compare the two for every
 // transposition, stride, beta and edge.
 #pragma once
