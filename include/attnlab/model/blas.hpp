@@ -40,8 +40,9 @@ std::optional<std::string> blas_core_to_use();
 // vectors whatever OpenBLAS chose; oneDNN's (its f32 matmul, the library the bf16 products
 // already use) choose theirs at run time by the CPU's instructions alone. Measured on 2
 // Sapphire Rapids cores (bench --products), at GPT-2 small's and a 1.1B Llama's shapes:
-// oneDNN's 69-71% of the f32 peak, OpenBLAS's SkylakeX kernels 60-67%, attnlab's 60-68%,
-// OpenBLAS's Haswell ones (OPENBLAS_CORETYPE=Haswell) 41-47%; and a 16-bit weight packed by
+// oneDNN's 66-75% of the f32 peak (70-75% at the 1.1B shapes), OpenBLAS's SkylakeX kernels
+// 49-69%, attnlab's 57-72%, OpenBLAS's Haswell ones (OPENBLAS_CORETYPE=Haswell) 43-47%
+// (docs/models.md has the table); and a 16-bit weight packed by
 // attnlab's straight from its stored values beats widening it for OpenBLAS (a 1.1B model's F16
 // prompt: 105-112 tokens/s against 90-96 on SkylakeX kernels, 75-78 on Haswell ones). So:
 // - f32 weights: oneDNN's wherever it has a fast kernel (not its reference loops) and the CPU

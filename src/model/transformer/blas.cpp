@@ -234,7 +234,6 @@ void shared_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
         return onednn_gemm(dnnl::memory::data_type::f32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
       kernels = packed_f32_kernels();
     }
-  if (kernels == F32Kernels::onednn) kernels = packed_f32_kernels();  // (doubles)
   share_product(M, N, K, [&](bool by_columns, std::size_t first, std::size_t count) {
     if (by_columns)
       blas_gemm(kernels, ta, tb, M, count, K, A, lda, tb ? B + first * ldb : B + first, ldb, beta, C + first, ldc);
