@@ -88,8 +88,8 @@ TEST(Matvec, DotProductsOfEveryFormatMatchTheWidenedRows) {
     for (const RowFormat format : kFormats) {
       const bool quantized = ggml_block_values(ggml_of(format)) > 1;
       // Float rows with a tail (37, 21 values past the vectors) and without; quantized: whole blocks.
-      const std::vector<std::size_t> lengths = format == RowFormat::q8_0 ? std::vector<std::size_t>{96, 256, 512}
-                                               // 96: an odd number of blocks
+      const std::vector<std::size_t> lengths = format == RowFormat::q8_0 ? std::vector<std::size_t>{96, 256, 512, 800}
+                                               // 96, 800: an odd number of blocks (800: 16 of them, then 9)
                                                : quantized ? std::vector<std::size_t>{256, 512}
                                                            : std::vector<std::size_t>{16, 37, 96, 533};
       for (const std::size_t length : lengths)
