@@ -30,7 +30,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { gguf_file, random_tensor, seeded } = require('../tests/model/gguf_writer.js');
+const { gguf_parts, random_tensor, seeded } = require('../tests/model/gguf_writer.js');
 
 const ROOT = path.join(__dirname, '..');
 
@@ -83,8 +83,9 @@ const SHAPES = {
 
 // A Llama-architecture file of `shape` in `type`, its tokenizer bytes only (and fillers up
 // to the vocabulary); the LM head tied to the embedding where the shape is large (no
-// output.weight: llama.cpp and attnlab then read token_embd).
-function llama_shaped(shape_name, type) {
+// output.weight: llama.cpp and attnlab then read token_embd). As the Buffers that make it, in
+// order (llama_shaped: one Buffer; write_llama_shaped: a file of any size).
+function llama_shaped_parts(shape_name, type) {
   const shape = SHAPES[shape_name];
   if (!shape) throw new Error(`--shape ${shape_name}: use one of ${Object.keys(SHAPES).join(', ')}`);
   const { layers, d, heads, kv_heads, inner, context } = shape, head_dim = d / heads;
@@ -118,7 +119,7 @@ function llama_shaped(shape_name, type) {
   }
   norm('output_norm.weight');
   if (shape_name === 'gpt2-small') matrix('output.weight', d, vocab.length);
-  return gguf_file([
+  return gguf_parts([
     ['general.architecture', 'string', 'llama'], ['llama.block_count', 'u32', layers],
     ['llama.context_length', 'u32', context], ['llama.embedding_length', 'u32', d],
     ['llama.feed_forward_length', 'u32', inner], ['llama.attention.head_count', 'u32', heads],
@@ -129,6 +130,19 @@ function llama_shaped(shape_name, type) {
     ['tokenizer.ggml.token_type', ['i32'], vocab.map((t, i) => (i === 0 ? 3 : 1))],  // only <|endoftext|> is a control token
     ['tokenizer.ggml.merges', ['string'], []],
   ], tensors);
+}
+
+const llama_shaped = (shape_name, type) => Buffer.concat(llama_shaped_parts(shape_name, type));
+
+// Writes the file a part at a time: a 1.1B model's F32 file (4.1 GB) is past one Buffer's
+// largest size.
+function write_llama_shaped(file, shape_name, type) {
+  const out = fs.openSync(file, 'w');
+  try {
+    for (const part of llama_shaped_parts(shape_name, type)) fs.writeSync(out, part);
+  } finally {
+    fs.closeSync(out);
+  }
 }
 
 // GPT-2 small's size, as the bench has always measured.
@@ -229,7 +243,7 @@ function medians(runs) {
 async function main() {
   const f = flags();
   if (f.write) {
-    fs.writeFileSync(f.write, llama_shaped(f.shape, f.types[0]));
+    write_llama_shaped(f.write, f.shape, f.types[0]);
     return;
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attnlab-peer-'));
@@ -237,7 +251,7 @@ async function main() {
   try {
     const files = f.model ? [[path.basename(f.model), f.model]] : f.types.map((type) => {
       const file = path.join(dir, `${f.shape}-llama-${type}.gguf`);
-      fs.writeFileSync(file, llama_shaped(f.shape, type));
+      write_llama_shaped(file, f.shape, type);
       return [type, file];
     });
     for (const [name, file] of files)

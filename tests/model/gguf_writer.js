@@ -5,6 +5,7 @@
 //   gguf_file(entries, tensors): entries are [key, kind, value] (kind 'u32', 'i32', 'f32',
 //   'bool', 'string', or ['string'] / ['i32'] / ['f32'] for an array); tensors are
 //   {name, dims (ggml's order: a row's length first), type, data (a Buffer)}.
+//   gguf_parts(entries, tensors): the same file as the Buffers that make it, in order.
 //   random_tensor(random, type, count): `count` values of a weight's size (about 0.05) in
 //   `type`: F32, F16 and BF16 from normals; the quantized types as seeded random blocks whose
 //   scales make values of that size.
@@ -40,10 +41,15 @@ class Writer {
     const length = this.parts.reduce((n, b) => n + b.length, 0);
     this.parts.push(Buffer.alloc((alignment - (length % alignment)) % alignment));
   }
-  buffer() { return Buffer.concat(this.parts); }
 }
 
 function gguf_file(entries, tensors = []) {
+  return Buffer.concat(gguf_parts(entries, tensors));
+}
+
+// The same file as the buffers that make it, in order: written one after another, a file past
+// one Buffer's largest size (2 GiB: a 1.1B model's f32 weights) never needs to be whole in one.
+function gguf_parts(entries, tensors = []) {
   const w = new Writer();
   w.parts.push(Buffer.from('GGUF'));
   w.u32(3);
@@ -68,7 +74,7 @@ function gguf_file(entries, tensors = []) {
     w.parts.push(t.data);
     w.pad(32);
   }
-  return w.buffer();
+  return w.parts;
 }
 
 // mulberry32, and normals from it (Box-Muller).
@@ -142,4 +148,4 @@ function random_tensor(random, type, count) {
   return out;
 }
 
-module.exports = { gguf_file, random_tensor, seeded, GGML };
+module.exports = { gguf_file, gguf_parts, random_tensor, seeded, GGML };
