@@ -9,7 +9,7 @@ bandwidth `attnlab bench` measured in that run, and as ratios to the peers:
     attnlab against PyTorch's (Debian's python3-torch) on the same checkpoint;
   - bench/llama_cpp_peer.js: Llama-architecture GGUF files at the size people run, TinyLlama-
     1.1B's shape (22 layers, d_model 2048, 32 query heads sharing 4 KV heads, FFN 5632,
-    vocabulary 32000; seeded weights) in F16, Q8_0 and Q4_K: prompt processing (256 tokens)
+    vocabulary 32000; seeded weights) in F32, F16, Q8_0 and Q4_K: prompt processing (256 tokens)
     and generation (16 tokens after a prompt of 64, and of 1024); and, the small end, of
     GPT-2 small's size in F32, F16, Q8_0 and Q4_K (prompt 512, generation after 64); each
     against llama.cpp (npm's node-llama-cpp, installed by the test command into build/peers)
@@ -49,7 +49,7 @@ def main():
     forward = run_json([python, str(HERE / "gpt2_forward.py"), "--attnlab", args.attnlab, "--repeats",
                         str(args.repeats), "--json"])
     peer = ["node", str(HERE / "llama_cpp_peer.js"), "--attnlab", args.attnlab, "--repeats", str(args.repeats), "--json"]
-    large = ["--shape", args.shape, "--types", "F16,Q8_0,Q4_K", "--prompt", "256", "--generate", "16"]
+    large = ["--shape", args.shape, "--types", "F32,F16,Q8_0,Q4_K", "--prompt", "256", "--generate", "16"]
     peers = {(args.shape, context): run_json(peer + large + ["--context", str(context)]) for context in (64, 1024)}
     peers[("gpt2-small", 64)] = run_json(peer + ["--context", "64"])
     training = run_json([python, str(HERE / "train_step.py"), "--attnlab", args.attnlab, "--steps", "10",
