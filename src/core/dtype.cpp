@@ -161,4 +161,24 @@ void f32_to_bf16(std::span<const float> in, std::span<std::uint16_t> out) {
     out[i] = f32_to_bf16(in[i]);
 }
 
+void f16_to_bf16(std::span<const std::uint16_t> in, std::span<std::uint16_t> out) {
+  assert(in.size() == out.size());
+  std::size_t i = 0;
+#if defined(__AVX512BF16__)
+  // vcvtph2ps, then vcvtneps2bf16 (round to nearest even, a NaN quiet): the latter treats a
+  // subnormal f32 as 0, but an f16 widens to a normal f32 or ±0, inf, NaN, never to a
+  // subnormal (the least f16, 2^-24, is far above f32's 2^-126). So the same bits as the two
+  // scalar conversions, in three instructions a 16 values instead of some fifteen.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as above
+  for (; i + 16 <= in.size(); i += 16) {
+    const __m512 wide = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.data() + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.data() + i), std::bit_cast<__m256i>(_mm512_cvtneps_pbh(wide)));
+  }
+#pragma GCC diagnostic pop
+#endif
+  for (; i < in.size(); ++i)
+    out[i] = f32_to_bf16(f16_to_f32(in[i]));
+}
+
 }  // namespace attnlab

@@ -228,3 +228,13 @@ TEST(RowConversion, MatchesTheScalarConversionForEveryPattern) {
     ASSERT_EQ(bits(bf16[k]), bits(bf16_to_f32(all[k]))) << std::hex << all[k];
   }
 }
+
+TEST(RowConversion, F16RoundsToBf16AsThroughF32ForEveryPattern) {
+  std::vector<std::uint16_t> all(0x10000 + 13);  // not a multiple of 16: the tail path too
+  for (std::size_t k = 0; k < all.size(); ++k)
+    all[k] = static_cast<std::uint16_t>(k * 0x9E37u);  // every pattern, in an order that mixes them
+  std::vector<std::uint16_t> out(all.size());
+  f16_to_bf16(all, out);
+  for (std::size_t k = 0; k < all.size(); ++k)
+    ASSERT_EQ(out[k], f32_to_bf16(f16_to_f32(all[k]))) << std::hex << all[k];
+}

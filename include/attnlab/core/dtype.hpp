@@ -46,5 +46,7 @@ void f16_to_f32(std::span<const std::uint16_t> in, std::span<float> out);
 void bf16_to_f32(std::span<const std::uint16_t> in, std::span<float> out);
 void f32_to_f16(std::span<const float> in, std::span<std::uint16_t> out);
 void f32_to_bf16(std::span<const float> in, std::span<std::uint16_t> out);
+// out[i] = f32_to_bf16(f16_to_f32(in[i])): an f16 weight rounded to bf16 in one pass.
+void f16_to_bf16(std::span<const std::uint16_t> in, std::span<std::uint16_t> out);
 
 }  // namespace attnlab

@@ -231,12 +231,17 @@ void widened_products(const float* x, std::size_t n, std::size_t width, const st
 constexpr std::size_t kBf16Block = 1 << 21;
 
 // rows × width values of `type` at src (rows of ggml_row_bytes(type, width)) rounded to bf16
-// into out: f32 rows where they lie, any other type's widened exactly to f32 a row at a time
-// first, the rows shared over OpenMP's threads.
+// into out: f32 rows where they lie, f16 rows directly (f16_to_bf16), any other type's widened
+// exactly to f32 a row at a time first, the rows shared over OpenMP's threads.
 void round_to_bf16(const std::byte* src, GgmlType type, std::size_t rows, std::size_t width, std::uint16_t* out) {
   if (type == GgmlType::f32) return round_rows_to_bf16(reinterpret_cast<const float*>(src), rows, width, width, out);
   const std::size_t row_bytes = ggml_row_bytes(type, width);
   share_runs(rows, rows * width >= (1 << 16) ? 0 : 1, [&](std::size_t first, std::size_t end) {
+    if (type == GgmlType::f16) {  // in one pass, the same bits as through f32
+      f16_to_bf16(std::span(reinterpret_cast<const std::uint16_t*>(src) + first * width, (end - first) * width),
+                  std::span(out + first * width, (end - first) * width));
+      return;
+    }
     std::vector<float> line(width);
     for (std::size_t r = first; r < end; ++r) {
       widen(src + r * row_bytes, type, width, line.data());
