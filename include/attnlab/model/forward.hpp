@@ -158,6 +158,12 @@ constexpr std::size_t kHugePagesFrom = std::size_t(4) << 20;  // bytes
 // std::vector<float> would zero them first on one thread, the kernel faulting in its fresh
 // pages one after another; the forward touches them first on all of its threads instead.
 // From kHugePagesFrom up, on huge pages (allocate_huge_pages).
+//
+// Every buffer starts on a cache line (64 bytes; malloc's own is 16): oneDNN's AMX products read
+// their input's rows as tiles, and rows that straddle cache lines slowed a 256 × 2560 × 2048
+// bf16 product by a quarter on Sapphire Rapids (1.90 ms against 1.51; the f32 products on
+// AVX-512 the same either way).
+inline constexpr std::size_t kUnsetAlignment = 64;
 template <class T>
 struct UnsetAllocator : std::allocator<T> {
   template <class U>
@@ -169,12 +175,13 @@ struct UnsetAllocator : std::allocator<T> {
   UnsetAllocator(const UnsetAllocator<U>&) noexcept {}
   T* allocate(std::size_t count) {
     if (count > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
-    if (count * sizeof(T) < kHugePagesFrom) return std::allocator<T>::allocate(count);
+    if (count * sizeof(T) < kHugePagesFrom)
+      return static_cast<T*>(::operator new(count * sizeof(T), std::align_val_t(kUnsetAlignment)));
     return static_cast<T*>(allocate_huge_pages(count * sizeof(T)));
   }
   void deallocate(T* p, std::size_t count) noexcept {
     if (count * sizeof(T) < kHugePagesFrom)
-      std::allocator<T>::deallocate(p, count);
+      ::operator delete(p, std::align_val_t(kUnsetAlignment));
     else
       free_huge_pages(p, count * sizeof(T));
   }

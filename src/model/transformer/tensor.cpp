@@ -12,6 +12,7 @@
 #include "attnlab/kernels/matvec.hpp"
 #include "attnlab/kernels/team.hpp"
 #include "attnlab/model/blas.hpp"
+#include "attnlab/model/forward.hpp"
 
 namespace attnlab {
 
@@ -226,6 +227,9 @@ void widened_products(const float* x, std::size_t n, std::size_t width, const st
 
 // ---- bf16 products (Bf16Products, attnlab/model/blas.hpp) ----
 
+// The bf16 operands, on cache lines (UnsetAllocator): AMX's tiles read them a row at a time.
+using Bf16Buffer = std::vector<std::uint16_t, UnsetAllocator<std::uint16_t>>;
+
 // Stored values of bf16 products are rounded this many at a time (4 MiB of bf16): blocks
 // large enough that one oneDNN product over the threads takes each.
 constexpr std::size_t kBf16Block = 1 << 21;
@@ -261,7 +265,7 @@ void bf16_piece_product(const std::uint16_t* xb, std::size_t n, std::size_t in, 
   // one's are W's rows (the input's), each p.cols long.
   const std::size_t stored_rows = p.transposed ? p.cols : in, width = p.transposed ? in : p.cols;
   const std::size_t block = p.type == GgmlType::bf16 ? stored_rows : std::max<std::size_t>(1, kBf16Block / width);
-  thread_local std::vector<std::uint16_t> rounded;  // kept: a fresh 4 MiB each product costs its page faults
+  thread_local Bf16Buffer rounded;  // kept: a fresh 4 MiB each product costs its page faults
   for (std::size_t r0 = 0; r0 < stored_rows; r0 += block) {
     const std::size_t count = std::min(block, stored_rows - r0);
     const std::uint16_t* w = nullptr;  // stored rows [r0, r0 + count) in bf16, [count × width]
@@ -282,7 +286,7 @@ void bf16_piece_product(const std::uint16_t* xb, std::size_t n, std::size_t in, 
 // y[n × out] = beta · y + x · W as bf16 products: x rounded once, then each piece.
 void bf16_products_multiply(const float* x, std::size_t n, std::size_t in, std::span<const Tensor::Piece> pieces,
                             std::size_t out, float* y, float beta) {
-  thread_local std::vector<std::uint16_t> xb;  // kept, as the blocks are, while it is small
+  thread_local Bf16Buffer xb;  // kept, as the blocks are, while it is small
   xb.resize(std::max(xb.size(), n * in));
   round_rows_to_bf16(x, n, in, in, xb.data());
   std::size_t first = 0;  // the piece's first column of y
@@ -290,7 +294,7 @@ void bf16_products_multiply(const float* x, std::size_t n, std::size_t in, std::
     bf16_piece_product(xb.data(), n, in, p, beta, y + first, out);
     first += p.cols;
   }
-  if (xb.size() > kBf16Block) std::vector<std::uint16_t>().swap(xb);  // a long prompt's is given back
+  if (xb.size() > kBf16Block) Bf16Buffer().swap(xb);  // a long prompt's is given back
 }
 
 }  // namespace
