@@ -529,6 +529,42 @@ int bench_train(const BenchFlags& f) {
   return 0;
 }
 
+// oneDNN's product at one shape on operands already of a unit's types (VendorProduct): its
+// kernel, GFLOP/s (GOP/s) and share of the peak of the unit it runs on, as measured in this run
+// (AMX's tiles where its kernel's name says so, else AVX-512's bf16 or VNNI dot products).
+struct UnitCeiling {
+  std::string kernel;  // empty: none here
+  double gflops = 0, peak = 0;
+
+  std::string text() const {
+    if (kernel.empty()) return "none here";
+    return peak > 0 ? fmt::format("{:.1f} ({:.1f}%)", gflops, 100 * gflops / peak) : fmt::format("{:.1f}", gflops);
+  }
+  nlohmann::json json() const {
+    if (kernel.empty()) return nullptr;
+    return {{"kernel", kernel},
+            {"gflops", gflops},
+            {"percent_of_peak", peak > 0 ? nlohmann::json(100 * gflops / peak) : nlohmann::json(nullptr)}};
+  }
+};
+
+UnitCeiling unit_ceiling(UnitOperands operands, std::size_t tokens, std::size_t out, std::size_t in,
+                         std::size_t repeats, const MachinePeaks& peaks) {
+  const std::unique_ptr<VendorProduct> product = VendorProduct::make(operands, tokens, out, in);
+  if (!product) return {};
+  const bool tiles = product->kernel().find("amx") != std::string::npos;
+  const double peak = operands == UnitOperands::bf16 ? (tiles ? peaks.amx_gflops : peaks.bf16_gflops)
+                                                     : (tiles ? peaks.amx_int8_gops : peaks.int8_gops);
+  // Run for a tenth of a second first: a process's first AMX products ran 8-12× slower for
+  // about that long (seen on Sapphire Rapids), whatever ran before them.
+  const auto start = std::chrono::steady_clock::now();
+  do
+    product->run();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(100));
+  const double seconds = median_seconds(repeats, [&] { product->run(); });
+  return {product->kernel(), 2.0 * double(tokens) * double(out) * double(in) / seconds / 1e9, peak};
+}
+
 // The f32 products of a model's linear layers, y = x · Wᵀ with W stored [out × in] as the
 // layers hold it: attnlab's own kernels with W in f32 and in f16 (packed from the stored
 // values), and OpenBLAS's (on the kernels it runs here), each the median of the timed runs
@@ -563,6 +599,7 @@ int bench_products(const BenchFlags& f) {
         peaks.threads, to_string(peaks.isa), peaks.f32_gflops, blas_core(), "product (tokens × out × in)",
         "oneDNN f32 W", "attnlab f32 W", "attnlab f16 W", "OpenBLAS f32 W", "ratio");
   nlohmann::json results = nlohmann::json::array();
+  std::vector<std::string> ceilings;  // the second table's rows
   std::size_t k = 0;
   for (const Product& p : kProducts) {
     if (f.quick && p.name.find("Q, K, V") == std::string_view::npos) continue;  // --quick: each model's first
@@ -601,6 +638,11 @@ int bench_products(const BenchFlags& f) {
     const auto or_null = [](bool measured, double value) {
       return measured ? nlohmann::json(value) : nlohmann::json(nullptr);
     };
+    const UnitCeiling bf16 = unit_ceiling(UnitOperands::bf16, p.tokens, p.out, p.in, f.repeats, peaks),
+                      int8 = unit_ceiling(UnitOperands::int8, p.tokens, p.out, p.in, f.repeats, peaks);
+    ceilings.push_back(fmt::format("{:<58} {:>32} {:>32}",
+                                   fmt::format("{} ({} × {} × {})", p.name, p.tokens, p.out, p.in), bf16.text(),
+                                   int8.text()));
     if (f.json) {
       results.push_back({{"product", p.name},
                          {"tokens", p.tokens},
@@ -614,7 +656,9 @@ int bench_products(const BenchFlags& f) {
                          {"attnlab_f16_percent_of_peak", or_null(own, share(mine16))},
                          {"openblas_gflops", theirs},
                          {"openblas_percent_of_peak", share(theirs)},
-                         {"model_f32_kernels_over_openblas", chosen / theirs}});
+                         {"model_f32_kernels_over_openblas", chosen / theirs},
+                         {"onednn_bf16_ceiling", bf16.json()},
+                         {"onednn_int8_ceiling", int8.json()}});
       continue;
     }
     const auto figure = [&](bool measured, double g) {
@@ -630,12 +674,17 @@ int bench_products(const BenchFlags& f) {
                                       {"f32_products", f32_products_kernels()},
                                       {"results", results}}
                            .dump(2));
-  else
+  else {
     fmt::print(
         "GFLOP/s (share of the f32 peak); ratio: the model's f32 products' kernels ÷ OpenBLAS's. The model's "
         "products here: {} (ATTNLAB_GEMM=onednn, attnlab or openblas chooses; OPENBLAS_CORETYPE, OpenBLAS's "
-        "kernels).\n",
-        f32_products_kernels());
+        "kernels).\n\nThe vendor's ceiling on the bf16 and int8 units: oneDNN's matmul with x and W already bf16 "
+        "(int8: x u8, W s8) and W in its own layout, nothing to widen or unpack; GFLOP/s or GOP/s (share of that "
+        "unit's peak in this run)\n{:<58} {:>32} {:>32}\n",
+        f32_products_kernels(), "product (tokens × out × in)", "oneDNN bf16", "oneDNN int8");
+    for (const std::string& row : ceilings)
+      fmt::print("{}\n", row);
+  }
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
+#include <tuple>
 
 #include "../model/vocabulary_model.hpp"
 #include "attnlab/core/rng.hpp"
@@ -819,6 +820,21 @@ TEST(ModelCli, BenchProductsTimesEachKernelsAsSharesOfThePeak) {
   const double theirs = b["results"][0]["openblas_gflops"],
                chosen = onednn ? b["results"][0]["onednn_gflops"].get<double>() : theirs;
   if (onednn) EXPECT_NEAR(b["results"][0]["model_f32_kernels_over_openblas"].get<double>(), chosen / theirs, 1e-9);
+  // The vendor's ceiling on the bf16 and int8 units: a share of the peak of the unit its kernel
+  // names (AMX's tiles, else AVX-512's dot products), where oneDNN has a kernel for it.
+  const json& m = b["machine"];
+  for (const json& p : b["results"])
+    for (const auto& [name, tiles_peak, vector_peak] :
+         {std::tuple{"onednn_bf16_ceiling", "amx_bf16_peak_gflops", "bf16_peak_gflops"},
+          std::tuple{"onednn_int8_ceiling", "amx_int8_peak_gops", "int8_peak_gops"}}) {
+      const json& c = p.at(name);
+      if (c.is_null()) continue;
+      const std::string kernel = c["kernel"];
+      const double gflops = c["gflops"], unit = m[kernel.find("amx") != std::string::npos ? tiles_peak : vector_peak];
+      EXPECT_GT(gflops, 0) << name;
+      if (unit > 0) EXPECT_NEAR(c["percent_of_peak"].get<double>(), 100 * gflops / unit, 1e-9 * gflops) << name;
+    }
+  if (attnlab::bf16_products_available()) EXPECT_FALSE(b["results"][0]["onednn_bf16_ceiling"].is_null());
   expect_refused("bench --products --train", "--products: times the layers' products alone");
 }
 

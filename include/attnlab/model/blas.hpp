@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -158,5 +159,29 @@ class Bf16Products {
 
 // True while a Bf16Products made on this thread asks for them and they are available.
 bool bf16_products();
+
+// The vendor's ceiling on the bf16 and int8 units, for bench --products: oneDNN's matmul
+// C[M × N] = x[M × K] · W[K × N] with both operands already of the unit's types (bf16 and
+// bf16, C f32; or x u8 and W s8, C s32) and W reordered into oneDNN's own blocked layout
+// before any run: nothing to widen, unpack or pack. What a quantized or --bf16 prompt's
+// products could reach here at the most, were their operands the units' own. Made once, run
+// as often as timed, over this thread's OpenMP threads; the operands' values are arbitrary.
+enum class UnitOperands { bf16, int8 };
+class VendorProduct {
+ public:
+  // nullptr where oneDNN has no fast kernel for it here (only its reference loops, or none).
+  static std::unique_ptr<VendorProduct> make(UnitOperands operands, std::size_t M, std::size_t N, std::size_t K);
+  ~VendorProduct();
+  VendorProduct(const VendorProduct&) = delete;
+  VendorProduct& operator=(const VendorProduct&) = delete;
+
+  const std::string& kernel() const;  // oneDNN's name for it: "brg:avx512_core_amx_int8", ...
+  void run();
+
+ private:
+  struct Made;
+  explicit VendorProduct(std::unique_ptr<Made> made);
+  std::unique_ptr<Made> made_;
+};
 
 }  // namespace attnlab
