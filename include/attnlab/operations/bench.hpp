@@ -107,7 +107,8 @@ struct BenchRequest {
           info({.name = "products",
                 .help = "Time the f32 matrix products of a model's layers instead (GPT-2 small's at 1024 "
                         "tokens, a 1.1B Llama's at 256): oneDNN's, attnlab's own with f32 and f16 weights, "
-                        "and OpenBLAS's, each as a share of the f32 peak (with quick: the Q, K, V products alone)"}));
+                        "and OpenBLAS's, each as a share of the f32 peak; then oneDNN's on operands already bf16 "
+                        "and int8, as shares of those units' peaks (with quick: the Q, K, V products alone)"}));
     field(train, info({.name = "train",
                        .help = "Time training steps of a small GPT-2 instead (attnlab train's model "
                                "and task)"}));
