@@ -585,10 +585,12 @@ int bench_products(const BenchFlags& f) {
   const bool own = f32_gemm_vectorized();
   const F32Kernels model_kernels = f32_kernels();
   const bool with_onednn = onednn_f32_available();
-  std::size_t most = 0;  // the largest product's x, W (f32 and f16) and y, in bytes
+  // The largest product's x, W (f32 and f16) and y, then beside them the ceiling's x, W (as
+  // stored and packed) and y, in bytes.
+  std::size_t most = 0;
   for (const Product& p : kProducts)
-    most = std::max(most, (p.tokens * p.in + p.out * p.in + p.tokens * p.out) * sizeof(float) +
-                              p.out * p.in * sizeof(std::uint16_t));
+    most = std::max(most, (p.tokens * p.in + p.out * p.in + 2 * p.tokens * p.out) * sizeof(float) +
+                              (p.tokens * p.in + 3 * p.out * p.in) * sizeof(std::uint16_t));
   require_available_memory(most, "--products", "the largest product's operands", "free some memory first");
   fmt::print(stderr, "measuring this machine's peaks...\n");
   const MachinePeaks peaks = measure_peaks(int(f.threads));
