@@ -531,7 +531,8 @@ int bench_train(const BenchFlags& f) {
 
 // oneDNN's product at one shape on operands already of a unit's types (VendorProduct): its
 // kernel, GFLOP/s (GOP/s) and share of the peak of the unit it runs on, as measured in this run
-// (AMX's tiles where its kernel's name says so, else AVX-512's bf16 or VNNI dot products).
+// (bf16: the bf16 products' unit; int8: AMX's tiles where its kernel's name says so, else VNNI's
+// dot products).
 struct UnitCeiling {
   std::string kernel;  // empty: none here
   double gflops = 0, peak = 0;
@@ -553,8 +554,8 @@ UnitCeiling unit_ceiling(UnitOperands operands, std::size_t tokens, std::size_t 
   const std::unique_ptr<VendorProduct> product = VendorProduct::make(operands, tokens, out, in);
   if (!product) return {};
   const bool tiles = product->kernel().find("amx") != std::string::npos;
-  const double peak = operands == UnitOperands::bf16 ? (tiles ? peaks.amx_gflops : peaks.bf16_gflops)
-                                                     : (tiles ? peaks.amx_int8_gops : peaks.int8_gops);
+  const double peak =
+      operands == UnitOperands::bf16 ? bf16_products_peak(peaks) : (tiles ? peaks.amx_int8_gops : peaks.int8_gops);
   // Run for a tenth of a second first: in a process's first tenth of a second, oneDNN's AMX
   // int8 product ran 12× slower (8 ms against 0.6; seen on Sapphire Rapids).
   const auto start = std::chrono::steady_clock::now();
