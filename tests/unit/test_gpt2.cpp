@@ -440,6 +440,18 @@ bool thp_eligible(const void* p) {
 }
 }  // namespace
 
+// Below huge pages' size, UnsetAllocator's buffers start on a cache line (where malloc's
+// start 16 bytes into one): the bf16 products' x is read by AMX's tiles a row at a time.
+TEST(Gpt2, SmallerUnsetBuffersStartOnCacheLines) {
+  for (const std::size_t count : {1, 3, 17, 1000, 100000}) {
+    std::vector<std::uint16_t, UnsetAllocator<std::uint16_t>> held[4];  // several, so malloc's order cannot hide it
+    for (auto& v : held) {
+      v.resize(count);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(v.data()) % kUnsetAlignment, 0u) << count;
+    }
+  }
+}
+
 TEST(Gpt2, LogitsAndBlockBuffersFromFourMebibytesUpLieOnHugePages) {
   Logits large(std::size_t(5) << 20);  // 20 MiB of floats
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(large.data()) % (std::size_t(2) << 20), 0u);
